@@ -1,0 +1,238 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Record codec shared by the writer (preload) and the reader (analyzer): LEB128 varints and the
+ * generic, layout-driven encoding of one record (see format.h, VRT_RECORD_LAYOUTS).
+ * Header-only so both sides compile the exact same code.
+ */
+#ifndef VRAMTRACE_RECORD_H
+#define VRAMTRACE_RECORD_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "vramtrace/error.h"
+#include "vramtrace/format.h"
+
+/* One decoded record. Fields an op does not carry are left 0. */
+struct vrt_record {
+	uint8_t op;
+	uint64_t ts;
+	uint64_t addr;
+	uint64_t size;
+	uint64_t aux;
+	uint64_t aux2;
+	uint64_t stream;
+	uint64_t id;
+	uint64_t id2;
+	uint32_t api;
+	int32_t device;
+	uint32_t kind;
+	uint32_t stack;
+	uint32_t stack2;
+	int32_t result;
+	uint32_t bytes_len;
+	const uint8_t *bytes; /* points into the decoded chunk; valid until the next chunk */
+};
+
+/* Delta state of one chunk. Reset to zero at every chunk start. */
+struct vrt_delta {
+	uint64_t ts;
+	uint64_t addr;
+};
+
+/* Longest encoded record without its 'B' payload: opcode + 11 fields of 10 bytes. */
+#define VRT_RECORD_MAX_FIXED 128u
+
+static inline const char *vrt_record_layout(unsigned op)
+{
+	switch (op) {
+#define VRT_LAYOUT_CASE(o, layout) \
+	case o:                    \
+		return layout;
+		VRT_RECORD_LAYOUTS(VRT_LAYOUT_CASE)
+#undef VRT_LAYOUT_CASE
+	default:
+		return NULL;
+	}
+}
+
+static inline uint64_t vrt_zigzag(int64_t v) { return ((uint64_t)v << 1) ^ (uint64_t)(v >> 63); }
+static inline int64_t vrt_unzigzag(uint64_t v) { return (int64_t)(v >> 1) ^ -(int64_t)(v & 1); }
+
+static inline uint8_t *vrt_put_uvarint(uint8_t *p, uint64_t v)
+{
+	while (v >= 0x80) {
+		*p++ = (uint8_t)(v | 0x80);
+		v >>= 7;
+	}
+	*p++ = (uint8_t)v;
+	return p;
+}
+
+/* Returns bytes consumed, or 0 when the input ends early or the varint exceeds 64 bits. */
+static inline size_t vrt_get_uvarint(const uint8_t *p, const uint8_t *end, uint64_t *out)
+{
+	uint64_t v = 0;
+	for (unsigned shift = 0, i = 0; p + i < end && shift < 64; shift += 7, i++) {
+		uint8_t b = p[i];
+		if (shift == 63 && b > 1)
+			return 0;
+		v |= (uint64_t)(b & 0x7f) << shift;
+		if (!(b & 0x80)) {
+			*out = v;
+			return i + 1;
+		}
+	}
+	return 0;
+}
+
+/*
+ * Encodes r into p (which must hold VRT_RECORD_MAX_FIXED + r->bytes_len bytes).
+ * Returns the end of the encoded record.
+ */
+static inline uint8_t *vrt_record_encode(uint8_t *p, const struct vrt_record *r, struct vrt_delta *d)
+{
+	const char *layout = vrt_record_layout(r->op);
+	*p++ = r->op;
+	for (; layout && *layout; layout++) {
+		switch (*layout) {
+		case VRT_FC_TS: p = vrt_put_uvarint(p, vrt_zigzag((int64_t)(r->ts - d->ts))); d->ts = r->ts; break;
+		case VRT_FC_ADDR: p = vrt_put_uvarint(p, vrt_zigzag((int64_t)(r->addr - d->addr))); d->addr = r->addr; break;
+		case VRT_FC_SIZE: p = vrt_put_uvarint(p, r->size); break;
+		case VRT_FC_AUX: p = vrt_put_uvarint(p, r->aux); break;
+		case VRT_FC_AUX2: p = vrt_put_uvarint(p, r->aux2); break;
+		case VRT_FC_API: p = vrt_put_uvarint(p, r->api); break;
+		case VRT_FC_DEVICE: p = vrt_put_uvarint(p, vrt_zigzag(r->device)); break;
+		case VRT_FC_KIND: p = vrt_put_uvarint(p, r->kind); break;
+		case VRT_FC_STREAM: p = vrt_put_uvarint(p, r->stream); break;
+		case VRT_FC_STACK: p = vrt_put_uvarint(p, r->stack); break;
+		case VRT_FC_STACK2: p = vrt_put_uvarint(p, r->stack2); break;
+		case VRT_FC_RESULT: p = vrt_put_uvarint(p, vrt_zigzag(r->result)); break;
+		case VRT_FC_ID: p = vrt_put_uvarint(p, r->id); break;
+		case VRT_FC_ID2: p = vrt_put_uvarint(p, r->id2); break;
+		case VRT_FC_BYTES:
+			p = vrt_put_uvarint(p, r->bytes_len);
+			if (r->bytes_len)
+				memcpy(p, r->bytes, r->bytes_len);
+			p += r->bytes_len;
+			break;
+		}
+	}
+	return p;
+}
+
+static inline bool vrt_fits_u32(uint64_t v) { return v <= UINT32_MAX; }
+static inline bool vrt_fits_i32(int64_t v) { return v >= INT32_MIN && v <= INT32_MAX; }
+
+/*
+ * Decodes one record starting at *pp. On success advances *pp and returns 0; otherwise returns
+ * VRT_E_RECORD (unknown opcode, truncated field, or a value out of its field's range).
+ */
+static inline int vrt_record_decode(const uint8_t **pp, const uint8_t *end, struct vrt_record *r,
+				    struct vrt_delta *d)
+{
+	const uint8_t *p = *pp;
+	if (p >= end)
+		return VRT_E_RECORD;
+	memset(r, 0, sizeof(*r));
+	r->op = *p++;
+	const char *layout = vrt_record_layout(r->op);
+	if (!layout)
+		return VRT_E_RECORD;
+	for (; *layout; layout++) {
+		uint64_t v;
+		size_t n = vrt_get_uvarint(p, end, &v);
+		if (!n)
+			return VRT_E_RECORD;
+		p += n;
+		switch (*layout) {
+		case VRT_FC_TS: d->ts += (uint64_t)vrt_unzigzag(v); r->ts = d->ts; break;
+		case VRT_FC_ADDR: d->addr += (uint64_t)vrt_unzigzag(v); r->addr = d->addr; break;
+		case VRT_FC_SIZE: r->size = v; break;
+		case VRT_FC_AUX: r->aux = v; break;
+		case VRT_FC_AUX2: r->aux2 = v; break;
+		case VRT_FC_API:
+			if (v >= VRT_API_LAST)
+				return VRT_E_RECORD;
+			r->api = (uint32_t)v;
+			break;
+		case VRT_FC_DEVICE:
+			if (!vrt_fits_i32(vrt_unzigzag(v)))
+				return VRT_E_RECORD;
+			r->device = (int32_t)vrt_unzigzag(v);
+			break;
+		case VRT_FC_KIND:
+			if (v >= VRT_KIND_LAST)
+				return VRT_E_RECORD;
+			r->kind = (uint32_t)v;
+			break;
+		case VRT_FC_STREAM: r->stream = v; break;
+		case VRT_FC_STACK:
+		case VRT_FC_STACK2:
+			if (!vrt_fits_u32(v))
+				return VRT_E_RECORD;
+			*(*layout == VRT_FC_STACK ? &r->stack : &r->stack2) = (uint32_t)v;
+			break;
+		case VRT_FC_RESULT:
+			if (!vrt_fits_i32(vrt_unzigzag(v)))
+				return VRT_E_RECORD;
+			r->result = (int32_t)vrt_unzigzag(v);
+			break;
+		case VRT_FC_ID: r->id = v; break;
+		case VRT_FC_ID2: r->id2 = v; break;
+		case VRT_FC_BYTES:
+			if (v > (uint64_t)(end - p))
+				return VRT_E_RECORD;
+			r->bytes_len = (uint32_t)v;
+			r->bytes = p;
+			p += v;
+			break;
+		default:
+			return VRT_E_RECORD;
+		}
+	}
+	*pp = p;
+	return 0;
+}
+
+/* crc32c (Castagnoli). The SSE4.2 instruction does 8 bytes a cycle; the bitwise loop is the
+ * portable fallback. Same result either way. */
+static inline uint32_t vrt_crc32c_sw(uint32_t crc, const uint8_t *p, size_t len)
+{
+	while (len--) {
+		crc ^= *p++;
+		for (int k = 0; k < 8; k++)
+			crc = (crc >> 1) ^ (0x82f63b78u & (0u - (crc & 1u)));
+	}
+	return crc;
+}
+
+#if defined(__x86_64__)
+__attribute__((target("sse4.2"))) static inline uint32_t vrt_crc32c_hw(uint32_t crc, const uint8_t *p,
+									   size_t len)
+{
+	uint64_t c = crc;
+	for (; len >= 8; p += 8, len -= 8) {
+		uint64_t v;
+		memcpy(&v, p, 8);
+		c = __builtin_ia32_crc32di(c, v);
+	}
+	crc = (uint32_t)c;
+	for (; len; p++, len--)
+		crc = __builtin_ia32_crc32qi(crc, *p);
+	return crc;
+}
+#endif
+
+static inline uint32_t vrt_crc32c(uint32_t crc, const void *data, size_t len)
+{
+#if defined(__x86_64__)
+	if (__builtin_cpu_supports("sse4.2"))
+		return ~vrt_crc32c_hw(~crc, (const uint8_t *)data, len);
+#endif
+	return ~vrt_crc32c_sw(~crc, (const uint8_t *)data, len);
+}
+
+#endif /* VRAMTRACE_RECORD_H */

@@ -1,0 +1,531 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The collector thread: drains every thread's buffer in timestamp order, keeps the live set,
+ * interns stacks and writes the trace (trace_output.c). It wakes every VRAMTRACE_FLUSH_MS, when a
+ * buffer passes half full, on OOM, on a control connection, and at exit or on a fatal signal.
+ *
+ * Order across threads: a release is stamped before its real call and an allocation after its
+ * real call returns, so for one address the free's timestamp is below the next allocation's.
+ * Each drain merges the buffers by timestamp; an event that arrives in a later drain than a
+ * newer event for the same address is recognised by its older timestamp (see apply_*).
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <linux/futex.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "collector.h"
+
+struct collector vrt_collector = { .wake_fd = -1, .control_fd = -1 };
+
+void vrt_collector_wake(void)
+{
+	uint64_t one = 1;
+	if (vrt_collector.wake_fd >= 0) {
+		ssize_t ignored = write(vrt_collector.wake_fd, &one, sizeof(one));
+		(void)ignored;
+	}
+}
+
+static uint64_t to_units(const struct collector *c, uint64_t ns)
+{
+	return ns > c->t0_ns ? (ns - c->t0_ns) / (uint64_t)vrt_cfg.ts_unit_ns : 0;
+}
+
+/* ---- stacks ----------------------------------------------------------------------------- */
+
+static bool symbolized_insert(struct collector *c, uint64_t addr)
+{
+	if ((c->symbolized_used + 1) * 2 > c->symbolized_cap) {
+		size_t cap = c->symbolized_cap ? c->symbolized_cap * 2 : 4096;
+		uint64_t *set = calloc(cap, sizeof(*set));
+		if (!set)
+			return false;
+		for (size_t i = 0; i < c->symbolized_cap; i++) {
+			uint64_t a = c->symbolized[i];
+			if (!a)
+				continue;
+			size_t j = (a * 0x9e3779b97f4a7c15ull >> 20) & (cap - 1);
+			while (set[j])
+				j = (j + 1) & (cap - 1);
+			set[j] = a;
+		}
+		free(c->symbolized);
+		c->symbolized = set;
+		c->symbolized_cap = cap;
+	}
+	size_t i = (addr * 0x9e3779b97f4a7c15ull >> 20) & (c->symbolized_cap - 1);
+	for (; c->symbolized[i]; i = (i + 1) & (c->symbolized_cap - 1))
+		if (c->symbolized[i] == addr)
+			return false;
+	c->symbolized[i] = addr;
+	c->symbolized_used++;
+	return true;
+}
+
+static void queue_symbol(struct collector *c, uint64_t addr)
+{
+	if (!symbolized_insert(c, addr))
+		return;
+	if (c->n_to_symbolize == c->cap_to_symbolize) {
+		size_t cap = c->cap_to_symbolize ? c->cap_to_symbolize * 2 : 1024;
+		uint64_t *q = realloc(c->to_symbolize, cap * sizeof(*q));
+		if (!q)
+			return;
+		c->to_symbolize = q;
+		c->cap_to_symbolize = cap;
+	}
+	c->to_symbolize[c->n_to_symbolize++] = addr;
+}
+
+/* Trie path: Python frames outermost first, then native frames outermost first; the leaf is
+ * the innermost native frame. Readers walk leaf to root and get both lists innermost first. */
+static uint32_t intern_frames(struct collector *c, const uint64_t *native, int n_native, const uint32_t *python,
+			      int n_python)
+{
+	uint32_t node = 0;
+	bool created;
+	for (int i = n_python - 1; i >= 0; i--) {
+		bool boundary = python[i] == VRT_PY_EVAL_BOUNDARY;
+		node = vrt_intern_node(&c->intern, node, boundary ? VRT_FRAME_EVAL : VRT_FRAME_PYTHON,
+				       boundary ? 0 : python[i], &created);
+		if (!node)
+			return 0;
+	}
+	for (int i = n_native - 1; i >= 0; i--) {
+		node = vrt_intern_node(&c->intern, node, VRT_FRAME_NATIVE, native[i], &created);
+		if (!node)
+			return 0;
+		if (created)
+			queue_symbol(c, native[i]);
+	}
+	return node;
+}
+
+static uint32_t resolve_stack(struct collector *c, struct vrt_tbuf *b, const struct vrt_raw *r)
+{
+	if (r->stack_id || !(r->flags & VRT_RAW_HAS_FRAMES))
+		return r->stack_id;
+	const uint64_t *native = (const uint64_t *)(r + 1);
+	const uint32_t *python = (const uint32_t *)(native + r->n_native);
+	uint32_t id = intern_frames(c, native, r->n_native, python, r->n_python);
+	if (id && r->stack_hash)
+		vrt_stack_cache_fill(b, r->stack_hash, id);
+	return id;
+}
+
+/* ---- phases ----------------------------------------------------------------------------- */
+
+static struct phase_state *phase(struct collector *c, uint32_t name_id)
+{
+	for (size_t i = 0; i < c->n_phases; i++)
+		if (c->phases[i].name_id == name_id)
+			return &c->phases[i];
+	if (c->n_phases == c->cap_phases) {
+		size_t cap = c->cap_phases ? c->cap_phases * 2 : 16;
+		struct phase_state *p = realloc(c->phases, cap * sizeof(*p));
+		if (!p)
+			return NULL;
+		c->phases = p;
+		c->cap_phases = cap;
+	}
+	c->phases[c->n_phases] = (struct phase_state){ name_id, 0, 0 };
+	return &c->phases[c->n_phases++];
+}
+
+/* ---- live set --------------------------------------------------------------------------- */
+
+static uint8_t space_of(uint8_t op)
+{
+	switch (op) {
+	case VRT_OP_ALLOC: case VRT_OP_FREE: case VRT_OP_SEED: return VRT_SPACE_ADDR;
+	case VRT_OP_PHYS_CREATE: case VRT_OP_PHYS_RELEASE: return VRT_SPACE_HANDLE;
+	case VRT_OP_MAP: case VRT_OP_UNMAP: return VRT_SPACE_MAP;
+	case VRT_OP_VA_RESERVE: case VRT_OP_VA_FREE: return VRT_SPACE_VA;
+	case VRT_OP_BLOCK_ALLOC: case VRT_OP_BLOCK_FREE: case VRT_OP_BLOCK_SIZE: return VRT_SPACE_BLOCK;
+	case VRT_OP_IMPORT: case VRT_OP_IMPORT_CLOSE: return VRT_SPACE_IMPORT;
+	}
+	return 0;
+}
+
+static void live_fill(struct vrt_live *e, const struct vrt_record *r)
+{
+	e->size = r->size;
+	e->ts = r->ts;
+	e->aux = r->aux;
+	e->aux2 = r->aux2;
+	e->stream = r->stream;
+	e->stack = r->stack;
+	e->api = (uint16_t)r->api;
+	e->device = (int16_t)r->device;
+	e->op = r->op;
+	e->kind = (uint8_t)r->kind;
+	e->refs = 1;
+	e->maps = 0;
+}
+
+/* Something became live. Returns false if the record should not be written. */
+static bool apply_birth(struct collector *c, struct vrt_record *r)
+{
+	bool created;
+	if (r->op == VRT_OP_PHYS_CREATE && r->api == VRT_API_CU_MEM_RETAIN_HANDLE) {
+		struct vrt_live *h = vrt_live_find(&c->live, VRT_SPACE_HANDLE, r->addr);
+		if (h)
+			h->refs++;
+		return true;
+	}
+	struct vrt_live *e = vrt_live_upsert(&c->live, space_of(r->op), r->addr, &created);
+	if (!e)
+		return true;
+	if (!created && e->ts > r->ts)
+		return true; /* a newer incarnation is already known; keep it */
+	live_fill(e, r);
+	if (r->op == VRT_OP_MAP) {
+		struct vrt_live *h = vrt_live_find(&c->live, VRT_SPACE_HANDLE, r->aux);
+		if (h) {
+			h->maps++;
+			r->kind = h->kind;
+			r->device = h->device;
+			e->kind = h->kind;
+			e->device = h->device;
+		}
+	}
+	return true;
+}
+
+static void release_handle(struct collector *c, uint64_t handle, bool drop_ref, bool drop_map)
+{
+	struct vrt_live *h = vrt_live_find(&c->live, VRT_SPACE_HANDLE, handle);
+	if (!h)
+		return;
+	if (drop_ref && h->refs)
+		h->refs--;
+	if (drop_map && h->maps)
+		h->maps--;
+	if (!h->refs && !h->maps)
+		vrt_live_remove(&c->live, h);
+}
+
+/* Something ended: fill size and allocating stack from the live set. */
+static bool apply_death(struct collector *c, struct vrt_record *r)
+{
+	uint8_t space = space_of(r->op);
+	struct vrt_live *e = vrt_live_find(&c->live, space, r->addr);
+	if (!e) {
+		r->stack2 = 0; /* unknown to us: allocated before tracing, or not ours */
+		return true;
+	}
+	if (e->ts > r->ts)
+		return false; /* stale: belongs to an earlier incarnation, already replaced */
+	r->stack2 = e->stack;
+	r->device = e->device;
+	r->kind = e->kind;
+	if (space == VRT_SPACE_HANDLE) {
+		r->size = e->size;
+		release_handle(c, r->addr, true, false);
+		return true;
+	}
+	uint64_t handle = e->aux, size = e->size, end = r->addr + (r->size ? r->size : size);
+	if (r->op != VRT_OP_UNMAP || r->size == 0 || r->size == size)
+		r->size = size;
+	vrt_live_remove(&c->live, e);
+	if (space != VRT_SPACE_MAP)
+		return true;
+	release_handle(c, handle, false, true);
+	/* One unmap may cover several consecutive mappings. */
+	for (uint64_t p = r->addr + size; p < end;) {
+		struct vrt_live *m = vrt_live_find(&c->live, VRT_SPACE_MAP, p);
+		if (!m)
+			break;
+		uint64_t h = m->aux, n = m->size;
+		vrt_live_remove(&c->live, m);
+		release_handle(c, h, false, true);
+		p += n;
+	}
+	return true;
+}
+
+static void apply_context_reset(struct collector *c, int device)
+{
+	for (size_t i = 0; i < c->live.cap;) {
+		struct vrt_live *e = &c->live.slots[i];
+		bool gone = e->space && e->device == device && e->kind != VRT_KIND_HOST_PINNED &&
+			    (e->space == VRT_SPACE_ADDR || e->space == VRT_SPACE_BLOCK);
+		if (gone)
+			vrt_live_remove(&c->live, e); /* slot i now holds a shifted entry: look again */
+		else
+			i++;
+	}
+}
+
+/* ---- one raw event ---------------------------------------------------------------------- */
+
+static void label_of(const struct vrt_raw *r, const char **label, size_t *len)
+{
+	const char *p = (const char *)(r + 1) + (size_t)r->n_native * 8 + (size_t)r->n_python * 4;
+	*label = p;
+	*len = strnlen(p, 255);
+}
+
+static void process(struct collector *c, struct vrt_tbuf *b, const struct vrt_raw *raw)
+{
+	struct vrt_record r = { .op = raw->op, .ts = to_units(c, raw->ts_ns), .addr = raw->addr, .size = raw->size,
+				.aux = raw->aux, .aux2 = raw->aux2, .stream = raw->stream, .api = raw->api,
+				.device = raw->device, .kind = raw->kind, .result = raw->result };
+	bool full = atomic_load(&vrt_mode) == VRT_MODE_FULL;
+	r.stack = full ? resolve_stack(c, b, raw) : 0;
+	bool write = true;
+	switch (raw->op) {
+	case VRT_OP_ALLOC: case VRT_OP_SEED: case VRT_OP_PHYS_CREATE: case VRT_OP_MAP: case VRT_OP_VA_RESERVE:
+	case VRT_OP_IMPORT: case VRT_OP_BLOCK_ALLOC:
+		write = apply_birth(c, &r);
+		break;
+	case VRT_OP_FREE: case VRT_OP_PHYS_RELEASE: case VRT_OP_UNMAP: case VRT_OP_VA_FREE: case VRT_OP_IMPORT_CLOSE:
+	case VRT_OP_BLOCK_FREE:
+		write = apply_death(c, &r);
+		break;
+	case VRT_OP_BLOCK_SIZE: {
+		struct vrt_live *e = vrt_live_find(&c->live, VRT_SPACE_BLOCK, r.addr);
+		if (e)
+			e->size = r.size;
+		break;
+	}
+	case VRT_OP_CONTEXT:
+		apply_context_reset(c, r.device);
+		break;
+	case VRT_OP_LOST:
+		r.id = raw->size;
+		c->events_lost += raw->size;
+		break;
+	case VRT_OP_MARK: case VRT_OP_PHASE_ENTER: case VRT_OP_PHASE_EXIT: {
+		const char *label;
+		size_t len;
+		label_of(raw, &label, &len);
+		r.id = vrt_intern_string(&c->intern, label, len);
+		struct phase_state *ps = raw->op == VRT_OP_MARK ? NULL : phase(c, (uint32_t)r.id);
+		if (ps && raw->op == VRT_OP_PHASE_ENTER) {
+			ps->entered++;
+			ps->depth++;
+		} else if (ps && ps->depth > 0) {
+			ps->depth--;
+		}
+		break;
+	}
+	}
+	if (!write || !full)
+		return;
+	if (vrt_output_ensure(c))
+		return;
+	vrt_output_describe_thread(c, b);
+	vrt_output_event(c, b->index, &r);
+	if (raw->op == VRT_OP_OOM) {
+		uint64_t now = vrt_now_ns();
+		if (now - c->last_oom_checkpoint_ns > 1000000000ull) { /* at most one a second */
+			c->last_oom_checkpoint_ns = now;
+			vrt_output_checkpoint(c, VRT_CP_OOM);
+		}
+	}
+}
+
+/* ---- draining --------------------------------------------------------------------------- */
+
+struct cursor {
+	struct vrt_tbuf *b;
+	uint64_t pos, end;
+};
+
+static const struct vrt_raw *peek(struct cursor *k)
+{
+	while (k->pos < k->end) {
+		uint64_t off = k->pos & (k->b->capacity - 1);
+		const struct vrt_raw *r = (const struct vrt_raw *)(k->b->data + off);
+		if (r->op != 0)
+			return r;
+		k->pos += k->b->capacity - off; /* padding to the ring end */
+	}
+	return NULL;
+}
+
+#define MAX_CURSORS 512
+
+void vrt_collector_drain(struct collector *c)
+{
+	struct cursor cur[MAX_CURSORS];
+	int n = 0;
+	for (struct vrt_tbuf *b = vrt_tbuf_list(); b && n < MAX_CURSORS; b = b->next) {
+		uint64_t head = atomic_load_explicit(&b->head, memory_order_acquire);
+		uint64_t tail = atomic_load_explicit(&b->tail, memory_order_relaxed);
+		if (head != tail)
+			cur[n++] = (struct cursor){ b, tail, head };
+	}
+	for (;;) {
+		int best = -1;
+		const struct vrt_raw *best_r = NULL;
+		for (int i = 0; i < n; i++) {
+			const struct vrt_raw *r = peek(&cur[i]);
+			if (r && (!best_r || r->ts_ns < best_r->ts_ns)) {
+				best = i;
+				best_r = r;
+			}
+		}
+		if (best < 0)
+			break;
+		process(c, cur[best].b, best_r);
+		cur[best].pos += best_r->len;
+	}
+	for (int i = 0; i < n; i++)
+		atomic_store_explicit(&cur[i].b->tail, cur[i].end, memory_order_release);
+	vrt_tbuf_reclaim_dead();
+}
+
+/* ---- mode changes ----------------------------------------------------------------------- */
+
+void vrt_collector_set_mode(struct collector *c, int mode, int cause)
+{
+	int old = atomic_exchange(&vrt_mode, mode);
+	if (old == mode || mode != VRT_MODE_FULL)
+		return;
+	/* Entering full tracing: describe what is already alive, then record from here. */
+	if (vrt_output_ensure(c))
+		return;
+	struct vrt_record r = { .op = VRT_OP_MODE, .ts = to_units(c, vrt_now_ns()), .id = (uint64_t)mode,
+				.id2 = (uint64_t)cause };
+	vrt_output_event(c, 0, &r);
+	vrt_output_checkpoint(c, VRT_CP_ATTACH);
+}
+
+/* ---- the thread ------------------------------------------------------------------------- */
+
+static void wait_for_work(struct collector *c, int timeout_ms)
+{
+	struct pollfd fds[2] = { { c->wake_fd, POLLIN, 0 }, { c->control_fd, POLLIN, 0 } };
+	int n = poll(fds, c->control_fd >= 0 ? 2 : 1, timeout_ms);
+	if (n > 0 && (fds[0].revents & POLLIN)) {
+		uint64_t v;
+		ssize_t ignored = read(c->wake_fd, &v, sizeof(v));
+		(void)ignored;
+	}
+	if (n > 0 && c->control_fd >= 0 && (fds[1].revents & POLLIN))
+		vrt_control_serve(c, c->control_fd);
+}
+
+static void finish_crash(struct collector *c)
+{
+	int sig = atomic_load(&c->crash_signal);
+	vrt_collector_drain(c);
+	vrt_output_finish(c, VRT_END_SIGNAL, sig);
+	atomic_store(&c->crash_done, 1);
+	syscall(SYS_futex, &c->crash_done, FUTEX_WAKE, 1, NULL, NULL, 0);
+}
+
+static void *collector_main(void *arg)
+{
+	struct collector *c = arg;
+	vrt_tls.busy = 1; /* nothing this thread does is traced */
+	prctl(PR_SET_NAME, "vramtrace");
+	sigset_t all;
+	sigfillset(&all);
+	pthread_sigmask(SIG_BLOCK, &all, NULL); /* never steal the application's signals */
+	while (!atomic_load(&c->stop)) {
+		wait_for_work(c, vrt_cfg.flush_ms);
+		if (atomic_load(&c->crash_signal)) {
+			finish_crash(c);
+			return NULL;
+		}
+		vrt_collector_drain(c);
+		if (atomic_load(&vrt_state) == VRT_STATE_DISABLED && c->writer) {
+			vrt_output_finish(c, VRT_END_DISABLED, 0);
+			continue;
+		}
+		uint64_t now = vrt_now_ns();
+		if (now - c->last_flush_ns >= (uint64_t)vrt_cfg.flush_ms * 1000000ull) {
+			vrt_output_flush(c);
+			c->last_flush_ns = now;
+		}
+	}
+	vrt_collector_drain(c);
+	vrt_output_finish(c, c->end_reason, c->end_detail);
+	return NULL;
+}
+
+static int collector_init(struct collector *c)
+{
+	c->t0_ns = vrt_now_ns();
+	struct timespec rt;
+	clock_gettime(CLOCK_REALTIME, &rt);
+	c->t0_realtime_ns = (uint64_t)rt.tv_sec * 1000000000ull + (uint64_t)rt.tv_nsec;
+	c->last_flush_ns = c->t0_ns;
+	c->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	if (c->wake_fd < 0 || vrt_live_init(&c->live) ||
+	    vrt_intern_init(&c->intern, &c->pending_tables, c->writer || vrt_cfg.ring_bytes ? &c->all_tables : NULL))
+		return -1;
+	vrt_symbols_init();
+	c->control_fd = vrt_cfg.control ? vrt_control_listen() : -1;
+	return 0;
+}
+
+int vrt_collector_start(void)
+{
+	struct collector *c = &vrt_collector;
+	if (collector_init(c))
+		return -1;
+	pthread_attr_t attr;
+	pthread_attr_init(&attr);
+	pthread_attr_setstacksize(&attr, 1u << 20);
+	int rc = pthread_create(&c->thread, &attr, collector_main, c);
+	pthread_attr_destroy(&attr);
+	if (rc)
+		return -1;
+	c->running = true;
+	return 0;
+}
+
+void vrt_collector_stop(int end_reason, int end_detail)
+{
+	struct collector *c = &vrt_collector;
+	if (!c->running)
+		return;
+	c->end_reason = end_reason;
+	c->end_detail = end_detail;
+	atomic_store(&c->stop, 1);
+	vrt_collector_wake();
+	pthread_join(c->thread, NULL);
+	c->running = false;
+}
+
+void vrt_collector_crash_flush(int signo)
+{
+	struct collector *c = &vrt_collector;
+	if (!c->running || pthread_equal(pthread_self(), c->thread))
+		return;
+	int expected = 0;
+	if (!atomic_compare_exchange_strong(&c->crash_signal, &expected, signo))
+		return;
+	vrt_collector_wake();
+	struct timespec limit = { 1, 0 }; /* the process is dying: wait at most a second */
+	while (!atomic_load(&c->crash_done)) {
+		long r = syscall(SYS_futex, &c->crash_done, FUTEX_WAIT, 0, &limit, NULL, 0);
+		if (r && errno == ETIMEDOUT)
+			break;
+	}
+}
+
+void vrt_collector_after_fork_child(void)
+{
+	/* The parent's collector thread does not exist here. Leak its state, start over with a new
+	 * file (named by our pid), an empty live set (CUDA state does not survive fork), the same
+	 * Python tables (this process still holds those code objects). */
+	struct collector *c = &vrt_collector;
+	memset(c, 0, sizeof(*c));
+	c->wake_fd = c->control_fd = -1;
+	if (vrt_collector_start())
+		vrt_disable("could not start the collector in a forked child");
+}

@@ -1,0 +1,75 @@
+/* SPDX-License-Identifier: MIT */
+/* The collector's state; shared by collector.c (drain), trace_output.c (file) and control.c. */
+#ifndef VRAMTRACE_COLLECTOR_H
+#define VRAMTRACE_COLLECTOR_H
+
+#include <pthread.h>
+
+#include "intern.h"
+#include "internal.h"
+#include "live_set.h"
+#include "trace_writer.h"
+
+struct phase_state {
+	uint32_t name_id;
+	uint64_t entered;
+	int64_t depth;
+};
+
+struct collector {
+	pthread_t thread;
+	bool running;
+	int wake_fd;    /* eventfd: hooks and signal handlers write to wake us */
+	int control_fd; /* listening socket, or -1 */
+	_Atomic int stop;
+	_Atomic int crash_signal;
+	_Atomic int crash_done;
+	int end_reason, end_detail;
+
+	uint64_t t0_ns;  /* CLOCK_MONOTONIC at ts 0 */
+	uint64_t t0_realtime_ns;
+	struct vrt_writer *writer;
+	bool output_failed;
+	char path[4096];
+
+	struct vrt_buf pending_tables, all_tables, events;
+	struct vrt_intern intern;
+	struct vrt_delta delta;
+	uint32_t chunk_thread; /* thread of the last event in the current chunk, 0 = none yet */
+	uint64_t events_written, events_lost;
+	uint64_t last_flush_ns, last_oom_checkpoint_ns;
+
+	struct vrt_live_set live;
+	uint32_t py_codes_done, py_frames_done;
+	uint64_t *symbolized; /* open-addressing set of return addresses already described */
+	size_t symbolized_cap, symbolized_used;
+	uint64_t *to_symbolize;
+	size_t n_to_symbolize, cap_to_symbolize;
+	uint32_t *threads_described; /* by thread index: name string id + 1, 0 = not yet */
+	size_t cap_threads;
+	struct phase_state *phases;
+	size_t n_phases, cap_phases;
+	uint32_t before_tracing_stack; /* label stack for live items seen without a stack */
+};
+
+extern struct collector vrt_collector;
+
+/* trace_output.c */
+int vrt_output_ensure(struct collector *c);
+void vrt_output_flush(struct collector *c);
+void vrt_output_checkpoint(struct collector *c, int reason);
+void vrt_output_finish(struct collector *c, int reason, int detail);
+int vrt_output_snapshot(struct collector *c, const char *path, char *reply, size_t reply_len);
+void vrt_output_event(struct collector *c, uint32_t thread, const struct vrt_record *r);
+void vrt_output_describe_thread(struct collector *c, struct vrt_tbuf *b);
+uint32_t vrt_output_label_stack(struct collector *c, const char *label);
+
+/* collector.c */
+void vrt_collector_drain(struct collector *c);
+void vrt_collector_set_mode(struct collector *c, int mode, int cause);
+
+/* control.c */
+int vrt_control_listen(void);
+void vrt_control_serve(struct collector *c, int listen_fd);
+
+#endif /* VRAMTRACE_COLLECTOR_H */

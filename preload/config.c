@@ -1,0 +1,147 @@
+/* SPDX-License-Identifier: MIT */
+/* VRAMTRACE_* environment, parsed once by the constructor from the table in options.h. */
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "internal.h"
+#include "vramtrace/error.h"
+
+struct vrt_config vrt_cfg;
+
+struct option_def {
+	const char *name;
+	enum vrt_opt_type type;
+	const char *def;
+	long long min, max;
+};
+
+static const struct option_def option_defs[VRT_OPTION_COUNT] = {
+#define VRT_OPT_DEF(id, name, type, def, min, max, help) [VRT_OPTION_##id] = { name, type, def, min, max },
+	VRT_OPTIONS(VRT_OPT_DEF)
+#undef VRT_OPT_DEF
+};
+
+int vrt_parse_size(const char *s, uint64_t *out)
+{
+	char *end;
+	if (!s || !*s || *s == '-')
+		return VRT_E_ARG;
+	unsigned long long v = strtoull(s, &end, 10);
+	unsigned shift = 0;
+	switch (*end) {
+	case 'k': case 'K': shift = 10; end++; break;
+	case 'm': case 'M': shift = 20; end++; break;
+	case 'g': case 'G': shift = 30; end++; break;
+	case 't': case 'T': shift = 40; end++; break;
+	}
+	if (*end == 'i' || *end == 'I')
+		end++;
+	if (*end == 'b' || *end == 'B')
+		end++;
+	if (*end || (shift && v > (~0ull >> shift)))
+		return VRT_E_ARG;
+	*out = (uint64_t)v << shift;
+	return 0;
+}
+
+static int parse_value(const struct option_def *d, const char *s, long long *out)
+{
+	char *end;
+	uint64_t size;
+	switch (d->type) {
+	case VRT_OPT_SIZE:
+		if (vrt_parse_size(s, &size) || size > (uint64_t)d->max)
+			return VRT_E_ARG;
+		if ((long long)size < d->min && size != 0)
+			return VRT_E_ARG;
+		*out = (long long)size;
+		return 0;
+	case VRT_OPT_INT:
+		*out = strtoll(s, &end, 10);
+		return (*s && !*end && *out >= d->min && *out <= d->max) ? 0 : VRT_E_ARG;
+	case VRT_OPT_BOOL:
+		if (!strcmp(s, "1") || !strcasecmp(s, "yes") || !strcasecmp(s, "on") || !strcasecmp(s, "true"))
+			*out = 1;
+		else if (!strcmp(s, "0") || !strcasecmp(s, "no") || !strcasecmp(s, "off") || !strcasecmp(s, "false"))
+			*out = 0;
+		else
+			return VRT_E_ARG;
+		return 0;
+	case VRT_OPT_MODE:
+		if (!strcasecmp(s, "full"))
+			*out = VRT_MODE_FULL;
+		else if (!strcasecmp(s, "armed"))
+			*out = VRT_MODE_ARMED;
+		else if (!strcasecmp(s, "off"))
+			*out = VRT_MODE_OFF;
+		else
+			return VRT_E_ARG;
+		return 0;
+	case VRT_OPT_STRING:
+		return 0;
+	}
+	return VRT_E_ARG;
+}
+
+static void copy_string(char *dst, size_t cap, const char *src)
+{
+	size_t n = strlen(src);
+	if (n >= cap)
+		n = cap - 1;
+	memcpy(dst, src, n);
+	dst[n] = 0;
+}
+
+static void store(struct vrt_config *cfg, int id, const char *s, long long v)
+{
+	switch (id) {
+	case VRT_OPTION_OUTPUT: copy_string(cfg->output, sizeof(cfg->output), s); break;
+	case VRT_OPTION_MODE: cfg->mode = (int)v; break;
+	case VRT_OPTION_RING: cfg->ring_bytes = (uint64_t)v; break;
+	case VRT_OPTION_STACK_DEPTH: cfg->stack_depth = (int)v; break;
+	case VRT_OPTION_PYTHON: cfg->python = v; break;
+	case VRT_OPTION_PYTHON_DEPTH: cfg->python_depth = (int)v; break;
+	case VRT_OPTION_FREE_STACKS: cfg->free_stacks = v; break;
+	case VRT_OPTION_FLUSH_MS: cfg->flush_ms = (int)v; break;
+	case VRT_OPTION_TS_UNIT_NS: cfg->ts_unit_ns = (int)v; break;
+	case VRT_OPTION_THREAD_BUFFER: cfg->thread_buffer = (uint64_t)v; break;
+	case VRT_OPTION_PHASE: copy_string(cfg->phase, sizeof(cfg->phase), s); break;
+	case VRT_OPTION_NVTX: cfg->nvtx = v; break;
+	case VRT_OPTION_TORCH: cfg->torch = v; break;
+	case VRT_OPTION_CONTROL: cfg->control = v; break;
+	case VRT_OPTION_FOLLOW_FORK: cfg->follow_fork = v; break;
+	case VRT_OPTION_QUIET: cfg->quiet = v; break;
+	}
+}
+
+void vrt_config_load(struct vrt_config *cfg)
+{
+	memset(cfg, 0, sizeof(*cfg));
+	for (int id = 0; id < VRT_OPTION_COUNT; id++) {
+		const struct option_def *d = &option_defs[id];
+		long long v = 0;
+		parse_value(d, d->def, &v);
+		store(cfg, id, d->def, v);
+	}
+	for (int id = 0; id < VRT_OPTION_COUNT; id++) {
+		const struct option_def *d = &option_defs[id];
+		const char *s = getenv(d->name);
+		long long v = 0;
+		if (!s)
+			continue;
+		if (parse_value(d, s, &v)) {
+			vrt_log("%s=%s is not valid; using the default %s", d->name, s, d->def);
+			continue;
+		}
+		store(cfg, id, s, v);
+	}
+	if (cfg->ring_bytes && cfg->ring_bytes < (4u << 20)) {
+		vrt_log("VRAMTRACE_RING below 4M; using 4M");
+		cfg->ring_bytes = 4u << 20;
+	}
+	uint64_t tb = 65536;
+	while (tb < cfg->thread_buffer)
+		tb <<= 1;
+	cfg->thread_buffer = tb;
+}

@@ -1,0 +1,108 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The control socket: abstract "\0vramtrace.<pid>", SOCK_SEQPACKET, served by the collector
+ * thread. Only a peer with our own uid is answered (SO_PEERCRED); anything malformed or slow is
+ * dropped. One request, one reply, close.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <stddef.h>
+#include <poll.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "collector.h"
+#include "vramtrace/control.h"
+
+int vrt_control_listen(void)
+{
+	int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	if (fd < 0)
+		return -1;
+	struct sockaddr_un addr = { .sun_family = AF_UNIX };
+	int n = snprintf(addr.sun_path + 1, sizeof(addr.sun_path) - 1, VRT_CTL_SOCKET_PREFIX "%d", (int)getpid());
+	socklen_t len = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + (size_t)n);
+	if (bind(fd, (struct sockaddr *)&addr, len) || listen(fd, 4)) {
+		close(fd);
+		return -1;
+	}
+	int high = fcntl(fd, F_DUPFD_CLOEXEC, 512);
+	if (high >= 0) {
+		close(fd);
+		fd = high;
+	}
+	return fd;
+}
+
+static bool same_user(int fd)
+{
+	struct ucred cred;
+	socklen_t len = sizeof(cred);
+	return !getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) && cred.uid == getuid();
+}
+
+static int handle(struct collector *c, const struct vrt_ctl_msg *m, char *reply, size_t reply_len)
+{
+	switch (m->type) {
+	case VRT_CTL_STATUS:
+		snprintf(reply, reply_len, "pid %d mode %s trace %.300s live %zu events %llu lost %llu", (int)getpid(),
+			 atomic_load(&vrt_mode) == VRT_MODE_FULL ? "full" : "armed", c->path[0] ? c->path : "-",
+			 c->live.used, (unsigned long long)c->events_written, (unsigned long long)c->events_lost);
+		return 0;
+	case VRT_CTL_START:
+		vrt_collector_drain(c);
+		vrt_collector_set_mode(c, VRT_MODE_FULL, VRT_CAUSE_CONTROL);
+		snprintf(reply, reply_len, "tracing everything to %.400s", c->path[0] ? c->path : "(no file: see stderr)");
+		return c->writer ? 0 : VRT_E_IO;
+	case VRT_CTL_ARM:
+		vrt_collector_drain(c);
+		vrt_output_flush(c);
+		vrt_collector_set_mode(c, VRT_MODE_ARMED, VRT_CAUSE_CONTROL);
+		snprintf(reply, reply_len, "armed: live set only");
+		return 0;
+	case VRT_CTL_MARK:
+		vrt_emit_label(VRT_OP_MARK, m->payload);
+		vrt_collector_drain(c);
+		snprintf(reply, reply_len, "marked \"%.200s\"", m->payload);
+		return 0;
+	case VRT_CTL_SNAPSHOT:
+		return vrt_output_snapshot(c, m->payload, reply, reply_len);
+	case VRT_CTL_STOP:
+		vrt_collector_drain(c);
+		vrt_output_finish(c, VRT_END_DETACHED, 0);
+		atomic_store(&vrt_mode, VRT_MODE_OFF);
+		snprintf(reply, reply_len, "tracing stopped; the trace is closed");
+		return 0;
+	}
+	return VRT_E_PROTO;
+}
+
+void vrt_control_serve(struct collector *c, int listen_fd)
+{
+	int fd = accept4(listen_fd, NULL, NULL, SOCK_CLOEXEC);
+	if (fd < 0)
+		return;
+	uint8_t buf[sizeof(struct vrt_ctl_header) + VRT_CTL_MAX_PAYLOAD + 1];
+	struct pollfd p = { fd, POLLIN, 0 };
+	struct vrt_ctl_msg msg;
+	char reply[512] = "";
+	int status = VRT_E_PERM;
+	if (!same_user(fd)) {
+		snprintf(reply, sizeof(reply), "refused: not the same user");
+	} else if (poll(&p, 1, 1000) == 1) {
+		ssize_t n = recv(fd, buf, sizeof(buf), MSG_DONTWAIT | MSG_TRUNC);
+		status = n < 0 || (size_t)n > sizeof(buf) - 1 ? VRT_E_PROTO : vrt_ctl_parse(buf, (size_t)n, &msg);
+		if (status)
+			snprintf(reply, sizeof(reply), "malformed request");
+		else
+			status = handle(c, &msg, reply, sizeof(reply));
+	}
+	long len = vrt_ctl_format(buf, VRT_CTL_REPLY, status, reply);
+	if (len > 0)
+		send(fd, buf, (size_t)len, MSG_NOSIGNAL | MSG_DONTWAIT);
+	close(fd);
+}

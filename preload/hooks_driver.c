@@ -1,0 +1,438 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Driver API hooks: the one choke point every runtime (shared or static cudart), PyTorch's
+ * expandable segments, NCCL, JAX and CuPy go through. Results pass through unchanged.
+ */
+#define _GNU_SOURCE
+#include <cuda.h>
+#include <dlfcn.h>
+
+#include "hooks.h"
+
+#define MISSING CUDA_ERROR_NOT_INITIALIZED
+
+static bool is_oom(CUresult r) { return r == CUDA_ERROR_OUT_OF_MEMORY; }
+
+int vrt_current_device_driver(void)
+{
+	static CUresult (*ctx_get_device)(CUdevice *);
+	if (!ctx_get_device)
+		*(void **)&ctx_get_device = vrt_driver_fn("cuCtxGetDevice", 2000);
+	CUdevice dev;
+	if (ctx_get_device && ctx_get_device(&dev) == CUDA_SUCCESS)
+		return dev;
+	return -1;
+}
+
+static void alloc_done(uint16_t api, CUresult r, uint8_t kind, int device, uint64_t addr, uint64_t size, uint64_t aux,
+		       uint64_t stream)
+{
+	vrt_record_alloc(api, r, is_oom(r), VRT_OP_ALLOC, kind, device, addr, size, aux, stream);
+}
+
+/* ---- device memory ---------------------------------------------------------------------- */
+
+static CUresult hook_cuMemAlloc_v2(void *real, CUdeviceptr *dptr, size_t size)
+{
+	CUresult (*fn)(CUdeviceptr *, size_t) = real;
+	if (!vrt_enter())
+		return fn(dptr, size);
+	CUresult r = fn(dptr, size);
+	alloc_done(VRT_API_CU_MEM_ALLOC, r, VRT_KIND_DEVICE, vrt_current_device_driver(), r ? 0 : *dptr, size, 0, 0);
+	vrt_leave();
+	return r;
+}
+VRT_DEFINE_HOOK(cuMemAlloc_v2, CUresult, (CUdeviceptr * dptr, size_t size), (dptr, size), MISSING)
+
+static CUresult hook_cuMemAllocPitch_v2(void *real, CUdeviceptr *dptr, size_t *pitch, size_t width, size_t height,
+					unsigned int elem)
+{
+	CUresult (*fn)(CUdeviceptr *, size_t *, size_t, size_t, unsigned int) = real;
+	if (!vrt_enter())
+		return fn(dptr, pitch, width, height, elem);
+	CUresult r = fn(dptr, pitch, width, height, elem);
+	uint64_t size = r ? (uint64_t)width * height : (uint64_t)*pitch * height;
+	alloc_done(VRT_API_CU_MEM_ALLOC_PITCH, r, VRT_KIND_DEVICE, vrt_current_device_driver(), r ? 0 : *dptr, size,
+		   width, 0);
+	vrt_leave();
+	return r;
+}
+VRT_DEFINE_HOOK(cuMemAllocPitch_v2, CUresult,
+		(CUdeviceptr * dptr, size_t *pitch, size_t width, size_t height, unsigned int elem),
+		(dptr, pitch, width, height, elem), MISSING)
+
+static CUresult hook_cuMemAllocManaged(void *real, CUdeviceptr *dptr, size_t size, unsigned int flags)
+{
+	CUresult (*fn)(CUdeviceptr *, size_t, unsigned int) = real;
+	if (!vrt_enter())
+		return fn(dptr, size, flags);
+	CUresult r = fn(dptr, size, flags);
+	alloc_done(VRT_API_CU_MEM_ALLOC_MANAGED, r, VRT_KIND_MANAGED, vrt_current_device_driver(), r ? 0 : *dptr, size,
+		   flags, 0);
+	vrt_leave();
+	return r;
+}
+VRT_DEFINE_HOOK(cuMemAllocManaged, CUresult, (CUdeviceptr * dptr, size_t size, unsigned int flags),
+		(dptr, size, flags), MISSING)
+
+static CUresult free_common(uint16_t api, CUresult (*fn)(CUdeviceptr, CUstream), CUresult (*fn1)(CUdeviceptr),
+			    CUdeviceptr p, CUstream s)
+{
+	if (!p || !vrt_enter())
+		return fn ? fn(p, s) : fn1(p);
+	uint64_t ts = vrt_now_ns();
+	CUresult r = fn ? fn(p, s) : fn1(p);
+	if (r == CUDA_SUCCESS)
+		vrt_record_release(VRT_OP_FREE, api, ts, p, 0, (uint64_t)(uintptr_t)s);
+	vrt_leave();
+	return r;
+}
+
+static CUresult hook_cuMemFree_v2(void *real, CUdeviceptr p) { return free_common(VRT_API_CU_MEM_FREE, NULL, real, p, 0); }
+VRT_DEFINE_HOOK(cuMemFree_v2, CUresult, (CUdeviceptr p), (p), MISSING)
+
+/* ---- stream-ordered --------------------------------------------------------------------- */
+
+static CUresult alloc_async(uint16_t api, void *real, CUdeviceptr *dptr, size_t size, CUmemoryPool pool, CUstream s)
+{
+	CUresult r;
+	if (!vrt_enter())
+		return pool ? ((CUresult(*)(CUdeviceptr *, size_t, CUmemoryPool, CUstream))real)(dptr, size, pool, s)
+			    : ((CUresult(*)(CUdeviceptr *, size_t, CUstream))real)(dptr, size, s);
+	r = pool ? ((CUresult(*)(CUdeviceptr *, size_t, CUmemoryPool, CUstream))real)(dptr, size, pool, s)
+		 : ((CUresult(*)(CUdeviceptr *, size_t, CUstream))real)(dptr, size, s);
+	alloc_done(api, r, VRT_KIND_DEVICE, vrt_current_device_driver(), r ? 0 : *dptr, size, (uint64_t)(uintptr_t)pool,
+		   (uint64_t)(uintptr_t)s);
+	vrt_leave();
+	return r;
+}
+
+static CUresult hook_cuMemAllocAsync(void *real, CUdeviceptr *d, size_t n, CUstream s)
+{
+	return alloc_async(VRT_API_CU_MEM_ALLOC_ASYNC, real, d, n, NULL, s);
+}
+VRT_DEFINE_HOOK(cuMemAllocAsync, CUresult, (CUdeviceptr * d, size_t n, CUstream s), (d, n, s), MISSING)
+
+static CUresult hook_cuMemAllocAsync_ptsz(void *real, CUdeviceptr *d, size_t n, CUstream s)
+{
+	return alloc_async(VRT_API_CU_MEM_ALLOC_ASYNC_PTSZ, real, d, n, NULL, s);
+}
+VRT_DEFINE_HOOK(cuMemAllocAsync_ptsz, CUresult, (CUdeviceptr * d, size_t n, CUstream s), (d, n, s), MISSING)
+
+static CUresult hook_cuMemAllocFromPoolAsync(void *real, CUdeviceptr *d, size_t n, CUmemoryPool pool, CUstream s)
+{
+	return alloc_async(VRT_API_CU_MEM_ALLOC_FROM_POOL_ASYNC, real, d, n, pool, s);
+}
+VRT_DEFINE_HOOK(cuMemAllocFromPoolAsync, CUresult, (CUdeviceptr * d, size_t n, CUmemoryPool pool, CUstream s),
+		(d, n, pool, s), MISSING)
+
+static CUresult hook_cuMemAllocFromPoolAsync_ptsz(void *real, CUdeviceptr *d, size_t n, CUmemoryPool pool,
+						  CUstream s)
+{
+	return alloc_async(VRT_API_CU_MEM_ALLOC_FROM_POOL_ASYNC_PTSZ, real, d, n, pool, s);
+}
+VRT_DEFINE_HOOK(cuMemAllocFromPoolAsync_ptsz, CUresult, (CUdeviceptr * d, size_t n, CUmemoryPool pool, CUstream s),
+		(d, n, pool, s), MISSING)
+
+static CUresult hook_cuMemFreeAsync(void *real, CUdeviceptr p, CUstream s)
+{
+	return free_common(VRT_API_CU_MEM_FREE_ASYNC, real, NULL, p, s);
+}
+VRT_DEFINE_HOOK(cuMemFreeAsync, CUresult, (CUdeviceptr p, CUstream s), (p, s), MISSING)
+
+static CUresult hook_cuMemFreeAsync_ptsz(void *real, CUdeviceptr p, CUstream s)
+{
+	return free_common(VRT_API_CU_MEM_FREE_ASYNC_PTSZ, real, NULL, p, s);
+}
+VRT_DEFINE_HOOK(cuMemFreeAsync_ptsz, CUresult, (CUdeviceptr p, CUstream s), (p, s), MISSING)
+
+/* ---- pinned host ------------------------------------------------------------------------ */
+
+static CUresult hook_cuMemAllocHost_v2(void *real, void **pp, size_t size)
+{
+	CUresult (*fn)(void **, size_t) = real;
+	if (!vrt_enter())
+		return fn(pp, size);
+	CUresult r = fn(pp, size);
+	alloc_done(VRT_API_CU_MEM_ALLOC_HOST, r, VRT_KIND_HOST_PINNED, -1, r ? 0 : (uint64_t)(uintptr_t)*pp, size, 0, 0);
+	vrt_leave();
+	return r;
+}
+VRT_DEFINE_HOOK(cuMemAllocHost_v2, CUresult, (void **pp, size_t size), (pp, size), MISSING)
+
+static CUresult hook_cuMemHostAlloc(void *real, void **pp, size_t size, unsigned int flags)
+{
+	CUresult (*fn)(void **, size_t, unsigned int) = real;
+	if (!vrt_enter())
+		return fn(pp, size, flags);
+	CUresult r = fn(pp, size, flags);
+	alloc_done(VRT_API_CU_MEM_HOST_ALLOC, r, VRT_KIND_HOST_PINNED, -1, r ? 0 : (uint64_t)(uintptr_t)*pp, size, flags,
+		   0);
+	vrt_leave();
+	return r;
+}
+VRT_DEFINE_HOOK(cuMemHostAlloc, CUresult, (void **pp, size_t size, unsigned int flags), (pp, size, flags), MISSING)
+
+static CUresult hook_cuMemHostRegister_v2(void *real, void *p, size_t size, unsigned int flags)
+{
+	CUresult (*fn)(void *, size_t, unsigned int) = real;
+	if (!vrt_enter())
+		return fn(p, size, flags);
+	CUresult r = fn(p, size, flags);
+	alloc_done(VRT_API_CU_MEM_HOST_REGISTER, r, VRT_KIND_HOST_PINNED, -1, (uint64_t)(uintptr_t)p, size, flags, 0);
+	vrt_leave();
+	return r;
+}
+VRT_DEFINE_HOOK(cuMemHostRegister_v2, CUresult, (void *p, size_t size, unsigned int flags), (p, size, flags),
+		MISSING)
+
+static CUresult host_release(uint16_t api, CUresult (*fn)(void *), void *p)
+{
+	if (!p || !vrt_enter())
+		return fn(p);
+	uint64_t ts = vrt_now_ns();
+	CUresult r = fn(p);
+	if (r == CUDA_SUCCESS)
+		vrt_record_release(VRT_OP_FREE, api, ts, (uint64_t)(uintptr_t)p, 0, 0);
+	vrt_leave();
+	return r;
+}
+
+static CUresult hook_cuMemFreeHost(void *real, void *p) { return host_release(VRT_API_CU_MEM_FREE_HOST, real, p); }
+VRT_DEFINE_HOOK(cuMemFreeHost, CUresult, (void *p), (p), MISSING)
+
+static CUresult hook_cuMemHostUnregister(void *real, void *p)
+{
+	return host_release(VRT_API_CU_MEM_HOST_UNREGISTER, real, p);
+}
+VRT_DEFINE_HOOK(cuMemHostUnregister, CUresult, (void *p), (p), MISSING)
+
+/* ---- virtual memory management ---------------------------------------------------------- */
+
+static CUresult hook_cuMemCreate(void *real, CUmemGenericAllocationHandle *h, size_t size,
+				 const CUmemAllocationProp *prop, unsigned long long flags)
+{
+	CUresult (*fn)(CUmemGenericAllocationHandle *, size_t, const CUmemAllocationProp *, unsigned long long) = real;
+	if (!vrt_enter())
+		return fn(h, size, prop, flags);
+	CUresult r = fn(h, size, prop, flags);
+	bool on_device = !prop || prop->location.type == CU_MEM_LOCATION_TYPE_DEVICE;
+	vrt_record_alloc(VRT_API_CU_MEM_CREATE, r, is_oom(r), VRT_OP_PHYS_CREATE,
+			 on_device ? VRT_KIND_DEVICE : VRT_KIND_HOST_PINNED, on_device && prop ? prop->location.id : -1,
+			 r ? 0 : *h, size, 0, 0);
+	vrt_leave();
+	return r;
+}
+VRT_DEFINE_HOOK(cuMemCreate, CUresult,
+		(CUmemGenericAllocationHandle * h, size_t size, const CUmemAllocationProp *prop, unsigned long long flags),
+		(h, size, prop, flags), MISSING)
+
+static CUresult hook_cuMemRetainAllocationHandle(void *real, CUmemGenericAllocationHandle *h, void *addr)
+{
+	CUresult (*fn)(CUmemGenericAllocationHandle *, void *) = real;
+	if (!vrt_enter())
+		return fn(h, addr);
+	CUresult r = fn(h, addr);
+	if (r == CUDA_SUCCESS) /* one more reference to an existing handle: size 0, see the spec */
+		vrt_record_alloc(VRT_API_CU_MEM_RETAIN_HANDLE, r, false, VRT_OP_PHYS_CREATE, VRT_KIND_DEVICE, -1, *h, 0,
+				 (uint64_t)(uintptr_t)addr, 0);
+	vrt_leave();
+	return r;
+}
+VRT_DEFINE_HOOK(cuMemRetainAllocationHandle, CUresult, (CUmemGenericAllocationHandle * h, void *addr), (h, addr),
+		MISSING)
+
+static CUresult hook_cuMemRelease(void *real, CUmemGenericAllocationHandle h)
+{
+	CUresult (*fn)(CUmemGenericAllocationHandle) = real;
+	if (!vrt_enter())
+		return fn(h);
+	uint64_t ts = vrt_now_ns();
+	CUresult r = fn(h);
+	if (r == CUDA_SUCCESS)
+		vrt_record_release(VRT_OP_PHYS_RELEASE, VRT_API_CU_MEM_RELEASE, ts, h, 0, 0);
+	vrt_leave();
+	return r;
+}
+VRT_DEFINE_HOOK(cuMemRelease, CUresult, (CUmemGenericAllocationHandle h), (h), MISSING)
+
+static CUresult hook_cuMemMap(void *real, CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAllocationHandle h,
+			      unsigned long long flags)
+{
+	CUresult (*fn)(CUdeviceptr, size_t, size_t, CUmemGenericAllocationHandle, unsigned long long) = real;
+	if (!vrt_enter())
+		return fn(ptr, size, offset, h, flags);
+	CUresult r = fn(ptr, size, offset, h, flags);
+	if (r == CUDA_SUCCESS) {
+		struct vrt_event ev = { .op = VRT_OP_MAP, .api = VRT_API_CU_MEM_MAP, .device = -1,
+					.addr = ptr, .size = size, .aux = h, .aux2 = offset };
+		vrt_emit(&ev, true);
+	}
+	vrt_leave();
+	return r;
+}
+VRT_DEFINE_HOOK(cuMemMap, CUresult,
+		(CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAllocationHandle h, unsigned long long flags),
+		(ptr, size, offset, h, flags), MISSING)
+
+static CUresult hook_cuMemUnmap(void *real, CUdeviceptr ptr, size_t size)
+{
+	CUresult (*fn)(CUdeviceptr, size_t) = real;
+	if (!vrt_enter())
+		return fn(ptr, size);
+	uint64_t ts = vrt_now_ns();
+	CUresult r = fn(ptr, size);
+	if (r == CUDA_SUCCESS)
+		vrt_record_release(VRT_OP_UNMAP, VRT_API_CU_MEM_UNMAP, ts, ptr, size, 0);
+	vrt_leave();
+	return r;
+}
+VRT_DEFINE_HOOK(cuMemUnmap, CUresult, (CUdeviceptr ptr, size_t size), (ptr, size), MISSING)
+
+static CUresult hook_cuMemAddressReserve(void *real, CUdeviceptr *ptr, size_t size, size_t align, CUdeviceptr addr,
+					 unsigned long long flags)
+{
+	CUresult (*fn)(CUdeviceptr *, size_t, size_t, CUdeviceptr, unsigned long long) = real;
+	if (!vrt_enter())
+		return fn(ptr, size, align, addr, flags);
+	CUresult r = fn(ptr, size, align, addr, flags);
+	if (r == CUDA_SUCCESS) {
+		struct vrt_event ev = { .op = VRT_OP_VA_RESERVE, .api = VRT_API_CU_MEM_ADDRESS_RESERVE, .device = -1,
+					.addr = *ptr, .size = size, .aux = align };
+		vrt_emit(&ev, true);
+	}
+	vrt_leave();
+	return r;
+}
+VRT_DEFINE_HOOK(cuMemAddressReserve, CUresult,
+		(CUdeviceptr * ptr, size_t size, size_t align, CUdeviceptr addr, unsigned long long flags),
+		(ptr, size, align, addr, flags), MISSING)
+
+static CUresult hook_cuMemAddressFree(void *real, CUdeviceptr ptr, size_t size)
+{
+	CUresult (*fn)(CUdeviceptr, size_t) = real;
+	if (!vrt_enter())
+		return fn(ptr, size);
+	uint64_t ts = vrt_now_ns();
+	CUresult r = fn(ptr, size);
+	if (r == CUDA_SUCCESS)
+		vrt_record_release(VRT_OP_VA_FREE, VRT_API_CU_MEM_ADDRESS_FREE, ts, ptr, size, 0);
+	vrt_leave();
+	return r;
+}
+VRT_DEFINE_HOOK(cuMemAddressFree, CUresult, (CUdeviceptr ptr, size_t size), (ptr, size), MISSING)
+
+/* ---- imports: someone else's memory mapped here ------------------------------------------ */
+
+static CUresult hook_cuMemImportFromShareableHandle(void *real, CUmemGenericAllocationHandle *h, void *os,
+						    CUmemAllocationHandleType type)
+{
+	CUresult (*fn)(CUmemGenericAllocationHandle *, void *, CUmemAllocationHandleType) = real;
+	if (!vrt_enter())
+		return fn(h, os, type);
+	CUresult r = fn(h, os, type);
+	if (r == CUDA_SUCCESS) {
+		struct vrt_event ev = { .op = VRT_OP_IMPORT, .api = VRT_API_CU_MEM_IMPORT_SHAREABLE, .device = -1,
+					.addr = *h, .aux = (uint64_t)type };
+		vrt_emit(&ev, true);
+	}
+	vrt_leave();
+	return r;
+}
+VRT_DEFINE_HOOK(cuMemImportFromShareableHandle, CUresult,
+		(CUmemGenericAllocationHandle * h, void *os, CUmemAllocationHandleType type), (h, os, type), MISSING)
+
+static uint64_t range_size(CUdeviceptr p)
+{
+	static CUresult (*get_range)(CUdeviceptr *, size_t *, CUdeviceptr);
+	if (!get_range)
+		*(void **)&get_range = vrt_driver_fn("cuMemGetAddressRange", 3020);
+	CUdeviceptr base;
+	size_t size = 0;
+	if (get_range && get_range(&base, &size, p) != CUDA_SUCCESS)
+		size = 0;
+	return size;
+}
+
+static CUresult hook_cuIpcOpenMemHandle_v2(void *real, CUdeviceptr *p, CUipcMemHandle h, unsigned int flags)
+{
+	CUresult (*fn)(CUdeviceptr *, CUipcMemHandle, unsigned int) = real;
+	if (!vrt_enter())
+		return fn(p, h, flags);
+	CUresult r = fn(p, h, flags);
+	if (r == CUDA_SUCCESS) {
+		struct vrt_event ev = { .op = VRT_OP_IMPORT, .api = VRT_API_CU_IPC_OPEN,
+					.device = (int16_t)vrt_current_device_driver(), .addr = *p,
+					.size = range_size(*p), .aux = flags };
+		vrt_emit(&ev, true);
+	}
+	vrt_leave();
+	return r;
+}
+VRT_DEFINE_HOOK(cuIpcOpenMemHandle_v2, CUresult, (CUdeviceptr * p, CUipcMemHandle h, unsigned int flags),
+		(p, h, flags), MISSING)
+
+static CUresult hook_cuIpcCloseMemHandle(void *real, CUdeviceptr p)
+{
+	CUresult (*fn)(CUdeviceptr) = real;
+	if (!vrt_enter())
+		return fn(p);
+	uint64_t ts = vrt_now_ns();
+	CUresult r = fn(p);
+	if (r == CUDA_SUCCESS)
+		vrt_record_release(VRT_OP_IMPORT_CLOSE, VRT_API_CU_IPC_CLOSE, ts, p, 0, 0);
+	vrt_leave();
+	return r;
+}
+VRT_DEFINE_HOOK(cuIpcCloseMemHandle, CUresult, (CUdeviceptr p), (p), MISSING)
+
+/* ---- context teardown: every allocation in it is gone ------------------------------------ */
+
+static CUresult hook_cuDevicePrimaryCtxReset_v2(void *real, CUdevice dev)
+{
+	CUresult (*fn)(CUdevice) = real;
+	if (!vrt_enter())
+		return fn(dev);
+	CUresult r = fn(dev);
+	if (r == CUDA_SUCCESS) {
+		struct vrt_event ev = { .op = VRT_OP_CONTEXT, .api = VRT_API_CU_PRIMARY_CTX_RESET, .device = (int16_t)dev };
+		vrt_emit(&ev, false);
+	}
+	vrt_leave();
+	return r;
+}
+VRT_DEFINE_HOOK(cuDevicePrimaryCtxReset_v2, CUresult, (CUdevice dev), (dev), MISSING)
+
+/* ---- table ------------------------------------------------------------------------------ */
+
+const struct vrt_hook_def vrt_driver_hooks[] = {
+	VRT_HOOK_DEF(cuMemAlloc_v2, "cuMemAlloc", 3020, 0, CU_MEM_ALLOC),
+	VRT_HOOK_DEF(cuMemAllocPitch_v2, "cuMemAllocPitch", 3020, 0, CU_MEM_ALLOC_PITCH),
+	VRT_HOOK_DEF(cuMemFree_v2, "cuMemFree", 3020, 0, CU_MEM_FREE),
+	VRT_HOOK_DEF(cuMemAllocManaged, "cuMemAllocManaged", 6000, 0, CU_MEM_ALLOC_MANAGED),
+	VRT_HOOK_DEF(cuMemAllocAsync, "cuMemAllocAsync", 11020, 0, CU_MEM_ALLOC_ASYNC),
+	VRT_HOOK_DEF(cuMemAllocAsync_ptsz, "cuMemAllocAsync", 11020, 1, CU_MEM_ALLOC_ASYNC_PTSZ),
+	VRT_HOOK_DEF(cuMemAllocFromPoolAsync, "cuMemAllocFromPoolAsync", 11020, 0, CU_MEM_ALLOC_FROM_POOL_ASYNC),
+	VRT_HOOK_DEF(cuMemAllocFromPoolAsync_ptsz, "cuMemAllocFromPoolAsync", 11020, 1,
+		     CU_MEM_ALLOC_FROM_POOL_ASYNC_PTSZ),
+	VRT_HOOK_DEF(cuMemFreeAsync, "cuMemFreeAsync", 11020, 0, CU_MEM_FREE_ASYNC),
+	VRT_HOOK_DEF(cuMemFreeAsync_ptsz, "cuMemFreeAsync", 11020, 1, CU_MEM_FREE_ASYNC_PTSZ),
+	VRT_HOOK_DEF(cuMemAllocHost_v2, "cuMemAllocHost", 3020, 0, CU_MEM_ALLOC_HOST),
+	VRT_HOOK_DEF(cuMemHostAlloc, "cuMemHostAlloc", 2020, 0, CU_MEM_HOST_ALLOC),
+	VRT_HOOK_DEF(cuMemFreeHost, "cuMemFreeHost", 2000, 0, CU_MEM_FREE_HOST),
+	VRT_HOOK_DEF(cuMemHostRegister_v2, "cuMemHostRegister", 4000, 0, CU_MEM_HOST_REGISTER),
+	VRT_HOOK_DEF(cuMemHostUnregister, "cuMemHostUnregister", 4000, 0, CU_MEM_HOST_UNREGISTER),
+	VRT_HOOK_DEF(cuMemCreate, "cuMemCreate", 10020, 0, CU_MEM_CREATE),
+	VRT_HOOK_DEF(cuMemRetainAllocationHandle, "cuMemRetainAllocationHandle", 11000, 0, CU_MEM_RETAIN_HANDLE),
+	VRT_HOOK_DEF(cuMemRelease, "cuMemRelease", 10020, 0, CU_MEM_RELEASE),
+	VRT_HOOK_DEF(cuMemMap, "cuMemMap", 10020, 0, CU_MEM_MAP),
+	VRT_HOOK_DEF(cuMemUnmap, "cuMemUnmap", 10020, 0, CU_MEM_UNMAP),
+	VRT_HOOK_DEF(cuMemAddressReserve, "cuMemAddressReserve", 10020, 0, CU_MEM_ADDRESS_RESERVE),
+	VRT_HOOK_DEF(cuMemAddressFree, "cuMemAddressFree", 10020, 0, CU_MEM_ADDRESS_FREE),
+	VRT_HOOK_DEF(cuMemImportFromShareableHandle, "cuMemImportFromShareableHandle", 10020, 0,
+		     CU_MEM_IMPORT_SHAREABLE),
+	VRT_HOOK_DEF(cuIpcOpenMemHandle_v2, "cuIpcOpenMemHandle", 11000, 0, CU_IPC_OPEN),
+	VRT_HOOK_DEF(cuIpcCloseMemHandle, "cuIpcCloseMemHandle", 4010, 0, CU_IPC_CLOSE),
+	VRT_HOOK_DEF(cuDevicePrimaryCtxReset_v2, "cuDevicePrimaryCtxReset", 11000, 0, CU_PRIMARY_CTX_RESET),
+};
+const int vrt_n_driver_hooks = sizeof(vrt_driver_hooks) / sizeof(vrt_driver_hooks[0]);

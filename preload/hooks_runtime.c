@@ -1,0 +1,292 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Runtime API hooks. A shared libcudart call reaches us here first; the nested driver call it
+ * makes finds the thread busy and passes straight through, so each allocation is recorded once,
+ * under the name the program used. Static runtimes never come here: the driver hooks see them.
+ */
+#define _GNU_SOURCE
+#include <cuda_runtime_api.h>
+#include <dlfcn.h>
+
+#include "hooks.h"
+
+#define MISSING cudaErrorInitializationError
+
+static bool is_oom(cudaError_t r) { return r == cudaErrorMemoryAllocation; }
+
+int vrt_current_device_runtime(void)
+{
+	static cudaError_t (*get_device)(int *);
+	if (!get_device)
+		*(void **)&get_device = vrt_real_dlsym(RTLD_NEXT, "cudaGetDevice");
+	int dev;
+	if (get_device && get_device(&dev) == cudaSuccess)
+		return dev;
+	return -1;
+}
+
+static void alloc_done(uint16_t api, cudaError_t r, uint8_t kind, int device, void *p, uint64_t size, uint64_t aux,
+		       uint64_t stream)
+{
+	vrt_record_alloc(api, r, is_oom(r), VRT_OP_ALLOC, kind, device, (uint64_t)(uintptr_t)p, size, aux, stream);
+}
+
+static cudaError_t release(uint16_t api, void *real, void *p, cudaStream_t s, bool with_stream)
+{
+	cudaError_t (*fn1)(void *) = real;
+	cudaError_t (*fn2)(void *, cudaStream_t) = real;
+	if (!p || !vrt_enter())
+		return with_stream ? fn2(p, s) : fn1(p);
+	uint64_t ts = vrt_now_ns();
+	cudaError_t r = with_stream ? fn2(p, s) : fn1(p);
+	if (r == cudaSuccess)
+		vrt_record_release(VRT_OP_FREE, api, ts, (uint64_t)(uintptr_t)p, 0, (uint64_t)(uintptr_t)s);
+	vrt_leave();
+	return r;
+}
+
+/* ---- device ----------------------------------------------------------------------------- */
+
+static cudaError_t hook_cudaMalloc(void *real, void **p, size_t size)
+{
+	cudaError_t (*fn)(void **, size_t) = real;
+	if (!vrt_enter())
+		return fn(p, size);
+	cudaError_t r = fn(p, size);
+	alloc_done(VRT_API_CUDA_MALLOC, r, VRT_KIND_DEVICE, vrt_current_device_runtime(), r ? NULL : *p, size, 0, 0);
+	vrt_leave();
+	if (vrt_cfg.torch)
+		vrt_torch_maybe_attach();
+	return r;
+}
+VRT_DEFINE_HOOK(cudaMalloc, cudaError_t, (void **p, size_t size), (p, size), MISSING)
+
+static cudaError_t hook_cudaMallocPitch(void *real, void **p, size_t *pitch, size_t width, size_t height)
+{
+	cudaError_t (*fn)(void **, size_t *, size_t, size_t) = real;
+	if (!vrt_enter())
+		return fn(p, pitch, width, height);
+	cudaError_t r = fn(p, pitch, width, height);
+	uint64_t size = r ? (uint64_t)width * height : (uint64_t)*pitch * height;
+	alloc_done(VRT_API_CUDA_MALLOC_PITCH, r, VRT_KIND_DEVICE, vrt_current_device_runtime(), r ? NULL : *p, size,
+		   width, 0);
+	vrt_leave();
+	return r;
+}
+VRT_DEFINE_HOOK(cudaMallocPitch, cudaError_t, (void **p, size_t *pitch, size_t width, size_t height),
+		(p, pitch, width, height), MISSING)
+
+static cudaError_t hook_cudaMalloc3D(void *real, struct cudaPitchedPtr *pp, struct cudaExtent extent)
+{
+	cudaError_t (*fn)(struct cudaPitchedPtr *, struct cudaExtent) = real;
+	if (!vrt_enter())
+		return fn(pp, extent);
+	cudaError_t r = fn(pp, extent);
+	uint64_t rows = (uint64_t)extent.height * (extent.depth ? extent.depth : 1);
+	uint64_t size = r ? extent.width * rows : pp->pitch * rows;
+	alloc_done(VRT_API_CUDA_MALLOC_3D, r, VRT_KIND_DEVICE, vrt_current_device_runtime(), r ? NULL : pp->ptr, size,
+		   extent.width, 0);
+	vrt_leave();
+	return r;
+}
+VRT_DEFINE_HOOK(cudaMalloc3D, cudaError_t, (struct cudaPitchedPtr * pp, struct cudaExtent extent), (pp, extent),
+		MISSING)
+
+static cudaError_t hook_cudaMallocManaged(void *real, void **p, size_t size, unsigned int flags)
+{
+	cudaError_t (*fn)(void **, size_t, unsigned int) = real;
+	if (!vrt_enter())
+		return fn(p, size, flags);
+	cudaError_t r = fn(p, size, flags);
+	alloc_done(VRT_API_CUDA_MALLOC_MANAGED, r, VRT_KIND_MANAGED, vrt_current_device_runtime(), r ? NULL : *p, size,
+		   flags, 0);
+	vrt_leave();
+	return r;
+}
+VRT_DEFINE_HOOK(cudaMallocManaged, cudaError_t, (void **p, size_t size, unsigned int flags), (p, size, flags),
+		MISSING)
+
+static cudaError_t hook_cudaFree(void *real, void *p) { return release(VRT_API_CUDA_FREE, real, p, NULL, false); }
+VRT_DEFINE_HOOK(cudaFree, cudaError_t, (void *p), (p), MISSING)
+
+/* ---- stream-ordered --------------------------------------------------------------------- */
+
+static cudaError_t alloc_async(uint16_t api, void *real, void **p, size_t size, cudaMemPool_t pool, cudaStream_t s)
+{
+	cudaError_t (*fn)(void **, size_t, cudaStream_t) = real;
+	cudaError_t (*fn_pool)(void **, size_t, cudaMemPool_t, cudaStream_t) = real;
+	if (!vrt_enter())
+		return pool ? fn_pool(p, size, pool, s) : fn(p, size, s);
+	cudaError_t r = pool ? fn_pool(p, size, pool, s) : fn(p, size, s);
+	alloc_done(api, r, VRT_KIND_DEVICE, vrt_current_device_runtime(), r ? NULL : *p, size, (uint64_t)(uintptr_t)pool,
+		   (uint64_t)(uintptr_t)s);
+	vrt_leave();
+	return r;
+}
+
+static cudaError_t hook_cudaMallocAsync(void *real, void **p, size_t n, cudaStream_t s)
+{
+	return alloc_async(VRT_API_CUDA_MALLOC_ASYNC, real, p, n, NULL, s);
+}
+VRT_DEFINE_HOOK(cudaMallocAsync, cudaError_t, (void **p, size_t n, cudaStream_t s), (p, n, s), MISSING)
+
+static cudaError_t hook_cudaMallocAsync_ptsz(void *real, void **p, size_t n, cudaStream_t s)
+{
+	return alloc_async(VRT_API_CUDA_MALLOC_ASYNC, real, p, n, NULL, s);
+}
+VRT_DEFINE_HOOK(cudaMallocAsync_ptsz, cudaError_t, (void **p, size_t n, cudaStream_t s), (p, n, s), MISSING)
+
+static cudaError_t hook_cudaMallocFromPoolAsync(void *real, void **p, size_t n, cudaMemPool_t pool, cudaStream_t s)
+{
+	return alloc_async(VRT_API_CUDA_MALLOC_FROM_POOL_ASYNC, real, p, n, pool, s);
+}
+VRT_DEFINE_HOOK(cudaMallocFromPoolAsync, cudaError_t, (void **p, size_t n, cudaMemPool_t pool, cudaStream_t s),
+		(p, n, pool, s), MISSING)
+
+static cudaError_t hook_cudaMallocFromPoolAsync_ptsz(void *real, void **p, size_t n, cudaMemPool_t pool,
+						     cudaStream_t s)
+{
+	return alloc_async(VRT_API_CUDA_MALLOC_FROM_POOL_ASYNC, real, p, n, pool, s);
+}
+VRT_DEFINE_HOOK(cudaMallocFromPoolAsync_ptsz, cudaError_t, (void **p, size_t n, cudaMemPool_t pool, cudaStream_t s),
+		(p, n, pool, s), MISSING)
+
+static cudaError_t hook_cudaFreeAsync(void *real, void *p, cudaStream_t s)
+{
+	return release(VRT_API_CUDA_FREE_ASYNC, real, p, s, true);
+}
+VRT_DEFINE_HOOK(cudaFreeAsync, cudaError_t, (void *p, cudaStream_t s), (p, s), MISSING)
+
+static cudaError_t hook_cudaFreeAsync_ptsz(void *real, void *p, cudaStream_t s)
+{
+	return release(VRT_API_CUDA_FREE_ASYNC, real, p, s, true);
+}
+VRT_DEFINE_HOOK(cudaFreeAsync_ptsz, cudaError_t, (void *p, cudaStream_t s), (p, s), MISSING)
+
+/* ---- pinned host ------------------------------------------------------------------------ */
+
+static cudaError_t hook_cudaMallocHost(void *real, void **p, size_t size)
+{
+	cudaError_t (*fn)(void **, size_t) = real;
+	if (!vrt_enter())
+		return fn(p, size);
+	cudaError_t r = fn(p, size);
+	alloc_done(VRT_API_CUDA_MALLOC_HOST, r, VRT_KIND_HOST_PINNED, -1, r ? NULL : *p, size, 0, 0);
+	vrt_leave();
+	return r;
+}
+VRT_DEFINE_HOOK(cudaMallocHost, cudaError_t, (void **p, size_t size), (p, size), MISSING)
+
+static cudaError_t hook_cudaHostAlloc(void *real, void **p, size_t size, unsigned int flags)
+{
+	cudaError_t (*fn)(void **, size_t, unsigned int) = real;
+	if (!vrt_enter())
+		return fn(p, size, flags);
+	cudaError_t r = fn(p, size, flags);
+	alloc_done(VRT_API_CUDA_HOST_ALLOC, r, VRT_KIND_HOST_PINNED, -1, r ? NULL : *p, size, flags, 0);
+	vrt_leave();
+	return r;
+}
+VRT_DEFINE_HOOK(cudaHostAlloc, cudaError_t, (void **p, size_t size, unsigned int flags), (p, size, flags), MISSING)
+
+static cudaError_t hook_cudaHostRegister(void *real, void *p, size_t size, unsigned int flags)
+{
+	cudaError_t (*fn)(void *, size_t, unsigned int) = real;
+	if (!vrt_enter())
+		return fn(p, size, flags);
+	cudaError_t r = fn(p, size, flags);
+	alloc_done(VRT_API_CUDA_HOST_REGISTER, r, VRT_KIND_HOST_PINNED, -1, p, size, flags, 0);
+	vrt_leave();
+	return r;
+}
+VRT_DEFINE_HOOK(cudaHostRegister, cudaError_t, (void *p, size_t size, unsigned int flags), (p, size, flags),
+		MISSING)
+
+static cudaError_t hook_cudaFreeHost(void *real, void *p) { return release(VRT_API_CUDA_FREE_HOST, real, p, NULL, false); }
+VRT_DEFINE_HOOK(cudaFreeHost, cudaError_t, (void *p), (p), MISSING)
+
+static cudaError_t hook_cudaHostUnregister(void *real, void *p)
+{
+	return release(VRT_API_CUDA_HOST_UNREGISTER, real, p, NULL, false);
+}
+VRT_DEFINE_HOOK(cudaHostUnregister, cudaError_t, (void *p), (p), MISSING)
+
+/* ---- IPC -------------------------------------------------------------------------------- */
+
+static cudaError_t hook_cudaIpcOpenMemHandle(void *real, void **p, cudaIpcMemHandle_t h, unsigned int flags)
+{
+	cudaError_t (*fn)(void **, cudaIpcMemHandle_t, unsigned int) = real;
+	if (!vrt_enter())
+		return fn(p, h, flags);
+	cudaError_t r = fn(p, h, flags);
+	if (r == cudaSuccess) {
+		static int (*get_range)(unsigned long long *, size_t *, unsigned long long);
+		if (!get_range)
+			*(void **)&get_range = vrt_driver_fn("cuMemGetAddressRange", 3020);
+		unsigned long long base;
+		size_t size = 0;
+		if (get_range && get_range(&base, &size, (uintptr_t)*p))
+			size = 0;
+		struct vrt_event ev = { .op = VRT_OP_IMPORT, .api = VRT_API_CUDA_IPC_OPEN,
+					.device = (int16_t)vrt_current_device_runtime(),
+					.addr = (uint64_t)(uintptr_t)*p, .size = size, .aux = flags };
+		vrt_emit(&ev, true);
+	}
+	vrt_leave();
+	return r;
+}
+VRT_DEFINE_HOOK(cudaIpcOpenMemHandle, cudaError_t, (void **p, cudaIpcMemHandle_t h, unsigned int flags), (p, h, flags),
+		MISSING)
+
+static cudaError_t hook_cudaIpcCloseMemHandle(void *real, void *p)
+{
+	cudaError_t (*fn)(void *) = real;
+	if (!vrt_enter())
+		return fn(p);
+	uint64_t ts = vrt_now_ns();
+	cudaError_t r = fn(p);
+	if (r == cudaSuccess)
+		vrt_record_release(VRT_OP_IMPORT_CLOSE, VRT_API_CUDA_IPC_CLOSE, ts, (uint64_t)(uintptr_t)p, 0, 0);
+	vrt_leave();
+	return r;
+}
+VRT_DEFINE_HOOK(cudaIpcCloseMemHandle, cudaError_t, (void *p), (p), MISSING)
+
+static cudaError_t hook_cudaDeviceReset(void *real)
+{
+	cudaError_t (*fn)(void) = real;
+	if (!vrt_enter())
+		return fn();
+	int dev = vrt_current_device_runtime();
+	cudaError_t r = fn();
+	if (r == cudaSuccess) {
+		struct vrt_event ev = { .op = VRT_OP_CONTEXT, .api = VRT_API_CU_PRIMARY_CTX_RESET, .device = (int16_t)dev };
+		vrt_emit(&ev, false);
+	}
+	vrt_leave();
+	return r;
+}
+VRT_DEFINE_HOOK0(cudaDeviceReset, cudaError_t, MISSING)
+
+const struct vrt_hook_def vrt_runtime_hooks[] = {
+	VRT_HOOK_DEF(cudaMalloc, NULL, 0, 0, CUDA_MALLOC),
+	VRT_HOOK_DEF(cudaMallocPitch, NULL, 0, 0, CUDA_MALLOC_PITCH),
+	VRT_HOOK_DEF(cudaMalloc3D, NULL, 0, 0, CUDA_MALLOC_3D),
+	VRT_HOOK_DEF(cudaMallocManaged, NULL, 0, 0, CUDA_MALLOC_MANAGED),
+	VRT_HOOK_DEF(cudaFree, NULL, 0, 0, CUDA_FREE),
+	VRT_HOOK_DEF(cudaMallocAsync, NULL, 0, 0, CUDA_MALLOC_ASYNC),
+	VRT_HOOK_DEF(cudaMallocAsync_ptsz, NULL, 0, 1, CUDA_MALLOC_ASYNC),
+	VRT_HOOK_DEF(cudaMallocFromPoolAsync, NULL, 0, 0, CUDA_MALLOC_FROM_POOL_ASYNC),
+	VRT_HOOK_DEF(cudaMallocFromPoolAsync_ptsz, NULL, 0, 1, CUDA_MALLOC_FROM_POOL_ASYNC),
+	VRT_HOOK_DEF(cudaFreeAsync, NULL, 0, 0, CUDA_FREE_ASYNC),
+	VRT_HOOK_DEF(cudaFreeAsync_ptsz, NULL, 0, 1, CUDA_FREE_ASYNC),
+	VRT_HOOK_DEF(cudaMallocHost, NULL, 0, 0, CUDA_MALLOC_HOST),
+	VRT_HOOK_DEF(cudaHostAlloc, NULL, 0, 0, CUDA_HOST_ALLOC),
+	VRT_HOOK_DEF(cudaHostRegister, NULL, 0, 0, CUDA_HOST_REGISTER),
+	VRT_HOOK_DEF(cudaFreeHost, NULL, 0, 0, CUDA_FREE_HOST),
+	VRT_HOOK_DEF(cudaHostUnregister, NULL, 0, 0, CUDA_HOST_UNREGISTER),
+	VRT_HOOK_DEF(cudaIpcOpenMemHandle, NULL, 0, 0, CUDA_IPC_OPEN),
+	VRT_HOOK_DEF(cudaIpcCloseMemHandle, NULL, 0, 0, CUDA_IPC_CLOSE),
+	VRT_HOOK_DEF(cudaDeviceReset, NULL, 0, 0, CU_PRIMARY_CTX_RESET),
+};
+const int vrt_n_runtime_hooks = sizeof(vrt_runtime_hooks) / sizeof(vrt_runtime_hooks[0]);

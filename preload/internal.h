@@ -1,0 +1,281 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Private to libvramtrace.so; the analyzer never includes this.
+ *
+ * Threads and ownership:
+ *  - Hooks run on the application's threads. They only copy a fixed-size event (plus, on a stack
+ *    cache miss, its raw frames) into the calling thread's own buffer (struct vrt_tbuf). No lock,
+ *    no I/O, no allocation on that path.
+ *  - One collector thread (collector.c) owns everything else: it drains the buffers, keeps the
+ *    live set, interns stacks, symbolizes, encodes, compresses and writes the trace file, and
+ *    serves the control socket. Structures it owns are touched by no other thread.
+ *  - Python frame tables (python.c) are written only by threads holding the GIL, which
+ *    serializes them; the collector reads their published prefix.
+ */
+#ifndef VRAMTRACE_PRELOAD_INTERNAL_H
+#define VRAMTRACE_PRELOAD_INTERNAL_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "vramtrace/format.h"
+#include "vramtrace/options.h"
+
+#define VRT_EXPORT __attribute__((visibility("default")))
+#define VRT_TLS __attribute__((tls_model("initial-exec")))
+#define VRT_LIKELY(x) __builtin_expect(!!(x), 1)
+#define VRT_UNLIKELY(x) __builtin_expect(!!(x), 0)
+#define VRT_PASS ((void *)-1) /* dlsym filter: "not ours, let the real dlsym answer" */
+
+/* ---- lifecycle (lifecycle.c) ------------------------------------------------------------ */
+
+enum vrt_state {
+	VRT_STATE_UNINIT = 0, /* constructor has not run */
+	VRT_STATE_READY,      /* hooks record */
+	VRT_STATE_FINISHING,  /* exit in progress: hooks pass through */
+	VRT_STATE_DISABLED,   /* internal error or VRAMTRACE_MODE=off: hooks pass through */
+};
+
+extern _Atomic int vrt_state;
+extern _Atomic int vrt_mode; /* enum vrt_mode */
+
+void vrt_disable(const char *why);          /* one stderr line, then pass-through forever */
+void vrt_log(const char *fmt, ...);         /* "vramtrace: ..." on stderr unless quiet */
+uint64_t vrt_now_ns(void);                  /* CLOCK_MONOTONIC */
+bool vrt_addr_is_ours(const void *addr);    /* inside libvramtrace.so's own text */
+const char *vrt_self_path(void);            /* path of libvramtrace.so */
+
+/* ---- configuration (config.c) ----------------------------------------------------------- */
+
+struct vrt_config {
+	char output[4096];
+	int mode;
+	uint64_t ring_bytes;
+	int stack_depth;
+	bool python;
+	int python_depth;
+	bool free_stacks;
+	int flush_ms;
+	int ts_unit_ns;
+	uint64_t thread_buffer;
+	char phase[1024];
+	bool nvtx;
+	bool torch;
+	bool control;
+	bool follow_fork;
+	bool quiet;
+};
+
+extern struct vrt_config vrt_cfg;
+/* Parses environ; bad values get a warning and the default. Never fails. */
+void vrt_config_load(struct vrt_config *cfg);
+int vrt_parse_size(const char *s, uint64_t *out);
+
+/* ---- per-thread event buffers (tbuf.c) --------------------------------------------------- */
+
+enum vrt_raw_flags {
+	VRT_RAW_HAS_FRAMES = 1u << 0, /* frames follow; stack_id is 0 */
+	VRT_RAW_LABEL = 1u << 1,      /* label bytes follow (MARK / PHASE) */
+};
+
+/*
+ * What a hook publishes. Variable length: the header, then n_native u64 return addresses and
+ * n_python u32 Python frame ids (or a label), padded to 8 bytes. len includes everything.
+ */
+struct vrt_raw {
+	uint16_t len;
+	uint8_t op;       /* enum vrt_op */
+	uint8_t kind;     /* enum vrt_mem_kind */
+	uint16_t api;     /* enum vrt_api */
+	int16_t device;
+	uint8_t n_native;
+	uint8_t n_python;
+	uint16_t flags;   /* enum vrt_raw_flags */
+	int32_t result;
+	uint32_t stack_id; /* cache hit: the interned stack; 0 = none or frames follow */
+	uint64_t ts_ns;
+	uint64_t addr;
+	uint64_t size;
+	uint64_t aux;
+	uint64_t aux2;
+	uint64_t stream;
+	uint64_t stack_hash; /* for the collector to fill the thread's stack cache */
+};
+_Static_assert(sizeof(struct vrt_raw) == 80, "raw event header is 80 bytes");
+
+#define VRT_STACK_CACHE_SLOTS 1024u
+
+/* hash -> stack id, written by the collector, read by the owning thread (seqlock on hash). */
+struct vrt_stack_cache_entry {
+	_Atomic uint64_t hash;
+	_Atomic uint32_t id;
+	uint32_t pad;
+};
+
+struct vrt_tbuf {
+	_Atomic uint64_t head; /* bytes published by the owning thread */
+	uint8_t pad0[56];
+	_Atomic uint64_t tail; /* bytes consumed by the collector */
+	uint8_t pad1[56];
+	struct vrt_tbuf *next; /* registry list, see tbuf.c */
+	uint8_t *data;
+	uint64_t capacity;     /* power of two */
+	uint32_t index;        /* thread index in the trace */
+	pid_t tid;
+	_Atomic int dead;      /* owning thread exited; collector reclaims after draining */
+	uint32_t lost;         /* events dropped, not yet reported (owner only) */
+	uint64_t name_checked_ns; /* collector only */
+	uint32_t name_id;      /* collector only */
+	struct vrt_stack_cache_entry cache[VRT_STACK_CACHE_SLOTS];
+};
+
+/* The calling thread's buffer, registering it on first use; NULL if that failed. */
+struct vrt_tbuf *vrt_tbuf_self(void);
+/* Reserves len bytes (multiple of 8) for one record; NULL if full (the event is counted lost). */
+struct vrt_raw *vrt_tbuf_reserve(struct vrt_tbuf *b, size_t len);
+void vrt_tbuf_publish(struct vrt_tbuf *b, struct vrt_raw *r);
+/* Collector side. */
+struct vrt_tbuf *vrt_tbuf_list(void);
+void vrt_tbuf_reclaim_dead(void);
+void vrt_tbuf_after_fork_child(void);
+void vrt_tbuf_init(void);
+
+/* ---- hook helpers (event.c) ------------------------------------------------------------- */
+
+/* Per-thread state; initial-exec TLS, kept small for late dlopen (attach). */
+struct vrt_tls {
+	int busy;                /* inside vramtrace: nested hooks pass straight through */
+	int phase_depth;
+	struct vrt_tbuf *buf;
+};
+extern __thread struct vrt_tls vrt_tls VRT_TLS;
+
+/* Fail-closed guard: true when this call may record (sets busy); always pair with vrt_leave. */
+bool vrt_enter(void);
+void vrt_leave(void);
+
+struct vrt_event {
+	uint8_t op;
+	uint8_t kind;
+	uint16_t api;
+	int16_t device;
+	int32_t result;
+	uint64_t ts_ns;
+	uint64_t addr;
+	uint64_t size;
+	uint64_t aux;
+	uint64_t aux2;
+	uint64_t stream;
+};
+
+/* Publishes ev with the caller's stack (if with_stack and the mode records stacks). */
+void vrt_emit(const struct vrt_event *ev, bool with_stack);
+/* Publishes a MARK / PHASE_ENTER / PHASE_EXIT with its label. */
+void vrt_emit_label(uint8_t op, const char *label);
+/* Wakes the collector now (buffer filling up, OOM, exit). */
+void vrt_collector_wake(void);
+
+/* ---- stacks (stacks.c) ------------------------------------------------------------------ */
+
+#define VRT_MAX_NATIVE 128
+#define VRT_MAX_PYTHON 256
+
+struct vrt_capture {
+	int n_native;
+	int n_python;
+	uint64_t native[VRT_MAX_NATIVE];
+	uint32_t python[VRT_MAX_PYTHON];
+	uint64_t hash;
+};
+
+void vrt_stacks_init(void);
+void vrt_stack_capture(struct vrt_capture *c);
+uint32_t vrt_stack_cache_lookup(struct vrt_tbuf *b, uint64_t hash);
+void vrt_stack_cache_fill(struct vrt_tbuf *b, uint64_t hash, uint32_t id);
+uint64_t vrt_hash_frames(const uint64_t *native, int n_native, const uint32_t *python, int n_python);
+
+/* ---- Python (python.c) ------------------------------------------------------------------ */
+
+struct vrt_pycode {
+	const char *filename;
+	const char *qualname;
+	uint32_t firstlineno;
+};
+
+struct vrt_pyframe {
+	uint32_t code; /* index into the code table */
+	int32_t lasti;
+	int32_t line;
+};
+
+/* In a capture, marks the end of the frames one _PyEval_EvalFrameDefault call ran. */
+#define VRT_PY_EVAL_BOUNDARY 0xffffffffu
+
+void vrt_python_init(void);
+/* Walks the calling thread's Python stack into out (innermost first) if it holds the GIL. */
+int vrt_python_capture(uint32_t *out, int max);
+/* Published tables: the collector reads entries [0, count). */
+uint32_t vrt_python_code_count(void);
+const struct vrt_pycode *vrt_python_code(uint32_t i);
+uint32_t vrt_python_frame_count(void);
+const struct vrt_pyframe *vrt_python_frame(uint32_t i);
+bool vrt_python_holds_gil(void);
+
+/* ---- lookup paths (lookup.c) ------------------------------------------------------------ */
+
+void *vrt_real_dlsym(void *handle, const char *name);
+void vrt_lookup_init(void);
+/* The function to hand out for a tracked API given the real one (a trampoline, or real). */
+void *vrt_wrap(int api_slot_class, void *real);
+/* Real driver helpers resolved through the driver's own cuGetProcAddress. */
+void *vrt_driver_fn(const char *name, int version);
+
+/* ---- hooks (hooks_runtime.c, hooks_driver.c) -------------------------------------------- */
+
+int vrt_current_device_runtime(void);
+int vrt_current_device_driver(void);
+void vrt_record_oom(uint16_t api, int result, uint64_t size, int device, int with_driver_info);
+
+/* ---- collector (collector.c) ------------------------------------------------------------ */
+
+int vrt_collector_start(void);
+void vrt_collector_stop(int end_reason, int end_detail);
+void vrt_collector_after_fork_child(void);
+/* Flush and finish the trace from a fatal-signal handler (bounded wait). */
+void vrt_collector_crash_flush(int signo);
+
+
+/* ---- symbols (symbols.c), collector only ------------------------------------------------ */
+
+struct vrt_symbol {
+	uint32_t module_id;   /* 0: unknown */
+	const char *name;     /* NULL: no symbol */
+	uint64_t offset;
+};
+
+struct vrt_module_info {
+	uint32_t id;
+	const char *path;
+	uint64_t base;
+	uint64_t span;
+	const uint8_t *build_id;
+	uint32_t build_id_len;
+};
+
+void vrt_symbols_init(void);
+int vrt_symbolize(uint64_t addr, struct vrt_symbol *out);
+/* Modules discovered since the last call, for the writer to emit. */
+int vrt_symbols_new_modules(const struct vrt_module_info **out, int max);
+void vrt_symbols_invalidate(void); /* after dlopen/dlclose */
+
+/* ---- NVTX, PyTorch, control, phases ----------------------------------------------------- */
+
+void vrt_nvtx_setup_env(void);
+void vrt_torch_maybe_attach(void);
+void vrt_torch_settle(void);
+
+
+#endif /* VRAMTRACE_PRELOAD_INTERNAL_H */

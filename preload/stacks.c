@@ -1,0 +1,72 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Stack capture in the hook: libunwind's unw_backtrace (per-thread cache), minus our own frames,
+ * plus Python frame ids; a 64-bit hash names the whole stack. The per-thread cache maps that hash
+ * to the id the collector interned earlier, so a repeated call site publishes 80 bytes, not
+ * the frames. (Two different stacks would have to collide in 64 bits to be confused.)
+ */
+#define UNW_LOCAL_ONLY
+#include <libunwind.h>
+#include <string.h>
+
+#include "internal.h"
+
+static inline uint64_t mix(uint64_t h, uint64_t v)
+{
+	h ^= v + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
+	h *= 0xff51afd7ed558ccdull;
+	return h ^ (h >> 33);
+}
+
+uint64_t vrt_hash_frames(const uint64_t *native, int n_native, const uint32_t *python, int n_python)
+{
+	uint64_t h = 0xcbf29ce484222325ull ^ ((uint64_t)n_native << 32 | (uint32_t)n_python);
+	for (int i = 0; i < n_native; i++)
+		h = mix(h, native[i]);
+	for (int i = 0; i < n_python; i++)
+		h = mix(h, 0x5079000000000000ull | python[i]);
+	return h ? h : 1; /* 0 marks an empty cache slot */
+}
+
+static int capture_native(uint64_t *out, int depth)
+{
+	void *ips[VRT_MAX_NATIVE + 8];
+	int want = depth + 8 < (int)(sizeof(ips) / sizeof(ips[0])) ? depth + 8 : (int)(sizeof(ips) / sizeof(ips[0]));
+	int n = unw_backtrace(ips, want);
+	int skip = 0;
+	while (skip < n && vrt_addr_is_ours(ips[skip]))
+		skip++;
+	int kept = 0;
+	for (int i = skip; i < n && kept < depth; i++)
+		out[kept++] = (uint64_t)(uintptr_t)ips[i];
+	return kept;
+}
+
+void vrt_stacks_init(void) { unw_set_caching_policy(unw_local_addr_space, UNW_CACHE_PER_THREAD); }
+
+void vrt_stack_capture(struct vrt_capture *c)
+{
+	c->n_native = vrt_cfg.stack_depth ? capture_native(c->native, vrt_cfg.stack_depth) : 0;
+	c->n_python = vrt_cfg.python ? vrt_python_capture(c->python, vrt_cfg.python_depth) : 0;
+	c->hash = vrt_hash_frames(c->native, c->n_native, c->python, c->n_python);
+}
+
+uint32_t vrt_stack_cache_lookup(struct vrt_tbuf *b, uint64_t hash)
+{
+	struct vrt_stack_cache_entry *e = &b->cache[hash & (VRT_STACK_CACHE_SLOTS - 1)];
+	uint64_t h1 = atomic_load_explicit(&e->hash, memory_order_acquire);
+	if (h1 != hash)
+		return 0;
+	uint32_t id = atomic_load_explicit(&e->id, memory_order_relaxed);
+	atomic_thread_fence(memory_order_acquire);
+	return atomic_load_explicit(&e->hash, memory_order_relaxed) == h1 ? id : 0;
+}
+
+void vrt_stack_cache_fill(struct vrt_tbuf *b, uint64_t hash, uint32_t id)
+{
+	struct vrt_stack_cache_entry *e = &b->cache[hash & (VRT_STACK_CACHE_SLOTS - 1)];
+	atomic_store_explicit(&e->hash, 0, memory_order_relaxed);
+	atomic_thread_fence(memory_order_release);
+	atomic_store_explicit(&e->id, id, memory_order_relaxed);
+	atomic_store_explicit(&e->hash, hash, memory_order_release);
+}

@@ -1,0 +1,139 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Per-thread single-producer/single-consumer byte rings.
+ *
+ * Producer (the owning thread): writes a record at head, then publishes it with a release store
+ * of head. Consumer (the collector): reads up to head with acquire, then releases the space with
+ * a store of tail. A record never straddles the end of the ring: a record with op 0 pads to it.
+ *
+ * Registry: a singly linked list. Threads push new buffers at the head with CAS; only the
+ * collector unlinks (dead threads' buffers, after draining), and it never unlinks the head node,
+ * so pushes and unlinks never touch the same pointer.
+ */
+#define _GNU_SOURCE
+#include <pthread.h>
+#include <sched.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "internal.h"
+
+static _Atomic(struct vrt_tbuf *) registry;
+static _Atomic uint32_t next_thread_index = 1;
+static pthread_key_t exit_key;
+
+/* Yields while the ring is full before giving up, so a burst waits for the collector briefly. */
+#define FULL_RETRIES 64
+
+static void thread_exit(void *p)
+{
+	struct vrt_tbuf *b = p;
+	atomic_store_explicit(&b->dead, 1, memory_order_release);
+	vrt_tls.buf = NULL;
+}
+
+void vrt_tbuf_init(void) { pthread_key_create(&exit_key, thread_exit); }
+
+struct vrt_tbuf *vrt_tbuf_list(void) { return atomic_load_explicit(&registry, memory_order_acquire); }
+
+static struct vrt_tbuf *tbuf_create(void)
+{
+	size_t cap = vrt_cfg.thread_buffer;
+	size_t total = sizeof(struct vrt_tbuf) + cap;
+	void *mem = mmap(NULL, total, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (mem == MAP_FAILED)
+		return NULL;
+	struct vrt_tbuf *b = mem;
+	b->data = (uint8_t *)mem + sizeof(struct vrt_tbuf);
+	b->capacity = cap;
+	b->tid = (pid_t)syscall(SYS_gettid);
+	b->index = atomic_fetch_add(&next_thread_index, 1);
+	struct vrt_tbuf *head = atomic_load(&registry);
+	do
+		b->next = head;
+	while (!atomic_compare_exchange_weak_explicit(&registry, &head, b, memory_order_release,
+						      memory_order_relaxed));
+	return b;
+}
+
+struct vrt_tbuf *vrt_tbuf_self(void)
+{
+	struct vrt_tbuf *b = vrt_tls.buf;
+	if (VRT_LIKELY(b))
+		return b;
+	b = tbuf_create();
+	if (!b)
+		return NULL;
+	vrt_tls.buf = b;
+	pthread_setspecific(exit_key, b);
+	return b;
+}
+
+static struct vrt_raw *try_reserve(struct vrt_tbuf *b, size_t len)
+{
+	uint64_t head = atomic_load_explicit(&b->head, memory_order_relaxed);
+	uint64_t tail = atomic_load_explicit(&b->tail, memory_order_acquire);
+	uint64_t pos = head & (b->capacity - 1);
+	uint64_t to_end = b->capacity - pos;
+	uint64_t need = len <= to_end ? len : to_end + len;
+	if (b->capacity - (head - tail) < need)
+		return NULL;
+	if (len > to_end) {
+		struct vrt_raw *pad = (struct vrt_raw *)(b->data + pos);
+		pad->op = 0;
+		pad->len = 0; /* op 0: skip to the ring end */
+		atomic_store_explicit(&b->head, head + to_end, memory_order_release);
+		pos = 0;
+	}
+	return (struct vrt_raw *)(b->data + pos);
+}
+
+struct vrt_raw *vrt_tbuf_reserve(struct vrt_tbuf *b, size_t len)
+{
+	if (len > b->capacity / 4)
+		return NULL;
+	for (int i = 0; i < FULL_RETRIES; i++) {
+		struct vrt_raw *r = try_reserve(b, len);
+		if (VRT_LIKELY(r))
+			return r;
+		vrt_collector_wake();
+		sched_yield();
+	}
+	b->lost++;
+	return NULL;
+}
+
+void vrt_tbuf_publish(struct vrt_tbuf *b, struct vrt_raw *r)
+{
+	uint64_t head = atomic_load_explicit(&b->head, memory_order_relaxed);
+	uint64_t used = head - atomic_load_explicit(&b->tail, memory_order_relaxed);
+	atomic_store_explicit(&b->head, head + r->len, memory_order_release);
+	/* Wake the collector once, when the ring crosses half full. */
+	if (used < b->capacity / 2 && used + r->len >= b->capacity / 2)
+		vrt_collector_wake();
+}
+
+void vrt_tbuf_reclaim_dead(void)
+{
+	struct vrt_tbuf *prev = atomic_load_explicit(&registry, memory_order_acquire);
+	if (!prev)
+		return;
+	for (struct vrt_tbuf *b = prev->next; b; b = prev->next) {
+		bool drained = atomic_load(&b->head) == atomic_load(&b->tail);
+		if (atomic_load_explicit(&b->dead, memory_order_acquire) && drained) {
+			prev->next = b->next;
+			munmap(b, sizeof(struct vrt_tbuf) + b->capacity);
+			continue;
+		}
+		prev = b;
+	}
+}
+
+void vrt_tbuf_after_fork_child(void)
+{
+	/* The parent's buffers belong to threads that do not exist here; leak them. */
+	atomic_store(&registry, NULL);
+	atomic_store(&next_thread_index, 1);
+}

@@ -1,0 +1,307 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Tensor-level events from PyTorch's CUDA caching allocator, with no change to the program.
+ *
+ * Mechanism: the allocator's own extension point, attachAllocatorTraceTracker, reached through
+ * the vtable of the exported c10::cuda::CUDACachingAllocator::allocator object, with a
+ * std::function built here following the libstdc++ ABI. The tracker runs synchronously on the
+ * allocating thread (so the stack is the tensor's), costs PyTorch one TraceEntry per event, and
+ * does not need history recording. It is attached only when every assumption holds:
+ *  - torch/version.py beside libc10_cuda.so names a release whose layout is known (2.11);
+ *  - the object's RTTI names NativeCachingAllocator (the cudaMallocAsync backend throws from
+ *    this method; its tensors are cudaMallocAsync calls, which the driver hooks already see);
+ *  - the allocator is initialized (trackers given earlier are dropped by init()).
+ * Otherwise one stderr line says so and tracing stays at the CUDA (segment) level.
+ *
+ * TraceEntry reports the requested size, not the rounded block size that memory_allocated()
+ * counts. The block size comes from the allocator's cumulative allocated/freed byte counters
+ * (getDeviceStats): a FREE_REQUESTED sees its own size as the change in "freed"; an ALLOC is
+ * traced before the counters move, so it is published with an estimate and settled by a
+ * BLOCK_SIZE event at the next event on that device, or at the next phase boundary.
+ */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <fcntl.h>
+#include <link.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "internal.h"
+
+#define SLOT_INITIALIZED 6
+#define SLOT_GET_DEVICE_STATS 9
+#define SLOT_ATTACH_TRACKER 44
+#define STATS_SIZE 976
+#define STATS_ALLOC_COUNT 16     /* allocation[AGGREGATE].allocated */
+#define STATS_ALLOC_BYTES 400    /* allocated_bytes[AGGREGATE].allocated */
+#define STATS_FREED_BYTES 408    /* allocated_bytes[AGGREGATE].freed */
+#define ENTRY_ACTION 0
+#define ENTRY_DEVICE 4
+#define ENTRY_ADDR 8
+#define ENTRY_STREAM 32
+#define ENTRY_SIZE 40
+#define MAX_DEVICES 64
+
+enum action { ALLOC = 0, FREE_REQUESTED = 1, FREE_COMPLETED = 2, OOM = 8 };
+
+static const char NATIVE_RTTI[] = "N3c104cuda20CUDACachingAllocator6Native22NativeCachingAllocatorE";
+static const char ASYNC_RTTI[] = "N3c104cuda20CUDACachingAllocator15CudaMallocAsync24CudaMallocAsyncAllocatorE";
+
+/* libstdc++ std::function<void(const TraceEntry&)>: 16 bytes of functor, manager, invoker. */
+struct std_function {
+	void *functor[2];
+	int (*manager)(void *dest, const void *src, int op);
+	void (*invoker)(const void *functor, const void *entry);
+};
+
+struct device_state {
+	_Atomic int lock;
+	bool seen;    /* a callback on this device has set freed_bytes_seen */
+	bool pending;
+	uint64_t addr, estimate, stream;
+	uint64_t alloc_bytes_at, alloc_count_at; /* counters as the pending ALLOC saw them */
+	uint64_t freed_bytes_seen;
+};
+
+static _Atomic int torch_state; /* 0 not yet, 1 attached, 2 attaching, -1 never */
+static void *allocator;
+static void **vtable;
+static struct device_state devices[MAX_DEVICES];
+
+struct stats {
+	uint64_t alloc_count, alloc_bytes, freed_bytes;
+};
+
+static void read_stats(int device, struct stats *s)
+{
+	uint8_t buf[STATS_SIZE] __attribute__((aligned(16)));
+	void *(*get)(void *, void *, int) = (void *(*)(void *, void *, int))vtable[SLOT_GET_DEVICE_STATS];
+	get(buf, allocator, device);
+	memcpy(&s->alloc_count, buf + STATS_ALLOC_COUNT, 8);
+	memcpy(&s->alloc_bytes, buf + STATS_ALLOC_BYTES, 8);
+	memcpy(&s->freed_bytes, buf + STATS_FREED_BYTES, 8);
+}
+
+static void lock(struct device_state *d)
+{
+	int expected = 0;
+	while (!atomic_compare_exchange_weak(&d->lock, &expected, 1))
+		expected = 0;
+}
+
+static void unlock(struct device_state *d) { atomic_store(&d->lock, 0); }
+
+static void publish_size(int device, uint64_t addr, uint64_t size)
+{
+	struct vrt_event ev = { .op = VRT_OP_BLOCK_SIZE, .api = VRT_API_TORCH_BLOCK, .device = (int16_t)device,
+				.addr = addr, .size = size };
+	vrt_emit(&ev, false);
+}
+
+/* With d locked: settles the pending ALLOC if exactly one allocation happened since it. */
+static void settle_locked(int device, struct device_state *d, const struct stats *s)
+{
+	if (!d->pending || s->alloc_count <= d->alloc_count_at)
+		return;
+	if (s->alloc_count == d->alloc_count_at + 1) {
+		uint64_t size = s->alloc_bytes - d->alloc_bytes_at;
+		if (size != d->estimate)
+			publish_size(device, d->addr, size);
+	}
+	d->pending = false;
+}
+
+static uint64_t estimate(uint64_t requested) { return requested < 512 ? 512 : (requested + 511) & ~511ull; }
+
+static void on_entry(const uint8_t *te)
+{
+	int action, device = *(const int8_t *)(te + ENTRY_DEVICE);
+	uint64_t addr, size, stream;
+	memcpy(&action, te + ENTRY_ACTION, 4);
+	memcpy(&addr, te + ENTRY_ADDR, 8);
+	memcpy(&stream, te + ENTRY_STREAM, 8);
+	memcpy(&size, te + ENTRY_SIZE, 8);
+	if (action != ALLOC && action != FREE_REQUESTED && action != OOM)
+		return;
+	if (device < 0 || device >= MAX_DEVICES || !vrt_enter())
+		return;
+	struct device_state *d = &devices[device];
+	struct stats s;
+	read_stats(device, &s);
+	lock(d);
+	settle_locked(device, d, &s);
+	struct vrt_event ev = { .api = VRT_API_TORCH_BLOCK, .device = (int16_t)device, .addr = addr, .stream = stream };
+	if (action == ALLOC) {
+		ev.op = VRT_OP_BLOCK_ALLOC;
+		ev.size = estimate(size);
+		ev.aux = size;
+		*d = (struct device_state){ .lock = 1, .seen = true, .pending = true, .addr = addr, .estimate = ev.size, .stream = stream,
+					    .alloc_bytes_at = s.alloc_bytes, .alloc_count_at = s.alloc_count,
+					    .freed_bytes_seen = s.freed_bytes };
+	} else if (action == FREE_REQUESTED) {
+		ev.op = VRT_OP_BLOCK_FREE;
+		/* The counter moved before this callback; 0 (unknown) for a block older than us. */
+		ev.size = d->seen ? s.freed_bytes - d->freed_bytes_seen : 0;
+		d->freed_bytes_seen = s.freed_bytes;
+		d->seen = true;
+	} else {
+		ev.op = VRT_OP_OOM;
+		ev.api = VRT_API_TORCH_OOM;
+		ev.size = size;
+		ev.aux = addr; /* PyTorch passes the device's free bytes here */
+		ev.addr = 0;
+	}
+	unlock(d);
+	vrt_emit(&ev, action != FREE_REQUESTED || vrt_cfg.free_stacks);
+	if (action == OOM)
+		vrt_collector_wake();
+	vrt_leave();
+}
+
+static void invoker(const void *functor, const void *entry)
+{
+	(void)functor;
+	on_entry(entry);
+}
+
+/* The functor is trivially copyable and stored locally: clone is a copy, destroy is nothing. */
+static int manager(void *dest, const void *src, int op)
+{
+	static void *type_info;
+	switch (op) {
+	case 0: /* __get_type_info */
+		if (!type_info)
+			type_info = vrt_real_dlsym(RTLD_DEFAULT, "_ZTIv");
+		*(void **)dest = type_info;
+		break;
+	case 1: /* __get_functor_ptr */
+		*(const void **)dest = src;
+		break;
+	case 2: /* __clone_functor */
+		memcpy(dest, src, 16);
+		break;
+	}
+	return 0;
+}
+
+struct find_c10 {
+	char path[4096];
+	void *base;
+};
+
+static int find_c10_cb(struct dl_phdr_info *info, size_t size, void *arg)
+{
+	(void)size;
+	struct find_c10 *f = arg;
+	const char *name = info->dlpi_name;
+	size_t n = name ? strlen(name) : 0;
+	if (n < 15 || strcmp(name + n - 15, "libc10_cuda.so"))
+		return 0;
+	snprintf(f->path, sizeof(f->path), "%s", name);
+	return 1;
+}
+
+/* torch/lib/libc10_cuda.so -> torch/version.py: "__version__ = '2.11.0+cu130'". */
+static bool read_version(const char *lib, char *version, size_t len)
+{
+	char path[4200];
+	const char *slash = strrchr(lib, '/');
+	if (!slash)
+		return false;
+	snprintf(path, sizeof(path), "%.*s/../version.py", (int)(slash - lib), lib);
+	FILE *f = fopen(path, "re");
+	if (!f)
+		return false;
+	char line[256];
+	bool found = false;
+	while (!found && fgets(line, sizeof(line), f)) {
+		char *q = strstr(line, "__version__");
+		char *open = q ? strchr(q, '\'') : NULL;
+		char *close = open ? strchr(open + 1, '\'') : NULL;
+		if (close) {
+			snprintf(version, len, "%.*s", (int)(close - open - 1), open + 1);
+			found = true;
+		}
+	}
+	fclose(f);
+	return found;
+}
+
+static void refuse(const char *why)
+{
+	atomic_store(&torch_state, -1);
+	vrt_log("PyTorch tensor events off: %s; recording CUDA segments only", why);
+}
+
+static void attach(void)
+{
+	struct find_c10 f = { "", NULL };
+	if (!dl_iterate_phdr(find_c10_cb, &f)) {
+		atomic_store(&torch_state, 0); /* PyTorch may be imported later */
+		return;
+	}
+	char version[64], why[256];
+	if (!read_version(f.path, version, sizeof(version)))
+		return refuse("cannot read torch/version.py next to libc10_cuda.so");
+	if (strncmp(version, "2.11.", 5)) {
+		snprintf(why, sizeof(why), "PyTorch %s has an allocator layout this build does not know (2.11)", version);
+		return refuse(why);
+	}
+	void *h = dlopen(f.path, RTLD_NOW | RTLD_NOLOAD);
+	void **slot = h ? vrt_real_dlsym(h, "_ZN3c104cuda20CUDACachingAllocator9allocatorE") : NULL;
+	allocator = slot ? __atomic_load_n(slot, __ATOMIC_ACQUIRE) : NULL;
+	if (!allocator)
+		return refuse("the allocator object is not exported");
+	vtable = *(void ***)allocator;
+	const char *rtti = ((const char **)vtable[-1])[1];
+	if (!strcmp(rtti, ASYNC_RTTI)) {
+		atomic_store(&torch_state, -1);
+		vrt_log("PyTorch cudaMallocAsync backend: each tensor is a cudaMallocAsync call, traced as such");
+		return;
+	}
+	if (strcmp(rtti, NATIVE_RTTI))
+		return refuse("the CUDA allocator was replaced (pluggable allocator?)");
+	if (!((bool (*)(void *))vtable[SLOT_INITIALIZED])(allocator)) {
+		atomic_store(&torch_state, 0); /* not yet: a tracker given now would be dropped */
+		return;
+	}
+	struct std_function fn = { { NULL, NULL }, manager, invoker };
+	((void (*)(void *, void *))vtable[SLOT_ATTACH_TRACKER])(allocator, &fn);
+	atomic_store(&torch_state, 1);
+	if (!vrt_cfg.quiet)
+		vrt_log("PyTorch %s: recording tensors (caching-allocator blocks) too", version);
+}
+
+void vrt_torch_maybe_attach(void)
+{
+	int expected = 0;
+	if (atomic_load_explicit(&torch_state, memory_order_relaxed) != 0 || !vrt_cfg.torch ||
+	    atomic_load(&vrt_state) != VRT_STATE_READY)
+		return;
+	/* Whoever loses this race goes on without waiting: the winner may need locks they hold. */
+	if (!atomic_compare_exchange_strong(&torch_state, &expected, 2))
+		return;
+	int busy = vrt_tls.busy;
+	vrt_tls.busy = 1;
+	attach();
+	vrt_tls.busy = busy;
+}
+
+/* Called where no allocator lock is held (phase boundaries): settle pending ALLOCs now. */
+void vrt_torch_settle(void)
+{
+	if (atomic_load(&torch_state) != 1)
+		return;
+	for (int dev = 0; dev < MAX_DEVICES; dev++) {
+		struct device_state *d = &devices[dev];
+		if (!d->pending)
+			continue;
+		struct stats s;
+		read_stats(dev, &s);
+		lock(d);
+		settle_locked(dev, d, &s);
+		unlock(d);
+	}
+}

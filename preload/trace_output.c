@@ -1,0 +1,437 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The collector's side of the trace file: naming and creating it on the first recorded event,
+ * encoding events into the current chunk, describing new definitions (threads, symbols,
+ * modules, Python code) before the events that use them, checkpoints, and the end.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "collector.h"
+#include "vramtrace/error.h"
+
+#define EVENTS_CHUNK_BYTES (1u << 20)
+
+/* ---- naming ----------------------------------------------------------------------------- */
+
+static int env_int(const char *name)
+{
+	const char *s = getenv(name);
+	char *end;
+	long v = s && *s ? strtol(s, &end, 10) : -1;
+	return s && *s && !*end && v >= 0 && v < 1000000 ? (int)v : -1;
+}
+
+static bool is_directory_target(const char *out)
+{
+	struct stat st;
+	size_t n = strlen(out);
+	return (n && out[n - 1] == '/') || (stat(out, &st) == 0 && S_ISDIR(st.st_mode));
+}
+
+/*
+ * A directory gets "vramtrace.<pid>[.rank<R>].vrt". A file name is taken exactly by the first
+ * process that records anything; every other process writes "<name>.<pid>.vrt" beside it.
+ */
+static int output_path(char *path, size_t len, bool exact)
+{
+	const char *out = vrt_cfg.output[0] ? vrt_cfg.output : ".";
+	int pid = (int)getpid(), rank = env_int("RANK");
+	int n;
+	if (!vrt_cfg.output[0] || is_directory_target(out)) {
+		const char *sep = out[strlen(out) - 1] == '/' ? "" : "/";
+		n = rank >= 0 ? snprintf(path, len, "%s%svramtrace.%d.rank%d.vrt", out, sep, pid, rank)
+			      : snprintf(path, len, "%s%svramtrace.%d.vrt", out, sep, pid);
+	} else if (exact) {
+		n = snprintf(path, len, "%s", out);
+	} else {
+		size_t stem = strlen(out);
+		if (stem > 4 && !strcmp(out + stem - 4, ".vrt"))
+			stem -= 4;
+		n = rank >= 0 ? snprintf(path, len, "%.*s.rank%d.%d.vrt", (int)stem, out, rank, pid)
+			      : snprintf(path, len, "%.*s.%d.vrt", (int)stem, out, pid);
+	}
+	return n > 0 && (size_t)n < len ? 0 : VRT_E_ARG;
+}
+
+static int create_file(struct collector *c)
+{
+	char path[4096];
+	bool directory = !vrt_cfg.output[0] || is_directory_target(vrt_cfg.output);
+	int fd = VRT_E_IO;
+	if (!directory && !output_path(path, sizeof(path), true)) {
+		fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+		if (fd >= 0)
+			snprintf(c->path, sizeof(c->path), "%s", path);
+	}
+	if (fd < 0 && !output_path(path, sizeof(path), false))
+		fd = vrt_trace_create(path, c->path, sizeof(c->path));
+	if (fd < 0)
+		return fd;
+	/* Keep clear of the low descriptors programs assume are theirs. */
+	int high = fcntl(fd, F_DUPFD_CLOEXEC, 512);
+	if (high >= 0) {
+		close(fd);
+		fd = high;
+	}
+	return fd;
+}
+
+/* ---- tables ----------------------------------------------------------------------------- */
+
+static void emit_table(struct collector *c, const struct vrt_record *r) { vrt_intern_emit(&c->intern, r); }
+
+static uint32_t string_id(struct collector *c, const char *s) { return vrt_intern_string(&c->intern, s, strlen(s)); }
+
+static void emit_info(struct collector *c, const char *key, const char *value)
+{
+	struct vrt_record r = { .op = VRT_OP_INFO, .id = string_id(c, key), .id2 = string_id(c, value) };
+	emit_table(c, &r);
+}
+
+static void emit_process_info(struct collector *c)
+{
+	char buf[4096];
+	int fd = open("/proc/self/cmdline", O_RDONLY | O_CLOEXEC);
+	ssize_t n = fd >= 0 ? read(fd, buf, sizeof(buf) - 1) : -1;
+	if (fd >= 0)
+		close(fd);
+	if (n > 0) {
+		for (ssize_t i = 0; i < n - 1; i++)
+			if (!buf[i])
+				buf[i] = ' ';
+		buf[n] = 0;
+		emit_info(c, "cmdline", buf);
+	}
+	n = readlink("/proc/self/exe", buf, sizeof(buf) - 1);
+	if (n > 0) {
+		buf[n] = 0;
+		emit_info(c, "exe", buf);
+	}
+	emit_info(c, "vramtrace", VRAMTRACE_VERSION);
+	snprintf(buf, sizeof(buf), "%d", vrt_cfg.stack_depth);
+	emit_info(c, "stack_depth", buf);
+	emit_info(c, "mode", atomic_load(&vrt_mode) == VRT_MODE_FULL ? "full" : "armed");
+	const char *vars[] = { "RANK", "LOCAL_RANK", "WORLD_SIZE", "PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_ALLOC_CONF",
+			       "PYTORCH_NO_CUDA_MEMORY_CACHING", "CUDA_VISIBLE_DEVICES", "NCCL_CUMEM_ENABLE" };
+	for (size_t i = 0; i < sizeof(vars) / sizeof(vars[0]); i++) {
+		const char *v = getenv(vars[i]);
+		if (v) {
+			snprintf(buf, sizeof(buf), "env.%s", vars[i]);
+			emit_info(c, buf, v);
+		}
+	}
+}
+
+void vrt_output_describe_thread(struct collector *c, struct vrt_tbuf *b)
+{
+	if (b->index >= c->cap_threads) {
+		size_t cap = c->cap_threads ? c->cap_threads : 64;
+		while (cap <= b->index)
+			cap *= 2;
+		uint32_t *t = realloc(c->threads_described, cap * sizeof(*t));
+		if (!t)
+			return;
+		memset(t + c->cap_threads, 0, (cap - c->cap_threads) * sizeof(*t));
+		c->threads_described = t;
+		c->cap_threads = cap;
+	}
+	uint64_t now = vrt_now_ns();
+	if (c->threads_described[b->index] && now - b->name_checked_ns < 2000000000ull)
+		return;
+	b->name_checked_ns = now;
+	char path[64], name[64] = "?";
+	snprintf(path, sizeof(path), "/proc/self/task/%d/comm", (int)b->tid);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd >= 0) {
+		ssize_t n = read(fd, name, sizeof(name) - 1);
+		close(fd);
+		name[n > 0 ? n : 0] = 0;
+		char *nl = strchr(name, '\n');
+		if (nl)
+			*nl = 0;
+	}
+	uint32_t name_id = string_id(c, name);
+	if (c->threads_described[b->index] == name_id + 1)
+		return; /* unchanged name (threads often rename themselves once after starting) */
+	c->threads_described[b->index] = name_id + 1;
+	struct vrt_record r = { .op = VRT_OP_THREAD_INFO, .id = b->index, .aux = (uint64_t)b->tid, .id2 = name_id };
+	emit_table(c, &r);
+}
+
+static void emit_python_tables(struct collector *c)
+{
+	uint32_t codes = vrt_python_code_count();
+	for (; c->py_codes_done < codes; c->py_codes_done++) {
+		const struct vrt_pycode *pc = vrt_python_code(c->py_codes_done);
+		struct vrt_record r = { .op = VRT_OP_PYCODE, .id = c->py_codes_done, .id2 = string_id(c, pc->filename),
+					.aux = string_id(c, pc->qualname), .aux2 = pc->firstlineno };
+		emit_table(c, &r);
+	}
+	uint32_t frames = vrt_python_frame_count();
+	for (; c->py_frames_done < frames; c->py_frames_done++) {
+		const struct vrt_pyframe *pf = vrt_python_frame(c->py_frames_done);
+		struct vrt_record r = { .op = VRT_OP_PYFRAME, .id = c->py_frames_done, .id2 = pf->code,
+					.aux = (uint64_t)(uint32_t)pf->lasti, .aux2 = (uint64_t)(uint32_t)pf->line };
+		emit_table(c, &r);
+	}
+}
+
+static void emit_symbols(struct collector *c)
+{
+	if (!c->n_to_symbolize)
+		return;
+	struct vrt_symbol *syms = calloc(c->n_to_symbolize, sizeof(*syms));
+	if (!syms)
+		return;
+	for (size_t i = 0; i < c->n_to_symbolize; i++)
+		vrt_symbolize(c->to_symbolize[i], &syms[i]);
+	const struct vrt_module_info *mods[64];
+	int n;
+	while ((n = vrt_symbols_new_modules(mods, 64)) > 0) {
+		for (int i = 0; i < n; i++) {
+			struct vrt_record r = { .op = VRT_OP_MODULE, .id = mods[i]->id, .id2 = string_id(c, mods[i]->path),
+						.addr = mods[i]->base, .size = mods[i]->span, .bytes = mods[i]->build_id,
+						.bytes_len = mods[i]->build_id_len };
+			emit_table(c, &r);
+		}
+	}
+	for (size_t i = 0; i < c->n_to_symbolize; i++) {
+		struct vrt_record r = { .op = VRT_OP_SYMBOL, .addr = c->to_symbolize[i], .id = syms[i].module_id,
+					.id2 = syms[i].name ? string_id(c, syms[i].name) : 0, .aux = syms[i].offset };
+		emit_table(c, &r);
+	}
+	free(syms);
+	c->n_to_symbolize = 0;
+}
+
+/* The ring's first wrap needs every definition again, in one chunk. */
+static long dump_tables(void *ctx, uint8_t **out)
+{
+	struct collector *c = ctx;
+	*out = malloc(c->all_tables.len ? c->all_tables.len : 1);
+	if (!*out)
+		return VRT_E_NOMEM;
+	memcpy(*out, c->all_tables.data, c->all_tables.len);
+	return (long)c->all_tables.len;
+}
+
+/* ---- the file --------------------------------------------------------------------------- */
+
+static void output_error(struct collector *c, int err)
+{
+	if (c->output_failed)
+		return;
+	c->output_failed = true;
+	vrt_log("cannot write the trace %s: %s; the program continues, the trace ends here",
+		c->path[0] ? c->path : vrt_cfg.output, err == VRT_E_IO ? strerror(errno) : vrt_strerror(err));
+}
+
+int vrt_output_ensure(struct collector *c)
+{
+	if (c->writer)
+		return 0;
+	if (c->output_failed)
+		return VRT_E_IO;
+	int fd = create_file(c);
+	if (fd < 0) {
+		output_error(c, fd);
+		return fd;
+	}
+	struct vrt_writer_options o = {
+		.fd = fd, .ring_bytes = vrt_cfg.ring_bytes, .ts_unit_ns = (uint32_t)vrt_cfg.ts_unit_ns,
+		.flags = vrt_cfg.mode == VRT_MODE_ARMED ? VRT_FILE_ARMED : 0, .pid = (int32_t)getpid(),
+		.ppid = (int32_t)getppid(), .rank = env_int("RANK"), .local_rank = env_int("LOCAL_RANK"),
+		.world_size = env_int("WORLD_SIZE"), .start_realtime_ns = c->t0_realtime_ns,
+		.start_monotonic_ns = c->t0_ns, .dump_tables = dump_tables, .dump_ctx = c,
+	};
+	if (!c->intern.all && vrt_cfg.ring_bytes)
+		c->intern.all = &c->all_tables;
+	int rc = vrt_writer_open(&c->writer, &o);
+	if (rc) {
+		close(fd);
+		output_error(c, rc);
+		return rc;
+	}
+	if (!vrt_cfg.quiet)
+		vrt_log("tracing to %s", c->path);
+	emit_process_info(c);
+	return 0;
+}
+
+static void put_chunk(struct collector *c, enum vrt_chunk_type type, struct vrt_buf *b)
+{
+	if (!b->len || !c->writer)
+		return;
+	int rc = vrt_writer_put(c->writer, type, b->data, b->len);
+	b->len = 0;
+	if (rc < 0) {
+		output_error(c, rc);
+		vrt_writer_close(c->writer);
+		c->writer = NULL;
+		return;
+	}
+	if (rc == VRT_HINT_CHECKPOINT)
+		vrt_output_checkpoint(c, VRT_CP_PERIODIC);
+}
+
+static void put_tables(struct collector *c)
+{
+	emit_symbols(c);
+	emit_python_tables(c);
+	put_chunk(c, VRT_CHUNK_TABLES, &c->pending_tables);
+}
+
+static void put_events(struct collector *c)
+{
+	c->chunk_thread = 0;
+	c->delta = (struct vrt_delta){ 0, 0 };
+	put_chunk(c, VRT_CHUNK_EVENTS, &c->events);
+}
+
+void vrt_output_flush(struct collector *c)
+{
+	if (!c->writer)
+		return;
+	put_tables(c);
+	put_events(c);
+	if (c->writer)
+		vrt_writer_count_events(c->writer, c->events_written, c->events_lost);
+	if (c->writer)
+		vrt_writer_sync(c->writer);
+}
+
+void vrt_output_event(struct collector *c, uint32_t thread, const struct vrt_record *r)
+{
+	if (!c->writer || !vrt_buf_reserve(&c->events, 2 * VRT_RECORD_MAX_FIXED))
+		return;
+	if (thread && thread != c->chunk_thread) {
+		struct vrt_record t = { .op = VRT_OP_THREAD, .id = thread };
+		c->events.len = (size_t)(vrt_record_encode(c->events.data + c->events.len, &t, &c->delta) - c->events.data);
+		c->chunk_thread = thread;
+	}
+	c->events.len = (size_t)(vrt_record_encode(c->events.data + c->events.len, r, &c->delta) - c->events.data);
+	c->events_written++;
+	if (c->events.len >= EVENTS_CHUNK_BYTES) {
+		put_tables(c);
+		put_events(c);
+	}
+}
+
+uint32_t vrt_output_label_stack(struct collector *c, const char *label)
+{
+	bool created;
+	return vrt_intern_node(&c->intern, 0, VRT_FRAME_LABEL, string_id(c, label), &created);
+}
+
+/* ---- checkpoints ------------------------------------------------------------------------ */
+
+static void encode(struct vrt_buf *b, const struct vrt_record *r, struct vrt_delta *d)
+{
+	if (vrt_buf_reserve(b, VRT_RECORD_MAX_FIXED))
+		b->len = (size_t)(vrt_record_encode(b->data + b->len, r, d) - b->data);
+}
+
+void vrt_output_checkpoint(struct collector *c, int reason)
+{
+	if (!c->writer)
+		return;
+	put_tables(c);
+	put_events(c);
+	uint32_t unknown = 0;
+	struct vrt_buf cp = { 0 };
+	struct vrt_delta d = { 0, 0 };
+	uint64_t now = (vrt_now_ns() - c->t0_ns) / (uint64_t)vrt_cfg.ts_unit_ns;
+	struct vrt_record begin = { .op = VRT_OP_CP_BEGIN, .ts = now, .id = (uint64_t)reason,
+				    .aux = c->events_written, .aux2 = c->events_lost };
+	encode(&cp, &begin, &d);
+	uint64_t count = 0;
+	for (size_t i = 0; i < c->live.cap; i++) {
+		const struct vrt_live *e = &c->live.slots[i];
+		if (!e->space)
+			continue;
+		uint32_t stack = e->stack;
+		if (!stack) {
+			if (!unknown)
+				unknown = vrt_output_label_stack(c, "[allocated before tracing started]");
+			stack = unknown;
+		}
+		struct vrt_record r = { .op = VRT_OP_CP_LIVE, .id2 = e->op, .ts = e->ts, .api = e->api, .device = e->device,
+					.kind = e->kind, .addr = e->addr, .size = e->size, .aux = e->aux,
+					.aux2 = e->space == VRT_SPACE_HANDLE ? e->refs : e->aux2, .stream = e->stream,
+					.stack = stack };
+		encode(&cp, &r, &d);
+		count++;
+	}
+	for (size_t i = 0; i < c->n_phases; i++) {
+		struct vrt_record r = { .op = VRT_OP_CP_PHASE, .id = c->phases[i].name_id, .aux = c->phases[i].entered,
+					.aux2 = (uint64_t)(c->phases[i].depth > 0 ? c->phases[i].depth : 0) };
+		encode(&cp, &r, &d);
+	}
+	struct vrt_record end = { .op = VRT_OP_CP_END, .id = count };
+	encode(&cp, &end, &d);
+	put_tables(c); /* the label stack, if one was just made */
+	put_chunk(c, VRT_CHUNK_CHECKPOINT, &cp);
+	vrt_buf_free(&cp);
+}
+
+void vrt_output_finish(struct collector *c, int reason, int detail)
+{
+	if (!c->writer)
+		return;
+	vrt_output_checkpoint(c, VRT_CP_EXIT);
+	vrt_output_flush(c);
+	if (!c->writer)
+		return;
+	vrt_writer_set_end(c->writer, (uint32_t)reason, detail, (vrt_now_ns() - c->t0_ns) / (uint64_t)vrt_cfg.ts_unit_ns);
+	vrt_writer_close(c->writer);
+	c->writer = NULL;
+	c->output_failed = true; /* nothing more goes to this process's trace */
+}
+
+/* ---- snapshot --------------------------------------------------------------------------- */
+
+static int copy_file(int from, int to)
+{
+	off_t in = 0, out = 0;
+	struct stat st;
+	if (fstat(from, &st))
+		return VRT_E_IO;
+	while (in < st.st_size) {
+		ssize_t n = copy_file_range(from, &in, to, &out, (size_t)(st.st_size - in), 0);
+		if (n <= 0)
+			return VRT_E_IO;
+	}
+	return 0;
+}
+
+int vrt_output_snapshot(struct collector *c, const char *path, char *reply, size_t reply_len)
+{
+	vrt_collector_drain(c);
+	if (!c->writer && atomic_load(&vrt_mode) != VRT_MODE_FULL) {
+		snprintf(reply, reply_len, "tracing is armed, not recording: run `vramtrace attach` first");
+		return VRT_E_UNSUPPORTED;
+	}
+	if (vrt_output_ensure(c))
+		return VRT_E_IO;
+	vrt_output_checkpoint(c, VRT_CP_SNAPSHOT);
+	vrt_output_flush(c);
+	if (!c->writer)
+		return VRT_E_IO;
+	int to = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+	if (to < 0) {
+		snprintf(reply, reply_len, "cannot create %s: %s", path, strerror(errno));
+		return VRT_E_IO;
+	}
+	int rc = copy_file(vrt_writer_fd(c->writer), to);
+	close(to);
+	snprintf(reply, reply_len, rc ? "copy failed" : "snapshot written to %s (%zu live items)", path, c->live.used);
+	return rc;
+}

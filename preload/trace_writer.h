@@ -1,0 +1,53 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Places compressed chunks in a trace file: append-only log, or a bounded ring plus a log for
+ * tables (docs/trace-format.md, "Ring"). Single-threaded: one owner calls everything.
+ * Used by the preload's collector and by bench/ trace generators; knows nothing about events.
+ */
+#ifndef VRAMTRACE_TRACE_WRITER_H
+#define VRAMTRACE_TRACE_WRITER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "vramtrace/format.h"
+
+struct vrt_writer;
+
+/* Serializes every definition written so far into buf (TABLES records); returns bytes or <0. */
+typedef long (*vrt_tables_dump_fn)(void *ctx, uint8_t **buf);
+
+struct vrt_writer_options {
+	int fd;                  /* an open, empty, writable file; the writer owns it from now on */
+	uint64_t ring_bytes;     /* 0: keep everything */
+	uint32_t ts_unit_ns;
+	uint32_t flags;          /* enum vrt_file_flags, VRT_FILE_RING is set by the writer */
+	int32_t pid, ppid, rank, local_rank, world_size;
+	uint64_t start_realtime_ns;
+	uint64_t start_monotonic_ns;
+	int zstd_level;
+	vrt_tables_dump_fn dump_tables; /* required with a ring */
+	void *dump_ctx;
+};
+
+enum vrt_writer_hint {
+	VRT_HINT_CHECKPOINT = 1, /* a new ring segment began: write a checkpoint chunk next */
+};
+
+int vrt_writer_open(struct vrt_writer **out, const struct vrt_writer_options *opt);
+/* Compresses raw and writes it as one chunk; returns 0 or a hint (>0), or an error (<0). */
+int vrt_writer_put(struct vrt_writer *w, enum vrt_chunk_type type, const void *raw, size_t raw_len);
+void vrt_writer_count_events(struct vrt_writer *w, uint64_t written, uint64_t lost);
+void vrt_writer_set_end(struct vrt_writer *w, uint32_t reason, int32_t detail, uint64_t end_ts);
+/* Rewrites the state block; called after put() by the writer itself, exposed for set_end. */
+int vrt_writer_sync(struct vrt_writer *w);
+/* The file descriptor (for snapshots: copy, then append). */
+int vrt_writer_fd(const struct vrt_writer *w);
+uint64_t vrt_writer_file_bytes(const struct vrt_writer *w);
+void vrt_writer_close(struct vrt_writer *w);
+
+/* Opens path for a new trace: O_EXCL|O_NOFOLLOW, mode 0600; if it exists, tries path.1, .2...
+ * Writes the chosen name to chosen (if not NULL). Returns fd or a negative vrt_error. */
+int vrt_trace_create(const char *path, char *chosen, size_t chosen_len);
+
+#endif /* VRAMTRACE_TRACE_WRITER_H */
