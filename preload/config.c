@@ -22,29 +22,6 @@ static const struct option_def option_defs[VRT_OPTION_COUNT] = {
 #undef VRT_OPT_DEF
 };
 
-int vrt_parse_size(const char *s, uint64_t *out)
-{
-	char *end;
-	if (!s || !*s || *s == '-')
-		return VRT_E_ARG;
-	unsigned long long v = strtoull(s, &end, 10);
-	unsigned shift = 0;
-	switch (*end) {
-	case 'k': case 'K': shift = 10; end++; break;
-	case 'm': case 'M': shift = 20; end++; break;
-	case 'g': case 'G': shift = 30; end++; break;
-	case 't': case 'T': shift = 40; end++; break;
-	}
-	if (*end == 'i' || *end == 'I')
-		end++;
-	if (*end == 'b' || *end == 'B')
-		end++;
-	if (*end || (shift && v > (~0ull >> shift)))
-		return VRT_E_ARG;
-	*out = (uint64_t)v << shift;
-	return 0;
-}
-
 static int parse_value(const struct option_def *d, const char *s, long long *out)
 {
 	char *end;

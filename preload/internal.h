@@ -72,7 +72,6 @@ struct vrt_config {
 extern struct vrt_config vrt_cfg;
 /* Parses environ; bad values get a warning and the default. Never fails. */
 void vrt_config_load(struct vrt_config *cfg);
-int vrt_parse_size(const char *s, uint64_t *out);
 
 /* ---- per-thread event buffers (tbuf.c) --------------------------------------------------- */
 

@@ -126,6 +126,7 @@ struct vrt_chunk_header {
 enum vrt_field_code {
 	VRT_FC_TS = 't',     /* svarint: ts minus previous ts in this chunk (ts units) */
 	VRT_FC_ADDR = 'a',   /* svarint: addr minus previous addr in this chunk */
+	VRT_FC_ADDR_ABS = 'A', /* uvarint: addr itself (definitions carry no deltas) */
 	VRT_FC_SIZE = 's',   /* uvarint: bytes */
 	VRT_FC_AUX = 'x',    /* uvarint: op-specific */
 	VRT_FC_AUX2 = 'y',   /* uvarint: op-specific */
@@ -168,8 +169,8 @@ enum vrt_op {
 	VRT_OP_BLOCK_SIZE = 23,  /* the block at addr turned out to be s bytes (BLOCK_ALLOC had an estimate) */
 	/* definitions (VRT_CHUNK_TABLES) */
 	VRT_OP_STRING = 32,      /* i: id, B: UTF-8 bytes */
-	VRT_OP_MODULE = 33,      /* i: id, j: path string id, a: load base, s: span, B: build-id */
-	VRT_OP_SYMBOL = 34,      /* a: code address, i: module id, j: name string id, x: offset */
+	VRT_OP_MODULE = 33,      /* i: id, j: path string id, A: load base, s: span, B: build-id */
+	VRT_OP_SYMBOL = 34,      /* A: code address, i: module id, j: name string id, x: offset */
 	VRT_OP_PYCODE = 35,      /* i: id, j: filename string id, x: qualname string id, y: first line */
 	VRT_OP_PYFRAME = 36,     /* i: id, j: code id, x: instruction offset, y: line */
 	VRT_OP_STACK = 37,       /* i: id, j: parent id (0 = root), y: frame kind, x: frame value */
@@ -209,8 +210,8 @@ enum vrt_op {
 	X(VRT_OP_CONTEXT, "tdi")                                \
 	X(VRT_OP_BLOCK_SIZE, "tpdas")                           \
 	X(VRT_OP_STRING, "iB")                                  \
-	X(VRT_OP_MODULE, "ijasB")                               \
-	X(VRT_OP_SYMBOL, "aijx")                                \
+	X(VRT_OP_MODULE, "ijAsB")                               \
+	X(VRT_OP_SYMBOL, "Aijx")                                \
 	X(VRT_OP_PYCODE, "ijxy")                                \
 	X(VRT_OP_PYFRAME, "ijxy")                               \
 	X(VRT_OP_STACK, "ijyx")                                 \

@@ -9,6 +9,9 @@
 #ifndef VRAMTRACE_OPTIONS_H
 #define VRAMTRACE_OPTIONS_H
 
+#include <stdint.h>
+#include <stdlib.h>
+
 enum vrt_opt_type { VRT_OPT_STRING, VRT_OPT_SIZE, VRT_OPT_INT, VRT_OPT_BOOL, VRT_OPT_MODE };
 
 #define VRT_OPTIONS(X)                                                                                   \
@@ -51,5 +54,29 @@ enum vrt_option_id {
 #undef VRT_OPT_ENUM
 	VRT_OPTION_COUNT
 };
+
+/* "64M", "2G", "1048576", "256MiB" -> bytes. 0 on success, -1 for anything else. */
+static inline int vrt_parse_size(const char *s, uint64_t *out)
+{
+	char *end;
+	if (!s || *s < '0' || *s > '9')
+		return -1;
+	unsigned long long v = strtoull(s, &end, 10);
+	unsigned shift = 0;
+	switch (*end) {
+	case 'k': case 'K': shift = 10; end++; break;
+	case 'm': case 'M': shift = 20; end++; break;
+	case 'g': case 'G': shift = 30; end++; break;
+	case 't': case 'T': shift = 40; end++; break;
+	}
+	if (shift && (*end == 'i' || *end == 'I'))
+		end++;
+	if (*end == 'b' || *end == 'B')
+		end++;
+	if (*end || (shift && v > (~0ull >> shift)))
+		return -1;
+	*out = (uint64_t)v << shift;
+	return 0;
+}
 
 #endif /* VRAMTRACE_OPTIONS_H */

@@ -100,6 +100,7 @@ static inline uint8_t *vrt_record_encode(uint8_t *p, const struct vrt_record *r,
 		switch (*layout) {
 		case VRT_FC_TS: p = vrt_put_uvarint(p, vrt_zigzag((int64_t)(r->ts - d->ts))); d->ts = r->ts; break;
 		case VRT_FC_ADDR: p = vrt_put_uvarint(p, vrt_zigzag((int64_t)(r->addr - d->addr))); d->addr = r->addr; break;
+		case VRT_FC_ADDR_ABS: p = vrt_put_uvarint(p, r->addr); break;
 		case VRT_FC_SIZE: p = vrt_put_uvarint(p, r->size); break;
 		case VRT_FC_AUX: p = vrt_put_uvarint(p, r->aux); break;
 		case VRT_FC_AUX2: p = vrt_put_uvarint(p, r->aux2); break;
@@ -150,6 +151,7 @@ static inline int vrt_record_decode(const uint8_t **pp, const uint8_t *end, stru
 		switch (*layout) {
 		case VRT_FC_TS: d->ts += (uint64_t)vrt_unzigzag(v); r->ts = d->ts; break;
 		case VRT_FC_ADDR: d->addr += (uint64_t)vrt_unzigzag(v); r->addr = d->addr; break;
+		case VRT_FC_ADDR_ABS: r->addr = v; break;
 		case VRT_FC_SIZE: r->size = v; break;
 		case VRT_FC_AUX: r->aux = v; break;
 		case VRT_FC_AUX2: r->aux2 = v; break;

@@ -1,0 +1,266 @@
+/* SPDX-License-Identifier: MIT */
+#define _GNU_SOURCE
+#include "cli.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "vramtrace/error.h"
+
+int vrt_exit_code(int err)
+{
+	switch (err) {
+	case VRT_OK: return VRT_EXIT_OK;
+	case VRT_E_MAGIC: case VRT_E_VERSION: case VRT_E_TRUNCATED: case VRT_E_CORRUPT: case VRT_E_DECOMPRESS:
+	case VRT_E_RECORD: case VRT_E_RANGE: case VRT_E_SIZE: case VRT_E_EMPTY:
+		return VRT_EXIT_BAD_TRACE;
+	case VRT_E_IO: case VRT_E_NOENT: case VRT_E_PERM: case VRT_E_PROTO: case VRT_E_UNSUPPORTED:
+		return VRT_EXIT_IO;
+	case VRT_E_ARG:
+		return VRT_EXIT_USAGE;
+	}
+	return VRT_EXIT_INTERNAL;
+}
+
+int vrt_fail(int err, const char *fmt, ...)
+{
+	va_list ap;
+	fputs("vramtrace: ", stderr);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	if (err)
+		fprintf(stderr, ": %s", vrt_strerror(err));
+	fputc('\n', stderr);
+	return vrt_exit_code(err);
+}
+
+int vrt_usage(const char *command, const char *fmt, ...)
+{
+	va_list ap;
+	fprintf(stderr, "vramtrace %s: ", command);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fprintf(stderr, "\nTry 'vramtrace %s --help'.\n", command);
+	return VRT_EXIT_USAGE;
+}
+
+bool vrt_is_help(const char *arg) { return !strcmp(arg, "-h") || !strcmp(arg, "--help"); }
+
+int vrt_print_help(const char *command)
+{
+	for (const struct vrt_command *c = vrt_commands; c->name; c++)
+		if (!strcmp(c->name, command)) {
+			fputs(c->help, stdout);
+			return VRT_EXIT_OK;
+		}
+	return VRT_EXIT_USAGE;
+}
+
+void vrt_fmt_bytes(char *buf, size_t len, int64_t bytes)
+{
+	static const char *const units[] = { "B", "KiB", "MiB", "GiB", "TiB" };
+	double v = (double)(bytes < 0 ? -bytes : bytes);
+	int u = 0;
+	while (v >= 1024 && u < 4) {
+		v /= 1024;
+		u++;
+	}
+	const char *sign = bytes < 0 ? "-" : "";
+	if (!u)
+		snprintf(buf, len, "%s%lld B", sign, (long long)(bytes < 0 ? -bytes : bytes));
+	else
+		snprintf(buf, len, "%s%.*f %s", sign, v < 10 ? 2 : v < 100 ? 1 : 0, v, units[u]);
+}
+
+const char *vrt_bytes(int64_t bytes)
+{
+	static char ring[16][32];
+	static int next;
+	char *b = ring[next++ % 16];
+	vrt_fmt_bytes(b, 32, bytes);
+	return b;
+}
+
+int vrt_open_or_fail(struct vrt_trace *t, const char *path)
+{
+	int rc = vrt_trace_open(t, path);
+	if (!rc)
+		return 0;
+	if (rc == VRT_E_MAGIC)
+		return vrt_fail(rc, "%s", path);
+	if (rc == VRT_E_VERSION)
+		return vrt_fail(rc, "%s (this vramtrace reads format %d.x)", path, VRT_FORMAT_MAJOR);
+	return vrt_fail(rc, "cannot read %s", path);
+}
+
+void vrt_warn_trace_state(const struct vrt_trace *t, bool quiet)
+{
+	if (quiet)
+		return;
+	const struct vrt_file_state *s = &t->hdr.state;
+	if (!t->state_valid)
+		fprintf(stderr, "vramtrace: warning: %s: the state block is damaged; reading what the chunks hold\n",
+			t->path);
+	else if (s->end_reason != VRT_END_EXIT)
+		fprintf(stderr, "vramtrace: note: %s: process %s%s\n", t->path, vrt_end_reason_text(s->end_reason),
+			s->end_reason == VRT_END_SIGNAL || s->end_reason == VRT_END_KILLED ? " (see `vramtrace info`)" : "");
+	if (t->history_lost)
+		fprintf(stderr, "vramtrace: note: %s: the ring overwrote the oldest history; reports cover the retained "
+				"window (live set and stacks are exact)\n",
+			t->path);
+	if (t->truncated || t->corrupt_chunks)
+		fprintf(stderr, "vramtrace: warning: %s: %s; reading up to the last complete chunk\n", t->path,
+			t->corrupt_chunks ? "damaged chunks were skipped" : "the file ends in a partial chunk");
+	if (t->state_valid && s->events_lost)
+		fprintf(stderr, "vramtrace: warning: %s: %llu events were lost while recording\n", t->path,
+			(unsigned long long)s->events_lost);
+}
+
+/* ---- inputs ----------------------------------------------------------------------------- */
+
+struct input {
+	char *path;
+	long rank, pid;
+};
+
+static int cmp_input(const void *a, const void *b)
+{
+	const struct input *x = a, *y = b;
+	if (x->rank != y->rank)
+		return x->rank < y->rank ? -1 : 1;
+	if (x->pid != y->pid)
+		return x->pid < y->pid ? -1 : 1;
+	return strcmp(x->path, y->path);
+}
+
+static long number_after(const char *name, const char *tag)
+{
+	const char *p = strstr(name, tag);
+	return p ? strtol(p + strlen(tag), NULL, 10) : -1;
+}
+
+static int add_dir(const char *dir, struct input **in, int *n, int *cap)
+{
+	DIR *d = opendir(dir);
+	if (!d)
+		return VRT_E_IO;
+	struct dirent *e;
+	while ((e = readdir(d))) {
+		size_t len = strlen(e->d_name);
+		if (len < 5 || strcmp(e->d_name + len - 4, ".vrt"))
+			continue;
+		if (*n == *cap) {
+			*cap = *cap ? *cap * 2 : 16;
+			struct input *ni = realloc(*in, (size_t)*cap * sizeof(**in));
+			if (!ni) {
+				closedir(d);
+				return VRT_E_NOMEM;
+			}
+			*in = ni;
+		}
+		struct input *it = &(*in)[(*n)++];
+		if (asprintf(&it->path, "%s/%s", dir, e->d_name) < 0)
+			it->path = NULL;
+		long rank = number_after(e->d_name, "rank");
+		it->rank = rank < 0 ? 1L << 30 : rank;
+		it->pid = number_after(e->d_name, "vramtrace.");
+	}
+	closedir(d);
+	return 0;
+}
+
+int vrt_collect_inputs(int argc, char **argv, char ***paths, int *n_out)
+{
+	struct input *in = NULL;
+	int n = 0, cap = 0;
+	for (int i = 0; i < argc; i++) {
+		struct stat st;
+		if (!stat(argv[i], &st) && S_ISDIR(st.st_mode)) {
+			int before = n;
+			int rc = add_dir(argv[i], &in, &n, &cap);
+			if (rc)
+				return rc;
+			qsort(in + before, (size_t)(n - before), sizeof(*in), cmp_input);
+			continue;
+		}
+		if (n == cap) {
+			cap = cap ? cap * 2 : 16;
+			struct input *ni = realloc(in, (size_t)cap * sizeof(*in));
+			if (!ni)
+				return VRT_E_NOMEM;
+			in = ni;
+		}
+		in[n++] = (struct input){ strdup(argv[i]), 0, 0 };
+	}
+	*paths = calloc((size_t)n + 1, sizeof(char *));
+	if (!*paths)
+		return VRT_E_NOMEM;
+	for (int i = 0; i < n; i++)
+		(*paths)[i] = in[i].path;
+	free(in);
+	*n_out = n;
+	return n ? 0 : VRT_E_NOENT;
+}
+
+void vrt_free_inputs(char **paths, int n)
+{
+	for (int i = 0; i < n; i++)
+		free(paths[i]);
+	free(paths);
+}
+
+/* ---- progress --------------------------------------------------------------------------- */
+
+double vrt_monotonic_seconds(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+void vrt_progress_begin(struct vrt_progress *p, const char *label, bool quiet)
+{
+	p->enabled = !quiet && isatty(STDERR_FILENO);
+	p->label = label;
+	p->last_percent = -1;
+	p->started = vrt_monotonic_seconds();
+}
+
+void vrt_progress_update(struct vrt_progress *p, uint64_t done, uint64_t total)
+{
+	if (!p->enabled || !total)
+		return;
+	int percent = (int)(done * 100 / total);
+	if (percent == p->last_percent || vrt_monotonic_seconds() - p->started < 0.5)
+		return;
+	p->last_percent = percent;
+	char bar[41];
+	int filled = percent * 40 / 100;
+	for (int i = 0; i < 40; i++)
+		bar[i] = i < filled ? '#' : '.';
+	bar[40] = 0;
+	fprintf(stderr, "\r%s [%s] %3d%%", p->label, bar, percent);
+	fflush(stderr);
+}
+
+void vrt_progress_end(struct vrt_progress *p)
+{
+	if (p->enabled && p->last_percent >= 0)
+		fprintf(stderr, "\r%*s\r", 60 + (int)strlen(p->label), "");
+}
+
+void vrt_process_label(const struct vrt_trace *t, char *buf, size_t len)
+{
+	if (t->hdr.rank >= 0)
+		snprintf(buf, len, "rank %d (pid %d)", t->hdr.rank, t->hdr.pid);
+	else
+		snprintf(buf, len, "pid %d", t->hdr.pid);
+}

@@ -1,0 +1,67 @@
+/* SPDX-License-Identifier: MIT */
+/* What every subcommand shares: option parsing helpers, messages, exit codes, inputs. */
+#ifndef VRAMTRACE_CLI_H
+#define VRAMTRACE_CLI_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "trace_reader.h"
+
+/* Exit codes (documented in docs/cli.md). */
+enum vrt_exit {
+	VRT_EXIT_OK = 0,
+	VRT_EXIT_FINDINGS = 1, /* `leaks --fail-on-growth`: the analysis found what was asked about */
+	VRT_EXIT_USAGE = 2,
+	VRT_EXIT_BAD_TRACE = 3,
+	VRT_EXIT_IO = 4,
+	VRT_EXIT_INTERNAL = 5,
+};
+
+struct vrt_command {
+	const char *name;
+	int (*run)(int argc, char **argv);
+	const char *summary;
+	const char *help; /* full --help text: usage, options, examples */
+};
+
+extern const struct vrt_command vrt_commands[];
+
+/* Prints "vramtrace: <what>: <reason>" to stderr and returns the exit code for err. */
+int vrt_fail(int err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+int vrt_usage(const char *command, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+int vrt_exit_code(int err);
+bool vrt_is_help(const char *arg);
+int vrt_print_help(const char *command);
+
+void vrt_fmt_bytes(char *buf, size_t len, int64_t bytes);
+/* "1.2 GiB"-style into a static rotating buffer, for printf arguments. */
+const char *vrt_bytes(int64_t bytes);
+
+/* Opens a trace, printing a clear message on failure (returns 0 or an exit code). */
+int vrt_open_or_fail(struct vrt_trace *t, const char *path);
+/* Warnings about a trace that was cut short, wrapped, or damaged; to stderr unless quiet. */
+void vrt_warn_trace_state(const struct vrt_trace *t, bool quiet);
+
+/* Expands arguments into trace files: directories give their *.vrt files (sorted by rank, pid). */
+int vrt_collect_inputs(int argc, char **argv, char ***paths, int *n);
+void vrt_free_inputs(char **paths, int n);
+
+/* Progress on a terminal, quiet otherwise. */
+struct vrt_progress {
+	bool enabled;
+	const char *label;
+	int last_percent;
+	double started;
+};
+void vrt_progress_begin(struct vrt_progress *p, const char *label, bool quiet);
+void vrt_progress_update(struct vrt_progress *p, uint64_t done, uint64_t total);
+void vrt_progress_end(struct vrt_progress *p);
+
+double vrt_monotonic_seconds(void);
+/* The process label used when several traces are shown: "rank 1 (pid 123)" or "pid 123". */
+void vrt_process_label(const struct vrt_trace *t, char *buf, size_t len);
+
+#endif /* VRAMTRACE_CLI_H */

@@ -1,0 +1,126 @@
+/* SPDX-License-Identifier: MIT */
+/* vramtrace dump: every record, one per line. */
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "cli.h"
+#include "model.h"
+#include "stacks.h"
+
+struct dump_options {
+	const char *path;
+	bool stacks, tables, quiet;
+};
+
+static void print_header(const struct vrt_trace *t)
+{
+	const struct vrt_file_header *h = &t->hdr;
+	printf("# vramtrace trace format %u.%u, pid %d, ppid %d, rank %d, host %.64s\n", h->version_major,
+	       h->version_minor, h->pid, h->ppid, h->rank, h->hostname);
+	printf("# %s, ts unit %u ns, %zu chunks%s\n", h->ring_size ? "ring" : "keep-all", h->ts_unit_ns, t->n_chunks,
+	       t->history_lost ? ", oldest history overwritten" : "");
+	if (t->state_valid)
+		printf("# end: %s (%d); %" PRIu64 " events written, %" PRIu64 " lost\n",
+		       vrt_end_reason_text(h->state.end_reason), h->state.end_detail, h->state.events_written,
+		       h->state.events_lost);
+	for (size_t i = 0; i < t->tables.n_info; i++)
+		printf("# %s = %s\n", vrt_string(t, t->tables.info_keys[i]), vrt_string(t, t->tables.info_values[i]));
+}
+
+static void print_stack(const struct vrt_trace *t, uint32_t stack)
+{
+	static struct vrt_frame frames[VRT_MAX_FRAMES];
+	int n = vrt_stack_frames(t, stack, VRT_VIEW_MERGED, frames, VRT_MAX_FRAMES);
+	char line[1024];
+	for (int i = 0; i < n; i++) {
+		vrt_frame_format(&frames[i], line, sizeof(line));
+		printf("    #%d %s\n", i, line);
+	}
+}
+
+static void print_record(const struct vrt_trace *t, uint32_t thread, const struct vrt_record *r, bool stacks)
+{
+	printf("%.6f t%u %-12s", vrt_ts_seconds(t, r->ts), thread, vrt_op_name(r->op));
+	switch (r->op) {
+	case VRT_OP_MARK: case VRT_OP_PHASE_ENTER: case VRT_OP_PHASE_EXIT:
+		printf(" \"%s\"", vrt_string(t, r->id));
+		break;
+	case VRT_OP_LOST:
+		printf(" %" PRIu64 " events", r->id);
+		break;
+	case VRT_OP_MODE:
+		printf(" mode=%" PRIu64 " cause=%" PRIu64, r->id, r->id2);
+		break;
+	case VRT_OP_CP_BEGIN:
+		printf(" reason=%" PRIu64 " events=%" PRIu64, r->id, r->aux);
+		break;
+	case VRT_OP_CP_END: case VRT_OP_CP_PHASE:
+		printf(" id=%" PRIu64, r->id);
+		break;
+	default:
+		printf(" %s dev=%d %s addr=0x%" PRIx64 " size=%" PRIu64, vrt_api_name(r->api), r->device,
+		       vrt_kind_name(r->kind), r->addr, r->size);
+		if (r->aux)
+			printf(" aux=%" PRIu64, r->aux);
+		if (r->result)
+			printf(" result=%d", r->result);
+		if (r->stack)
+			printf(" stack=%u", r->stack);
+		if (r->stack2)
+			printf(" alloc_stack=%u", r->stack2);
+	}
+	putchar('\n');
+	if (stacks && r->stack)
+		print_stack(t, r->stack);
+}
+
+static void print_tables(const struct vrt_trace *t)
+{
+	const struct vrt_tables *tb = &t->tables;
+	printf("# tables: %zu strings, %zu modules, %zu symbols, %zu python codes, %zu python frames, %zu stack "
+	       "nodes, %zu threads\n",
+	       tb->n_strings, tb->n_modules, tb->n_symbols, tb->n_pycodes, tb->n_pyframes, tb->n_nodes, tb->n_threads);
+	for (size_t i = 1; i < tb->n_modules; i++)
+		printf("module %zu %s base=0x%" PRIx64 "\n", i, vrt_string(t, tb->modules[i].path), tb->modules[i].base);
+	for (size_t i = 0; i < tb->n_threads; i++)
+		if (tb->threads[i].tid)
+			printf("thread %zu tid=%" PRIu64 " \"%s\"\n", i, tb->threads[i].tid, vrt_string(t, tb->threads[i].name));
+}
+
+int vrt_cmd_dump(int argc, char **argv)
+{
+	struct dump_options o = { 0 };
+	for (int i = 1; i < argc; i++) {
+		if (vrt_is_help(argv[i]))
+			return vrt_print_help("dump");
+		if (!strcmp(argv[i], "--stacks"))
+			o.stacks = true;
+		else if (!strcmp(argv[i], "--tables"))
+			o.tables = true;
+		else if (!strcmp(argv[i], "-q") || !strcmp(argv[i], "--quiet"))
+			o.quiet = true;
+		else if (argv[i][0] == '-' || o.path)
+			return vrt_usage("dump", "unexpected argument '%s'", argv[i]);
+		else
+			o.path = argv[i];
+	}
+	if (!o.path)
+		return vrt_usage("dump", "no trace file given");
+	struct vrt_trace t;
+	int rc = vrt_open_or_fail(&t, o.path);
+	if (rc)
+		return rc;
+	vrt_warn_trace_state(&t, o.quiet);
+	print_header(&t);
+	if (o.tables)
+		print_tables(&t);
+	struct vrt_replay rp;
+	struct vrt_record r;
+	vrt_replay_begin(&rp, &t);
+	while (vrt_replay_next(&rp, &r))
+		print_record(&t, rp.thread, &r, o.stacks);
+	rc = rp.error ? vrt_fail(rp.error, "%s: stopped at a bad record", o.path) : 0;
+	vrt_trace_close(&t);
+	return rc;
+}

@@ -1,0 +1,87 @@
+/* SPDX-License-Identifier: MIT */
+/* vramtrace info: what a trace holds and how its process ended. */
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "cli.h"
+#include "json.h"
+#include "model.h"
+
+static void print_text(const struct vrt_trace *t)
+{
+	const struct vrt_file_header *h = &t->hdr;
+	const struct vrt_file_state *s = &h->state;
+	char when[64] = "?";
+	time_t secs = (time_t)(h->start_realtime_ns / 1000000000ull);
+	struct tm tm;
+	if (gmtime_r(&secs, &tm))
+		strftime(when, sizeof(when), "%Y-%m-%d %H:%M:%S UTC", &tm);
+	printf("trace      %s (format %u.%u)\n", t->path, h->version_major, h->version_minor);
+	printf("process    pid %d, parent %d, rank %d, local rank %d, world %d, host %.64s\n", h->pid, h->ppid, h->rank,
+	       h->local_rank, h->world_size, h->hostname);
+	const char *cmd = vrt_info(t, "cmdline");
+	printf("command    %s\n", cmd ? cmd : "?");
+	printf("started    %s\n", when);
+	if (t->state_valid) {
+		printf("ended      %s", vrt_end_reason_text(s->end_reason));
+		if (s->end_reason == VRT_END_SIGNAL || s->end_reason == VRT_END_KILLED)
+			printf(" (signal %d)", s->end_detail);
+		else if (s->end_reason == VRT_END_EXIT && s->end_detail >= 0)
+			printf(" (status %d)", s->end_detail);
+		printf(" after %.3f s\n", vrt_ts_seconds(t, s->end_ts));
+		printf("events     %" PRIu64 " written, %" PRIu64 " lost\n", s->events_written, s->events_lost);
+	} else {
+		printf("ended      unknown: the state block is damaged\n");
+	}
+	printf("layout     %s, %zu chunks, %" PRIu64 " bytes%s%s%s\n",
+	       h->ring_size ? "ring" : "keep-all", t->n_chunks, t->size, t->history_lost ? ", oldest history overwritten" : "",
+	       t->truncated ? ", ends in a partial chunk" : "", t->corrupt_chunks ? ", damaged chunks skipped" : "");
+	if (h->ring_size)
+		printf("ring       %s, wrapped %" PRIu64 " times\n", vrt_bytes((int64_t)h->ring_size), s->ring_laps);
+	const struct vrt_tables *tb = &t->tables;
+	printf("tables     %zu stack nodes, %zu symbols, %zu modules, %zu Python frames, %zu threads\n", tb->n_nodes,
+	       tb->n_symbols, tb->n_modules, tb->n_pyframes, tb->n_threads);
+	const char *torch = vrt_info(t, "torch");
+	if (torch)
+		printf("pytorch    %s\n", torch);
+}
+
+int vrt_cmd_info(int argc, char **argv)
+{
+	const char *path = NULL;
+	bool json = false;
+	for (int i = 1; i < argc; i++) {
+		if (vrt_is_help(argv[i]))
+			return vrt_print_help("info");
+		if (!strcmp(argv[i], "--json"))
+			json = true;
+		else if (argv[i][0] == '-' || path)
+			return vrt_usage("info", "unexpected argument '%s'", argv[i]);
+		else
+			path = argv[i];
+	}
+	if (!path)
+		return vrt_usage("info", "no trace file given");
+	struct vrt_trace t;
+	int rc = vrt_open_or_fail(&t, path);
+	if (rc)
+		return rc;
+	if (!json) {
+		print_text(&t);
+	} else {
+		const struct vrt_file_state *s = &t.hdr.state;
+		printf("{\"file\": ");
+		json_string(stdout, path);
+		printf(", \"pid\": %d, \"rank\": %d, \"end_reason\": ", t.hdr.pid, t.hdr.rank);
+		json_string(stdout, t.state_valid ? vrt_end_reason_text(s->end_reason) : "unknown");
+		printf(", \"end_code\": %u, \"end_detail\": %d, \"events_written\": %" PRIu64 ", \"events_lost\": %" PRIu64
+		       ", \"ring\": %s, \"history_lost\": %s, \"truncated\": %s, \"chunks\": %zu}\n",
+		       t.state_valid ? s->end_reason : 0, s->end_detail, s->events_written, s->events_lost,
+		       t.hdr.ring_size ? "true" : "false", t.history_lost ? "true" : "false", t.truncated ? "true" : "false",
+		       t.n_chunks);
+	}
+	vrt_trace_close(&t);
+	return 0;
+}

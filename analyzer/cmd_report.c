@@ -1,0 +1,268 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * vramtrace report: per device and kind, the peak and when it happened, what is live at the end,
+ * and the top sites live at the end and at the peak. With tensor events, sites are tensors and
+ * the caching allocator's unused reserve is its own line.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "json.h"
+#include "model.h"
+#include "report_common.h"
+#include "sites.h"
+#include "stacks.h"
+
+struct report_options {
+	bool json, quiet;
+	int top, frames;
+};
+
+struct peak_target {
+	int slot, kind;  /* kind -1: the tensor layer */
+	uint64_t event;
+	struct vrt_sites sites;
+	bool taken;
+};
+
+struct report {
+	struct vrt_trace *t;
+	struct vrt_model end;
+	struct vrt_sites live_at_end;
+	struct peak_target peaks[VRT_MAX_DEVICES + 1][VRT_KIND_LAST + 1];
+	int n_peaks;
+	double seconds;
+};
+
+static void collect_peaks(struct report *r)
+{
+	struct vrt_model *m = &r->end;
+	for (int d = 0; d <= VRT_MAX_DEVICES; d++)
+		for (int k = 0; k <= VRT_KIND_LAST; k++) {
+			struct peak_target *p = &r->peaks[d][k];
+			bool tensor = k == VRT_KIND_LAST;
+			int64_t peak = tensor ? m->tensor_peak[d] : m->peak[d][k];
+			*p = (struct peak_target){ d, tensor ? -1 : k, tensor ? m->tensor_peak_event[d] : m->peak_event[d][k] };
+			vrt_sites_init(&p->sites);
+			if (peak > 0)
+				r->n_peaks++;
+			else
+				p->taken = true;
+		}
+}
+
+/* Second pass: stop at each peak's event and group what is live then. */
+static int snapshot_peaks(struct report *r)
+{
+	struct vrt_model m;
+	if (vrt_model_init(&m))
+		return VRT_EXIT_INTERNAL;
+	struct vrt_replay rp;
+	struct vrt_record rec;
+	vrt_replay_begin(&rp, r->t);
+	int left = r->n_peaks;
+	while (left && vrt_replay_next(&rp, &rec)) {
+		vrt_model_apply(&m, &rec, NULL);
+		for (int d = 0; d <= VRT_MAX_DEVICES && left; d++)
+			for (int k = 0; k <= VRT_KIND_LAST; k++) {
+				struct peak_target *p = &r->peaks[d][k];
+				if (p->taken || p->event != m.events)
+					continue;
+				vrt_report_group_live(r->t, &m, &p->sites, d, p->kind);
+				p->taken = true;
+				left--;
+			}
+	}
+	vrt_model_free(&m);
+	return 0;
+}
+
+static void print_text(struct report *r, const struct report_options *o)
+{
+	struct vrt_trace *t = r->t;
+	struct vrt_model *m = &r->end;
+	char who[64];
+	vrt_process_label(t, who, sizeof(who));
+	const char *cmd = vrt_info(t, "cmdline");
+	printf("vramtrace report: %s (%s%s%s)\n", t->path, who, cmd ? ": " : "", cmd ? cmd : "");
+	printf("%llu events over %.3f s; the process %s\n\n", (unsigned long long)m->events, r->seconds,
+	       t->state_valid ? vrt_end_reason_text(t->hdr.state.end_reason) : "(state unknown)");
+	printf("memory held, per device and kind (CUDA allocations):\n");
+	for (int d = 0; d <= VRT_MAX_DEVICES; d++)
+		for (int k = 0; k < VRT_KIND_LAST; k++) {
+			if (!m->peak[d][k])
+				continue;
+			printf("  %-9s %-12s peak %10s at %8.3f s    live at end %10s\n", vrt_device_name(d),
+			       vrt_kind_name((uint32_t)k), vrt_bytes(m->peak[d][k]), vrt_ts_seconds(t, m->peak_ts[d][k]),
+			       vrt_bytes(m->live[d][k]));
+		}
+	if (m->any_blocks) {
+		printf("\ntensors (PyTorch caching-allocator blocks):\n");
+		for (int d = 0; d < VRT_MAX_DEVICES; d++)
+			if (m->tensor_peak[d])
+				printf("  %-9s peak %10s at %8.3f s    live at end %10s    %llu events\n",
+				       vrt_device_name(d), vrt_bytes(m->tensor_peak[d]), vrt_ts_seconds(t, m->tensor_peak_ts[d]),
+				       vrt_bytes(m->tensors[d]), (unsigned long long)m->tensor_events[d]);
+	}
+	printf("\ntop sites by bytes live at the end%s:\n", m->any_blocks ? " (tensors, allocator cache, other CUDA)" : "");
+	for (size_t i = 0; i < r->live_at_end.n && i < (size_t)o->top; i++)
+		vrt_site_print(stdout, t, &r->live_at_end.v[i], o->frames);
+	if (!r->live_at_end.n)
+		printf("  nothing\n");
+	for (int d = 0; d <= VRT_MAX_DEVICES; d++)
+		for (int k = 0; k <= VRT_KIND_LAST; k++) {
+			struct peak_target *p = &r->peaks[d][k];
+			if (!p->sites.n || (k == VRT_KIND_LAST) != (p->kind < 0))
+				continue;
+			/* With tensors, the device-memory peak is explained by the tensor view. */
+			if (m->any_blocks && p->kind == VRT_KIND_DEVICE)
+				continue;
+			printf("\ntop sites at the peak of %s %s (%s at %.3f s):\n", vrt_device_name(d),
+			       p->kind < 0 ? "tensors" : vrt_kind_name((uint32_t)p->kind),
+			       vrt_bytes(p->kind < 0 ? m->tensor_peak[d] : m->peak[d][p->kind]),
+			       vrt_ts_seconds(t, p->kind < 0 ? m->tensor_peak_ts[d] : m->peak_ts[d][p->kind]));
+			for (size_t i = 0; i < p->sites.n && i < (size_t)o->top; i++)
+				vrt_site_print(stdout, t, &p->sites.v[i], o->frames);
+		}
+}
+
+static void json_sites(FILE *out, const struct vrt_trace *t, const struct vrt_sites *s, int top)
+{
+	fputc('[', out);
+	for (size_t i = 0; i < s->n && i < (size_t)top; i++) {
+		if (i)
+			fputs(", ", out);
+		vrt_site_json(out, t, &s->v[i], false);
+	}
+	fputc(']', out);
+}
+
+static void print_json(struct report *r, const struct report_options *o)
+{
+	struct vrt_trace *t = r->t;
+	struct vrt_model *m = &r->end;
+	printf("{\"file\": ");
+	json_string(stdout, t->path);
+	printf(", \"pid\": %d, \"rank\": %d, \"events\": %llu, \"duration_s\": %.6f, \"end\": ", t->hdr.pid,
+	       t->hdr.rank, (unsigned long long)m->events, r->seconds);
+	json_string(stdout, t->state_valid ? vrt_end_reason_text(t->hdr.state.end_reason) : "unknown");
+	printf(", \"devices\": [");
+	bool first = true;
+	for (int d = 0; d <= VRT_MAX_DEVICES; d++)
+		for (int k = 0; k < VRT_KIND_LAST; k++) {
+			if (!m->peak[d][k])
+				continue;
+			printf("%s{\"device\": %d, \"kind\": \"%s\", \"peak_bytes\": %lld, \"peak_time_s\": %.6f, "
+			       "\"live_bytes_at_end\": %lld, \"top_at_peak\": ",
+			       first ? "" : ", ", d == VRT_HOST_SLOT ? -1 : d, vrt_kind_name((uint32_t)k),
+			       (long long)m->peak[d][k], vrt_ts_seconds(t, m->peak_ts[d][k]), (long long)m->live[d][k]);
+			json_sites(stdout, t, &r->peaks[d][k].sites, o->top);
+			putchar('}');
+			first = false;
+		}
+	printf("]");
+	if (m->any_blocks) {
+		printf(", \"tensors\": [");
+		first = true;
+		for (int d = 0; d < VRT_MAX_DEVICES; d++) {
+			if (!m->tensor_peak[d] && !m->tensor_events[d])
+				continue;
+			printf("%s{\"device\": %d, \"peak_bytes\": %lld, \"peak_time_s\": %.6f, \"live_bytes_at_end\": %lld, "
+			       "\"events\": %llu, \"top_at_peak\": ",
+			       first ? "" : ", ", d, (long long)m->tensor_peak[d], vrt_ts_seconds(t, m->tensor_peak_ts[d]),
+			       (long long)m->tensors[d], (unsigned long long)m->tensor_events[d]);
+			json_sites(stdout, t, &r->peaks[d][VRT_KIND_LAST].sites, o->top);
+			putchar('}');
+			first = false;
+		}
+		printf("]");
+	}
+	printf(", \"live_at_end\": ");
+	json_sites(stdout, t, &r->live_at_end, o->top);
+	printf("}");
+}
+
+static int report_one(const char *path, const struct report_options *o, bool many, bool first)
+{
+	struct vrt_trace t;
+	int rc = vrt_open_or_fail(&t, path);
+	if (rc)
+		return rc;
+	vrt_warn_trace_state(&t, o->quiet);
+	struct report *r = calloc(1, sizeof(*r));
+	if (!r || vrt_model_init(&r->end)) {
+		free(r);
+		vrt_trace_close(&t);
+		return vrt_fail(VRT_E_NOMEM, "report");
+	}
+	r->t = &t;
+	rc = vrt_report_replay(&t, &r->end, o->quiet);
+	if (!rc) {
+		r->seconds = vrt_ts_seconds(&t, r->end.last_ts);
+		collect_peaks(r);
+		rc = snapshot_peaks(r);
+		vrt_sites_init(&r->live_at_end);
+		vrt_report_group_live(&t, &r->end, &r->live_at_end, -2, r->end.any_blocks ? -1 : -2);
+	}
+	if (!rc) {
+		if (o->json) {
+			if (many)
+				fputs(first ? "{\"processes\": [" : ", ", stdout);
+			print_json(r, o);
+		} else {
+			if (!first)
+				printf("\n");
+			print_text(r, o);
+		}
+	}
+	for (int d = 0; d <= VRT_MAX_DEVICES; d++)
+		for (int k = 0; k <= VRT_KIND_LAST; k++)
+			vrt_sites_free(&r->peaks[d][k].sites);
+	vrt_sites_free(&r->live_at_end);
+	vrt_model_free(&r->end);
+	free(r);
+	vrt_trace_close(&t);
+	return rc;
+}
+
+int vrt_cmd_report(int argc, char **argv)
+{
+	struct report_options o = { .top = 10, .frames = 8 };
+	char *files[256];
+	int n_files = 0;
+	for (int i = 1; i < argc; i++) {
+		const char *a = argv[i];
+		if (vrt_is_help(a))
+			return vrt_print_help("report");
+		if (!strcmp(a, "--json"))
+			o.json = true;
+		else if (!strcmp(a, "-q") || !strcmp(a, "--quiet"))
+			o.quiet = true;
+		else if (!strcmp(a, "--top") && i + 1 < argc)
+			o.top = atoi(argv[++i]);
+		else if (!strcmp(a, "--frames") && i + 1 < argc)
+			o.frames = atoi(argv[++i]);
+		else if (a[0] == '-')
+			return vrt_usage("report", "unknown option '%s'", a);
+		else if (n_files < 256)
+			files[n_files++] = argv[i];
+	}
+	if (!n_files)
+		return vrt_usage("report", "no trace file given");
+	if (o.top <= 0)
+		return vrt_usage("report", "--top takes a positive number");
+	char **paths;
+	int n, rc = vrt_collect_inputs(n_files, files, &paths, &n);
+	if (rc)
+		return vrt_fail(rc, "no trace files in the arguments");
+	int worst = 0;
+	for (int i = 0; i < n; i++) {
+		rc = report_one(paths[i], &o, n > 1, i == 0);
+		worst = rc > worst ? rc : worst;
+	}
+	if (o.json)
+		fputs(n > 1 ? "]}\n" : "\n", stdout);
+	vrt_free_inputs(paths, n);
+	return worst;
+}

@@ -1,0 +1,233 @@
+/* SPDX-License-Identifier: MIT */
+/* vramtrace run: start a command with the preload, follow its exit code, name the trace. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "paths.h"
+#include "vramtrace/error.h"
+#include "vramtrace/options.h"
+#include "vramtrace/record.h"
+
+struct run_options {
+	const char *output;
+	const char *ring;
+	const char *phases[32];
+	int n_phases;
+	const char *depth;
+	bool armed, no_python, free_stacks, quiet, no_torch;
+	char **command;
+};
+
+static int parse(int argc, char **argv, struct run_options *o)
+{
+	memset(o, 0, sizeof(*o));
+	for (int i = 1; i < argc; i++) {
+		const char *a = argv[i];
+		const char *next = i + 1 < argc ? argv[i + 1] : NULL;
+		if (!strcmp(a, "--")) {
+			o->command = argv + i + 1;
+			break;
+		}
+		if (vrt_is_help(a))
+			return -1;
+		if ((!strcmp(a, "-o") || !strcmp(a, "--output")) && next)
+			o->output = argv[++i];
+		else if (!strcmp(a, "--ring") && next)
+			o->ring = argv[++i];
+		else if (!strcmp(a, "--keep-all"))
+			o->ring = "0";
+		else if (!strcmp(a, "--phase") && next && o->n_phases < 32)
+			o->phases[o->n_phases++] = argv[++i];
+		else if (!strcmp(a, "--depth") && next)
+			o->depth = argv[++i];
+		else if (!strcmp(a, "--armed"))
+			o->armed = true;
+		else if (!strcmp(a, "--no-python"))
+			o->no_python = true;
+		else if (!strcmp(a, "--no-torch"))
+			o->no_torch = true;
+		else if (!strcmp(a, "--free-stacks"))
+			o->free_stacks = true;
+		else if (!strcmp(a, "-q") || !strcmp(a, "--quiet"))
+			o->quiet = true;
+		else if (a[0] != '-') {
+			o->command = argv + i; /* "--" is optional before a command */
+			break;
+		} else
+			return vrt_usage("run", "unknown or incomplete option '%s'", a);
+	}
+	if (!o->command || !o->command[0])
+		return vrt_usage("run", "no command given: vramtrace run [options] -- COMMAND [ARGS...]");
+	uint64_t size;
+	if (o->ring && vrt_parse_size(o->ring, &size))
+		return vrt_usage("run", "--ring takes a size such as 64M, 2G or 0 (keep everything)");
+	return 0;
+}
+
+static void prepend_env(const char *name, const char *value, char sep)
+{
+	const char *old = getenv(name);
+	char *joined = NULL;
+	if (old && *old && asprintf(&joined, "%s%c%s", value, sep, old) > 0) {
+		setenv(name, joined, 1);
+		free(joined);
+	} else {
+		setenv(name, value, 1);
+	}
+}
+
+/* A trace file we are about to (re)create: only ever remove our own regular file. */
+static int prepare_output(const char *out, bool *is_dir)
+{
+	size_t n = strlen(out);
+	struct stat st;
+	*is_dir = (n && out[n - 1] == '/') || (!lstat(out, &st) && S_ISDIR(st.st_mode));
+	if (*is_dir) {
+		if (mkdir(out, 0700) && errno != EEXIST)
+			return vrt_fail(VRT_E_IO, "cannot create directory %s: %s", out, strerror(errno));
+		return 0;
+	}
+	if (!lstat(out, &st)) {
+		if (!S_ISREG(st.st_mode) || st.st_uid != getuid())
+			return vrt_fail(VRT_E_PERM, "%s exists and is not a trace file of yours; choose another -o", out);
+		unlink(out);
+	}
+	return 0;
+}
+
+static int configure_env(const struct run_options *o, const char *preload)
+{
+	prepend_env("LD_PRELOAD", preload, ':');
+	if (o->ring)
+		setenv("VRAMTRACE_RING", o->ring, 1);
+	if (o->armed)
+		setenv("VRAMTRACE_MODE", "armed", 1);
+	if (o->depth)
+		setenv("VRAMTRACE_STACK_DEPTH", o->depth, 1);
+	if (o->no_python)
+		setenv("VRAMTRACE_PYTHON", "0", 1);
+	if (o->no_torch)
+		setenv("VRAMTRACE_TORCH", "0", 1);
+	if (o->free_stacks)
+		setenv("VRAMTRACE_FREE_STACKS", "1", 1);
+	if (o->quiet)
+		setenv("VRAMTRACE_QUIET", "1", 1);
+	if (o->n_phases) {
+		char list[1024] = "";
+		for (int i = 0; i < o->n_phases; i++) {
+			strncat(list, o->phases[i], sizeof(list) - strlen(list) - 2);
+			if (i + 1 < o->n_phases)
+				strcat(list, ",");
+		}
+		setenv("VRAMTRACE_PHASE", list, 1);
+		char bootstrap[PATH_MAX], package[PATH_MAX];
+		if (vrt_find_python_dirs(bootstrap, sizeof(bootstrap), package, sizeof(package)))
+			return vrt_fail(VRT_E_NOENT, "--phase needs the vramtrace Python package, which is not installed "
+						     "next to this binary");
+		prepend_env("PYTHONPATH", package, ':');
+		prepend_env("PYTHONPATH", bootstrap, ':');
+	}
+	return 0;
+}
+
+static pid_t child;
+
+static void forward(int sig)
+{
+	if (child > 0)
+		kill(child, sig);
+}
+
+/* Records how the process ended: its exit status, or the signal that killed it before it
+ * could close its trace. */
+static void record_end(const char *path, int status)
+{
+	int fd = open(path, O_RDWR | O_CLOEXEC | O_NOFOLLOW);
+	if (fd < 0)
+		return;
+	struct vrt_file_state s;
+	if (pread(fd, &s, sizeof(s), VRT_STATE_OFFSET) == sizeof(s) &&
+	    s.crc == vrt_crc32c(0, &s, offsetof(struct vrt_file_state, crc))) {
+		if (WIFSIGNALED(status) && s.end_reason == VRT_END_RUNNING) {
+			s.end_reason = VRT_END_KILLED;
+			s.end_detail = WTERMSIG(status);
+		} else if (WIFEXITED(status) && s.end_reason == VRT_END_EXIT && s.end_detail < 0) {
+			s.end_detail = WEXITSTATUS(status);
+		} else {
+			close(fd);
+			return;
+		}
+		s.generation++;
+		s.crc = vrt_crc32c(0, &s, offsetof(struct vrt_file_state, crc));
+		ssize_t ignored = pwrite(fd, &s, sizeof(s), VRT_STATE_OFFSET);
+		(void)ignored;
+	}
+	close(fd);
+}
+
+static void report_trace(const struct run_options *o, bool is_dir, int status)
+{
+	char path[PATH_MAX];
+	if (o->output && !is_dir)
+		snprintf(path, sizeof(path), "%s", o->output);
+	else
+		snprintf(path, sizeof(path), "%s%svramtrace.%d.vrt", o->output ? o->output : ".",
+			 o->output && o->output[strlen(o->output) - 1] != '/' ? "/" : o->output ? "" : "/", (int)child);
+	record_end(path, status);
+	if (o->quiet)
+		return;
+	if (access(path, R_OK) == 0)
+		fprintf(stderr, "vramtrace: trace: %s\n", path);
+	else if (is_dir)
+		fprintf(stderr, "vramtrace: traces: %s (one file per process)\n", o->output);
+	else
+		fprintf(stderr, "vramtrace: no trace was written (the command made no CUDA allocation)\n");
+}
+
+int vrt_cmd_run(int argc, char **argv)
+{
+	struct run_options o;
+	int rc = parse(argc, argv, &o);
+	if (rc)
+		return rc < 0 ? vrt_print_help("run") : rc;
+	char preload[PATH_MAX];
+	if (vrt_find_preload(preload, sizeof(preload)))
+		return vrt_fail(VRT_E_NOENT, "cannot find libvramtrace.so next to this binary (set VRAMTRACE_PRELOAD)");
+	bool is_dir = false;
+	if (o.output && (rc = prepare_output(o.output, &is_dir)))
+		return rc;
+	if (o.output)
+		setenv("VRAMTRACE_OUTPUT", o.output, 1);
+	if ((rc = configure_env(&o, preload)))
+		return rc;
+	fflush(NULL);
+	child = fork();
+	if (child < 0)
+		return vrt_fail(VRT_E_IO, "fork: %s", strerror(errno));
+	if (child == 0) {
+		execvp(o.command[0], o.command);
+		fprintf(stderr, "vramtrace: cannot run %s: %s\n", o.command[0], strerror(errno));
+		_exit(127);
+	}
+	signal(SIGINT, forward);
+	signal(SIGTERM, forward);
+	signal(SIGHUP, forward);
+	signal(SIGQUIT, forward);
+	int status = 0;
+	while (waitpid(child, &status, 0) < 0 && errno == EINTR)
+		;
+	report_trace(&o, is_dir, status);
+	if (WIFSIGNALED(status))
+		return 128 + WTERMSIG(status);
+	return WEXITSTATUS(status);
+}

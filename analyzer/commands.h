@@ -1,0 +1,198 @@
+/* SPDX-License-Identifier: MIT */
+/* The subcommands and their --help texts (docs/cli.md is generated from the same texts). */
+#ifndef VRAMTRACE_COMMANDS_H
+#define VRAMTRACE_COMMANDS_H
+
+int vrt_cmd_run(int argc, char **argv);
+int vrt_cmd_report(int argc, char **argv);
+int vrt_cmd_leaks(int argc, char **argv);
+int vrt_cmd_oom(int argc, char **argv);
+int vrt_cmd_timeline(int argc, char **argv);
+int vrt_cmd_html(int argc, char **argv);
+int vrt_cmd_export(int argc, char **argv);
+int vrt_cmd_diff(int argc, char **argv);
+int vrt_cmd_dump(int argc, char **argv);
+int vrt_cmd_info(int argc, char **argv);
+int vrt_cmd_attach(int argc, char **argv);
+int vrt_cmd_mark(int argc, char **argv);
+int vrt_cmd_snapshot(int argc, char **argv);
+
+#define VRT_HELP_RUN                                                                                   \
+	"usage: vramtrace run [options] [--] COMMAND [ARGS...]\n"                                       \
+	"\n"                                                                                           \
+	"Runs COMMAND with libvramtrace.so preloaded and exits with its exit code. Every CUDA\n"         \
+	"allocation (device, pinned host, managed, VMM) is recorded with its native and Python stack;\n" \
+	"PyTorch tensors too when the PyTorch build is recognised. Each process that allocates writes\n" \
+	"its own trace.\n"                                                                             \
+	"\n"                                                                                           \
+	"options:\n"                                                                                   \
+	"  -o, --output PATH   trace file (default ./vramtrace.<pid>.vrt); a directory (existing, or\n" \
+	"                      ending in /) gets one file per process, named by pid and rank\n"          \
+	"  --ring SIZE         keep at most SIZE of events (e.g. 64M, 2G; default 256M); the live set\n"  \
+	"                      and stacks are never lost\n"                                              \
+	"  --keep-all          keep every event (same as --ring 0)\n"                                    \
+	"  --phase NAME        make every call of the Python function NAME (or module:qualname) a\n"     \
+	"                      phase; repeatable; 'nvtx:NAME' selects NVTX ranges in reports\n"          \
+	"  --armed             start armed: live set only, until `vramtrace attach PID`\n"              \
+	"  --depth N           native frames per stack (default 48; 0: none)\n"                          \
+	"  --no-python         no Python frames\n"                                                        \
+	"  --no-torch          no PyTorch tensor events (CUDA level only)\n"                             \
+	"  --free-stacks       also record a stack for every free\n"                                     \
+	"  -q, --quiet         no messages from vramtrace\n"                                             \
+	"\n"                                                                                           \
+	"examples:\n"                                                                                  \
+	"  vramtrace run -- python train.py\n"                                                           \
+	"  vramtrace run --phase train -o leak.vrt -- python finetune.py\n"                              \
+	"  vramtrace run -o traces/ -- torchrun --nproc_per_node=2 train.py\n"
+
+#define VRT_HELP_REPORT                                                                                \
+	"usage: vramtrace report [options] TRACE|DIR...\n"                                              \
+	"\n"                                                                                           \
+	"Per device and memory kind: the peak and when it happened, what is live at the end, and the\n" \
+	"sites (stacks) holding the most bytes at the end and at the peak. Several files or a\n"         \
+	"directory show every process, by rank.\n"                                                       \
+	"\n"                                                                                           \
+	"options:\n"                                                                                   \
+	"  --json        machine-readable output\n"                                                      \
+	"  --top N       sites per list (default 10)\n"                                                  \
+	"  --frames N    frames shown per site (default 8)\n"                                            \
+	"  -q, --quiet   no progress or notes on stderr\n"                                               \
+	"\n"                                                                                           \
+	"examples:\n"                                                                                  \
+	"  vramtrace report vramtrace.1234.vrt\n"                                                       \
+	"  vramtrace report --json traces/ | jq '.processes[].devices'\n"
+
+#define VRT_HELP_LEAKS                                                                                 \
+	"usage: vramtrace leaks [options] TRACE|DIR...\n"                                               \
+	"\n"                                                                                           \
+	"With a phase (a function given to `run --phase`, an NVTX range, or vramtrace.phase()):\n"      \
+	"one line per invocation (live at entry, allocated, freed, live at exit, live at the next\n"     \
+	"entry), then the allocations made inside an invocation and still live when the next one\n"     \
+	"starts, grouped by site, and the growth per invocation. Without phases: sites whose bytes\n"    \
+	"keep rising at the low points of total memory, told apart from caches that level off.\n"      \
+	"Memory that is persistent by design (CUDA context, NCCL, workspaces, allocator cache) is\n"    \
+	"labelled, not blamed.\n"                                                                        \
+	"\n"                                                                                           \
+	"options:\n"                                                                                   \
+	"  --phase NAME   the phase to follow (default: the one with the most invocations)\n"           \
+	"  --json         machine-readable output\n"                                                      \
+	"  --top N        sites listed (default 10)\n"                                                   \
+	"  --fail-on-growth  exit 1 when memory grows from invocation to invocation\n"                    \
+	"  -q, --quiet    no progress or notes on stderr\n"                                              \
+	"\n"                                                                                           \
+	"examples:\n"                                                                                  \
+	"  vramtrace leaks --phase train leak.vrt\n"                                                     \
+	"  vramtrace leaks --json leak.vrt | jq '.survivors[0]'\n"
+
+#define VRT_HELP_OOM                                                                                   \
+	"usage: vramtrace oom [options] TRACE\n"                                                         \
+	"\n"                                                                                           \
+	"Explains the last out-of-memory failure in the trace: the request, free and total memory,\n"   \
+	"what was live by category (parameters, gradients, optimizer state, activations, workspaces,\n" \
+	"allocator cache, non-PyTorch) with the rule that put each site there, pinned host memory\n"    \
+	"beside it, the top sites, and the phase it happened in.\n"                                     \
+	"\n"                                                                                           \
+	"options:\n"                                                                                   \
+	"  --json        machine-readable output\n"                                                      \
+	"  --top N       sites listed (default 10)\n"                                                    \
+	"  --index K     explain the K-th OOM (1 = first) instead of the last\n"                         \
+	"\n"                                                                                           \
+	"examples:\n"                                                                                  \
+	"  vramtrace oom crash.vrt\n"
+
+#define VRT_HELP_TIMELINE                                                                              \
+	"usage: vramtrace timeline [options] TRACE\n"                                                    \
+	"\n"                                                                                           \
+	"Live bytes over time per device and kind: a compact chart in the terminal, or CSV.\n"         \
+	"\n"                                                                                           \
+	"options:\n"                                                                                   \
+	"  --csv            one row per time bucket: time_s, then one column per device/kind\n"          \
+	"  --buckets N      time buckets (default: the terminal width, 100 for CSV)\n"                   \
+	"  --from S --to S  a time range in seconds\n"                                                   \
+	"\n"                                                                                           \
+	"examples:\n"                                                                                  \
+	"  vramtrace timeline run.vrt\n"                                                                 \
+	"  vramtrace timeline --csv --buckets 1000 run.vrt > memory.csv\n"
+
+#define VRT_HELP_HTML                                                                                  \
+	"usage: vramtrace html [options] TRACE -o REPORT.html\n"                                         \
+	"\n"                                                                                           \
+	"One self-contained HTML file (no network needed): a stacked timeline of live memory by top\n"  \
+	"site with phases marked and zoom, a flame graph of live memory at the peak or at any clicked\n" \
+	"time, and the leaks and OOM sections. Data is aggregated before writing, so the file stays\n"   \
+	"small for any trace length.\n"                                                                  \
+	"\n"                                                                                           \
+	"options:\n"                                                                                   \
+	"  -o PATH      output file (required)\n"                                                        \
+	"  --sites N    sites drawn as their own band (default 12)\n"                                    \
+	"  --buckets N  time buckets (default 600)\n"                                                    \
+	"\n"                                                                                           \
+	"examples:\n"                                                                                  \
+	"  vramtrace html run.vrt -o run.html\n"
+
+#define VRT_HELP_EXPORT                                                                                \
+	"usage: vramtrace export --format FORMAT TRACE -o FILE\n"                                       \
+	"\n"                                                                                           \
+	"formats:\n"                                                                                   \
+	"  memory-viz   PyTorch memory snapshot (pickle) for pytorch.org/memory_viz\n"                   \
+	"  chrome       Chrome/Perfetto trace JSON with counter tracks per device and kind\n"            \
+	"  folded       folded stacks of bytes live at the end (flamegraph.pl, speedscope)\n"            \
+	"  folded-peak  folded stacks of bytes live at the peak\n"                                       \
+	"\n"                                                                                           \
+	"examples:\n"                                                                                  \
+	"  vramtrace export --format chrome run.vrt -o run.json\n"                                       \
+	"  vramtrace export --format folded run.vrt -o run.folded && flamegraph.pl run.folded > f.svg\n"
+
+#define VRT_HELP_DIFF                                                                                  \
+	"usage: vramtrace diff [options] A.vrt B.vrt\n"                                                  \
+	"       vramtrace diff [options] TRACE --at S1 --at S2\n"                                        \
+	"\n"                                                                                           \
+	"Bytes live by site in A (or at time S1) against B (or at S2), largest change first.\n"         \
+	"\n"                                                                                           \
+	"options:\n"                                                                                   \
+	"  --at S     a time in seconds (twice, for one trace); default: the end of each trace\n"        \
+	"  --json     machine-readable output\n"                                                         \
+	"  --top N    sites listed (default 10)\n"
+
+#define VRT_HELP_DUMP                                                                                  \
+	"usage: vramtrace dump [--stacks] [--tables] TRACE\n"                                            \
+	"\n"                                                                                           \
+	"Prints the header, then every record: time (s), thread, operation, API, device, kind,\n"      \
+	"address, size and stack id. --stacks adds each event's frames; --tables the definitions.\n"
+
+#define VRT_HELP_INFO                                                                                  \
+	"usage: vramtrace info [--json] TRACE\n"                                                         \
+	"\n"                                                                                           \
+	"The process (pid, rank, command line, host), how it ended (exit, signal, killed), the trace\n" \
+	"layout (ring or keep-all, chunks, lost events) and the table sizes.\n"
+
+#define VRT_HELP_ATTACH                                                                                \
+	"usage: vramtrace attach [--stop] [--armed] [-o PATH] PID\n"                                     \
+	"\n"                                                                                           \
+	"Starts full tracing in a running process. A process started with `vramtrace run --armed`\n"   \
+	"(or with the preload) switches at once, keeping its exact live set. A process started\n"      \
+	"without it gets libvramtrace.so injected with ptrace (same user; kernel.yama.ptrace_scope\n"  \
+	"must allow it); allocations made before attach are seeded from PyTorch's own snapshot when\n" \
+	"possible, else counted as one unattributed total.\n"                                            \
+	"\n"                                                                                           \
+	"options:\n"                                                                                   \
+	"  --stop       stop tracing and close the trace; the process keeps running\n"                  \
+	"  --armed      go back to armed (live set only)\n"                                              \
+	"  -o PATH      trace path for an injected process (default ./vramtrace.<pid>.vrt)\n"           \
+	"\n"                                                                                           \
+	"examples:\n"                                                                                  \
+	"  vramtrace attach 4242 && vramtrace mark 4242 epoch-2 && vramtrace attach --stop 4242\n"
+
+#define VRT_HELP_MARK                                                                                  \
+	"usage: vramtrace mark PID LABEL\n"                                                              \
+	"\n"                                                                                           \
+	"Records a labelled mark in a running process's trace, from outside. `leaks --phase\n"          \
+	"mark:LABEL` treats the time between successive marks with that label as invocations.\n"
+
+#define VRT_HELP_SNAPSHOT                                                                              \
+	"usage: vramtrace snapshot PID -o FILE\n"                                                        \
+	"\n"                                                                                           \
+	"Writes the running process's live set and retained history to FILE now (mode 0600). The\n"    \
+	"process keeps running and tracing.\n"
+
+#endif /* VRAMTRACE_COMMANDS_H */

@@ -1,0 +1,75 @@
+/* SPDX-License-Identifier: MIT */
+/* vramtrace: the launcher and offline analyzer. Subcommands live one per file (cmd_*.c). */
+#include <stdio.h>
+#include <string.h>
+
+#include "cli.h"
+#include "commands.h"
+#include "vramtrace/format.h"
+
+#ifndef VRAMTRACE_VERSION
+#define VRAMTRACE_VERSION "0"
+#endif
+
+static int cmd_version(int argc, char **argv)
+{
+	(void)argc;
+	(void)argv;
+	printf("vramtrace %s (trace format %d.%d)\n", VRAMTRACE_VERSION, VRT_FORMAT_MAJOR, VRT_FORMAT_MINOR);
+	return 0;
+}
+
+static void overview(FILE *out)
+{
+	fprintf(out, "usage: vramtrace <command> [options] ...\n\n"
+		     "Finds out where GPU memory goes in an unmodified CUDA program.\n\ncommands:\n");
+	for (const struct vrt_command *c = vrt_commands; c->name; c++)
+		fprintf(out, "  %-10s %s\n", c->name, c->summary);
+	fprintf(out, "\n'vramtrace <command> --help' shows a command's options and examples.\n");
+}
+
+static int cmd_help(int argc, char **argv)
+{
+	if (argc > 1 && vrt_print_help(argv[1]) == 0)
+		return 0;
+	overview(stdout);
+	return argc > 1 ? VRT_EXIT_USAGE : 0;
+}
+
+const struct vrt_command vrt_commands[] = {
+	{ "run", vrt_cmd_run, "run a command with tracing on", VRT_HELP_RUN },
+	{ "report", vrt_cmd_report, "peaks, what is live at the end, and the top sites", VRT_HELP_REPORT },
+	{ "leaks", vrt_cmd_leaks, "what survives each call of a phase, and what keeps growing", VRT_HELP_LEAKS },
+	{ "oom", vrt_cmd_oom, "explain an out-of-memory failure", VRT_HELP_OOM },
+	{ "timeline", vrt_cmd_timeline, "live memory over time, in the terminal or as CSV", VRT_HELP_TIMELINE },
+	{ "html", vrt_cmd_html, "one self-contained HTML report", VRT_HELP_HTML },
+	{ "export", vrt_cmd_export, "PyTorch memory_viz, Chrome/Perfetto or folded-stack files", VRT_HELP_EXPORT },
+	{ "diff", vrt_cmd_diff, "compare two traces, or two times of one, by site", VRT_HELP_DIFF },
+	{ "dump", vrt_cmd_dump, "print every record", VRT_HELP_DUMP },
+	{ "info", vrt_cmd_info, "what a trace holds and how its process ended", VRT_HELP_INFO },
+	{ "attach", vrt_cmd_attach, "start tracing a running process", VRT_HELP_ATTACH },
+	{ "mark", vrt_cmd_mark, "put a labelled mark into a running process's trace", VRT_HELP_MARK },
+	{ "snapshot", vrt_cmd_snapshot, "write a running process's live set and history now", VRT_HELP_SNAPSHOT },
+	{ "version", cmd_version, "print the version and trace format", "usage: vramtrace version\n" },
+	{ "help", cmd_help, "help on a command", "usage: vramtrace help [command]\n" },
+	{ NULL, NULL, NULL, NULL },
+};
+
+int main(int argc, char **argv)
+{
+	if (argc < 2) {
+		overview(stderr);
+		return VRT_EXIT_USAGE;
+	}
+	const char *name = argv[1];
+	if (!strcmp(name, "--version") || !strcmp(name, "-V"))
+		return cmd_version(0, NULL);
+	if (vrt_is_help(name))
+		return cmd_help(argc - 1, argv + 1);
+	for (const struct vrt_command *c = vrt_commands; c->name; c++)
+		if (!strcmp(c->name, name))
+			return c->run(argc - 1, argv + 1);
+	fprintf(stderr, "vramtrace: unknown command '%s'\n\n", name);
+	overview(stderr);
+	return VRT_EXIT_USAGE;
+}

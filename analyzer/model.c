@@ -1,0 +1,438 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The live model follows the same rules as the preload's live set (preload/collector.c):
+ * an allocation replaces an older item at its address, a release older than the item it names
+ * is stale and ignored, VMM physical memory stays counted until its handle is released and every
+ * mapping of it is gone, and a context reset drops that device's allocations.
+ */
+#include "model.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "vramtrace/error.h"
+
+int vrt_device_slot(int device) { return device >= 0 && device < VRT_MAX_DEVICES ? device : VRT_HOST_SLOT; }
+
+bool vrt_item_counted(const struct vrt_item *it) { return it->space == VRT_IS_ADDR || it->space == VRT_IS_HANDLE; }
+
+static size_t slot_of(const struct vrt_model *m, uint8_t space, uint64_t addr)
+{
+	uint64_t h = (addr ^ ((uint64_t)space << 59)) * 0x9e3779b97f4a7c15ull;
+	return (size_t)(h ^ (h >> 31)) & (m->cap - 1);
+}
+
+int vrt_model_init(struct vrt_model *m)
+{
+	memset(m, 0, sizeof(*m));
+	m->cap = 4096;
+	m->slots = calloc(m->cap, sizeof(*m->slots));
+	return m->slots ? 0 : VRT_E_NOMEM;
+}
+
+void vrt_model_free(struct vrt_model *m)
+{
+	free(m->slots);
+	m->slots = NULL;
+}
+
+static struct vrt_item *find(struct vrt_model *m, uint8_t space, uint64_t addr)
+{
+	for (size_t i = slot_of(m, space, addr);; i = (i + 1) & (m->cap - 1)) {
+		struct vrt_item *it = &m->slots[i];
+		if (!it->space)
+			return NULL;
+		if (it->space == space && it->addr == addr)
+			return it;
+	}
+}
+
+static bool grow(struct vrt_model *m)
+{
+	size_t cap = m->cap * 2;
+	struct vrt_item *slots = calloc(cap, sizeof(*slots));
+	if (!slots)
+		return false;
+	for (size_t i = 0; i < m->cap; i++) {
+		if (!m->slots[i].space)
+			continue;
+		size_t j = (size_t)((m->slots[i].addr ^ ((uint64_t)m->slots[i].space << 59)) * 0x9e3779b97f4a7c15ull);
+		j = (j ^ (j >> 31)) & (cap - 1);
+		while (slots[j].space)
+			j = (j + 1) & (cap - 1);
+		slots[j] = m->slots[i];
+	}
+	free(m->slots);
+	m->slots = slots;
+	m->cap = cap;
+	return true;
+}
+
+static struct vrt_item *insert(struct vrt_model *m, uint8_t space, uint64_t addr)
+{
+	if ((m->used + 1) * 4 > m->cap * 3 && !grow(m))
+		return NULL;
+	size_t i = slot_of(m, space, addr);
+	while (m->slots[i].space)
+		i = (i + 1) & (m->cap - 1);
+	m->used++;
+	return &m->slots[i];
+}
+
+static void erase(struct vrt_model *m, struct vrt_item *it)
+{
+	size_t hole = (size_t)(it - m->slots), mask = m->cap - 1;
+	for (size_t i = (hole + 1) & mask; m->slots[i].space; i = (i + 1) & mask) {
+		size_t home = slot_of(m, m->slots[i].space, m->slots[i].addr);
+		bool stays = hole <= i ? (home > hole && home <= i) : (home > hole || home <= i);
+		if (stays)
+			continue;
+		m->slots[hole] = m->slots[i];
+		hole = i;
+	}
+	m->slots[hole].space = 0;
+	m->used--;
+}
+
+static void count(struct vrt_model *m, const struct vrt_item *it, int64_t delta, struct vrt_effect *e)
+{
+	int d = vrt_device_slot(it->device);
+	if (it->space == VRT_IS_BLOCK) {
+		m->tensors[d] += delta;
+		if (m->tensors[d] > m->tensor_peak[d]) {
+			m->tensor_peak[d] = m->tensors[d];
+			m->tensor_peak_ts[d] = m->last_ts;
+			m->tensor_peak_event[d] = m->events;
+		}
+		e->delta = delta;
+		e->tensor = true;
+		return;
+	}
+	if (it->space == VRT_IS_IMPORT) {
+		m->imported[d] += delta;
+		return;
+	}
+	if (it->space == VRT_IS_VA) {
+		m->reserved_va += delta;
+		return;
+	}
+	if (!vrt_item_counted(it) || it->kind >= VRT_KIND_LAST)
+		return;
+	int64_t *live = &m->live[d][it->kind];
+	*live += delta;
+	if (*live > m->peak[d][it->kind]) {
+		m->peak[d][it->kind] = *live;
+		m->peak_ts[d][it->kind] = m->last_ts;
+		m->peak_event[d][it->kind] = m->events;
+	}
+	e->delta = delta;
+}
+
+static uint8_t space_of(uint32_t op)
+{
+	switch (op) {
+	case VRT_OP_ALLOC: case VRT_OP_FREE: case VRT_OP_SEED: return VRT_IS_ADDR;
+	case VRT_OP_PHYS_CREATE: case VRT_OP_PHYS_RELEASE: return VRT_IS_HANDLE;
+	case VRT_OP_MAP: case VRT_OP_UNMAP: return VRT_IS_MAP;
+	case VRT_OP_VA_RESERVE: case VRT_OP_VA_FREE: return VRT_IS_VA;
+	case VRT_OP_BLOCK_ALLOC: case VRT_OP_BLOCK_FREE: case VRT_OP_BLOCK_SIZE: return VRT_IS_BLOCK;
+	case VRT_OP_IMPORT: case VRT_OP_IMPORT_CLOSE: return VRT_IS_IMPORT;
+	}
+	return 0;
+}
+
+static void died(struct vrt_model *m, struct vrt_item *it, struct vrt_effect *e)
+{
+	e->kind = VRT_EFFECT_DIED;
+	e->item = *it;
+	count(m, it, -(int64_t)it->size, e);
+	erase(m, it);
+}
+
+static void handle_unref(struct vrt_model *m, uint64_t handle, bool ref, bool map, struct vrt_effect *e)
+{
+	struct vrt_item *h = find(m, VRT_IS_HANDLE, handle);
+	if (!h)
+		return;
+	if (ref && h->refs)
+		h->refs--;
+	if (map && h->maps)
+		h->maps--;
+	if (!h->refs && !h->maps)
+		died(m, h, e);
+}
+
+static void born(struct vrt_model *m, const struct vrt_record *r, uint8_t op, bool seeded, struct vrt_effect *e)
+{
+	uint8_t space = space_of(op);
+	if (op == VRT_OP_PHYS_CREATE && r->api == VRT_API_CU_MEM_RETAIN_HANDLE) {
+		struct vrt_item *h = find(m, VRT_IS_HANDLE, r->addr);
+		if (h)
+			h->refs++;
+		return;
+	}
+	struct vrt_item *old = find(m, space, r->addr);
+	if (old) {
+		if (old->ts > r->ts)
+			return;
+		struct vrt_effect ignored = { 0 };
+		died(m, old, &ignored); /* its release was lost or comes late: it cannot still live */
+		e->delta += ignored.delta;
+	}
+	struct vrt_item *it = insert(m, space, r->addr);
+	if (!it)
+		return;
+	*it = (struct vrt_item){ .addr = r->addr, .size = r->size, .ts = r->ts, .aux = r->aux, .aux2 = r->aux2,
+				 .stream = r->stream, .born_event = m->events, .born_phase = m->phase_seq,
+				 .stack = r->stack, .refs = 1, .api = (uint16_t)r->api, .device = (int16_t)r->device,
+				 .space = space, .op = op, .kind = (uint8_t)r->kind, .seeded = seeded };
+	if (space == VRT_IS_HANDLE && seeded && r->aux2)
+		it->refs = (uint32_t)r->aux2; /* checkpoints carry the reference count there */
+	if (space == VRT_IS_MAP) {
+		struct vrt_item *h = find(m, VRT_IS_HANDLE, r->aux);
+		if (h) {
+			h->maps++;
+			it->kind = h->kind;
+			it->device = h->device;
+		}
+	}
+	if (space == VRT_IS_BLOCK)
+		m->any_blocks = true;
+	e->kind = VRT_EFFECT_BORN;
+	e->item = *it;
+	count(m, it, (int64_t)it->size, e);
+}
+
+static void release(struct vrt_model *m, const struct vrt_record *r, struct vrt_effect *e)
+{
+	uint8_t space = space_of(r->op);
+	struct vrt_item *it = find(m, space, r->addr);
+	if (!it) {
+		m->unknown_frees++;
+		return;
+	}
+	if (it->ts > r->ts)
+		return; /* stale: names an earlier incarnation */
+	if (space == VRT_IS_HANDLE) {
+		handle_unref(m, r->addr, true, false, e);
+		return;
+	}
+	uint64_t handle = it->aux, size = it->size, end = r->addr + (r->size ? r->size : size);
+	died(m, it, e);
+	if (space != VRT_IS_MAP)
+		return;
+	struct vrt_effect more = { 0 };
+	handle_unref(m, handle, false, true, &more);
+	for (uint64_t p = r->addr + size; p < end;) {
+		struct vrt_item *next = find(m, VRT_IS_MAP, p);
+		if (!next)
+			break;
+		uint64_t h = next->aux, n = next->size;
+		erase(m, next);
+		handle_unref(m, h, false, true, &more);
+		p += n;
+	}
+	e->delta += more.delta;
+}
+
+static void context_reset(struct vrt_model *m, int device, struct vrt_effect *e)
+{
+	for (size_t i = 0; i < m->cap;) {
+		struct vrt_item *it = &m->slots[i];
+		bool gone = it->space && it->device == device && it->kind != VRT_KIND_HOST_PINNED &&
+			    (it->space == VRT_IS_ADDR || it->space == VRT_IS_BLOCK);
+		if (gone) {
+			struct vrt_effect ignored = { 0 };
+			died(m, it, &ignored);
+			e->delta += ignored.delta;
+		} else {
+			i++;
+		}
+	}
+}
+
+void vrt_model_apply(struct vrt_model *m, const struct vrt_record *r, struct vrt_effect *out)
+{
+	struct vrt_effect scratch, *e = out ? out : &scratch;
+	memset(e, 0, sizeof(*e));
+	switch (r->op) {
+	case VRT_OP_CP_LIVE:
+		if (m->seeding && !find(m, space_of((uint32_t)r->id2), r->addr))
+			born(m, r, (uint8_t)r->id2, true, e);
+		return;
+	case VRT_OP_CP_PHASE:
+		if (!m->events && r->aux > m->phase_seq)
+			m->phase_seq = r->aux;
+		return;
+	case VRT_OP_CP_BEGIN:
+		/* Take the items in at the start of a wrapped ring, or when tracing began late. */
+		m->seeding = !m->events || r->id == VRT_CP_ATTACH;
+		if (!m->events)
+			m->last_ts = r->ts;
+		return;
+	case VRT_OP_CP_END:
+		m->seeding = false;
+		return;
+	}
+	m->events++;
+	if (r->ts > m->last_ts)
+		m->last_ts = r->ts;
+	switch (r->op) {
+	case VRT_OP_ALLOC: case VRT_OP_PHYS_CREATE: case VRT_OP_MAP: case VRT_OP_VA_RESERVE: case VRT_OP_IMPORT:
+	case VRT_OP_BLOCK_ALLOC:
+		born(m, r, (uint8_t)r->op, false, e);
+		break;
+	case VRT_OP_SEED:
+		born(m, r, VRT_OP_ALLOC, true, e);
+		break;
+	case VRT_OP_FREE: case VRT_OP_PHYS_RELEASE: case VRT_OP_UNMAP: case VRT_OP_VA_FREE: case VRT_OP_IMPORT_CLOSE:
+	case VRT_OP_BLOCK_FREE:
+		release(m, r, e);
+		break;
+	case VRT_OP_BLOCK_SIZE: {
+		struct vrt_item *it = find(m, VRT_IS_BLOCK, r->addr);
+		if (it && r->size != it->size) {
+			int64_t delta = (int64_t)r->size - (int64_t)it->size;
+			it->size = r->size;
+			e->kind = VRT_EFFECT_RESIZED;
+			e->item = *it;
+			count(m, it, delta, e);
+		}
+		break;
+	}
+	case VRT_OP_CONTEXT:
+		if (r->id == 0)
+			context_reset(m, r->device, e);
+		break;
+	case VRT_OP_PHASE_ENTER:
+		m->phase_seq++;
+		break;
+	case VRT_OP_LOST:
+		m->lost += r->id;
+		break;
+	}
+	if (e->kind == VRT_EFFECT_BORN && e->item.space == VRT_IS_BLOCK)
+		m->tensor_events[vrt_device_slot(e->item.device)]++;
+	if (e->kind == VRT_EFFECT_DIED && e->item.space == VRT_IS_BLOCK)
+		m->tensor_events[vrt_device_slot(e->item.device)]++;
+}
+
+void vrt_model_each(const struct vrt_model *m, void (*fn)(void *ctx, const struct vrt_item *it), void *ctx)
+{
+	for (size_t i = 0; i < m->cap; i++)
+		if (m->slots[i].space)
+			fn(ctx, &m->slots[i]);
+}
+
+/* ---- replay ----------------------------------------------------------------------------- */
+
+void vrt_replay_begin(struct vrt_replay *rp, struct vrt_trace *t)
+{
+	memset(rp, 0, sizeof(*rp));
+	rp->trace = t;
+	rp->chunk = t->replay_from;
+	for (size_t i = t->replay_from; i < t->n_chunks; i++)
+		rp->bytes_total += t->chunks[i].stored;
+}
+
+static bool next_chunk(struct vrt_replay *rp)
+{
+	struct vrt_trace *t = rp->trace;
+	while (rp->chunk < t->n_chunks) {
+		size_t i = rp->chunk++;
+		uint8_t type = t->chunks[i].type;
+		if (type != VRT_CHUNK_EVENTS && type != VRT_CHUNK_CHECKPOINT)
+			continue;
+		size_t len;
+		rp->bytes_done += t->chunks[i].stored;
+		int rc = vrt_trace_chunk(t, i, &rp->p, &len);
+		if (rc) {
+			rp->bad_chunks++;
+			continue;
+		}
+		rp->end = rp->p + len;
+		rp->delta = (struct vrt_delta){ 0, 0 };
+		rp->thread = 0;
+		rp->chunk_type = type;
+		return true;
+	}
+	return false;
+}
+
+bool vrt_replay_next(struct vrt_replay *rp, struct vrt_record *r)
+{
+	for (;;) {
+		if (rp->error)
+			return false;
+		if (!rp->p || rp->p >= rp->end) {
+			if (!next_chunk(rp))
+				return false;
+			continue;
+		}
+		int rc = vrt_record_decode(&rp->p, rp->end, r, &rp->delta);
+		if (rc) {
+			rp->error = rc;
+			return false;
+		}
+		if (r->op == VRT_OP_THREAD) {
+			rp->thread = (uint32_t)r->id;
+			continue;
+		}
+		bool is_cp = r->op >= VRT_OP_CP_BEGIN && r->op <= VRT_OP_CP_END;
+		bool in_cp = rp->chunk_type == VRT_CHUNK_CHECKPOINT;
+		if (is_cp != in_cp || (r->op >= VRT_OP_STRING && r->op <= VRT_OP_INFO)) {
+			rp->error = VRT_E_RECORD; /* a record in the wrong kind of chunk */
+			return false;
+		}
+		if ((r->stack && !vrt_stack_valid(rp->trace, r->stack)) ||
+		    (r->stack2 && !vrt_stack_valid(rp->trace, r->stack2))) {
+			rp->error = VRT_E_RANGE;
+			return false;
+		}
+		return true;
+	}
+}
+
+double vrt_ts_seconds(const struct vrt_trace *t, uint64_t ts) { return (double)ts * t->hdr.ts_unit_ns / 1e9; }
+
+const char *vrt_kind_name(uint32_t kind)
+{
+	switch (kind) {
+	case VRT_KIND_DEVICE: return "device";
+	case VRT_KIND_HOST_PINNED: return "host_pinned";
+	case VRT_KIND_MANAGED: return "managed";
+	case VRT_KIND_ARRAY: return "array";
+	}
+	return "?";
+}
+
+const char *vrt_api_name(uint32_t api)
+{
+	switch (api) {
+#define VRT_API_CASE(id, value, name) \
+	case value:                   \
+		return name;
+		VRT_APIS(VRT_API_CASE)
+#undef VRT_API_CASE
+	}
+	return "?";
+}
+
+const char *vrt_op_name(uint32_t op)
+{
+	static const char *const names[VRT_OP_LAST] = {
+		[VRT_OP_THREAD] = "thread", [VRT_OP_ALLOC] = "alloc", [VRT_OP_FREE] = "free",
+		[VRT_OP_FAILED] = "failed", [VRT_OP_PHYS_CREATE] = "phys_create", [VRT_OP_PHYS_RELEASE] = "phys_release",
+		[VRT_OP_MAP] = "map", [VRT_OP_UNMAP] = "unmap", [VRT_OP_VA_RESERVE] = "va_reserve",
+		[VRT_OP_VA_FREE] = "va_free", [VRT_OP_IMPORT] = "import", [VRT_OP_IMPORT_CLOSE] = "import_close",
+		[VRT_OP_BLOCK_ALLOC] = "block_alloc", [VRT_OP_BLOCK_FREE] = "block_free", [VRT_OP_OOM] = "oom",
+		[VRT_OP_MARK] = "mark", [VRT_OP_PHASE_ENTER] = "phase_enter", [VRT_OP_PHASE_EXIT] = "phase_exit",
+		[VRT_OP_LOST] = "lost", [VRT_OP_MODE] = "mode", [VRT_OP_SEED] = "seed", [VRT_OP_CONTEXT] = "context",
+		[VRT_OP_BLOCK_SIZE] = "block_size", [VRT_OP_STRING] = "string", [VRT_OP_MODULE] = "module",
+		[VRT_OP_SYMBOL] = "symbol", [VRT_OP_PYCODE] = "pycode", [VRT_OP_PYFRAME] = "pyframe",
+		[VRT_OP_STACK] = "stack", [VRT_OP_THREAD_INFO] = "thread_info", [VRT_OP_INFO] = "info",
+		[VRT_OP_CP_BEGIN] = "checkpoint", [VRT_OP_CP_LIVE] = "cp_live", [VRT_OP_CP_PHASE] = "cp_phase",
+		[VRT_OP_CP_END] = "cp_end",
+	};
+	return op < VRT_OP_LAST && names[op] ? names[op] : "?";
+}

@@ -1,0 +1,103 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Replaying a trace: an iterator over its event records in order, and the model of what is
+ * alive that every report is computed from. Memory use is bounded by the live set and the
+ * tables, never by the trace length.
+ */
+#ifndef VRAMTRACE_MODEL_H
+#define VRAMTRACE_MODEL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "trace_reader.h"
+
+#define VRT_MAX_DEVICES 64
+#define VRT_HOST_SLOT VRT_MAX_DEVICES /* totals index for device -1 (host) */
+
+enum vrt_item_space {
+	VRT_IS_ADDR = 1,
+	VRT_IS_HANDLE = 2,
+	VRT_IS_MAP = 3,
+	VRT_IS_VA = 4,
+	VRT_IS_BLOCK = 5,
+	VRT_IS_IMPORT = 6,
+};
+
+struct vrt_item {
+	uint64_t addr, size, ts, aux, aux2, stream;
+	uint64_t born_event;  /* event index of its birth */
+	uint64_t born_phase;  /* global phase-invocation counter at birth (see leaks) */
+	uint32_t stack;
+	uint32_t refs, maps;  /* HANDLE */
+	uint16_t api;
+	int16_t device;
+	uint8_t space, op, kind;
+	uint8_t seeded;       /* came from a checkpoint or seed: born before the retained history */
+};
+
+/* What one record did to the model. */
+enum vrt_effect_kind { VRT_EFFECT_NONE, VRT_EFFECT_BORN, VRT_EFFECT_DIED, VRT_EFFECT_RESIZED };
+
+struct vrt_effect {
+	enum vrt_effect_kind kind;
+	struct vrt_item item; /* copy of the item born or died */
+	int64_t delta;        /* change of the counted total (bytes), 0 if not counted */
+	bool tensor;          /* the counted total is the tensor layer */
+};
+
+struct vrt_model {
+	struct vrt_item *slots;
+	size_t cap, used;
+	/* Counted totals: memory actually held, per device slot (host = VRT_HOST_SLOT) and kind. */
+	int64_t live[VRT_MAX_DEVICES + 1][VRT_KIND_LAST];
+	int64_t peak[VRT_MAX_DEVICES + 1][VRT_KIND_LAST];
+	uint64_t peak_ts[VRT_MAX_DEVICES + 1][VRT_KIND_LAST];
+	uint64_t peak_event[VRT_MAX_DEVICES + 1][VRT_KIND_LAST];
+	int64_t tensors[VRT_MAX_DEVICES + 1], tensor_peak[VRT_MAX_DEVICES + 1];
+	uint64_t tensor_peak_ts[VRT_MAX_DEVICES + 1], tensor_peak_event[VRT_MAX_DEVICES + 1];
+	uint64_t tensor_events[VRT_MAX_DEVICES + 1];
+	int64_t imported[VRT_MAX_DEVICES + 1], reserved_va;
+	uint64_t events;      /* event records applied */
+	uint64_t phase_seq;   /* phase invocations entered so far, all names */
+	uint64_t last_ts;
+	uint64_t unknown_frees, lost;
+	bool any_blocks;
+	bool seeding;         /* inside a checkpoint whose items are to be taken in */
+};
+
+int vrt_model_init(struct vrt_model *m);
+void vrt_model_free(struct vrt_model *m);
+/* Applies one record; fills *e when non-NULL. Checkpoint records seed the model only while it
+ * is empty (the start of a ring that wrapped); later ones are consistency points. */
+void vrt_model_apply(struct vrt_model *m, const struct vrt_record *r, struct vrt_effect *e);
+/* Calls fn for every live item. */
+void vrt_model_each(const struct vrt_model *m, void (*fn)(void *ctx, const struct vrt_item *it), void *ctx);
+int vrt_device_slot(int device);
+bool vrt_item_counted(const struct vrt_item *it); /* holds memory (not a mapping or a VA range) */
+
+/* Iterates the trace's records from trace->replay_from, chunk by chunk, in order. */
+struct vrt_replay {
+	struct vrt_trace *trace;
+	size_t chunk;
+	const uint8_t *p, *end;
+	struct vrt_delta delta;
+	uint32_t thread;     /* thread index of the current record */
+	uint8_t chunk_type;
+	int error;           /* first decoding error (the replay stops there) */
+	uint64_t bad_chunks; /* chunks skipped because their payload failed its checks */
+	/* progress */
+	uint64_t bytes_done, bytes_total;
+};
+
+void vrt_replay_begin(struct vrt_replay *rp, struct vrt_trace *t);
+/* Next record (THREAD records are consumed, not returned). false at the end or on error. */
+bool vrt_replay_next(struct vrt_replay *rp, struct vrt_record *r);
+
+/* Seconds since the trace started, for a ts. */
+double vrt_ts_seconds(const struct vrt_trace *t, uint64_t ts);
+const char *vrt_kind_name(uint32_t kind);
+const char *vrt_api_name(uint32_t api);
+const char *vrt_op_name(uint32_t op);
+
+#endif /* VRAMTRACE_MODEL_H */

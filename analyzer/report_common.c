@@ -1,0 +1,100 @@
+/* SPDX-License-Identifier: MIT */
+#include "report_common.h"
+
+#include <stdio.h>
+
+#include "cli.h"
+#include "vramtrace/error.h"
+
+int vrt_report_replay(struct vrt_trace *t, struct vrt_model *m, bool quiet)
+{
+	struct vrt_replay rp;
+	struct vrt_record r;
+	struct vrt_progress pr;
+	vrt_progress_begin(&pr, "reading", quiet);
+	vrt_replay_begin(&rp, t);
+	uint64_t n = 0;
+	while (vrt_replay_next(&rp, &r)) {
+		vrt_model_apply(m, &r, NULL);
+		if (!(++n & 0xfffff))
+			vrt_progress_update(&pr, rp.bytes_done, rp.bytes_total);
+	}
+	vrt_progress_end(&pr);
+	if (rp.error)
+		return vrt_fail(rp.error, "%s: stopped at a bad record after %llu events", t->path,
+				(unsigned long long)m->events);
+	return 0;
+}
+
+const char *vrt_device_name(int slot)
+{
+	static char names[VRT_MAX_DEVICES + 1][16];
+	if (slot == VRT_HOST_SLOT)
+		return "host";
+	snprintf(names[slot], sizeof(names[slot]), "device %d", slot);
+	return names[slot];
+}
+
+const char *vrt_cache_label(int slot)
+{
+	static char labels[VRT_MAX_DEVICES + 1][96];
+	snprintf(labels[slot], sizeof(labels[slot]), "[PyTorch allocator cache: reserved, no tensor] %s",
+		 vrt_device_name(slot));
+	return labels[slot];
+}
+
+struct group {
+	const struct vrt_trace *t;
+	struct vrt_sites *s;
+	int slot, kind;
+	int64_t torch_segments[VRT_MAX_DEVICES + 1], blocks[VRT_MAX_DEVICES + 1];
+};
+
+static void add(struct vrt_sites *s, const struct vrt_item *it)
+{
+	struct vrt_site *site = vrt_sites_get(s, it->stack, NULL);
+	if (site) {
+		site->bytes += (int64_t)it->size;
+		site->count++;
+	}
+}
+
+static void visit(void *ctx, const struct vrt_item *it)
+{
+	struct group *g = ctx;
+	int d = vrt_device_slot(it->device);
+	if (g->slot != -2 && d != g->slot)
+		return;
+	if (g->kind == -1) {
+		if (it->space == VRT_IS_BLOCK) {
+			g->blocks[d] += (int64_t)it->size;
+			add(g->s, it);
+		} else if (vrt_item_counted(it)) {
+			if (it->kind == VRT_KIND_DEVICE && vrt_stack_is_torch_segment(g->t, it->stack))
+				g->torch_segments[d] += (int64_t)it->size;
+			else
+				add(g->s, it);
+		}
+		return;
+	}
+	if (vrt_item_counted(it) && (g->kind == -2 || it->kind == g->kind))
+		add(g->s, it);
+}
+
+void vrt_report_group_live(const struct vrt_trace *t, const struct vrt_model *m, struct vrt_sites *s, int slot,
+			   int kind)
+{
+	struct group g = { .t = t, .s = s, .slot = slot, .kind = kind };
+	vrt_model_each(m, visit, &g);
+	for (int d = 0; kind == -1 && d <= VRT_MAX_DEVICES; d++) {
+		int64_t cache = g.torch_segments[d] - g.blocks[d];
+		if (cache <= 0)
+			continue;
+		struct vrt_site *site = vrt_sites_get(s, 0, vrt_cache_label(d));
+		if (site) {
+			site->bytes = cache;
+			site->count = 1;
+		}
+	}
+	vrt_sites_sort(s);
+}

@@ -1,0 +1,23 @@
+/* SPDX-License-Identifier: MIT */
+/* Pieces several reports share: a full replay with progress, and grouping what is live. */
+#ifndef VRAMTRACE_REPORT_COMMON_H
+#define VRAMTRACE_REPORT_COMMON_H
+
+#include "model.h"
+#include "sites.h"
+
+/* Replays the whole trace into m. Returns 0 or an exit code (after printing why). */
+int vrt_report_replay(struct vrt_trace *t, struct vrt_model *m, bool quiet);
+
+/*
+ * Groups what m holds into sites. slot: one device slot, or -2 for all. kind: a memory kind,
+ * -2 for every counted CUDA allocation, or -1 for the tensor view: PyTorch blocks by stack, the
+ * caching allocator's reserved-but-unused bytes as one pseudo-site per device, and every CUDA
+ * allocation that did not come from PyTorch's allocator.
+ */
+void vrt_report_group_live(const struct vrt_trace *t, const struct vrt_model *m, struct vrt_sites *s, int slot,
+			   int kind);
+const char *vrt_device_name(int slot);
+const char *vrt_cache_label(int slot);
+
+#endif /* VRAMTRACE_REPORT_COMMON_H */

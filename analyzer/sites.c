@@ -1,0 +1,258 @@
+/* SPDX-License-Identifier: MIT */
+#include "sites.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "json.h"
+#include "stacks.h"
+
+void vrt_sites_init(struct vrt_sites *s) { memset(s, 0, sizeof(*s)); }
+
+void vrt_sites_free(struct vrt_sites *s)
+{
+	free(s->v);
+	free(s->index);
+	memset(s, 0, sizeof(*s));
+}
+
+static size_t home(const struct vrt_sites *s, uint32_t stack)
+{
+	return (size_t)(stack * 0x9e3779b97f4a7c15ull >> 17) & (s->index_cap - 1);
+}
+
+static void reindex(struct vrt_sites *s)
+{
+	free(s->index);
+	s->index_cap = 64;
+	while (s->index_cap < s->n * 2 + 2)
+		s->index_cap *= 2;
+	s->index = calloc(s->index_cap, sizeof(*s->index));
+	if (!s->index)
+		return;
+	for (size_t i = 0; i < s->n; i++) {
+		if (s->v[i].label)
+			continue;
+		size_t j = home(s, s->v[i].stack);
+		while (s->index[j])
+			j = (j + 1) & (s->index_cap - 1);
+		s->index[j] = (uint32_t)i + 1;
+	}
+}
+
+struct vrt_site *vrt_sites_get(struct vrt_sites *s, uint32_t stack, const char *label)
+{
+	if (label) {
+		for (size_t i = 0; i < s->n; i++)
+			if (s->v[i].label && !strcmp(s->v[i].label, label))
+				return &s->v[i];
+	} else if (s->index) {
+		for (size_t j = home(s, stack); s->index[j]; j = (j + 1) & (s->index_cap - 1))
+			if (!s->v[s->index[j] - 1].label && s->v[s->index[j] - 1].stack == stack)
+				return &s->v[s->index[j] - 1];
+	}
+	if (s->n == s->cap) {
+		size_t cap = s->cap ? s->cap * 2 : 64;
+		struct vrt_site *v = realloc(s->v, cap * sizeof(*v));
+		if (!v)
+			return NULL;
+		s->v = v;
+		s->cap = cap;
+	}
+	struct vrt_site *site = &s->v[s->n++];
+	*site = (struct vrt_site){ .stack = label ? 0 : stack, .label = label, .first = UINT64_MAX };
+	if ((s->n + 1) * 2 > s->index_cap)
+		reindex(s);
+	else if (!label) {
+		size_t j = home(s, stack);
+		while (s->index[j])
+			j = (j + 1) & (s->index_cap - 1);
+		s->index[j] = (uint32_t)s->n;
+	}
+	return site;
+}
+
+static int by_bytes(const void *a, const void *b)
+{
+	const struct vrt_site *x = a, *y = b;
+	if (x->bytes != y->bytes)
+		return x->bytes > y->bytes ? -1 : 1;
+	return x->stack < y->stack ? -1 : x->stack > y->stack;
+}
+
+void vrt_sites_sort(struct vrt_sites *s)
+{
+	qsort(s->v, s->n, sizeof(*s->v), by_bytes);
+	reindex(s);
+}
+
+int64_t vrt_sites_total(const struct vrt_sites *s)
+{
+	int64_t total = 0;
+	for (size_t i = 0; i < s->n; i++)
+		total += s->v[i].bytes;
+	return total;
+}
+
+/* ---- classification --------------------------------------------------------------------- */
+
+static uint8_t *torch_memo; /* per stack: 0 unknown, 1 no, 2 yes */
+static size_t torch_memo_cap;
+
+bool vrt_stack_is_torch_segment(const struct vrt_trace *t, uint32_t stack)
+{
+	if (stack >= torch_memo_cap) {
+		size_t cap = t->tables.n_nodes + 1;
+		uint8_t *m = realloc(torch_memo, cap);
+		if (!m)
+			return vrt_stack_mentions(t, stack, "libc10_cuda");
+		memset(m + torch_memo_cap, 0, cap - torch_memo_cap);
+		torch_memo = m;
+		torch_memo_cap = cap;
+	}
+	if (!torch_memo[stack])
+		torch_memo[stack] = vrt_stack_mentions(t, stack, "libc10_cuda") ||
+					    vrt_stack_mentions(t, stack, "CUDACachingAllocator")
+				    ? 2
+				    : 1;
+	return torch_memo[stack] == 2;
+}
+
+struct rule {
+	const char *category;
+	const char *needle; /* in a frame's function, file or module */
+	const char *text;
+};
+
+/* First match wins; order matters (an optimizer step runs under a forward-looking name). */
+static const struct rule rules[] = {
+	{ "nccl", "libnccl", "a frame in libnccl" },
+	{ "nccl", "nccl", "a frame mentions nccl" },
+	{ "workspace", "Workspace", "a frame names a workspace (cuBLAS/cuDNN)" },
+	{ "workspace", "cublas", "a frame in cuBLAS" },
+	{ "workspace", "cudnn", "a frame in cuDNN" },
+	{ "optimizer_state", "torch/optim/", "allocated inside torch/optim" },
+	{ "optimizer_state", "optimizer", "a frame mentions optimizer" },
+	{ "optimizer_state", "zero_grad", "a frame mentions zero_grad" },
+	{ "optimizer_state", "exp_avg", "a frame mentions exp_avg" },
+	{ "gradients", "AccumulateGrad", "allocated by autograd's AccumulateGrad" },
+	{ "gradients", "backward", "allocated during backward" },
+	{ "gradients", "autograd::Engine", "allocated by the autograd engine" },
+	{ "parameters", "reset_parameters", "allocated by reset_parameters" },
+	{ "parameters", "torch/nn/modules/module.py\x01_apply", "moved by Module._apply (.to/.cuda)" },
+	{ "parameters", "Parameter", "a frame mentions Parameter" },
+	{ "activations", "forward", "allocated inside a forward()" },
+	{ "activations", "_call_impl", "allocated inside a module call" },
+};
+
+static bool matches(const struct vrt_trace *t, uint32_t stack, const char *needle)
+{
+	const char *sep = strchr(needle, '\x01');
+	if (!sep)
+		return vrt_stack_mentions(t, stack, needle);
+	char file[128];
+	snprintf(file, sizeof(file), "%.*s", (int)(sep - needle), needle);
+	return vrt_stack_mentions(t, stack, file) && vrt_stack_mentions(t, stack, sep + 1);
+}
+
+const char *vrt_site_category(const struct vrt_trace *t, const struct vrt_site *s, const char **rule)
+{
+	if (s->label) {
+		*rule = "a pseudo-site";
+		if (strstr(s->label, "cache"))
+			return "allocator_cache";
+		if (strstr(s->label, "before"))
+			return "unattributed";
+		return "other";
+	}
+	for (size_t i = 0; i < sizeof(rules) / sizeof(rules[0]); i++)
+		if (matches(t, s->stack, rules[i].needle)) {
+			*rule = rules[i].text;
+			return rules[i].category;
+		}
+	if (!vrt_stack_is_torch_segment(t, s->stack)) {
+		*rule = "not allocated through PyTorch's allocator";
+		return "non_pytorch";
+	}
+	*rule = "no rule matched";
+	return "other";
+}
+
+/* ---- output ----------------------------------------------------------------------------- */
+
+void vrt_site_print(FILE *out, const struct vrt_trace *t, const struct vrt_site *s, int max_frames)
+{
+	char line[1024];
+	struct vrt_frame head;
+	if (s->label)
+		head = (struct vrt_frame){ VRT_FT_LABEL, s->label, "", 0, "", 0, 0 };
+	else
+		vrt_stack_headline(t, s->stack, &head);
+	vrt_frame_format(&head, line, sizeof(line));
+	fprintf(out, "  %10s %6llux  %s\n", vrt_bytes(s->bytes), (unsigned long long)s->count, line);
+	if (s->label || max_frames <= 0)
+		return;
+	static struct vrt_frame frames[VRT_MAX_FRAMES];
+	int n = vrt_stack_frames(t, s->stack, VRT_VIEW_MERGED, frames, VRT_MAX_FRAMES);
+	int shown = 0;
+	for (int i = 0; i < n && shown < max_frames; i++) {
+		bool python = frames[i].type == VRT_FT_PYTHON;
+		/* Python frames always; native ones only next to the allocation call. */
+		if (!python && i > 3)
+			continue;
+		vrt_frame_format(&frames[i], line, sizeof(line));
+		fprintf(out, "%24s %s\n", python ? "at" : "in", line);
+		shown++;
+	}
+}
+
+void vrt_site_json(FILE *out, const struct vrt_trace *t, const struct vrt_site *s, bool open_end)
+{
+	fprintf(out, "{\"bytes\": %lld, \"count\": %llu", (long long)s->bytes, (unsigned long long)s->count);
+	if (s->label) {
+		fputs(", \"label\": ", out);
+		json_string(out, s->label);
+	}
+	fputs(", \"frames\": [", out);
+	if (s->label) {
+		struct vrt_frame f = { VRT_FT_LABEL, s->label, "", 0, "", 0, 0 };
+		vrt_frame_json(out, &f);
+	} else {
+		static struct vrt_frame frames[VRT_MAX_FRAMES];
+		int n = vrt_stack_frames(t, s->stack, VRT_VIEW_MERGED, frames, VRT_MAX_FRAMES);
+		for (int i = 0; i < n; i++) {
+			if (i)
+				fputs(", ", out);
+			vrt_frame_json(out, &frames[i]);
+		}
+	}
+	fputc(']', out);
+	if (!open_end)
+		fputc('}', out);
+}
+
+struct from_model {
+	struct vrt_sites *s;
+	bool (*keep)(const struct vrt_item *, void *);
+	void *ctx;
+};
+
+static void add_item(void *p, const struct vrt_item *it)
+{
+	struct from_model *fm = p;
+	if (!fm->keep(it, fm->ctx))
+		return;
+	struct vrt_site *site = vrt_sites_get(fm->s, it->stack, NULL);
+	if (!site)
+		return;
+	site->bytes += (int64_t)it->size;
+	site->count++;
+}
+
+void vrt_sites_from_model(struct vrt_sites *s, const struct vrt_model *m,
+			  bool (*keep)(const struct vrt_item *it, void *ctx), void *ctx)
+{
+	struct from_model fm = { s, keep, ctx };
+	vrt_model_each(m, add_item, &fm);
+}

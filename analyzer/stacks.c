@@ -1,0 +1,285 @@
+/* SPDX-License-Identifier: MIT */
+#include "stacks.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "json.h"
+
+/* From libstdc++: the analyzer is C, but demangling is a solved problem. */
+extern char *__cxa_demangle(const char *mangled, char *buf, size_t *len, int *status);
+
+struct demangled {
+	const char *mangled;
+	char *text;
+};
+
+static struct demangled *cache;
+static size_t cache_cap, cache_used;
+
+const char *vrt_demangle(const char *name)
+{
+	if (!name || name[0] != '_' || name[1] != 'Z')
+		return name;
+	if ((cache_used + 1) * 2 > cache_cap) {
+		size_t old = cache_cap;
+		struct demangled *prev = cache;
+		cache_cap = old ? old * 2 : 1024;
+		cache = calloc(cache_cap, sizeof(*cache));
+		if (!cache) {
+			cache = prev;
+			cache_cap = old;
+			return name;
+		}
+		for (size_t i = 0; i < old; i++) {
+			if (!prev[i].mangled)
+				continue;
+			size_t j = ((uintptr_t)prev[i].mangled >> 4) & (cache_cap - 1);
+			while (cache[j].mangled)
+				j = (j + 1) & (cache_cap - 1);
+			cache[j] = prev[i];
+		}
+		free(prev);
+	}
+	/* Keyed by pointer: names come from the trace's string table, which never moves. */
+	size_t i = ((uintptr_t)name >> 4) & (cache_cap - 1);
+	for (; cache[i].mangled; i = (i + 1) & (cache_cap - 1))
+		if (cache[i].mangled == name)
+			return cache[i].text;
+	int status = 0;
+	char *text = __cxa_demangle(name, NULL, NULL, &status);
+	cache[i] = (struct demangled){ name, status == 0 && text ? text : (char *)name };
+	cache_used++;
+	return cache[i].text;
+}
+
+static const char *basename_of(const char *path)
+{
+	const char *s = strrchr(path, '/');
+	return s ? s + 1 : path;
+}
+
+static void native_frame(const struct vrt_trace *t, uint64_t addr, struct vrt_frame *f)
+{
+	const struct vrt_symbol_def *s = vrt_symbol(t, addr);
+	const char *name = s && s->name ? vrt_string(t, s->name) : "";
+	const char *module = "";
+	if (s && s->module && s->module < t->tables.n_modules)
+		module = vrt_string(t, t->tables.modules[s->module].path);
+	*f = (struct vrt_frame){ VRT_FT_NATIVE, *name ? vrt_demangle(name) : "??", "", 0, module, addr,
+				 s ? s->offset : 0 };
+}
+
+static void python_frame(const struct vrt_trace *t, uint64_t id, struct vrt_frame *f)
+{
+	const struct vrt_tables *tb = &t->tables;
+	*f = (struct vrt_frame){ VRT_FT_PYTHON, "??", "", 0, "<python>", 0, 0 };
+	if (id >= tb->n_pyframes)
+		return;
+	const struct vrt_pyframe_def *pf = &tb->pyframes[id];
+	f->line = pf->line;
+	if (pf->code < tb->n_pycodes) {
+		f->function = vrt_string(t, tb->pycodes[pf->code].qualname);
+		f->file = vrt_string(t, tb->pycodes[pf->code].filename);
+	}
+}
+
+static bool is_eval_frame(const struct vrt_frame *f)
+{
+	return f->type == VRT_FT_NATIVE && strstr(f->function, "_PyEval_EvalFrameDefault") != NULL;
+}
+
+/* The raw lists, innermost first: native frames, and Python frames with group ends marked. */
+struct raw_stack {
+	struct vrt_frame native[VRT_MAX_FRAMES];
+	int n_native;
+	struct vrt_frame python[VRT_MAX_FRAMES];
+	bool group_end[VRT_MAX_FRAMES]; /* python[i] is the last (outermost) of its eval group */
+	int n_python, n_groups;
+	struct vrt_frame label;
+	bool has_label;
+};
+
+static void collect(const struct vrt_trace *t, uint32_t stack, struct raw_stack *rs)
+{
+	rs->n_native = rs->n_python = rs->n_groups = 0;
+	rs->has_label = false;
+	int guard = 0;
+	for (uint32_t id = stack; id && id < t->tables.n_nodes && guard < 4 * VRT_MAX_FRAMES; guard++) {
+		const struct vrt_stack_node *nd = &t->tables.nodes[id];
+		switch (nd->kind) {
+		case VRT_FRAME_NATIVE:
+			if (rs->n_native < VRT_MAX_FRAMES)
+				native_frame(t, nd->value, &rs->native[rs->n_native++]);
+			break;
+		case VRT_FRAME_PYTHON:
+			if (rs->n_python < VRT_MAX_FRAMES) {
+				rs->group_end[rs->n_python] = false;
+				python_frame(t, nd->value, &rs->python[rs->n_python++]);
+			}
+			break;
+		case VRT_FRAME_EVAL:
+			/* Walking leaf to root, a boundary follows its group's outermost frame. */
+			if (rs->n_python)
+				rs->group_end[rs->n_python - 1] = true;
+			rs->n_groups++;
+			break;
+		case VRT_FRAME_LABEL:
+			rs->label = (struct vrt_frame){ VRT_FT_LABEL, vrt_string(t, nd->value), "", 0, "", 0, 0 };
+			rs->has_label = true;
+			break;
+		}
+		if (nd->parent >= id)
+			break;
+		id = nd->parent;
+	}
+}
+
+static int put(struct vrt_frame *out, int n, int max, const struct vrt_frame *f)
+{
+	if (n < max)
+		out[n] = *f;
+	return n + 1;
+}
+
+/* Splices group k of Python frames in place of the k-th eval frame (both innermost first).
+ * Groups may be empty (3.12+: an eval call that has returned to C before running any frame). */
+static int splice(const struct raw_stack *rs, struct vrt_frame *out, int max)
+{
+	int n = 0, evals = 0;
+	for (int i = 0; i < rs->n_native; i++)
+		evals += is_eval_frame(&rs->native[i]);
+	if (evals != rs->n_groups || !evals) {
+		/* Cannot pair them: native frames up to the interpreter, then the Python stack. */
+		int i = 0;
+		for (; i < rs->n_native && !is_eval_frame(&rs->native[i]); i++)
+			n = put(out, n, max, &rs->native[i]);
+		for (int p = 0; p < rs->n_python; p++)
+			n = put(out, n, max, &rs->python[p]);
+		if (!rs->n_python)
+			for (; i < rs->n_native; i++)
+				n = put(out, n, max, &rs->native[i]);
+		return n;
+	}
+	int p = 0, groups_left = rs->n_groups;
+	for (int i = 0; i < rs->n_native; i++) {
+		if (!is_eval_frame(&rs->native[i])) {
+			n = put(out, n, max, &rs->native[i]);
+			continue;
+		}
+		/* Emit this eval call's frames: up to and including the next group end. */
+		while (p < rs->n_python) {
+			n = put(out, n, max, &rs->python[p]);
+			if (rs->group_end[p++])
+				break;
+		}
+		groups_left--;
+	}
+	(void)groups_left;
+	return n;
+}
+
+int vrt_stack_frames(const struct vrt_trace *t, uint32_t stack, enum vrt_stack_view view, struct vrt_frame *out,
+		     int max)
+{
+	static struct raw_stack rs; /* large; the analyzer is single-threaded */
+	collect(t, stack, &rs);
+	int n = 0;
+	if (rs.has_label)
+		n = put(out, n, max, &rs.label);
+	if (view == VRT_VIEW_NATIVE || (view == VRT_VIEW_PYTHON && !rs.n_python)) {
+		for (int i = 0; i < rs.n_native; i++)
+			n = put(out, n, max, &rs.native[i]);
+	} else if (view == VRT_VIEW_PYTHON) {
+		for (int i = 0; i < rs.n_python; i++)
+			n = put(out, n, max, &rs.python[i]);
+	} else {
+		n += splice(&rs, out + (n < max ? n : max), max - (n < max ? n : max));
+	}
+	return n < max ? n : max;
+}
+
+/* Frames that only say "this is how memory is allocated", never the user's reason. */
+static bool plumbing(const struct vrt_frame *f)
+{
+	static const char *const modules[] = { "libcuda.so", "libcudart", "libvramtrace", "libc10_cuda.so",
+					       "libc.so", "libfakecuda", "libpthread" };
+	static const char *const functions[] = { "cudaMalloc", "cuMem", "c10::cuda::", "at::native::empty",
+						 "at::detail::empty", "c10::", "CUDACachingAllocator" };
+	const char *m = basename_of(f->module);
+	for (size_t i = 0; i < sizeof(modules) / sizeof(modules[0]); i++)
+		if (strstr(m, modules[i]))
+			return true;
+	for (size_t i = 0; i < sizeof(functions) / sizeof(functions[0]); i++)
+		if (!strncmp(f->function, functions[i], strlen(functions[i])))
+			return true;
+	return false;
+}
+
+int vrt_stack_headline(const struct vrt_trace *t, uint32_t stack, struct vrt_frame *out)
+{
+	static struct vrt_frame frames[VRT_MAX_FRAMES];
+	int n = vrt_stack_frames(t, stack, VRT_VIEW_MERGED, frames, VRT_MAX_FRAMES);
+	for (int i = 0; i < n; i++)
+		if (frames[i].type == VRT_FT_PYTHON || frames[i].type == VRT_FT_LABEL) {
+			*out = frames[i];
+			return 1;
+		}
+	for (int i = 0; i < n; i++)
+		if (!plumbing(&frames[i]) && strcmp(frames[i].function, "??")) {
+			*out = frames[i];
+			return 1;
+		}
+	if (n) {
+		*out = frames[0];
+		return 1;
+	}
+	*out = (struct vrt_frame){ VRT_FT_LABEL, "[no stack]", "", 0, "", 0, 0 };
+	return 0;
+}
+
+void vrt_frame_format(const struct vrt_frame *f, char *buf, size_t len)
+{
+	switch (f->type) {
+	case VRT_FT_PYTHON:
+		snprintf(buf, len, "%s (%s:%d)", f->function, f->file, f->line);
+		break;
+	case VRT_FT_LABEL:
+		snprintf(buf, len, "%s", f->function);
+		break;
+	case VRT_FT_NATIVE:
+		if (strcmp(f->function, "??"))
+			snprintf(buf, len, "%s+0x%llx (%s)", f->function, (unsigned long long)f->offset,
+				 *f->module ? basename_of(f->module) : "?");
+		else
+			snprintf(buf, len, "0x%llx (%s)", (unsigned long long)f->address,
+				 *f->module ? basename_of(f->module) : "?");
+		break;
+	}
+}
+
+void vrt_frame_json(FILE *out, const struct vrt_frame *f)
+{
+	fputs("{\"function\": ", out);
+	json_string(out, f->function);
+	fputs(", \"file\": ", out);
+	json_string(out, f->file);
+	fprintf(out, ", \"line\": %d, \"module\": ", f->line);
+	json_string(out, f->module);
+	fprintf(out, ", \"kind\": \"%s\"",
+		f->type == VRT_FT_PYTHON ? "python" : f->type == VRT_FT_LABEL ? "label" : "native");
+	if (f->type == VRT_FT_NATIVE)
+		fprintf(out, ", \"address\": \"0x%llx\"", (unsigned long long)f->address);
+	fputc('}', out);
+}
+
+bool vrt_stack_mentions(const struct vrt_trace *t, uint32_t stack, const char *needle)
+{
+	static struct vrt_frame frames[VRT_MAX_FRAMES];
+	int n = vrt_stack_frames(t, stack, VRT_VIEW_MERGED, frames, VRT_MAX_FRAMES);
+	for (int i = 0; i < n; i++)
+		if (strstr(frames[i].function, needle) || strstr(frames[i].module, needle) ||
+		    strstr(frames[i].file, needle))
+			return true;
+	return false;
+}

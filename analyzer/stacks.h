@@ -1,0 +1,49 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Turning a stack id into frames: native frames symbolized from the trace's own tables
+ * (demangled), Python frames from the code tables, and the two spliced together where the
+ * interpreter's eval frames are.
+ */
+#ifndef VRAMTRACE_STACKS_H
+#define VRAMTRACE_STACKS_H
+
+#include <stdbool.h>
+#include <stdio.h>
+
+#include "trace_reader.h"
+
+enum vrt_frame_type { VRT_FT_NATIVE, VRT_FT_PYTHON, VRT_FT_LABEL };
+
+struct vrt_frame {
+	enum vrt_frame_type type;
+	const char *function; /* demangled; "??" when unknown */
+	const char *file;     /* Python file, or "" */
+	int line;             /* Python line, or 0 */
+	const char *module;   /* shared object path; "<python>" for Python frames */
+	uint64_t address;     /* native return address */
+	uint64_t offset;      /* from the function start */
+};
+
+#define VRT_MAX_FRAMES 512
+
+enum vrt_stack_view {
+	VRT_VIEW_MERGED, /* native with Python spliced in at the eval frames */
+	VRT_VIEW_PYTHON, /* Python frames only (native when there are none) */
+	VRT_VIEW_NATIVE, /* native frames only */
+};
+
+/* Frames innermost first; returns the count (0 for the empty stack). */
+int vrt_stack_frames(const struct vrt_trace *t, uint32_t stack, enum vrt_stack_view view, struct vrt_frame *out,
+		     int max);
+/* The frame a person should see first: the innermost Python frame, or the innermost native
+ * frame outside the CUDA libraries and the allocator. */
+int vrt_stack_headline(const struct vrt_trace *t, uint32_t stack, struct vrt_frame *out);
+/* "function (file:line)" or "function (module+0x..)" */
+void vrt_frame_format(const struct vrt_frame *f, char *buf, size_t len);
+void vrt_frame_json(FILE *out, const struct vrt_frame *f);
+/* A demangled copy of a symbol, cached for the life of the process. */
+const char *vrt_demangle(const char *name);
+/* True when the stack passes through a frame whose function or module contains needle. */
+bool vrt_stack_mentions(const struct vrt_trace *t, uint32_t stack, const char *needle);
+
+#endif /* VRAMTRACE_STACKS_H */

@@ -1,0 +1,109 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Reading a trace file: header, chunk discovery (log and ring, tolerant of a cut-short or
+ * wrapped file), decompression, and the definitions (tables) every report needs.
+ */
+#ifndef VRAMTRACE_TRACE_READER_H
+#define VRAMTRACE_TRACE_READER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "vramtrace/format.h"
+#include "vramtrace/record.h"
+
+struct vrt_chunk_ref {
+	uint64_t offset; /* absolute offset of the chunk header */
+	uint64_t seq;
+	uint32_t stored, raw;
+	uint8_t type;
+};
+
+struct vrt_module {
+	uint32_t path;   /* string id */
+	uint64_t base, span;
+	uint8_t build_id[20];
+	uint32_t build_id_len;
+};
+
+struct vrt_symbol_def {
+	uint64_t addr;   /* return address as captured */
+	uint32_t module, name; /* module id, string id (0: none) */
+	uint64_t offset;
+};
+
+struct vrt_pycode_def {
+	uint32_t filename, qualname, firstlineno;
+};
+
+struct vrt_pyframe_def {
+	uint32_t code;
+	int32_t lasti, line;
+};
+
+struct vrt_stack_node {
+	uint32_t parent;
+	uint8_t kind; /* enum vrt_frame_kind */
+	uint64_t value;
+};
+
+struct vrt_thread_def {
+	uint32_t name; /* string id */
+	uint64_t tid;
+};
+
+struct vrt_tables {
+	char **strings;
+	uint32_t *string_lens;
+	size_t n_strings;
+	struct vrt_module *modules;
+	size_t n_modules;
+	struct vrt_symbol_def *symbols; /* open addressing by addr */
+	size_t symbols_cap, n_symbols;
+	struct vrt_pycode_def *pycodes;
+	size_t n_pycodes;
+	struct vrt_pyframe_def *pyframes;
+	size_t n_pyframes;
+	struct vrt_stack_node *nodes;
+	size_t n_nodes;
+	struct vrt_thread_def *threads;
+	size_t n_threads;
+	uint32_t *info_keys, *info_values;
+	size_t n_info;
+};
+
+struct vrt_trace {
+	char path[4096];
+	int fd;
+	const uint8_t *map;
+	uint64_t size;
+	struct vrt_file_header hdr;
+	bool state_valid;
+	struct vrt_chunk_ref *chunks; /* sorted by seq */
+	size_t n_chunks;
+	size_t replay_from;           /* first chunk to replay (a checkpoint after ring wrap) */
+	bool history_lost;            /* the ring overwrote the beginning */
+	uint64_t corrupt_chunks;      /* chunks whose header or payload failed a check */
+	uint64_t garbage_bytes;       /* bytes skipped while resynchronising */
+	bool truncated;               /* the log ends in a partial chunk */
+	struct vrt_tables tables;
+	void *dctx;
+	uint8_t *raw;
+	size_t raw_cap;
+};
+
+/* Opens, scans and loads the tables. On error *t is released and a vrt_error returned. */
+int vrt_trace_open(struct vrt_trace *t, const char *path);
+void vrt_trace_close(struct vrt_trace *t);
+/* Decodes chunk i; *data stays valid until the next call. VRT_E_CORRUPT etc. on bad chunks. */
+int vrt_trace_chunk(struct vrt_trace *t, size_t i, const uint8_t **data, size_t *len);
+
+/* Table lookups: NULL / "" / 0 when undefined. */
+const char *vrt_string(const struct vrt_trace *t, uint64_t id);
+const struct vrt_symbol_def *vrt_symbol(const struct vrt_trace *t, uint64_t addr);
+const char *vrt_info(const struct vrt_trace *t, const char *key);
+const char *vrt_end_reason_text(uint32_t reason);
+bool vrt_stack_valid(const struct vrt_trace *t, uint64_t id);
+
+#endif /* VRAMTRACE_TRACE_READER_H */
