@@ -17,6 +17,7 @@
 struct report_options {
 	bool json, quiet;
 	int top, frames;
+	const char *until_mark;
 };
 
 struct peak_target {
@@ -154,9 +155,10 @@ static void print_json(struct report *r, const struct report_options *o)
 			if (!m->peak[d][k])
 				continue;
 			printf("%s{\"device\": %d, \"kind\": \"%s\", \"peak_bytes\": %lld, \"peak_time_s\": %.6f, "
-			       "\"live_bytes_at_end\": %lld, \"top_at_peak\": ",
+			       "\"live_bytes_at_end\": %lld, \"pytorch_allocator_bytes\": %lld, \"top_at_peak\": ",
 			       first ? "" : ", ", d == VRT_HOST_SLOT ? -1 : d, vrt_kind_name((uint32_t)k),
-			       (long long)m->peak[d][k], vrt_ts_seconds(t, m->peak_ts[d][k]), (long long)m->live[d][k]);
+			       (long long)m->peak[d][k], vrt_ts_seconds(t, m->peak_ts[d][k]), (long long)m->live[d][k],
+			       (long long)vrt_torch_segment_bytes(t, m, d, k));
 			json_sites(stdout, t, &r->peaks[d][k].sites, o->top);
 			putchar('}');
 			first = false;
@@ -197,7 +199,7 @@ static int report_one(const char *path, const struct report_options *o, bool man
 		return vrt_fail(VRT_E_NOMEM, "report");
 	}
 	r->t = &t;
-	rc = vrt_report_replay(&t, &r->end, o->quiet);
+	rc = vrt_report_replay(&t, &r->end, o->quiet, o->until_mark);
 	if (!rc) {
 		r->seconds = vrt_ts_seconds(&t, r->end.last_ts);
 		collect_peaks(r);
@@ -241,6 +243,8 @@ int vrt_cmd_report(int argc, char **argv)
 			o.quiet = true;
 		else if (!strcmp(a, "--top") && i + 1 < argc)
 			o.top = atoi(argv[++i]);
+		else if (!strcmp(a, "--until-mark") && i + 1 < argc)
+			o.until_mark = argv[++i];
 		else if (!strcmp(a, "--frames") && i + 1 < argc)
 			o.frames = atoi(argv[++i]);
 		else if (a[0] == '-')

@@ -56,6 +56,7 @@ int vrt_cmd_snapshot(int argc, char **argv);
 	"  --json        machine-readable output\n"                                                      \
 	"  --top N       sites per list (default 10)\n"                                                  \
 	"  --frames N    frames shown per site (default 8)\n"                                            \
+	"  --until-mark LABEL  stop at the first mark LABEL (vramtrace.mark / vramtrace mark)\n"          \
 	"  -q, --quiet   no progress or notes on stderr\n"                                               \
 	"\n"                                                                                           \
 	"examples:\n"                                                                                  \

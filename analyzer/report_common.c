@@ -2,11 +2,17 @@
 #include "report_common.h"
 
 #include <stdio.h>
+#include <string.h>
 
 #include "cli.h"
 #include "vramtrace/error.h"
 
-int vrt_report_replay(struct vrt_trace *t, struct vrt_model *m, bool quiet)
+bool vrt_is_mark(const struct vrt_trace *t, const struct vrt_record *r, const char *label)
+{
+	return label && r->op == VRT_OP_MARK && !strcmp(vrt_string(t, r->id), label);
+}
+
+int vrt_report_replay(struct vrt_trace *t, struct vrt_model *m, bool quiet, const char *until_mark)
 {
 	struct vrt_replay rp;
 	struct vrt_record r;
@@ -15,6 +21,8 @@ int vrt_report_replay(struct vrt_trace *t, struct vrt_model *m, bool quiet)
 	vrt_replay_begin(&rp, t);
 	uint64_t n = 0;
 	while (vrt_replay_next(&rp, &r)) {
+		if (vrt_is_mark(t, &r, until_mark))
+			break;
 		vrt_model_apply(m, &r, NULL);
 		if (!(++n & 0xfffff))
 			vrt_progress_update(&pr, rp.bytes_done, rp.bytes_total);
@@ -97,4 +105,25 @@ void vrt_report_group_live(const struct vrt_trace *t, const struct vrt_model *m,
 		}
 	}
 	vrt_sites_sort(s);
+}
+
+struct torch_bytes {
+	const struct vrt_trace *t;
+	int slot, kind;
+	int64_t bytes;
+};
+
+static void torch_visit(void *ctx, const struct vrt_item *it)
+{
+	struct torch_bytes *tb = ctx;
+	if (vrt_item_counted(it) && vrt_device_slot(it->device) == tb->slot && it->kind == tb->kind &&
+	    vrt_stack_is_torch_segment(tb->t, it->stack))
+		tb->bytes += (int64_t)it->size;
+}
+
+int64_t vrt_torch_segment_bytes(const struct vrt_trace *t, const struct vrt_model *m, int slot, int kind)
+{
+	struct torch_bytes tb = { t, slot, kind, 0 };
+	vrt_model_each(m, torch_visit, &tb);
+	return tb.bytes;
 }

@@ -6,8 +6,10 @@
 #include "model.h"
 #include "sites.h"
 
-/* Replays the whole trace into m. Returns 0 or an exit code (after printing why). */
-int vrt_report_replay(struct vrt_trace *t, struct vrt_model *m, bool quiet);
+/* Replays the trace into m, to the end or to the first mark labelled until_mark (when not
+ * NULL). Returns 0 or an exit code (after printing why). */
+int vrt_report_replay(struct vrt_trace *t, struct vrt_model *m, bool quiet, const char *until_mark);
+bool vrt_is_mark(const struct vrt_trace *t, const struct vrt_record *r, const char *label);
 
 /*
  * Groups what m holds into sites. slot: one device slot, or -2 for all. kind: a memory kind,
@@ -17,6 +19,8 @@ int vrt_report_replay(struct vrt_trace *t, struct vrt_model *m, bool quiet);
  */
 void vrt_report_group_live(const struct vrt_trace *t, const struct vrt_model *m, struct vrt_sites *s, int slot,
 			   int kind);
+/* Bytes of one device slot and kind held through PyTorch's caching allocator (its segments). */
+int64_t vrt_torch_segment_bytes(const struct vrt_trace *t, const struct vrt_model *m, int slot, int kind);
 const char *vrt_device_name(int slot);
 const char *vrt_cache_label(int slot);
 

@@ -195,11 +195,12 @@ void vrt_site_print(FILE *out, const struct vrt_trace *t, const struct vrt_site 
 		return;
 	static struct vrt_frame frames[VRT_MAX_FRAMES];
 	int n = vrt_stack_frames(t, s->stack, VRT_VIEW_MERGED, frames, VRT_MAX_FRAMES);
-	int shown = 0;
-	for (int i = 0; i < n && shown < max_frames; i++) {
-		bool python = frames[i].type == VRT_FT_PYTHON;
-		/* Python frames always; native ones only next to the allocation call. */
-		if (!python && i > 3)
+	bool python = false;
+	for (int i = 0; i < n && !python; i++)
+		python = frames[i].type == VRT_FT_PYTHON;
+	/* With Python frames, the Python stack tells the story; otherwise the native one does. */
+	for (int i = 0, shown = 0; i < n && shown < max_frames; i++) {
+		if (python && frames[i].type != VRT_FT_PYTHON)
 			continue;
 		vrt_frame_format(&frames[i], line, sizeof(line));
 		fprintf(out, "%24s %s\n", python ? "at" : "in", line);

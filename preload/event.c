@@ -50,9 +50,12 @@ static void fill_header(struct vrt_raw *r, const struct vrt_event *ev, size_t le
 /* Reports events this thread dropped while its buffer was full, before the next one. */
 static void flush_lost(struct vrt_tbuf *b)
 {
+	uint32_t lost = b->lost;
 	struct vrt_raw *r = vrt_tbuf_reserve(b, sizeof(struct vrt_raw));
-	if (!r)
+	if (!r) {
+		b->lost = lost; /* still full: the report waits; failing to make it loses no event */
 		return;
+	}
 	struct vrt_event lost = { .op = VRT_OP_LOST, .size = b->lost };
 	fill_header(r, &lost, sizeof(struct vrt_raw));
 	b->lost = 0;
@@ -148,6 +151,9 @@ void vrt_record_alloc(uint16_t api, int result, bool out_of_memory, uint8_t op, 
 				.size = size, .aux = aux, .stream = stream };
 	if (result == 0) {
 		vrt_emit(&ev, true);
+		/* PyTorch's allocator makes its first segment right after its init: attach then. */
+		if (vrt_cfg.torch && kind == VRT_KIND_DEVICE)
+			vrt_torch_maybe_attach();
 		return;
 	}
 	ev.op = VRT_OP_FAILED;

@@ -22,7 +22,10 @@ int vrt_current_device_runtime(void)
 	int dev;
 	if (get_device && get_device(&dev) == cudaSuccess)
 		return dev;
-	return -1;
+	/* A runtime loaded RTLD_LOCAL (ctypes, a plugin's private copy) is invisible to RTLD_NEXT.
+	 * It made its device's primary context current on this thread to allocate: ask the
+	 * driver, which it reached through the lookups we wrap. */
+	return vrt_current_device_driver();
 }
 
 static void alloc_done(uint16_t api, cudaError_t r, uint8_t kind, int device, void *p, uint64_t size, uint64_t aux,
@@ -55,8 +58,6 @@ static cudaError_t hook_cudaMalloc(void *real, void **p, size_t size)
 	cudaError_t r = fn(p, size);
 	alloc_done(VRT_API_CUDA_MALLOC, r, VRT_KIND_DEVICE, vrt_current_device_runtime(), r ? NULL : *p, size, 0, 0);
 	vrt_leave();
-	if (vrt_cfg.torch)
-		vrt_torch_maybe_attach();
 	return r;
 }
 VRT_DEFINE_HOOK(cudaMalloc, cudaError_t, (void **p, size_t size), (p, size), MISSING)

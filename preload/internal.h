@@ -214,14 +214,13 @@ struct vrt_pyframe {
 #define VRT_PY_EVAL_BOUNDARY 0xffffffffu
 
 void vrt_python_init(void);
-/* Walks the calling thread's Python stack into out (innermost first) if it holds the GIL. */
+/* Walks the calling thread's own Python stack into out (innermost first), GIL or not. */
 int vrt_python_capture(uint32_t *out, int max);
 /* Published tables: the collector reads entries [0, count). */
 uint32_t vrt_python_code_count(void);
 const struct vrt_pycode *vrt_python_code(uint32_t i);
 uint32_t vrt_python_frame_count(void);
 const struct vrt_pyframe *vrt_python_frame(uint32_t i);
-bool vrt_python_holds_gil(void);
 
 /* ---- lookup paths (lookup.c) ------------------------------------------------------------ */
 

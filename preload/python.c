@@ -9,11 +9,19 @@
  * the interpreter's type objects before it is trusted, and every frame's code object is checked
  * for its type while walking; any mismatch turns Python stacks off with one message.
  *
- * Only threads that hold the GIL walk (PyGILState_Check); the GIL is never taken here, because
- * hooks run under locks (PyTorch's allocator mutex) that a GIL holder may wait for. The GIL
- * also serializes every writer of the intern tables below, so they need no lock of their own.
- * A frame is (code object, instruction offset); each code object seen is kept alive with a
- * reference, so its address is never reused. The collector reads only the published prefix
+ * A thread reads only its own frames, found through its own thread state
+ * (PyGILState_GetThisThreadState), whether or not it holds the GIL: PyTorch's Python bindings
+ * release the GIL around most operators, so the allocations that matter happen without it.
+ * The GIL is never taken here (hooks run under locks, like PyTorch's allocator mutex, that a GIL
+ * holder may wait for) and no Python API that allocates or touches reference counts is called:
+ * while a thread is inside C, nobody else changes its frame chain, and the code objects on it
+ * and their name strings are alive. Names are copied at first sight from the string objects'
+ * own storage. A code object may die later and its address be reused; the intern key therefore
+ * includes its filename and name objects and first line, which a new code object at the same
+ * address will not share.
+ *
+ * The intern tables are shared by all threads and guarded by a spinlock (a miss costs a few
+ * hundred nanoseconds once per code location). The collector reads only the published prefix
  * [0, count) of the entry arrays, which never move.
  */
 #define _GNU_SOURCE
@@ -29,12 +37,9 @@ typedef void PyObject;
 struct python_api {
 	int (*Py_IsInitialized)(void);
 	int (*Py_IsFinalizing)(void);
-	int (*PyGILState_Check)(void);
-	void *(*ThreadState_Unchecked)(void);
+	void *(*ThisThreadState)(void);
 	const char *(*Py_GetVersion)(void);
 	int (*PyCode_Addr2Line)(PyObject *, int);
-	const char *(*PyUnicode_AsUTF8AndSize)(PyObject *, ssize_t *);
-	void (*Py_IncRef)(PyObject *);
 	PyObject *PyCode_Type;
 	PyObject *PyFrame_Type;
 };
@@ -48,20 +53,26 @@ struct layout {
 	int if_code, if_previous, if_instr, if_is_entry, if_owner; /* 3.11+ _PyInterpreterFrame */
 	int co_filename, co_name, co_qualname, co_firstlineno, co_firsttraceable, co_code_adaptive;
 	int frame_type_size;   /* PyFrame_Type.tp_basicsize, a layout fingerprint */
+	int str_ascii_size;    /* sizeof(PyASCIIObject): compact ASCII data follows it */
+	int str_utf8;          /* offsetof(PyCompactUnicodeObject, utf8) */
 };
 
 static const struct layout layouts[] = {
-	{ 9, 24, -1, -1, 24, 32, 104, 1, -1, -1, -1, -1, -1, 104, 112, -1, 40, -1, -1, 368 },
-	{ 10, 24, -1, -1, 24, 32, 96, 2, -1, -1, -1, -1, -1, 104, 112, -1, 40, -1, -1, 360 },
-	{ 11, -1, 56, 8, -1, -1, -1, 0, 32, 48, 56, 68, 69, 112, 120, 128, 72, 168, 184, 120 },
-	{ 12, -1, 56, 0, -1, -1, -1, 0, 0, 8, 56, -1, 70, 112, 120, 128, 68, 176, 192, 120 },
-	{ 13, 72, -1, -1, -1, -1, -1, 0, 0, 8, 56, -1, 70, 112, 120, 128, 68, 184, 200, 136 },
+	{ 9, 24, -1, -1, 24, 32, 104, 1, -1, -1, -1, -1, -1, 104, 112, -1, 40, -1, -1, 368, 48, 56 },
+	{ 10, 24, -1, -1, 24, 32, 96, 2, -1, -1, -1, -1, -1, 104, 112, -1, 40, -1, -1, 360, 48, 56 },
+	{ 11, -1, 56, 8, -1, -1, -1, 0, 32, 48, 56, 68, 69, 112, 120, 128, 72, 168, 184, 120, 48, 56 },
+	{ 12, -1, 56, 0, -1, -1, -1, 0, 0, 8, 56, -1, 70, 112, 120, 128, 68, 176, 192, 120, 40, 48 },
+	{ 13, 72, -1, -1, -1, -1, -1, 0, 0, 8, 56, -1, 70, 112, 120, 128, 68, 184, 200, 136, 40, 48 },
 };
 
 #define OWNER_GENERATOR 1
 #define OWNER_CSTACK 3
 #define TP_BASICSIZE 32
 #define OB_TYPE 8
+#define STR_LENGTH 16
+#define STR_STATE 32
+#define STR_COMPACT (1u << 5)
+#define STR_ASCII (1u << 6)
 
 static struct python_api py;
 static const struct layout *L;
@@ -77,6 +88,12 @@ struct slot {
 	uint32_t value;
 };
 
+/* What identifies a code object beyond its address (see the top of the file). */
+struct code_guard {
+	PyObject *filename, *name;
+	int firstlineno;
+};
+
 struct table {
 	struct slot *slots;
 	uint32_t mask;
@@ -84,7 +101,9 @@ struct table {
 };
 
 static struct vrt_pycode *codes;
+static struct code_guard *guards;
 static struct vrt_pyframe *frames;
+static _Atomic int intern_lock;
 static _Atomic uint32_t n_codes, n_frames;
 static struct table code_index, frame_index;
 static char *arena;
@@ -103,17 +122,11 @@ static bool resolve_api(void)
 	*(void **)&py.Py_IsFinalizing = sym("Py_IsFinalizing");
 	if (!py.Py_IsFinalizing)
 		*(void **)&py.Py_IsFinalizing = sym("_Py_IsFinalizing");
-	*(void **)&py.ThreadState_Unchecked = sym("PyThreadState_GetUnchecked");
-	if (!py.ThreadState_Unchecked)
-		*(void **)&py.ThreadState_Unchecked = sym("_PyThreadState_UncheckedGet");
-	*(void **)&py.PyGILState_Check = sym("PyGILState_Check");
+	*(void **)&py.ThisThreadState = sym("PyGILState_GetThisThreadState");
 	*(void **)&py.PyCode_Addr2Line = sym("PyCode_Addr2Line");
-	*(void **)&py.PyUnicode_AsUTF8AndSize = sym("PyUnicode_AsUTF8AndSize");
-	*(void **)&py.Py_IncRef = sym("Py_IncRef");
 	py.PyCode_Type = sym("PyCode_Type");
 	py.PyFrame_Type = sym("PyFrame_Type");
-	return py.ThreadState_Unchecked && py.PyGILState_Check && py.PyCode_Addr2Line && py.PyUnicode_AsUTF8AndSize &&
-	       py.Py_IncRef && py.PyCode_Type && py.PyFrame_Type;
+	return py.ThisThreadState && py.PyCode_Addr2Line && py.PyCode_Type && py.PyFrame_Type;
 }
 
 /* Finds this interpreter's layout and checks it against the type objects; NULL if unknown. */
@@ -159,8 +172,9 @@ static bool table_init(struct table *t, uint32_t n)
 void vrt_python_init(void)
 {
 	codes = reserve(sizeof(*codes) * MAX_CODES);
+	guards = reserve(sizeof(*guards) * MAX_CODES);
 	frames = reserve(sizeof(*frames) * MAX_FRAMES);
-	if (!codes || !frames || !table_init(&code_index, 1u << 12) || !table_init(&frame_index, 1u << 14))
+	if (!codes || !guards || !frames || !table_init(&code_index, 1u << 12) || !table_init(&frame_index, 1u << 14))
 		atomic_store(&py_state, -1);
 }
 
@@ -189,16 +203,17 @@ static bool python_ready(void)
 	return true;
 }
 
-bool vrt_python_holds_gil(void)
+/* This thread's Python thread state, or NULL (not a Python thread, or Python not running). */
+static void *python_thread(void)
 {
 	if (!vrt_cfg.python || !python_ready())
-		return false;
+		return NULL;
 	if (!py.Py_IsInitialized() || (py.Py_IsFinalizing && py.Py_IsFinalizing()))
-		return false;
-	return py.PyGILState_Check() == 1;
+		return NULL;
+	return py.ThisThreadState();
 }
 
-/* ---- intern tables (GIL held) ----------------------------------------------------------- */
+/* ---- intern tables (intern_lock held) --------------------------------------------------- */
 
 static uint64_t hash2(uintptr_t a, uint32_t b)
 {
@@ -251,53 +266,66 @@ static const char *arena_copy(const char *s, size_t n)
 	return out;
 }
 
-static const char *code_string(PyObject *code, int off)
+/* The UTF-8 text of a str object, read from its own storage: compact ASCII strings hold it
+ * inline; others only if CPython already made their UTF-8 copy. */
+static const char *string_text(PyObject *s)
 {
-	if (off < 0)
+	if (!s)
 		return NULL;
-	PyObject *s = RD(PyObject *, code, off);
-	ssize_t n = 0;
-	const char *utf8 = s ? py.PyUnicode_AsUTF8AndSize(s, &n) : NULL;
-	return utf8 ? arena_copy(utf8, (size_t)n) : NULL;
+	unsigned state = RD(unsigned, s, STR_STATE);
+	ssize_t n = RD(ssize_t, s, STR_LENGTH);
+	if (n < 0 || n > 4096)
+		return NULL;
+	if ((state & STR_COMPACT) && (state & STR_ASCII))
+		return arena_copy((const char *)s + L->str_ascii_size, (size_t)n);
+	const char *utf8 = (state & STR_COMPACT) ? RD(const char *, s, L->str_utf8) : NULL;
+	ssize_t len = utf8 ? RD(ssize_t, s, L->str_utf8 - 8) : 0;
+	return utf8 && len >= 0 && len <= 4096 ? arena_copy(utf8, (size_t)len) : NULL;
 }
 
-/* First sight of a code object: describe it and keep it alive for the life of the process. */
+static PyObject *code_field(PyObject *code, int off) { return off >= 0 ? RD(PyObject *, code, off) : NULL; }
+
+/* The code object's id; described at first sight (or when its address was reused). */
 static int intern_code(PyObject *code)
 {
+	struct code_guard g = { code_field(code, L->co_filename),
+				code_field(code, L->co_qualname >= 0 ? L->co_qualname : L->co_name),
+				RD(int, code, L->co_firstlineno) };
 	struct slot *s = table_find(&code_index, (uintptr_t)code, 0);
-	if (s->key)
+	const struct code_guard *known = s->key ? &guards[s->value] : NULL;
+	if (known && known->filename == g.filename && known->name == g.name && known->firstlineno == g.firstlineno)
 		return (int)s->value;
 	uint32_t id = atomic_load_explicit(&n_codes, memory_order_relaxed);
 	if (id >= MAX_CODES)
 		return -1;
 	struct vrt_pycode *c = &codes[id];
-	c->filename = code_string(code, L->co_filename);
-	c->qualname = code_string(code, L->co_qualname);
-	if (!c->qualname)
-		c->qualname = code_string(code, L->co_name);
-	if (!c->filename)
-		c->filename = "?";
-	if (!c->qualname)
-		c->qualname = "?";
-	c->firstlineno = (uint32_t)RD(int, code, L->co_firstlineno);
-	if (!table_put(&code_index, (uintptr_t)code, 0, id))
+	c->filename = string_text(g.filename);
+	c->qualname = string_text(g.name);
+	c->filename = c->filename ? c->filename : "?";
+	c->qualname = c->qualname ? c->qualname : "?";
+	c->firstlineno = (uint32_t)g.firstlineno;
+	guards[id] = g;
+	if (s->key)
+		s->value = id; /* the address now names a different code object */
+	else if (!table_put(&code_index, (uintptr_t)code, 0, id))
 		return -1;
-	py.Py_IncRef(code);
 	atomic_store_explicit(&n_codes, id + 1, memory_order_release);
 	return (int)id;
 }
 
 static int intern_frame(PyObject *code, int lasti_bytes)
 {
-	struct slot *s = table_find(&frame_index, (uintptr_t)code, (uint32_t)lasti_bytes);
+	int code_id = intern_code(code);
+	if (code_id < 0)
+		return -1;
+	struct slot *s = table_find(&frame_index, (uintptr_t)code_id + 1, (uint32_t)lasti_bytes);
 	if (s->key)
 		return (int)s->value;
-	int code_id = intern_code(code);
 	uint32_t id = atomic_load_explicit(&n_frames, memory_order_relaxed);
-	if (code_id < 0 || id >= MAX_FRAMES)
+	if (id >= MAX_FRAMES)
 		return -1;
 	frames[id] = (struct vrt_pyframe){ (uint32_t)code_id, lasti_bytes, py.PyCode_Addr2Line(code, lasti_bytes) };
-	if (!table_put(&frame_index, (uintptr_t)code, (uint32_t)lasti_bytes, id))
+	if (!table_put(&frame_index, (uintptr_t)code_id + 1, (uint32_t)lasti_bytes, id))
 		return -1;
 	atomic_store_explicit(&n_frames, id + 1, memory_order_release);
 	return (int)id;
@@ -368,19 +396,23 @@ static void walk_interpreter_frames(struct walk *w, PyObject *f)
 
 int vrt_python_capture(uint32_t *out, int max)
 {
-	if (max <= 0 || !vrt_python_holds_gil())
-		return 0;
-	void *ts = py.ThreadState_Unchecked();
+	void *ts = max > 0 ? python_thread() : NULL;
 	if (!ts)
 		return 0;
 	struct walk w = { out, 0, max };
+	int expected = 0;
+	while (!atomic_compare_exchange_weak_explicit(&intern_lock, &expected, 1, memory_order_acquire,
+						      memory_order_relaxed))
+		expected = 0;
 	if (L->minor <= 10) {
 		walk_frame_objects(&w, RD(PyObject *, ts, L->ts_frame));
 	} else {
+		void *cframe = L->ts_frame >= 0 ? NULL : RD(void *, ts, L->ts_cframe);
 		void *start = L->ts_frame >= 0 ? RD(void *, ts, L->ts_frame)
-					       : RD(void *, RD(void *, ts, L->ts_cframe), L->cframe_current);
+				: cframe ? RD(void *, cframe, L->cframe_current) : NULL;
 		walk_interpreter_frames(&w, start);
 	}
+	atomic_store_explicit(&intern_lock, 0, memory_order_release);
 	return w.n;
 }
 

@@ -188,16 +188,24 @@ static int manager(void *dest, const void *src, int op)
 
 struct find_c10 {
 	char path[4096];
-	void *base;
 };
+
+/* Objects ever loaded: while it stays the same there is nothing new to search. */
+static int read_adds(struct dl_phdr_info *info, size_t size, void *arg)
+{
+	bool has = size >= offsetof(struct dl_phdr_info, dlpi_adds) + sizeof(info->dlpi_adds);
+	*(unsigned long long *)arg = has ? info->dlpi_adds : 0;
+	return 1;
+}
 
 static int find_c10_cb(struct dl_phdr_info *info, size_t size, void *arg)
 {
-	(void)size;
+	static const char lib[] = "/libc10_cuda.so";
 	struct find_c10 *f = arg;
+	(void)size;
 	const char *name = info->dlpi_name;
 	size_t n = name ? strlen(name) : 0;
-	if (n < 15 || strcmp(name + n - 15, "libc10_cuda.so"))
+	if (n < sizeof(lib) - 1 || strcmp(name + n - (sizeof(lib) - 1), lib))
 		return 0;
 	snprintf(f->path, sizeof(f->path), "%s", name);
 	return 1;
@@ -237,11 +245,22 @@ static void refuse(const char *why)
 
 static void attach(void)
 {
-	struct find_c10 f = { "", NULL };
-	if (!dl_iterate_phdr(find_c10_cb, &f)) {
-		atomic_store(&torch_state, 0); /* PyTorch may be imported later */
-		return;
+	static unsigned long long searched_adds = ~0ull;
+	static char c10_path[4096];
+	struct find_c10 f = { "" };
+	if (!c10_path[0]) {
+		unsigned long long adds = 0;
+		dl_iterate_phdr(read_adds, &adds);
+		if (!adds || adds != searched_adds)
+			dl_iterate_phdr(find_c10_cb, &f);
+		searched_adds = adds;
+		if (!f.path[0]) {
+			atomic_store(&torch_state, 0); /* PyTorch may be imported later */
+			return;
+		}
+		snprintf(c10_path, sizeof(c10_path), "%s", f.path);
 	}
+	snprintf(f.path, sizeof(f.path), "%s", c10_path);
 	char version[64], why[256];
 	if (!read_version(f.path, version, sizeof(version)))
 		return refuse("cannot read torch/version.py next to libc10_cuda.so");

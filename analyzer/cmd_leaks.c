@@ -1,0 +1,659 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * vramtrace leaks: what each invocation of a phase leaves behind.
+ *
+ * An invocation is one outermost call of the phase (nested calls of the same name belong to
+ * it), or, for "mark:LABEL", the time from one mark LABEL to the next. A survivor of invocation K
+ * is an allocation made inside K and still live when K+1 starts (for the last one: at the end).
+ * Bytes are tensors when the trace has PyTorch block events, else CUDA allocations; pinned host
+ * memory is counted apart.
+ *
+ * Without phases, growth is found at the low points of total memory: the trace is cut into
+ * windows, the live set is grouped by site at each window's minimum, and a site whose bytes
+ * keep rising across those minima is growing; one that stops rising is a bounded cache.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "json.h"
+#include "model.h"
+#include "report_common.h"
+#include "sites.h"
+#include "stacks.h"
+
+#define MAX_INVOCATIONS 100000
+#define WINDOWS 24
+
+struct leaks_options {
+	const char *phase;
+	bool json, quiet, fail_on_growth;
+	int top;
+};
+
+struct invocation {
+	uint64_t enter_event, exit_event; /* event indices; exit 0 while open */
+	double enter_s, exit_s;
+	int64_t live_at_entry, live_at_exit, live_at_next;
+	int64_t allocated, freed;
+	int64_t survivors;                /* bytes born here and live at the next entry */
+};
+
+struct group {
+	uint32_t stack;
+	uint32_t invocation; /* 1-based */
+	int64_t bytes;
+	uint64_t count;
+	uint32_t outlived;   /* later entries (and the end) at which some of it was still live */
+	uint32_t last_seen;  /* entry index of the last scan that saw it */
+};
+
+struct leaks {
+	struct vrt_trace *t;
+	const struct leaks_options *o;
+	bool blocks;             /* count tensors (PyTorch blocks) rather than CUDA allocations */
+	bool by_mark;
+	const char *name;
+	uint32_t name_id;
+	struct invocation *inv;
+	size_t n_inv;
+	int depth;
+	struct group *groups;
+	size_t n_groups, cap_groups;
+	uint32_t scan;           /* index of the current scan (entry K+1, or the end) */
+};
+
+/* ---- choosing the phase ----------------------------------------------------------------- */
+
+struct phase_count {
+	uint32_t name;
+	uint64_t enters;
+};
+
+/* The phase the user named, or the one entered most often (at least twice). */
+static const char *pick_phase(struct vrt_trace *t, const char *wanted, bool *by_mark)
+{
+	*by_mark = wanted && !strncmp(wanted, "mark:", 5);
+	if (wanted)
+		return *by_mark ? wanted + 5 : wanted;
+	struct phase_count counts[64];
+	int n = 0;
+	struct vrt_replay rp;
+	struct vrt_record r;
+	vrt_replay_begin(&rp, t);
+	while (vrt_replay_next(&rp, &r)) {
+		if (r.op != VRT_OP_PHASE_ENTER)
+			continue;
+		int i = 0;
+		while (i < n && counts[i].name != r.id)
+			i++;
+		if (i == n && n < 64)
+			counts[n++] = (struct phase_count){ (uint32_t)r.id, 0 };
+		if (i < n)
+			counts[i].enters++;
+	}
+	int best = -1;
+	for (int i = 0; i < n; i++)
+		if (counts[i].enters >= 2 && (best < 0 || counts[i].enters > counts[best].enters))
+			best = i;
+	return best < 0 ? NULL : vrt_string(t, counts[best].name);
+}
+
+/* ---- counting --------------------------------------------------------------------------- */
+
+static bool counts(const struct leaks *lk, const struct vrt_item *it)
+{
+	if (lk->blocks)
+		return it->space == VRT_IS_BLOCK;
+	return vrt_item_counted(it) && it->kind != VRT_KIND_HOST_PINNED;
+}
+
+static int64_t live_total(const struct leaks *lk, const struct vrt_model *m)
+{
+	int64_t total = 0;
+	for (int d = 0; d <= VRT_MAX_DEVICES; d++) {
+		if (lk->blocks) {
+			total += m->tensors[d];
+			continue;
+		}
+		for (int k = 0; k < VRT_KIND_LAST; k++)
+			if (k != VRT_KIND_HOST_PINNED)
+				total += m->live[d][k];
+	}
+	return total;
+}
+
+/* Invocation an event index falls in (1-based), 0 if none. Invocations are ordered. */
+static uint32_t invocation_of(const struct leaks *lk, uint64_t event)
+{
+	size_t lo = 0, hi = lk->n_inv;
+	while (lo < hi) {
+		size_t mid = (lo + hi) / 2;
+		if (lk->inv[mid].enter_event <= event)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	if (!lo)
+		return 0;
+	const struct invocation *v = &lk->inv[lo - 1];
+	return (!v->exit_event || event <= v->exit_event) ? (uint32_t)lo : 0;
+}
+
+static struct group *group_of(struct leaks *lk, uint32_t stack, uint32_t invocation)
+{
+	for (size_t i = lk->n_groups; i-- > 0;) /* recent groups are likeliest */
+		if (lk->groups[i].stack == stack && lk->groups[i].invocation == invocation)
+			return &lk->groups[i];
+	if (lk->n_groups == lk->cap_groups) {
+		size_t cap = lk->cap_groups ? lk->cap_groups * 2 : 256;
+		struct group *g = realloc(lk->groups, cap * sizeof(*g));
+		if (!g)
+			return NULL;
+		lk->groups = g;
+		lk->cap_groups = cap;
+	}
+	struct group *g = &lk->groups[lk->n_groups++];
+	*g = (struct group){ stack, invocation, 0, 0, 0, 0 };
+	return g;
+}
+
+/* At the start of invocation `scan` (or the end), look at who is still live. */
+static void survivor_visit(void *ctx, const struct vrt_item *it)
+{
+	struct leaks *lk = ctx;
+	if (!counts(lk, it) || it->seeded)
+		return;
+	uint32_t born = invocation_of(lk, it->born_event);
+	if (!born || born >= lk->scan)
+		return;
+	struct group *g = group_of(lk, it->stack, born);
+	if (!g)
+		return;
+	if (born + 1 == lk->scan) { /* first look after its invocation: a survivor */
+		g->bytes += (int64_t)it->size;
+		g->count++;
+		lk->inv[born - 1].survivors += (int64_t)it->size;
+	}
+	if (g->last_seen != lk->scan) {
+		g->last_seen = lk->scan;
+		if (born + 1 < lk->scan)
+			g->outlived++;
+	}
+}
+
+static void scan_survivors(struct leaks *lk, struct vrt_model *m, uint32_t scan)
+{
+	lk->scan = scan;
+	vrt_model_each(m, survivor_visit, lk);
+}
+
+static bool is_boundary(const struct leaks *lk, const struct vrt_record *r, int *kind)
+{
+	if (lk->by_mark) {
+		*kind = 0;
+		return r->op == VRT_OP_MARK && r->id == lk->name_id;
+	}
+	*kind = r->op == VRT_OP_PHASE_ENTER ? 1 : -1;
+	return (r->op == VRT_OP_PHASE_ENTER || r->op == VRT_OP_PHASE_EXIT) && r->id == lk->name_id;
+}
+
+static void close_invocation(struct leaks *lk, const struct vrt_model *m, double now)
+{
+	struct invocation *v = &lk->inv[lk->n_inv - 1];
+	v->exit_event = m->events;
+	v->exit_s = now;
+	v->live_at_exit = live_total(lk, m);
+}
+
+static int open_invocation(struct leaks *lk, struct vrt_model *m, double now)
+{
+	if (lk->n_inv == MAX_INVOCATIONS)
+		return VRT_E_SIZE;
+	struct invocation *nv = realloc(lk->inv, (lk->n_inv + 1) * sizeof(*nv));
+	if (!nv)
+		return VRT_E_NOMEM;
+	lk->inv = nv;
+	int64_t live = live_total(lk, m);
+	if (lk->n_inv) {
+		lk->inv[lk->n_inv - 1].live_at_next = live;
+		scan_survivors(lk, m, (uint32_t)lk->n_inv + 1);
+	}
+	lk->inv[lk->n_inv++] = (struct invocation){ .enter_event = m->events + 1, .enter_s = now, .live_at_entry = live };
+	return 0;
+}
+
+static int replay(struct leaks *lk, struct vrt_model *m)
+{
+	struct vrt_replay rp;
+	struct vrt_record r;
+	struct vrt_effect e;
+	struct vrt_progress pr;
+	vrt_progress_begin(&pr, "leaks", lk->o->quiet);
+	vrt_replay_begin(&rp, lk->t);
+	while (vrt_replay_next(&rp, &r)) {
+		vrt_model_apply(m, &r, &e);
+		double now = vrt_ts_seconds(lk->t, r.ts);
+		int kind;
+		if (is_boundary(lk, &r, &kind)) {
+			if (kind == 1 && lk->depth++ == 0) {
+				int rc = open_invocation(lk, m, now);
+				if (rc)
+					return vrt_fail(rc, "leaks");
+			} else if (kind == -1 && lk->depth > 0 && --lk->depth == 0) {
+				close_invocation(lk, m, now);
+			} else if (kind == 0) {
+				if (lk->n_inv)
+					close_invocation(lk, m, now);
+				int rc = open_invocation(lk, m, now);
+				if (rc)
+					return vrt_fail(rc, "leaks");
+			}
+		}
+		if (lk->n_inv && !lk->inv[lk->n_inv - 1].exit_event && (e.kind == VRT_EFFECT_BORN || e.kind == VRT_EFFECT_DIED ||
+									  e.kind == VRT_EFFECT_RESIZED) &&
+		    counts(lk, &e.item)) {
+			struct invocation *v = &lk->inv[lk->n_inv - 1];
+			if (e.delta > 0)
+				v->allocated += e.delta;
+			else
+				v->freed -= e.delta;
+		}
+		if (!(m->events & 0xfffff))
+			vrt_progress_update(&pr, rp.bytes_done, rp.bytes_total);
+	}
+	vrt_progress_end(&pr);
+	if (rp.error)
+		return vrt_fail(rp.error, "%s: stopped at a bad record", lk->t->path);
+	if (lk->n_inv) {
+		struct invocation *last = &lk->inv[lk->n_inv - 1];
+		if (!last->exit_event)
+			close_invocation(lk, m, vrt_ts_seconds(lk->t, m->last_ts));
+		last->live_at_next = live_total(lk, m);
+		scan_survivors(lk, m, (uint32_t)lk->n_inv + 1); /* the end stands in for the next entry */
+	}
+	return 0;
+}
+
+/* ---- output ----------------------------------------------------------------------------- */
+
+static int by_bytes(const void *a, const void *b)
+{
+	const struct group *x = a, *y = b;
+	if (x->bytes != y->bytes)
+		return x->bytes > y->bytes ? -1 : 1;
+	return x->invocation < y->invocation ? -1 : x->invocation > y->invocation;
+}
+
+/* Per site over all invocations: bytes, and in how many invocations it left something. */
+static void sites_total(const struct leaks *lk, struct vrt_sites *s)
+{
+	vrt_sites_init(s);
+	for (size_t i = 0; i < lk->n_groups; i++) {
+		const struct group *g = &lk->groups[i];
+		if (!g->count)
+			continue;
+		struct vrt_site *site = vrt_sites_get(s, g->stack, NULL);
+		if (!site)
+			continue;
+		site->bytes += g->bytes;
+		site->count += g->count;
+		site->value2++; /* invocations that left survivors here */
+		site->first = g->invocation < site->first ? g->invocation : site->first;
+		site->last = g->invocation > site->last ? g->invocation : site->last;
+	}
+	vrt_sites_sort(s);
+}
+
+/* How a site's survivors behave, and whether it is persistent by design. */
+static const char *verdict(const struct vrt_trace *t, const struct vrt_site *s, size_t n_inv, const char **why)
+{
+	const char *rule;
+	const char *category = vrt_site_category(t, s, &rule);
+	if (!strcmp(category, "nccl") || !strcmp(category, "workspace") || !strcmp(category, "allocator_cache")) {
+		*why = rule;
+		return "persistent by design";
+	}
+	if (n_inv >= 2 && (uint64_t)s->value2 >= (n_inv > 2 ? n_inv - 1 : n_inv)) {
+		*why = "leaves memory behind in every invocation";
+		return "grows every call";
+	}
+	if (s->value2 == 1 && s->first == 1) {
+		*why = "only the first invocation left memory here";
+		return "one-time (warm-up or cache)";
+	}
+	*why = "leaves memory behind in some invocations";
+	return "grows sometimes";
+}
+
+static double growth_per_invocation(const struct leaks *lk)
+{
+	if (lk->n_inv < 2)
+		return lk->n_inv ? (double)(lk->inv[0].live_at_next - lk->inv[0].live_at_entry) : 0;
+	return (double)(lk->inv[lk->n_inv - 1].live_at_next - lk->inv[0].live_at_entry) / (double)lk->n_inv;
+}
+
+static void headline(const struct leaks *lk, const struct vrt_sites *s, char *buf, size_t len)
+{
+	double growth = growth_per_invocation(lk);
+	int64_t survivors = 0;
+	for (size_t i = 0; i < lk->n_inv; i++)
+		survivors += lk->inv[i].survivors;
+	if (growth <= 0 || !s->n || survivors <= 0) {
+		snprintf(buf, len, "no growth: memory at each %s() entry stays level", lk->name);
+		return;
+	}
+	struct vrt_frame f;
+	char where[512];
+	vrt_stack_headline(lk->t, s->v[0].stack, &f);
+	if (f.type == VRT_FT_PYTHON) {
+		const char *base = strrchr(f.file, '/');
+		snprintf(where, sizeof(where), "%s:%d in %s", base ? base + 1 : f.file, f.line, f.function);
+	} else {
+		vrt_frame_format(&f, where, sizeof(where));
+	}
+	snprintf(buf, len, "%s%s per %s() call, %.0f%% from %s", growth >= 0 ? "+" : "", vrt_bytes((int64_t)growth),
+		 lk->name, 100.0 * (double)s->v[0].bytes / (double)survivors, where);
+}
+
+static void print_text(struct leaks *lk, struct vrt_sites *sites)
+{
+	const struct vrt_trace *t = lk->t;
+	char line[1024];
+	printf("vramtrace leaks: %s, phase %s%s (%zu invocations; %s)\n\n", t->path, lk->by_mark ? "mark:" : "", lk->name,
+	       lk->n_inv, lk->blocks ? "tensors" : "CUDA device allocations");
+	printf("  call  live at entry      allocated          freed   live at exit  live at next entry   left behind\n");
+	for (size_t i = 0; i < lk->n_inv; i++) {
+		const struct invocation *v = &lk->inv[i];
+		printf("  %4zu %14s %14s %14s %14s %19s %13s\n", i + 1, vrt_bytes(v->live_at_entry), vrt_bytes(v->allocated),
+		       vrt_bytes(v->freed), vrt_bytes(v->live_at_exit), vrt_bytes(v->live_at_next), vrt_bytes(v->survivors));
+	}
+	headline(lk, sites, line, sizeof(line));
+	printf("\n%s\n\nsurvivors by site (allocated inside a call, still live when the next call starts):\n", line);
+	for (size_t i = 0; i < sites->n && i < (size_t)lk->o->top; i++) {
+		const struct vrt_site *s = &sites->v[i];
+		const char *why;
+		const char *v = verdict(t, s, lk->n_inv, &why);
+		vrt_site_print(stdout, t, s, 8);
+		printf("%24s born in call%s %llu", "", s->first == s->last ? "" : "s", (unsigned long long)s->first);
+		if (s->last != s->first)
+			printf("..%llu", (unsigned long long)s->last);
+		printf(", %s (%s)\n", v, why);
+	}
+	if (!sites->n)
+		printf("  none: every allocation made inside a call was freed before the next one started\n");
+}
+
+static void print_json(struct leaks *lk, struct vrt_sites *sites)
+{
+	const struct vrt_trace *t = lk->t;
+	char line[1024];
+	printf("{\"file\": ");
+	json_string(stdout, t->path);
+	printf(", \"pid\": %d, \"rank\": %d, \"phase\": ", t->hdr.pid, t->hdr.rank);
+	json_string(stdout, lk->name);
+	printf(", \"layer\": \"%s\", \"phases\": [", lk->blocks ? "tensors" : "cuda");
+	for (size_t i = 0; i < lk->n_inv; i++) {
+		const struct invocation *v = &lk->inv[i];
+		printf("%s{\"name\": ", i ? ", " : "");
+		json_string(stdout, lk->name);
+		printf(", \"index\": %zu, \"start_s\": %.6f, \"end_s\": %.6f, \"live_bytes_at_entry\": %lld, "
+		       "\"allocated_bytes\": %lld, \"freed_bytes\": %lld, \"live_bytes_at_exit\": %lld, "
+		       "\"live_bytes_at_next_entry\": %lld, \"survivor_bytes\": %lld}",
+		       i + 1, v->enter_s, v->exit_s, (long long)v->live_at_entry, (long long)v->allocated, (long long)v->freed,
+		       (long long)v->live_at_exit, (long long)v->live_at_next, (long long)v->survivors);
+	}
+	headline(lk, sites, line, sizeof(line));
+	printf("], \"growth_per_invocation_bytes\": %.0f, \"summary\": ", growth_per_invocation(lk));
+	json_string(stdout, line);
+	printf(", \"survivors\": [");
+	qsort(lk->groups, lk->n_groups, sizeof(*lk->groups), by_bytes);
+	bool first = true;
+	for (size_t i = 0; i < lk->n_groups; i++) {
+		const struct group *g = &lk->groups[i];
+		if (!g->count)
+			continue;
+		struct vrt_site s = { .stack = g->stack, .bytes = g->bytes, .count = g->count };
+		struct vrt_site *total = vrt_sites_get(sites, g->stack, NULL);
+		const char *why;
+		const char *v = total ? verdict(t, total, lk->n_inv, &why) : "";
+		printf("%s", first ? "" : ", ");
+		vrt_site_json(stdout, t, &s, true);
+		printf(", \"phase_index\": %u, \"outlived_invocations\": %u, \"verdict\": ", g->invocation, g->outlived + 1);
+		json_string(stdout, v);
+		printf("}");
+		first = false;
+	}
+	printf("]}");
+}
+
+/* ---- no phases: growth at the low points --------------------------------------------- */
+
+struct lows {
+	uint64_t min_event[WINDOWS];
+	int64_t min_live[WINDOWS];
+	struct vrt_sites at[WINDOWS];
+};
+
+static int find_lows(struct leaks *lk, struct lows *lw, uint64_t total_events)
+{
+	struct vrt_model m;
+	if (vrt_model_init(&m))
+		return VRT_EXIT_INTERNAL;
+	for (int w = 0; w < WINDOWS; w++) {
+		lw->min_live[w] = INT64_MAX;
+		vrt_sites_init(&lw->at[w]);
+	}
+	struct vrt_replay rp;
+	struct vrt_record r;
+	vrt_replay_begin(&rp, lk->t);
+	while (vrt_replay_next(&rp, &r)) {
+		vrt_model_apply(&m, &r, NULL);
+		int w = (int)((m.events - 1) * WINDOWS / (total_events ? total_events : 1));
+		int64_t live = live_total(lk, &m);
+		if (w < WINDOWS && live < lw->min_live[w]) {
+			lw->min_live[w] = live;
+			lw->min_event[w] = m.events;
+		}
+	}
+	vrt_model_free(&m);
+	/* Second pass: the live set at each window's low point, by site. */
+	if (vrt_model_init(&m))
+		return VRT_EXIT_INTERNAL;
+	vrt_replay_begin(&rp, lk->t);
+	int next = 0;
+	while (next < WINDOWS && vrt_replay_next(&rp, &r)) {
+		vrt_model_apply(&m, &r, NULL);
+		while (next < WINDOWS && (lw->min_live[next] == INT64_MAX || m.events == lw->min_event[next])) {
+			if (lw->min_live[next] != INT64_MAX)
+				vrt_report_group_live(lk->t, &m, &lw->at[next], -2, lk->blocks ? -1 : VRT_KIND_DEVICE);
+			next++;
+		}
+	}
+	vrt_model_free(&m);
+	return 0;
+}
+
+static int baseline(struct leaks *lk, struct vrt_model *end)
+{
+	struct lows *lw = calloc(1, sizeof(*lw));
+	if (!lw)
+		return vrt_fail(VRT_E_NOMEM, "leaks");
+	int rc = find_lows(lk, lw, end->events);
+	struct vrt_sites growing;
+	vrt_sites_init(&growing);
+	int first = -1, last = -1;
+	for (int w = 0; w < WINDOWS; w++)
+		if (lw->min_live[w] != INT64_MAX) {
+			first = first < 0 ? w : first;
+			last = w;
+		}
+	for (size_t i = 0; !rc && last > first && i < lw->at[last].n; i++) {
+		const struct vrt_site *s = &lw->at[last].v[i];
+		/* Bytes of this site at each low point; growing = rising in the last third too. */
+		int64_t prev = -1, at_first = 0, at_two_thirds = 0;
+		int rises = 0, falls = 0;
+		int two_thirds = first + (last - first) * 2 / 3;
+		for (int w = first; w <= last; w++) {
+			if (lw->min_live[w] == INT64_MAX)
+				continue;
+			struct vrt_site *x = s->label ? vrt_sites_get(&lw->at[w], 0, s->label) : vrt_sites_get(&lw->at[w], s->stack, NULL);
+			int64_t b = x ? x->bytes : 0;
+			if (w == first)
+				at_first = b;
+			if (w <= two_thirds)
+				at_two_thirds = b;
+			rises += prev >= 0 && b > prev;
+			falls += prev >= 0 && b < prev;
+			prev = b;
+		}
+		if (s->bytes <= at_first || rises < 2 || falls > rises / 4)
+			continue;
+		struct vrt_site *g = s->label ? vrt_sites_get(&growing, 0, s->label) : vrt_sites_get(&growing, s->stack, NULL);
+		if (!g)
+			continue;
+		g->bytes = s->bytes - at_first;
+		g->count = s->count;
+		g->value2 = s->bytes > at_two_thirds; /* still rising late: unbounded; else it levelled off */
+	}
+	vrt_sites_sort(&growing);
+	if (!rc && lk->o->json) {
+		printf("{\"file\": ");
+		json_string(stdout, lk->t->path);
+		printf(", \"pid\": %d, \"rank\": %d, \"phase\": null, \"phases\": [], \"survivors\": [], \"growing\": [",
+		       lk->t->hdr.pid, lk->t->hdr.rank);
+		for (size_t i = 0; i < growing.n && i < (size_t)lk->o->top; i++) {
+			printf("%s", i ? ", " : "");
+			vrt_site_json(stdout, lk->t, &growing.v[i], true);
+			printf(", \"still_rising\": %s}", growing.v[i].value2 ? "true" : "false");
+		}
+		printf("]}");
+	} else if (!rc) {
+		printf("vramtrace leaks: %s (no phases: growth at the low points of total memory, %d windows)\n\n",
+		       lk->t->path, last - first + 1);
+		for (size_t i = 0; i < growing.n && i < (size_t)lk->o->top; i++) {
+			const char *rule;
+			const char *cat = vrt_site_category(lk->t, &growing.v[i], &rule);
+			vrt_site_print(stdout, lk->t, &growing.v[i], 6);
+			printf("%24s %s across the low points (%s; category %s)\n", "",
+			       growing.v[i].value2 ? "keeps rising" : "rose, then levelled off (bounded cache?)",
+			       vrt_bytes(growing.v[i].bytes), cat);
+		}
+		if (!growing.n)
+			printf("no site grows across the low points of total memory\n");
+	}
+	if (!rc && lk->o->fail_on_growth && growing.n && growing.v[0].value2)
+		rc = VRT_EXIT_FINDINGS;
+	vrt_sites_free(&growing);
+	for (int w = 0; w < WINDOWS; w++)
+		vrt_sites_free(&lw->at[w]);
+	free(lw);
+	return rc;
+}
+
+/* ---- driver ----------------------------------------------------------------------------- */
+
+static uint32_t string_id_of(const struct vrt_trace *t, const char *s)
+{
+	for (size_t i = 1; i < t->tables.n_strings; i++)
+		if (t->tables.strings[i] && !strcmp(t->tables.strings[i], s))
+			return (uint32_t)i;
+	return 0;
+}
+
+static int leaks_one(const char *path, const struct leaks_options *o, bool many, bool first)
+{
+	struct vrt_trace t;
+	int rc = vrt_open_or_fail(&t, path);
+	if (rc)
+		return rc;
+	vrt_warn_trace_state(&t, o->quiet);
+	struct leaks lk = { .t = &t, .o = o };
+	struct vrt_model m;
+	if (vrt_model_init(&m)) {
+		vrt_trace_close(&t);
+		return vrt_fail(VRT_E_NOMEM, "leaks");
+	}
+	lk.name = pick_phase(&t, o->phase, &lk.by_mark);
+	lk.name_id = lk.name ? string_id_of(&t, lk.name) : 0;
+	if (o->json && many)
+		fputs(first ? "{\"processes\": [" : ", ", stdout);
+	else if (!first)
+		putchar('\n');
+	if (lk.name && !lk.name_id && !o->quiet)
+		fprintf(stderr, "vramtrace: %s: no phase or mark named \"%s\"; looking for growth without phases\n", path,
+			lk.name);
+	if (lk.name_id) {
+		/* A first pass tells whether tensors exist before counting anything. */
+		struct vrt_model probe;
+		if (!(rc = vrt_model_init(&probe)) && !(rc = vrt_report_replay(&t, &probe, true, NULL)))
+			lk.blocks = probe.any_blocks;
+		vrt_model_free(&probe);
+		if (!rc)
+			rc = replay(&lk, &m);
+		if (!rc) {
+			struct vrt_sites sites;
+			sites_total(&lk, &sites);
+			if (o->json)
+				print_json(&lk, &sites);
+			else
+				print_text(&lk, &sites);
+			if (o->fail_on_growth && growth_per_invocation(&lk) > 0)
+				rc = VRT_EXIT_FINDINGS;
+			vrt_sites_free(&sites);
+		}
+	} else {
+		if (!(rc = vrt_report_replay(&t, &m, o->quiet, NULL))) {
+			lk.blocks = m.any_blocks;
+			rc = baseline(&lk, &m);
+		}
+	}
+	free(lk.inv);
+	free(lk.groups);
+	vrt_model_free(&m);
+	vrt_trace_close(&t);
+	return rc;
+}
+
+int vrt_cmd_leaks(int argc, char **argv)
+{
+	struct leaks_options o = { .top = 10 };
+	char *files[256];
+	int n_files = 0;
+	for (int i = 1; i < argc; i++) {
+		const char *a = argv[i];
+		if (vrt_is_help(a))
+			return vrt_print_help("leaks");
+		if (!strcmp(a, "--json"))
+			o.json = true;
+		else if (!strcmp(a, "-q") || !strcmp(a, "--quiet"))
+			o.quiet = true;
+		else if (!strcmp(a, "--fail-on-growth"))
+			o.fail_on_growth = true;
+		else if (!strcmp(a, "--phase") && i + 1 < argc)
+			o.phase = argv[++i];
+		else if (!strcmp(a, "--top") && i + 1 < argc)
+			o.top = atoi(argv[++i]);
+		else if (a[0] == '-')
+			return vrt_usage("leaks", "unknown option '%s'", a);
+		else if (n_files < 256)
+			files[n_files++] = argv[i];
+	}
+	if (!n_files)
+		return vrt_usage("leaks", "no trace file given");
+	if (o.top <= 0)
+		return vrt_usage("leaks", "--top takes a positive number");
+	char **paths;
+	int n, rc = vrt_collect_inputs(n_files, files, &paths, &n);
+	if (rc)
+		return vrt_fail(rc, "no trace files in the arguments");
+	int worst = 0;
+	for (int i = 0; i < n; i++) {
+		rc = leaks_one(paths[i], &o, n > 1, i == 0);
+		worst = rc > worst ? rc : worst;
+	}
+	if (o.json)
+		fputs(n > 1 ? "]}\n" : "\n", stdout);
+	vrt_free_inputs(paths, n);
+	return worst;
+}

@@ -1,0 +1,111 @@
+"""Calls and returns of chosen Python functions become vramtrace phases, with no edit to the
+program: `vramtrace run --phase train` (or VRAMTRACE_PHASE=train,mod:Class.fit).
+
+A target is a bare name (matches any function whose qualified or plain name is that) or
+module:qualname. On 3.12+ this uses sys.monitoring: every other code object is disabled after its
+first call, so the steady-state cost outside the targets is nil. Before 3.12 it is a profile
+hook, which costs every Python call something (see docs/python.md).
+"""
+import sys
+import threading
+
+from . import _native
+
+_targets = []  # (module or None, name)
+_labels = {}  # code object -> phase label, or False for "not a target"
+
+
+def parse(spec):
+    out = []
+    for item in filter(None, (s.strip() for s in spec.split(","))):
+        if item.startswith("nvtx:"):
+            continue  # NVTX ranges are phases already (preload)
+        module, _, name = item.rpartition(":")
+        out.append((module or None, name))
+    return out
+
+
+def _label_for(code, module_name):
+    qual = getattr(code, "co_qualname", code.co_name)
+    for module, name in _targets:
+        if name in (qual, code.co_name) and (module is None or module == module_name):
+            return name if module is None else module + ":" + name
+    return False
+
+
+def _module_of_caller(depth):
+    try:
+        return sys._getframe(depth).f_globals.get("__name__")
+    except ValueError:
+        return None
+
+
+def _install_monitoring():
+    mon = sys.monitoring
+    E = mon.events
+    tool = next((t for t in (4, 3, 5) if mon.get_tool(t) is None), None)
+    if tool is None:
+        raise RuntimeError("no free sys.monitoring tool id")
+    mon.use_tool_id(tool, "vramtrace")
+    local = E.PY_RETURN | E.PY_YIELD | E.PY_RESUME
+
+    def on_start(code, offset):
+        label = _labels.get(code)
+        if label is None:
+            label = _labels[code] = _label_for(code, _module_of_caller(1))
+            if label:
+                mon.set_local_events(tool, code, local)
+        if not label:
+            return mon.DISABLE
+        _native.phase_enter(label)
+
+    def on_end(code, offset, value):
+        label = _labels.get(code)
+        if label:
+            _native.phase_exit(label)
+
+    def on_resume(code, offset):
+        label = _labels.get(code)
+        if label:
+            _native.phase_enter(label)
+
+    def on_unwind(code, offset, exc):
+        label = _labels.get(code)  # global event: stay O(1), never return DISABLE
+        if label:
+            _native.phase_exit(label)
+
+    mon.register_callback(tool, E.PY_START, on_start)
+    mon.register_callback(tool, E.PY_RETURN, on_end)
+    mon.register_callback(tool, E.PY_YIELD, on_end)
+    mon.register_callback(tool, E.PY_RESUME, on_resume)
+    mon.register_callback(tool, E.PY_UNWIND, on_unwind)
+    mon.set_events(tool, E.PY_START | E.PY_UNWIND)
+
+
+def _profile(frame, event, arg):
+    if event != "call" and event != "return":
+        return
+    code = frame.f_code
+    label = _labels.get(code)
+    if label is None:
+        label = _labels[code] = _label_for(code, frame.f_globals.get("__name__"))
+    if label:
+        (_native.phase_enter if event == "call" else _native.phase_exit)(label)
+
+
+def install(spec):
+    _targets[:] = parse(spec)
+    if not _targets or not _native.available():
+        return False
+    if sys.version_info >= (3, 12):
+        _install_monitoring()
+    else:
+        threading.setprofile(_profile)
+        sys.setprofile(_profile)
+    return True
+
+
+def install_from_environment():
+    import os
+
+    return install(os.environ.get("VRAMTRACE_PHASE", ""))
