@@ -3,8 +3,8 @@
 #include "commands.h"
 #define PENDING(fn, name) int fn(int argc, char **argv) { (void)argc; (void)argv; return vrt_fail(-15, "%s", name); }
 
-PENDING(vrt_cmd_oom, "oom")
-PENDING(vrt_cmd_timeline, "timeline")
+
+
 PENDING(vrt_cmd_html, "html")
 PENDING(vrt_cmd_export, "export")
 PENDING(vrt_cmd_diff, "diff")

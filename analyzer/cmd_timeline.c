@@ -1,0 +1,193 @@
+/* SPDX-License-Identifier: MIT */
+/* vramtrace timeline: live bytes over time, per device and kind, as a chart or as CSV. */
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "model.h"
+#include "series.h"
+
+struct timeline_options {
+	bool csv, quiet;
+	int buckets;
+	double from, to;
+	const char *path;
+};
+
+#define MAX_MARKS 256
+
+struct marks {
+	double at[MAX_MARKS];
+	char kind[MAX_MARKS]; /* 'm' mark, '[' phase entry */
+	int n;
+};
+
+static int terminal_width(void)
+{
+	struct winsize ws;
+	if (isatty(STDOUT_FILENO) && !ioctl(STDOUT_FILENO, TIOCGWINSZ, &ws) && ws.ws_col > 40)
+		return ws.ws_col;
+	return 100;
+}
+
+static int fill(struct vrt_trace *t, const struct timeline_options *o, struct vrt_series *s, struct marks *mk)
+{
+	struct vrt_model m;
+	if (vrt_model_init(&m))
+		return VRT_EXIT_INTERNAL;
+	struct vrt_replay rp;
+	struct vrt_record r;
+	struct vrt_effect e;
+	struct vrt_progress pr;
+	vrt_progress_begin(&pr, "timeline", o->quiet);
+	vrt_replay_begin(&rp, t);
+	while (vrt_replay_next(&rp, &r)) {
+		vrt_model_apply(&m, &r, &e);
+		/* Checkpoint items carry their birth times; the model's clock is the last event's. */
+		double now = vrt_ts_seconds(t, m.last_ts);
+		if (e.kind != VRT_EFFECT_NONE)
+			vrt_series_sample(s, &m, now);
+		if ((r.op == VRT_OP_MARK || r.op == VRT_OP_PHASE_ENTER) && mk->n < MAX_MARKS && now >= o->from &&
+		    now <= o->to) {
+			mk->at[mk->n] = now;
+			mk->kind[mk->n++] = r.op == VRT_OP_MARK ? 'm' : '[';
+		}
+		if (!(m.events & 0xfffff))
+			vrt_progress_update(&pr, rp.bytes_done, rp.bytes_total);
+	}
+	vrt_progress_end(&pr);
+	vrt_model_free(&m);
+	vrt_series_finish(s);
+	return rp.error ? vrt_fail(rp.error, "%s: stopped at a bad record", t->path) : 0;
+}
+
+static void print_csv(const struct vrt_series *s)
+{
+	char name[64];
+	printf("time_s");
+	for (int i = 0; i < s->n_series; i++) {
+		vrt_series_name(&s->keys[i], name, sizeof(name));
+		printf(",%s", name);
+	}
+	putchar('\n');
+	for (int b = 0; b < s->used; b++) {
+		printf("%.6f", s->from + (b + 1) * s->width);
+		for (int i = 0; i < s->n_series; i++)
+			printf(",%lld", (long long)s->max[b * VRT_SERIES_MAX + i]);
+		putchar('\n');
+	}
+}
+
+/* Resamples used buckets to `cols` columns, keeping each column's maximum. */
+static void columns(const struct vrt_series *s, int series, int cols, int64_t *out)
+{
+	for (int c = 0; c < cols; c++) {
+		int b0 = c * s->used / cols, b1 = (c + 1) * s->used / cols;
+		if (b1 <= b0)
+			b1 = b0 + 1;
+		int64_t v = 0;
+		for (int b = b0; b < b1 && b < s->used; b++)
+			if (s->max[b * VRT_SERIES_MAX + series] > v)
+				v = s->max[b * VRT_SERIES_MAX + series];
+		out[c] = v;
+	}
+}
+
+static void print_chart(const struct vrt_trace *t, const struct vrt_series *s, const struct marks *mk, int width)
+{
+	static const char *const levels[] = { " ", "\u2581", "\u2582", "\u2583", "\u2584", "\u2585", "\u2586", "\u2587",
+					      "\u2588" };
+	int cols = width - 24;
+	if (cols < 10)
+		cols = 10;
+	if (cols > s->used && s->used > 0)
+		cols = s->used;
+	double span = s->used * s->width;
+	printf("vramtrace timeline: %s, %.3f s, %d columns of %.3f s (each shows its highest value)\n\n", t->path, span,
+	       cols, cols ? span / cols : 0);
+	int64_t *v = calloc((size_t)cols, sizeof(int64_t));
+	if (!v)
+		return;
+	char name[64];
+	for (int i = 0; i < s->n_series; i++) {
+		columns(s, i, cols, v);
+		int64_t top = 0;
+		for (int c = 0; c < cols; c++)
+			top = v[c] > top ? v[c] : top;
+		vrt_series_name(&s->keys[i], name, sizeof(name));
+		printf("%-22s ", name);
+		for (int c = 0; c < cols; c++)
+			fputs(levels[top ? (int)((v[c] * 8 + top - 1) / top) : 0], stdout);
+		printf("\n%-22s peak %s\n", "", vrt_bytes(top));
+	}
+	if (mk->n) {
+		char *row = malloc((size_t)cols + 1);
+		if (row) {
+			memset(row, ' ', (size_t)cols);
+			row[cols] = 0;
+			for (int i = 0; i < mk->n; i++) {
+				int c = span > 0 ? (int)((mk->at[i] - s->from) / span * cols) : 0;
+				if (c >= 0 && c < cols)
+					row[c] = row[c] == ' ' || row[c] == mk->kind[i] ? mk->kind[i] : '*';
+			}
+			printf("%-22s %s\n", "phases [ / marks m", row);
+			free(row);
+		}
+	}
+	printf("%-22s 0 s%*s%.3f s\n", "", cols - 3 - 12 > 0 ? cols - 3 - 12 : 1, "", s->from + span);
+	free(v);
+}
+
+int vrt_cmd_timeline(int argc, char **argv)
+{
+	struct timeline_options o = { .from = 0, .to = 1e308 };
+	for (int i = 1; i < argc; i++) {
+		const char *a = argv[i];
+		if (vrt_is_help(a))
+			return vrt_print_help("timeline");
+		if (!strcmp(a, "--csv"))
+			o.csv = true;
+		else if (!strcmp(a, "-q") || !strcmp(a, "--quiet"))
+			o.quiet = true;
+		else if (!strcmp(a, "--buckets") && i + 1 < argc)
+			o.buckets = atoi(argv[++i]);
+		else if (!strcmp(a, "--from") && i + 1 < argc)
+			o.from = atof(argv[++i]);
+		else if (!strcmp(a, "--to") && i + 1 < argc)
+			o.to = atof(argv[++i]);
+		else if (a[0] == '-' || o.path)
+			return vrt_usage("timeline", "unexpected argument '%s'", a);
+		else
+			o.path = a;
+	}
+	if (!o.path)
+		return vrt_usage("timeline", "no trace file given");
+	if (o.buckets < 0 || o.buckets > 1000000 || o.to <= o.from)
+		return vrt_usage("timeline", "--buckets takes 1..1000000 and --from must be below --to");
+	int width = terminal_width();
+	if (!o.buckets)
+		o.buckets = o.csv ? 100 : width;
+	struct vrt_trace t;
+	int rc = vrt_open_or_fail(&t, o.path);
+	if (rc)
+		return rc;
+	vrt_warn_trace_state(&t, o.quiet);
+	double end = t.state_valid && t.hdr.state.end_ts ? vrt_ts_seconds(&t, t.hdr.state.end_ts) : 0;
+	double to = o.to < 1e300 ? o.to : end > o.from ? end : 1e308;
+	struct vrt_series s;
+	struct marks mk = { .n = 0 };
+	rc = vrt_series_init(&s, o.buckets, o.from, to);
+	if (rc)
+		rc = vrt_fail(rc, "timeline");
+	else
+		rc = fill(&t, &o, &s, &mk);
+	if (!rc && o.csv)
+		print_csv(&s);
+	else if (!rc)
+		print_chart(&t, &s, &mk, width);
+	vrt_series_free(&s);
+	vrt_trace_close(&t);
+	return rc;
+}
