@@ -6,8 +6,8 @@
 
 
 PENDING(vrt_cmd_html, "html")
-PENDING(vrt_cmd_export, "export")
-PENDING(vrt_cmd_diff, "diff")
+
+
 PENDING(vrt_cmd_attach, "attach")
 PENDING(vrt_cmd_mark, "mark")
 PENDING(vrt_cmd_snapshot, "snapshot")

@@ -1,0 +1,210 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * vramtrace diff: bytes live by site in two traces, or at two times of one trace. Sites of two
+ * traces are matched by what their frames say (functions, files, lines, libraries), not by ids
+ * or addresses, which differ from run to run.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "json.h"
+#include "model.h"
+#include "report_common.h"
+#include "sites.h"
+#include "stacks.h"
+
+struct side {
+	const char *path;
+	double at; /* seconds, or < 0 for the end */
+	struct vrt_trace trace;
+	struct vrt_sites sites;
+};
+
+struct row {
+	char *key;
+	int64_t a, b;
+	uint32_t stack_a, stack_b;
+	const char *label;
+};
+
+static char *site_key(const struct vrt_trace *t, const struct vrt_site *s)
+{
+	if (s->label)
+		return strdup(s->label);
+	static struct vrt_frame frames[VRT_MAX_FRAMES];
+	int n = vrt_stack_frames(t, s->stack, VRT_VIEW_MERGED, frames, VRT_MAX_FRAMES);
+	size_t cap = 256, len = 0;
+	char *key = malloc(cap);
+	if (!key)
+		return NULL;
+	key[0] = 0;
+	for (int i = 0; i < n; i++) {
+		char part[1100];
+		const struct vrt_frame *f = &frames[i];
+		const char *mod = strrchr(f->module, '/');
+		int m = f->type == VRT_FT_PYTHON ? snprintf(part, sizeof(part), "%s@%s:%d|", f->function, f->file, f->line)
+						 : snprintf(part, sizeof(part), "%s@%s|", f->function, mod ? mod + 1 : f->module);
+		if (len + (size_t)m + 1 > cap) {
+			cap = (len + (size_t)m + 1) * 2;
+			char *nk = realloc(key, cap);
+			if (!nk) {
+				free(key);
+				return NULL;
+			}
+			key = nk;
+		}
+		memcpy(key + len, part, (size_t)m + 1);
+		len += (size_t)m;
+	}
+	return key;
+}
+
+static int load_side(struct side *s, bool quiet)
+{
+	int rc = vrt_open_or_fail(&s->trace, s->path);
+	if (rc)
+		return rc;
+	vrt_warn_trace_state(&s->trace, quiet);
+	struct vrt_model m;
+	if (vrt_model_init(&m))
+		return VRT_EXIT_INTERNAL;
+	struct vrt_replay rp;
+	struct vrt_record r;
+	vrt_replay_begin(&rp, &s->trace);
+	while (vrt_replay_next(&rp, &r)) {
+		if (s->at >= 0 && r.op < VRT_OP_CP_BEGIN && vrt_ts_seconds(&s->trace, r.ts) > s->at)
+			break;
+		vrt_model_apply(&m, &r, NULL);
+	}
+	vrt_sites_init(&s->sites);
+	vrt_report_group_live(&s->trace, &m, &s->sites, -2, m.any_blocks ? -1 : -2);
+	vrt_model_free(&m);
+	return rp.error ? vrt_fail(rp.error, "%s", s->path) : 0;
+}
+
+static int cmp_rows(const void *x, const void *y)
+{
+	const struct row *a = x, *b = y;
+	int64_t da = llabs(a->b - a->a), db = llabs(b->b - b->a);
+	return da > db ? -1 : da < db ? 1 : strcmp(a->key, b->key);
+}
+
+static size_t build_rows(struct side *sa, struct side *sb, struct row **out)
+{
+	size_t cap = sa->sites.n + sb->sites.n + 1, n = 0;
+	struct row *rows = calloc(cap, sizeof(*rows));
+	if (!rows)
+		return 0;
+	for (int side = 0; side < 2; side++) {
+		struct side *s = side ? sb : sa;
+		for (size_t i = 0; i < s->sites.n; i++) {
+			char *key = site_key(&s->trace, &s->sites.v[i]);
+			if (!key)
+				continue;
+			size_t k = 0;
+			while (k < n && strcmp(rows[k].key, key))
+				k++;
+			if (k == n)
+				rows[n++] = (struct row){ .key = key, .label = s->sites.v[i].label };
+			else
+				free(key);
+			*(side ? &rows[k].b : &rows[k].a) += s->sites.v[i].bytes;
+			*(side ? &rows[k].stack_b : &rows[k].stack_a) = s->sites.v[i].stack;
+		}
+	}
+	qsort(rows, n, sizeof(*rows), cmp_rows);
+	*out = rows;
+	return n;
+}
+
+static void print_row(struct side *sa, struct side *sb, const struct row *r, bool json, bool first)
+{
+	const struct vrt_trace *t = r->stack_b ? &sb->trace : &sa->trace;
+	struct vrt_site s = { .stack = r->stack_b ? r->stack_b : r->stack_a, .label = r->label, .bytes = r->b - r->a, .count = 1 };
+	if (json) {
+		printf("%s{\"bytes_a\": %lld, \"bytes_b\": %lld, \"delta\": %lld, \"site\": ", first ? "" : ", ",
+		       (long long)r->a, (long long)r->b, (long long)(r->b - r->a));
+		vrt_site_json(stdout, t, &s, false);
+		putchar('}');
+		return;
+	}
+	struct vrt_frame head;
+	char line[1024];
+	if (r->label)
+		snprintf(line, sizeof(line), "%s", r->label);
+	else {
+		vrt_stack_headline(t, s.stack, &head);
+		vrt_frame_format(&head, line, sizeof(line));
+	}
+	char delta[40];
+	snprintf(delta, sizeof(delta), "%s%s", r->b >= r->a ? "+" : "", vrt_bytes(r->b - r->a));
+	printf("  %11s %10s -> %-10s %s\n", delta, vrt_bytes(r->a), vrt_bytes(r->b), line);
+}
+
+int vrt_cmd_diff(int argc, char **argv)
+{
+	struct side a = { .at = -1 }, b = { .at = -1 };
+	bool json = false, quiet = false;
+	int top = 10, n_at = 0;
+	double at[2] = { -1, -1 };
+	for (int i = 1; i < argc; i++) {
+		const char *x = argv[i];
+		if (vrt_is_help(x))
+			return vrt_print_help("diff");
+		if (!strcmp(x, "--json"))
+			json = true;
+		else if (!strcmp(x, "-q") || !strcmp(x, "--quiet"))
+			quiet = true;
+		else if (!strcmp(x, "--top") && i + 1 < argc)
+			top = atoi(argv[++i]);
+		else if (!strcmp(x, "--at") && i + 1 < argc && n_at < 2)
+			at[n_at++] = atof(argv[++i]);
+		else if (x[0] == '-')
+			return vrt_usage("diff", "unexpected argument '%s'", x);
+		else if (!a.path)
+			a.path = x;
+		else if (!b.path)
+			b.path = x;
+		else
+			return vrt_usage("diff", "at most two traces");
+	}
+	if (!a.path || (!b.path && n_at != 2))
+		return vrt_usage("diff", "give two traces, or one trace and --at twice");
+	if (!b.path)
+		b.path = a.path;
+	a.at = at[0];
+	b.at = b.path == a.path ? at[1] : n_at ? at[1] : -1;
+	int rc = load_side(&a, quiet);
+	if (!rc)
+		rc = load_side(&b, quiet);
+	if (!rc) {
+		struct row *rows = NULL;
+		size_t n = build_rows(&a, &b, &rows);
+		if (json)
+			printf("{\"a\": \"%s\", \"b\": \"%s\", \"total_a\": %lld, \"total_b\": %lld, \"sites\": [", a.path, b.path,
+			       (long long)vrt_sites_total(&a.sites), (long long)vrt_sites_total(&b.sites));
+		else
+			printf("vramtrace diff: %s%s -> %s%s\n  total %s -> %s\n\n", a.path, a.at >= 0 ? " (at time)" : "",
+			       b.path, b.at >= 0 ? " (at time)" : "", vrt_bytes(vrt_sites_total(&a.sites)),
+			       vrt_bytes(vrt_sites_total(&b.sites)));
+		for (size_t i = 0, shown = 0; i < n && shown < (size_t)top; i++) {
+			if (rows[i].a == rows[i].b)
+				continue;
+			print_row(&a, &b, &rows[i], json, shown == 0);
+			shown++;
+		}
+		if (json)
+			printf("]}\n");
+		for (size_t i = 0; i < n; i++)
+			free(rows[i].key);
+		free(rows);
+	}
+	vrt_sites_free(&a.sites);
+	vrt_sites_free(&b.sites);
+	if (a.trace.map)
+		vrt_trace_close(&a.trace);
+	if (b.trace.map)
+		vrt_trace_close(&b.trace);
+	return rc;
+}

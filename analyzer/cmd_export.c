@@ -1,0 +1,382 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * vramtrace export: the trace in other tools' formats.
+ *  - memory-viz: PyTorch's memory snapshot (pickle), opened by pytorch.org/memory_viz.
+ *    Tensors are the blocks when the trace has PyTorch block events; otherwise every CUDA
+ *    allocation stands for a block in a segment of its own.
+ *  - chrome: Chrome/Perfetto trace JSON, one counter track per device and kind, phases as
+ *    slices, marks and OOMs as instants.
+ *  - folded / folded-peak: "outer;...;inner bytes" lines for flamegraph.pl and speedscope.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "json.h"
+#include "model.h"
+#include "pickle.h"
+#include "report_common.h"
+#include "series.h"
+#include "sites.h"
+#include "stacks.h"
+
+struct export_options {
+	const char *format, *path, *output;
+	bool quiet;
+	uint64_t max_events;
+};
+
+/* ---- folded ----------------------------------------------------------------------------- */
+
+static void folded_frame(FILE *out, const struct vrt_frame *f)
+{
+	char buf[1024];
+	vrt_frame_format(f, buf, sizeof(buf));
+	for (char *p = buf; *p; p++)
+		if (*p == ';' || *p == '\n')
+			*p = ',';
+	fputs(buf, out);
+}
+
+static void write_folded(FILE *out, const struct vrt_trace *t, const struct vrt_sites *s)
+{
+	static struct vrt_frame frames[VRT_MAX_FRAMES];
+	for (size_t i = 0; i < s->n; i++) {
+		const struct vrt_site *site = &s->v[i];
+		if (site->bytes <= 0)
+			continue;
+		if (site->label) {
+			fprintf(out, "%s %lld\n", site->label, (long long)site->bytes);
+			continue;
+		}
+		int n = vrt_stack_frames(t, site->stack, VRT_VIEW_MERGED, frames, VRT_MAX_FRAMES);
+		if (!n)
+			fputs("[no stack]", out);
+		for (int k = n - 1; k >= 0; k--) {
+			folded_frame(out, &frames[k]);
+			if (k)
+				fputc(';', out);
+		}
+		fprintf(out, " %lld\n", (long long)site->bytes);
+	}
+}
+
+/* The main series' peak: tensors when present, else the busiest device. */
+static uint64_t main_peak_event(const struct vrt_model *m, int *slot)
+{
+	int64_t best = -1;
+	uint64_t event = 0;
+	for (int d = 0; d <= VRT_MAX_DEVICES; d++) {
+		int64_t v = m->any_blocks ? m->tensor_peak[d] : m->peak[d][VRT_KIND_DEVICE];
+		if (v > best) {
+			best = v;
+			event = m->any_blocks ? m->tensor_peak_event[d] : m->peak_event[d][VRT_KIND_DEVICE];
+			*slot = d;
+		}
+	}
+	return event;
+}
+
+static int export_folded(struct vrt_trace *t, FILE *out, bool at_peak, bool quiet)
+{
+	struct vrt_model m;
+	if (vrt_model_init(&m))
+		return VRT_EXIT_INTERNAL;
+	int rc = vrt_report_replay(t, &m, quiet, NULL);
+	struct vrt_sites s;
+	vrt_sites_init(&s);
+	if (!rc && at_peak) {
+		int slot = 0;
+		uint64_t target = main_peak_event(&m, &slot);
+		vrt_model_free(&m);
+		vrt_model_init(&m);
+		struct vrt_replay rp;
+		struct vrt_record r;
+		vrt_replay_begin(&rp, t);
+		while (m.events < target && vrt_replay_next(&rp, &r))
+			vrt_model_apply(&m, &r, NULL);
+		vrt_report_group_live(t, &m, &s, slot, m.any_blocks ? -1 : VRT_KIND_DEVICE);
+	} else if (!rc) {
+		vrt_report_group_live(t, &m, &s, -2, m.any_blocks ? -1 : -2);
+	}
+	if (!rc)
+		write_folded(out, t, &s);
+	vrt_sites_free(&s);
+	vrt_model_free(&m);
+	return rc;
+}
+
+/* ---- chrome ----------------------------------------------------------------------------- */
+
+static int export_chrome(struct vrt_trace *t, FILE *out, bool quiet)
+{
+	struct vrt_model m;
+	struct vrt_series s;
+	double end = t->state_valid && t->hdr.state.end_ts ? vrt_ts_seconds(t, t->hdr.state.end_ts) : 1e308;
+	if (vrt_model_init(&m) || vrt_series_init(&s, 4000, 0, end))
+		return VRT_EXIT_INTERNAL;
+	int pid = t->hdr.pid;
+	fprintf(out, "{\"displayTimeUnit\": \"ms\", \"traceEvents\": [\n");
+	fprintf(out, "{\"name\": \"process_name\", \"ph\": \"M\", \"pid\": %d, \"args\": {\"name\": ", pid);
+	char label[128];
+	vrt_process_label(t, label, sizeof(label));
+	json_string(out, label);
+	fprintf(out, "}}");
+	struct vrt_replay rp;
+	struct vrt_record r;
+	struct vrt_effect e;
+	vrt_replay_begin(&rp, t);
+	while (vrt_replay_next(&rp, &r)) {
+		vrt_model_apply(&m, &r, &e);
+		double now = vrt_ts_seconds(t, m.last_ts);
+		if (e.kind != VRT_EFFECT_NONE)
+			vrt_series_sample(&s, &m, now);
+		const char *ph = r.op == VRT_OP_PHASE_ENTER ? "B" : r.op == VRT_OP_PHASE_EXIT ? "E" : NULL;
+		if (ph || r.op == VRT_OP_MARK || r.op == VRT_OP_OOM) {
+			fprintf(out, ",\n{\"name\": ");
+			if (r.op == VRT_OP_OOM) {
+				snprintf(label, sizeof(label), "OOM: %s on device %d", vrt_bytes((int64_t)r.size), r.device);
+				json_string(out, label);
+			} else {
+				json_string(out, vrt_string(t, r.id));
+			}
+			fprintf(out, ", \"ph\": \"%s\", \"ts\": %.3f, \"pid\": %d, \"tid\": %u%s}", ph ? ph : "i",
+				vrt_ts_seconds(t, r.ts) * 1e6, pid, rp.thread, ph ? "" : ", \"s\": \"p\"");
+		}
+	}
+	vrt_series_finish(&s);
+	char name[64];
+	for (int b = 0; b < s.used; b++) {
+		for (int i = 0; i < s.n_series; i++) {
+			vrt_series_name(&s.keys[i], name, sizeof(name));
+			fprintf(out, ",\n{\"name\": \"%s\", \"ph\": \"C\", \"ts\": %.3f, \"pid\": %d, \"args\": {\"bytes\": %lld}}",
+				name, (s.from + b * s.width) * 1e6, pid, (long long)s.max[b * VRT_SERIES_MAX + i]);
+		}
+	}
+	fprintf(out, "\n]}\n");
+	vrt_series_free(&s);
+	vrt_model_free(&m);
+	if (rp.error)
+		return vrt_fail(rp.error, "%s", t->path);
+	(void)quiet;
+	return 0;
+}
+
+/* ---- memory_viz ------------------------------------------------------------------------- */
+
+static void pk_frames(FILE *out, const struct vrt_trace *t, uint32_t stack)
+{
+	static struct vrt_frame frames[VRT_MAX_FRAMES];
+	int n = stack ? vrt_stack_frames(t, stack, VRT_VIEW_MERGED, frames, VRT_MAX_FRAMES) : 0;
+	pk_list_begin(out);
+	for (int i = 0; i < n; i++) {
+		pk_dict_begin(out);
+		pk_key_str(out, "filename", frames[i].type == VRT_FT_PYTHON ? frames[i].file : frames[i].module);
+		pk_key_int(out, "line", frames[i].line);
+		pk_key_str(out, "name", frames[i].function);
+		pk_dict_end(out);
+	}
+	pk_list_end(out);
+}
+
+static const char *viz_action(const struct vrt_record *r, bool blocks)
+{
+	switch (r->op) {
+	case VRT_OP_BLOCK_ALLOC: return "alloc";
+	case VRT_OP_BLOCK_FREE: return "free_completed";
+	case VRT_OP_ALLOC: case VRT_OP_PHYS_CREATE:
+		return r->kind != VRT_KIND_DEVICE ? NULL : blocks ? "segment_alloc" : "alloc";
+	case VRT_OP_FREE: case VRT_OP_PHYS_RELEASE:
+		return r->kind != VRT_KIND_DEVICE ? NULL : blocks ? "segment_free" : "free_completed";
+	case VRT_OP_OOM: return "oom";
+	}
+	return NULL;
+}
+
+static void pk_trace_entry(FILE *out, const struct vrt_trace *t, const struct vrt_record *r, const char *action)
+{
+	pk_dict_begin(out);
+	pk_key_str(out, "action", action);
+	pk_key_int(out, "addr", (int64_t)(r->op == VRT_OP_OOM ? r->aux : r->addr));
+	pk_key_int(out, "size", (int64_t)r->size);
+	pk_key_int(out, "stream", (int64_t)r->stream);
+	pk_key_int(out, "time_us", (int64_t)(vrt_ts_seconds(t, r->ts) * 1e6));
+	if (r->op == VRT_OP_OOM)
+		pk_key_int(out, "device_free", (int64_t)r->aux);
+	pk_str(out, "frames");
+	pk_frames(out, t, r->stack ? r->stack : r->stack2);
+	pk_dict_end(out);
+}
+
+struct viz_segments {
+	FILE *out;
+	const struct vrt_trace *t;
+	bool blocks;
+};
+
+static void pk_block(FILE *out, const struct vrt_trace *t, const struct vrt_item *it)
+{
+	pk_dict_begin(out);
+	pk_key_int(out, "address", (int64_t)it->addr);
+	pk_key_int(out, "size", (int64_t)it->size);
+	pk_key_int(out, "requested_size", (int64_t)(it->space == VRT_IS_BLOCK && it->aux ? it->aux : it->size));
+	pk_key_str(out, "state", "active_allocated");
+	pk_str(out, "frames");
+	pk_frames(out, t, it->stack);
+	pk_dict_end(out);
+}
+
+/* Without block events each live allocation is a segment holding one block. */
+static void viz_segment(void *ctx, const struct vrt_item *it)
+{
+	struct viz_segments *v = ctx;
+	if (!vrt_item_counted(it) || it->kind != VRT_KIND_DEVICE)
+		return;
+	pk_dict_begin(v->out);
+	pk_key_int(v->out, "device", it->device < 0 ? 0 : it->device);
+	pk_key_int(v->out, "address", (int64_t)it->addr);
+	pk_key_int(v->out, "total_size", (int64_t)it->size);
+	pk_key_int(v->out, "allocated_size", v->blocks ? 0 : (int64_t)it->size);
+	pk_key_int(v->out, "active_size", v->blocks ? 0 : (int64_t)it->size);
+	pk_key_int(v->out, "requested_size", v->blocks ? 0 : (int64_t)it->size);
+	pk_key_int(v->out, "stream", (int64_t)it->stream);
+	pk_key_str(v->out, "segment_type", it->size <= (2u << 20) ? "small" : "large");
+	pk_str(v->out, "segment_pool_id");
+	pk_tuple2_int(v->out, 0, 0);
+	pk_str(v->out, "is_expandable");
+	pk_bool(v->out, it->space == VRT_IS_HANDLE);
+	pk_str(v->out, "frames");
+	pk_frames(v->out, v->t, it->stack);
+	pk_str(v->out, "blocks");
+	pk_list_begin(v->out);
+	if (!v->blocks)
+		pk_block(v->out, v->t, it);
+	pk_list_end(v->out);
+	pk_dict_end(v->out);
+}
+
+/* With block events, the live tensors go in one list of "blocks" under a synthetic segment per
+ * device; memory_viz only needs their addresses and sizes to draw the timeline's start. */
+static void viz_tensor(void *ctx, const struct vrt_item *it)
+{
+	struct viz_segments *v = ctx;
+	if (it->space == VRT_IS_BLOCK)
+		pk_block(v->out, v->t, it);
+}
+
+static int export_memory_viz(struct vrt_trace *t, FILE *out, const struct export_options *o)
+{
+	struct vrt_model probe, m;
+	if (vrt_model_init(&probe) || vrt_model_init(&m))
+		return VRT_EXIT_INTERNAL;
+	int rc = vrt_report_replay(t, &probe, o->quiet, NULL);
+	bool blocks = probe.any_blocks;
+	vrt_model_free(&probe);
+	if (rc)
+		return rc;
+	pk_begin(out);
+	pk_dict_begin(out);
+	pk_str(out, "device_traces");
+	pk_list_begin(out);
+	for (int dev = 0; dev < VRT_MAX_DEVICES; dev++) {
+		bool any = false;
+		struct vrt_replay rp;
+		struct vrt_record r;
+		uint64_t written = 0;
+		vrt_replay_begin(&rp, t);
+		while (vrt_replay_next(&rp, &r)) {
+			vrt_model_apply(&m, &r, NULL);
+			const char *action = viz_action(&r, blocks);
+			if (!action || r.device != dev || written >= o->max_events)
+				continue;
+			if (!any) {
+				pk_list_begin(out);
+				any = true;
+			}
+			pk_trace_entry(out, t, &r, action);
+			written++;
+		}
+		if (written >= o->max_events && !o->quiet)
+			fprintf(stderr, "vramtrace: device %d: only the first %llu events exported (--max-events)\n", dev,
+				(unsigned long long)o->max_events);
+		if (!any && dev > 0)
+			break;
+		if (!any)
+			pk_list_begin(out);
+		pk_list_end(out);
+		if (dev + 1 < VRT_MAX_DEVICES) {
+			vrt_model_free(&m);
+			vrt_model_init(&m);
+		}
+	}
+	pk_list_end(out);
+	/* The state at the end, from one more replay. */
+	vrt_model_free(&m);
+	vrt_model_init(&m);
+	rc = vrt_report_replay(t, &m, true, NULL);
+	pk_str(out, "segments");
+	pk_list_begin(out);
+	struct viz_segments v = { out, t, blocks };
+	vrt_model_each(&m, viz_segment, &v);
+	if (blocks) {
+		pk_dict_begin(out);
+		pk_key_int(out, "device", 0);
+		pk_key_int(out, "address", 0);
+		pk_key_int(out, "total_size", 0);
+		pk_key_str(out, "segment_type", "large");
+		pk_str(out, "blocks");
+		pk_list_begin(out);
+		vrt_model_each(&m, viz_tensor, &v);
+		pk_list_end(out);
+		pk_dict_end(out);
+	}
+	pk_list_end(out);
+	pk_dict_end(out);
+	pk_end(out);
+	vrt_model_free(&m);
+	return rc;
+}
+
+int vrt_cmd_export(int argc, char **argv)
+{
+	struct export_options o = { .max_events = 2000000 };
+	for (int i = 1; i < argc; i++) {
+		const char *a = argv[i];
+		if (vrt_is_help(a))
+			return vrt_print_help("export");
+		if ((!strcmp(a, "--format") || !strcmp(a, "-f")) && i + 1 < argc)
+			o.format = argv[++i];
+		else if ((!strcmp(a, "-o") || !strcmp(a, "--output")) && i + 1 < argc)
+			o.output = argv[++i];
+		else if (!strcmp(a, "--max-events") && i + 1 < argc)
+			o.max_events = strtoull(argv[++i], NULL, 10);
+		else if (!strcmp(a, "-q") || !strcmp(a, "--quiet"))
+			o.quiet = true;
+		else if (a[0] == '-' || o.path)
+			return vrt_usage("export", "unexpected argument '%s'", a);
+		else
+			o.path = a;
+	}
+	if (!o.path || !o.format || !o.output)
+		return vrt_usage("export", "need --format, a trace and -o FILE");
+	bool viz = !strcmp(o.format, "memory-viz"), chrome = !strcmp(o.format, "chrome");
+	bool folded = !strcmp(o.format, "folded"), peak = !strcmp(o.format, "folded-peak");
+	if (!viz && !chrome && !folded && !peak)
+		return vrt_usage("export", "unknown format '%s' (memory-viz, chrome, folded, folded-peak)", o.format);
+	struct vrt_trace t;
+	int rc = vrt_open_or_fail(&t, o.path);
+	if (rc)
+		return rc;
+	vrt_warn_trace_state(&t, o.quiet);
+	FILE *out = strcmp(o.output, "-") ? fopen(o.output, "wbe") : stdout;
+	if (!out) {
+		vrt_trace_close(&t);
+		return vrt_fail(-1, "cannot write %s", o.output);
+	}
+	rc = viz ? export_memory_viz(&t, out, &o) : chrome ? export_chrome(&t, out, o.quiet)
+						    : export_folded(&t, out, peak, o.quiet);
+	if (out != stdout && fclose(out) && !rc)
+		rc = vrt_fail(-1, "cannot write %s", o.output);
+	vrt_trace_close(&t);
+	return rc;
+}
