@@ -27,6 +27,8 @@
 
 struct leaks_options {
 	const char *phase;
+	const char *until_mark;
+	const char *layer; /* "tensors", "cuda" or NULL for tensors when the trace has them */
 	bool json, quiet, fail_on_growth;
 	int top;
 };
@@ -232,6 +234,8 @@ static int replay(struct leaks *lk, struct vrt_model *m)
 	vrt_progress_begin(&pr, "leaks", lk->o->quiet);
 	vrt_replay_begin(&rp, lk->t);
 	while (vrt_replay_next(&rp, &r)) {
+		if (vrt_is_mark(lk->t, &r, lk->o->until_mark))
+			break;
 		vrt_model_apply(m, &r, &e);
 		double now = vrt_ts_seconds(lk->t, r.ts);
 		int kind;
@@ -586,8 +590,8 @@ static int leaks_one(const char *path, const struct leaks_options *o, bool many,
 	if (lk.name_id) {
 		/* A first pass tells whether tensors exist before counting anything. */
 		struct vrt_model probe;
-		if (!(rc = vrt_model_init(&probe)) && !(rc = vrt_report_replay(&t, &probe, true, NULL)))
-			lk.blocks = probe.any_blocks;
+		if (!(rc = vrt_model_init(&probe)) && !(rc = vrt_report_replay(&t, &probe, true, o->until_mark)))
+			lk.blocks = o->layer ? !strcmp(o->layer, "tensors") : probe.any_blocks;
 		vrt_model_free(&probe);
 		if (!rc)
 			rc = replay(&lk, &m);
@@ -603,8 +607,8 @@ static int leaks_one(const char *path, const struct leaks_options *o, bool many,
 			vrt_sites_free(&sites);
 		}
 	} else {
-		if (!(rc = vrt_report_replay(&t, &m, o->quiet, NULL))) {
-			lk.blocks = m.any_blocks;
+		if (!(rc = vrt_report_replay(&t, &m, o->quiet, o->until_mark))) {
+			lk.blocks = o->layer ? !strcmp(o->layer, "tensors") : m.any_blocks;
 			rc = baseline(&lk, &m);
 		}
 	}
@@ -632,6 +636,10 @@ int vrt_cmd_leaks(int argc, char **argv)
 			o.fail_on_growth = true;
 		else if (!strcmp(a, "--phase") && i + 1 < argc)
 			o.phase = argv[++i];
+		else if (!strcmp(a, "--until-mark") && i + 1 < argc)
+			o.until_mark = argv[++i];
+		else if (!strcmp(a, "--layer") && i + 1 < argc)
+			o.layer = argv[++i];
 		else if (!strcmp(a, "--top") && i + 1 < argc)
 			o.top = atoi(argv[++i]);
 		else if (a[0] == '-')
@@ -643,6 +651,8 @@ int vrt_cmd_leaks(int argc, char **argv)
 		return vrt_usage("leaks", "no trace file given");
 	if (o.top <= 0)
 		return vrt_usage("leaks", "--top takes a positive number");
+	if (o.layer && strcmp(o.layer, "tensors") && strcmp(o.layer, "cuda"))
+		return vrt_usage("leaks", "--layer is tensors or cuda");
 	char **paths;
 	int n, rc = vrt_collect_inputs(n_files, files, &paths, &n);
 	if (rc)

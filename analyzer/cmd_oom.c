@@ -152,8 +152,8 @@ static const char *category_rule(const char *name)
 {
 	static const struct { const char *name, *rule; } rules[] = {
 		{ "activations", "allocated inside a forward() or a module call" },
-		{ "gradients", "allocated during backward / by autograd" },
-		{ "optimizer_state", "allocated inside torch/optim or an optimizer" },
+		{ "gradients", "allocated during backward, by autograd, or in a gradient buffer" },
+		{ "optimizer_state", "allocated inside torch/optim, an optimizer or Adam" },
 		{ "parameters", "allocated by reset_parameters, Module._apply or as a Parameter" },
 		{ "workspace", "cuBLAS/cuDNN workspaces" },
 		{ "nccl", "allocated by NCCL" },

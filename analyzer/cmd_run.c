@@ -161,7 +161,10 @@ static void record_end(const char *path, int status)
 		if (WIFSIGNALED(status) && s.end_reason == VRT_END_RUNNING) {
 			s.end_reason = VRT_END_KILLED;
 			s.end_detail = WTERMSIG(status);
-		} else if (WIFEXITED(status) && s.end_reason == VRT_END_EXIT && s.end_detail < 0) {
+		} else if (WIFEXITED(status) && (s.end_reason == VRT_END_RUNNING ||
+						     (s.end_reason == VRT_END_EXIT && s.end_detail < 0))) {
+			/* RUNNING here: it left through _exit(), skipping the preload's destructor. */
+			s.end_reason = VRT_END_EXIT;
 			s.end_detail = WEXITSTATUS(status);
 		} else {
 			close(fd);

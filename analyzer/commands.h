@@ -79,6 +79,8 @@ int vrt_cmd_snapshot(int argc, char **argv);
 	"  --json         machine-readable output\n"                                                      \
 	"  --top N        sites listed (default 10)\n"                                                   \
 	"  --fail-on-growth  exit 1 when memory grows from invocation to invocation\n"                    \
+	"  --layer L      tensors (PyTorch blocks, the default when present) or cuda (allocations)\n"      \
+	"  --until-mark LABEL  treat the first mark LABEL as the end of the trace\n"                     \
 	"  -q, --quiet    no progress or notes on stderr\n"                                              \
 	"\n"                                                                                           \
 	"examples:\n"                                                                                  \

@@ -125,20 +125,22 @@ struct rule {
 	const char *text;
 };
 
-/* First match wins; order matters (an optimizer step runs under a forward-looking name). */
+/* First match wins; order matters: an optimizer step or a gradient bucket is reached from code
+ * that also mentions other categories. Matching ignores case. */
 static const struct rule rules[] = {
 	{ "nccl", "libnccl", "a frame in libnccl" },
 	{ "nccl", "nccl", "a frame mentions nccl" },
 	{ "workspace", "Workspace", "a frame names a workspace (cuBLAS/cuDNN)" },
 	{ "workspace", "cublas", "a frame in cuBLAS" },
 	{ "workspace", "cudnn", "a frame in cuDNN" },
-	{ "optimizer_state", "torch/optim/", "allocated inside torch/optim" },
-	{ "optimizer_state", "optimizer", "a frame mentions optimizer" },
-	{ "optimizer_state", "zero_grad", "a frame mentions zero_grad" },
-	{ "optimizer_state", "exp_avg", "a frame mentions exp_avg" },
 	{ "gradients", "AccumulateGrad", "allocated by autograd's AccumulateGrad" },
+	{ "gradients", "gradient", "a frame mentions gradient(s)" },
 	{ "gradients", "backward", "allocated during backward" },
 	{ "gradients", "autograd::Engine", "allocated by the autograd engine" },
+	{ "optimizer_state", "torch/optim/", "allocated inside torch/optim" },
+	{ "optimizer_state", "optimizer", "a frame mentions optimizer" },
+	{ "optimizer_state", "adam", "a frame mentions adam" },
+	{ "optimizer_state", "exp_avg", "a frame mentions exp_avg" },
 	{ "parameters", "reset_parameters", "allocated by reset_parameters" },
 	{ "parameters", "torch/nn/modules/module.py\x01_apply", "moved by Module._apply (.to/.cuda)" },
 	{ "parameters", "Parameter", "a frame mentions Parameter" },

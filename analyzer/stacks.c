@@ -1,3 +1,4 @@
+#define _GNU_SOURCE
 /* SPDX-License-Identifier: MIT */
 #include "stacks.h"
 
@@ -278,8 +279,8 @@ bool vrt_stack_mentions(const struct vrt_trace *t, uint32_t stack, const char *n
 	static struct vrt_frame frames[VRT_MAX_FRAMES];
 	int n = vrt_stack_frames(t, stack, VRT_VIEW_MERGED, frames, VRT_MAX_FRAMES);
 	for (int i = 0; i < n; i++)
-		if (strstr(frames[i].function, needle) || strstr(frames[i].module, needle) ||
-		    strstr(frames[i].file, needle))
+		if (strcasestr(frames[i].function, needle) || strcasestr(frames[i].module, needle) ||
+		    strcasestr(frames[i].file, needle))
 			return true;
 	return false;
 }

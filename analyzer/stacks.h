@@ -43,7 +43,7 @@ void vrt_frame_format(const struct vrt_frame *f, char *buf, size_t len);
 void vrt_frame_json(FILE *out, const struct vrt_frame *f);
 /* A demangled copy of a symbol, cached for the life of the process. */
 const char *vrt_demangle(const char *name);
-/* True when the stack passes through a frame whose function or module contains needle. */
+/* True when a frame's function, file or module contains needle (ignoring case). */
 bool vrt_stack_mentions(const struct vrt_trace *t, uint32_t stack, const char *needle);
 
 #endif /* VRAMTRACE_STACKS_H */

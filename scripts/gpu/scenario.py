@@ -4,19 +4,11 @@ prints the process's own view of its memory on one line:  VRAMTRACE_TRUTH {json}
 
 Run one with:  python3 scripts/gpu/scenario.py MODE
 """
-import json
 import os
 import sys
 
 
-def truth(**kw):
-    """Marks this instant in the trace (the verifier reports live memory there) and prints it."""
-    import ctypes
-    mark = getattr(ctypes.CDLL(None), "vramtrace_mark", None)
-    if mark:
-        mark.argtypes = [ctypes.c_char_p]
-        mark(b"vramtrace-truth")
-    print("VRAMTRACE_TRUTH " + json.dumps(kw), flush=True)
+from common import truth
 
 
 def torch_workload(matmul=True):
