@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# Configures (once) and builds vramtrace in ./build. Finds the CUDA headers (only headers are
+# used) under $CUDA_HOME, next to nvcc, or in /usr/local/cuda.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+cuda_include() {
+  for d in "${CUDA_HOME:-}/include" "$(dirname "$(command -v nvcc 2>/dev/null || echo /x/x)")/../include" \
+           /usr/local/cuda/include /usr/include; do
+    if [ -f "$d/cuda.h" ] && [ -f "$d/cuda_runtime_api.h" ]; then (cd "$d" && pwd); return 0; fi
+  done
+  echo "vramtrace: the CUDA Toolkit headers (cuda.h, cuda_runtime_api.h) were not found; set CUDA_HOME" >&2
+  return 1
+}
+if [ ! -f build/build.ninja ]; then
+  meson setup build -Dtoolkit_include="$(cuda_include)" >/dev/null
+fi
+ninja -C build >/dev/null
+echo "vramtrace: built build/analyzer/vramtrace and build/preload/libvramtrace.so"
