@@ -172,6 +172,37 @@ static void live_fill(struct vrt_live *e, const struct vrt_record *r)
 	e->maps = 0;
 }
 
+/*
+ * Releases that arrive after their address was given out again. A release is stamped before its
+ * real call and published after it; in between, another thread may get the same address from
+ * the driver and publish its allocation first, and a drain may fall between the two. That
+ * birth then replaces an incarnation whose release is still on its way (the analyzer's model
+ * does the same, see born() in analyzer/model.c). The replaced incarnations wait here, so the
+ * late release is still written, with the size and the allocating stack of what it freed.
+ */
+#define REPLACED_SLOTS 256u
+static struct vrt_live replaced[REPLACED_SLOTS];
+static size_t replaced_next;
+
+static void remember_replaced(const struct vrt_live *e)
+{
+	replaced[replaced_next++ % REPLACED_SLOTS] = *e;
+}
+
+/* Takes out the newest replaced incarnation of (space, addr) born by ts; false if none. */
+static bool take_replaced(uint8_t space, uint64_t addr, uint64_t ts, struct vrt_live *out)
+{
+	for (size_t k = 0; k < REPLACED_SLOTS; k++) {
+		struct vrt_live *e = &replaced[(replaced_next - 1 - k) % REPLACED_SLOTS];
+		if (e->space == space && e->addr == addr && e->ts <= ts) {
+			*out = *e;
+			e->space = 0;
+			return true;
+		}
+	}
+	return false;
+}
+
 /* Something became live. Returns false if the record should not be written. */
 static bool apply_birth(struct collector *c, struct vrt_record *r)
 {
@@ -187,6 +218,8 @@ static bool apply_birth(struct collector *c, struct vrt_record *r)
 		return true;
 	if (!created && e->ts > r->ts)
 		return true; /* a newer incarnation is already known; keep it */
+	if (!created)
+		remember_replaced(e); /* its release comes late, or was lost */
 	live_fill(e, r);
 	if (r->op == VRT_OP_MAP) {
 		struct vrt_live *h = vrt_live_find(&c->live, VRT_SPACE_HANDLE, r->aux);
@@ -219,12 +252,21 @@ static bool apply_death(struct collector *c, struct vrt_record *r)
 {
 	uint8_t space = space_of(r->op);
 	struct vrt_live *e = vrt_live_find(&c->live, space, r->addr);
-	if (!e) {
-		r->stack2 = 0; /* unknown to us: allocated before tracing, or not ours */
+	if (!e || e->ts > r->ts) {
+		/* Late: it ended an earlier incarnation, already replaced (see remember_replaced),
+		 * and the replacement may be gone too. Or unknown to us: allocated before tracing,
+		 * or not ours. Still an event: write it, with what it freed when we know; readers
+		 * see a late one is older than the live incarnation and leave that alone. */
+		struct vrt_live old;
+		r->stack2 = 0;
+		if (take_replaced(space, r->addr, r->ts, &old)) {
+			r->stack2 = old.stack;
+			r->device = old.device;
+			r->kind = old.kind;
+			r->size = old.size;
+		}
 		return true;
 	}
-	if (e->ts > r->ts)
-		return false; /* stale: belongs to an earlier incarnation, already replaced */
 	r->stack2 = e->stack;
 	r->device = e->device;
 	r->kind = e->kind;
@@ -356,10 +398,42 @@ static const struct vrt_raw *peek(struct cursor *k)
 
 #define MAX_CURSORS 512
 
+/* The thread now in vrt_collector_stop: blocked joining us, so its buffer is as still as a
+ * dead thread's for the final drain. */
+static _Atomic(struct vrt_tbuf *) stopping_buf;
+
+/*
+ * A thread reports the events it dropped with its next event (event.c), so the drops just
+ * before it ends would go unreported. Once a thread is dead (or is the one stopping us) and its
+ * buffer drained, its count is final: report it for it, in its name.
+ */
+static void report_unflushed_losses(struct collector *c)
+{
+	struct vrt_tbuf *stopping = atomic_load(&stopping_buf);
+	for (struct vrt_tbuf *b = vrt_tbuf_list(); b; b = b->next) {
+		bool still = atomic_load_explicit(&b->dead, memory_order_acquire) || b == stopping;
+		if (!still || !b->lost ||
+		    atomic_load_explicit(&b->head, memory_order_acquire) != atomic_load(&b->tail))
+			continue;
+		struct vrt_raw raw = { .len = sizeof(raw), .op = VRT_OP_LOST, .size = b->lost,
+				       .ts_ns = vrt_now_ns() };
+		b->lost = 0;
+		process(c, b, &raw);
+	}
+}
+
+/*
+ * Only events stamped before the horizon are taken; later ones wait for the next drain. Thread
+ * A's allocation is published before A returns the pointer, so before thread B can free it; if
+ * B's free is stamped before the horizon, A's allocation was published before the horizon too,
+ * hence before any head is read below. So an allocation is never taken after a free of it.
+ */
 void vrt_collector_drain(struct collector *c)
 {
 	struct cursor cur[MAX_CURSORS];
 	int n = 0;
+	uint64_t horizon = vrt_now_ns();
+	atomic_thread_fence(memory_order_seq_cst);
 	for (struct vrt_tbuf *b = vrt_tbuf_list(); b && n < MAX_CURSORS; b = b->next) {
 		uint64_t head = atomic_load_explicit(&b->head, memory_order_acquire);
 		uint64_t tail = atomic_load_explicit(&b->tail, memory_order_relaxed);
@@ -371,7 +445,7 @@ void vrt_collector_drain(struct collector *c)
 		const struct vrt_raw *best_r = NULL;
 		for (int i = 0; i < n; i++) {
 			const struct vrt_raw *r = peek(&cur[i]);
-			if (r && (!best_r || r->ts_ns < best_r->ts_ns)) {
+			if (r && r->ts_ns <= horizon && (!best_r || r->ts_ns < best_r->ts_ns)) {
 				best = i;
 				best_r = r;
 			}
@@ -382,7 +456,8 @@ void vrt_collector_drain(struct collector *c)
 		cur[best].pos += best_r->len;
 	}
 	for (int i = 0; i < n; i++)
-		atomic_store_explicit(&cur[i].b->tail, cur[i].end, memory_order_release);
+		atomic_store_explicit(&cur[i].b->tail, cur[i].pos, memory_order_release);
+	report_unflushed_losses(c);
 	vrt_tbuf_reclaim_dead();
 }
 
@@ -495,6 +570,7 @@ void vrt_collector_stop(int end_reason, int end_detail)
 		return;
 	c->end_reason = end_reason;
 	c->end_detail = end_detail;
+	atomic_store(&stopping_buf, vrt_tls.buf);
 	atomic_store(&c->stop, 1);
 	vrt_collector_wake();
 	pthread_join(c->thread, NULL);
@@ -525,6 +601,8 @@ void vrt_collector_after_fork_child(void)
 	 * Python tables (this process still holds those code objects). */
 	struct collector *c = &vrt_collector;
 	memset(c, 0, sizeof(*c));
+	memset(replaced, 0, sizeof(replaced));
+	atomic_store(&stopping_buf, NULL);
 	c->wake_fd = c->control_fd = -1;
 	if (vrt_collector_start())
 		vrt_disable("could not start the collector in a forked child");

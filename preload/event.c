@@ -50,10 +50,10 @@ static void fill_header(struct vrt_raw *r, const struct vrt_event *ev, size_t le
 /* Reports events this thread dropped while its buffer was full, before the next one. */
 static void flush_lost(struct vrt_tbuf *b)
 {
-	uint32_t lost = b->lost;
+	uint32_t dropped = b->lost;
 	struct vrt_raw *r = vrt_tbuf_reserve(b, sizeof(struct vrt_raw));
 	if (!r) {
-		b->lost = lost; /* still full: the report waits; failing to make it loses no event */
+		b->lost = dropped; /* still full: the report waits; failing to make it loses no event */
 		return;
 	}
 	struct vrt_event lost = { .op = VRT_OP_LOST, .size = b->lost };

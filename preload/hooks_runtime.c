@@ -31,6 +31,8 @@ int vrt_current_device_runtime(void)
 static void alloc_done(uint16_t api, cudaError_t r, uint8_t kind, int device, void *p, uint64_t size, uint64_t aux,
 		       uint64_t stream)
 {
+	if (r == cudaSuccess && !p)
+		return; /* cudaMalloc(&p, 0) succeeds with NULL: nothing was allocated, nothing to free */
 	vrt_record_alloc(api, r, is_oom(r), VRT_OP_ALLOC, kind, device, (uint64_t)(uintptr_t)p, size, aux, stream);
 }
 

@@ -5,15 +5,18 @@
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
+#include <fcntl.h>
 #include <link.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "attach.h"
 #include "internal.h"
 
 _Atomic int vrt_state = VRT_STATE_UNINIT;
@@ -97,14 +100,14 @@ static void locate_self(void)
 
 static void fatal_handler(int sig, siginfo_t *si, void *uc)
 {
-	(void)si;
 	(void)uc;
 	vrt_collector_crash_flush(sig);
 	for (size_t i = 0; i < N_FATAL; i++)
 		if (fatal_signals[i] == sig)
 			sigaction(sig, &previous_actions[i], NULL);
-	/* Faults re-execute and reach the previous handler; abort() raises again by itself. */
-	if (sig == SIGTERM)
+	/* A fault re-executes its instruction and reaches the previous action; abort() raises
+	 * again by itself. A signal sent by raise()/kill() (si_code <= 0) happens only once. */
+	if (sig == SIGTERM || si->si_code <= 0)
 		raise(sig);
 }
 
@@ -140,31 +143,133 @@ static void atfork_child(void)
 	vrt_collector_after_fork_child();
 }
 
+/* ---- preload or late load ---------------------------------------------------------------- */
+
+static bool loaded_late;
+
+bool vrt_loaded_late(void) { return loaded_late; }
+
+/* Whether one LD_PRELOAD entry (a path, or a bare name searched by the loader) is this file. */
+static bool names_self(const char *entry, size_t len, const struct stat *self)
+{
+	char path[4096];
+	if (!len || len >= sizeof(path))
+		return false;
+	memcpy(path, entry, len);
+	path[len] = 0;
+	if (!strchr(path, '/')) {
+		const char *base = strrchr(self_path, '/');
+		return !strcmp(path, base ? base + 1 : self_path);
+	}
+	struct stat st;
+	return !stat(path, &st) && st.st_dev == self->st_dev && st.st_ino == self->st_ino;
+}
+
+/* Whether a preload list (separated by spaces or colons, as ld.so takes it) names us. */
+static bool list_names_self(const char *list, size_t n, const struct stat *self)
+{
+	size_t start = 0;
+	for (size_t i = 0; i <= n; i++) {
+		if (i < n && list[i] != ':' && list[i] != ' ' && list[i] != '\n' && list[i] != '\t')
+			continue;
+		if (names_self(list + start, i - start, self))
+			return true;
+		start = i + 1;
+	}
+	return false;
+}
+
+static size_t read_small_file(const char *path, char *buf, size_t cap)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return 0;
+	size_t n = 0;
+	ssize_t r;
+	while (n < cap - 1 && (r = read(fd, buf + n, cap - 1 - n)) > 0)
+		n += (size_t)r;
+	close(fd);
+	buf[n] = 0;
+	return n;
+}
+
+/*
+ * Preloaded or dlopen'ed later? The loader only preloads what LD_PRELOAD (as the process was
+ * started: /proc/self/environ, which a later setenv/unsetenv does not change) or
+ * /etc/ld.so.preload names, so anything else means someone dlopen'ed us into a running process:
+ * `vramtrace attach`, or a program loading us by hand. Either way, starting to trace (and
+ * writing a file, and printing) on our own would surprise it.
+ */
+static bool preloaded(void)
+{
+	struct stat self;
+	if (!self_path[0] || stat(self_path, &self))
+		return true; /* cannot tell: keep the behaviour of a preload */
+	static char env[1 << 18]; /* .bss: only the bytes read are touched */
+	size_t n = read_small_file("/proc/self/environ", env, sizeof(env));
+	for (size_t i = 0; i < n; i += strlen(env + i) + 1)
+		if (!strncmp(env + i, "LD_PRELOAD=", 11)) {
+			const char *v = env + i + 11;
+			if (list_names_self(v, strlen(v), &self))
+				return true;
+		}
+	const char *live = n ? NULL : getenv("LD_PRELOAD"); /* /proc unreadable: second best */
+	if (live && list_names_self(live, strlen(live), &self))
+		return true;
+	char etc[4096];
+	n = read_small_file("/etc/ld.so.preload", etc, sizeof(etc));
+	return list_names_self(etc, n, &self);
+}
+
+int vrt_lifecycle_begin(int initial_mode)
+{
+	vrt_tbuf_init();
+	vrt_stacks_init();
+	vrt_python_init();
+	if (vrt_cfg.nvtx)
+		vrt_nvtx_setup_env();
+	atomic_store(&vrt_mode, initial_mode);
+	if (vrt_collector_start()) {
+		vrt_disable("could not start the collector thread");
+		return -1;
+	}
+	pthread_atfork(NULL, NULL, atfork_child);
+	install_fatal_handlers();
+	atomic_store(&vrt_state, VRT_STATE_READY);
+	return 0;
+}
+
+/* A late load reads its configuration silently: nothing may reach the program's stderr
+ * before somebody asks for tracing (vramtrace_attach_start). */
+static void load_config_quietly(void)
+{
+	static struct vrt_config cfg;
+	vrt_cfg.quiet = true;
+	vrt_config_load(&cfg);
+	vrt_cfg = cfg;
+	vrt_cfg.quiet = true;
+}
+
 __attribute__((constructor)) static void vrt_start(void)
 {
 	vrt_tls.busy = 1;
-	vrt_config_load(&vrt_cfg);
 	locate_self();
+	loaded_late = !preloaded();
+	if (loaded_late) {
+		/* State stays UNINIT: every hook passes through until vramtrace_attach_start. */
+		load_config_quietly();
+		vrt_lookup_init();
+		vrt_tls.busy = 0;
+		return;
+	}
+	vrt_config_load(&vrt_cfg);
 	vrt_lookup_init();
 	if (vrt_cfg.mode == VRT_MODE_OFF) {
 		atomic_store(&vrt_state, VRT_STATE_DISABLED);
 		vrt_tls.busy = 0;
 		return;
 	}
-	vrt_tbuf_init();
-	vrt_stacks_init();
-	vrt_python_init();
-	if (vrt_cfg.nvtx)
-		vrt_nvtx_setup_env();
-	atomic_store(&vrt_mode, vrt_cfg.mode);
-	if (vrt_collector_start()) {
-		vrt_disable("could not start the collector thread");
-		vrt_tls.busy = 0;
-		return;
-	}
-	pthread_atfork(NULL, NULL, atfork_child);
-	install_fatal_handlers();
-	atomic_store(&vrt_state, VRT_STATE_READY);
+	vrt_lifecycle_begin(vrt_cfg.mode);
 	vrt_tls.busy = 0;
 }
 

@@ -269,6 +269,10 @@ __attribute__((visibility("hidden"))) void *vrt_dlsym_filter(void *handle, const
 	}
 	if (def->exported == (void *)cuGetProcAddress_v2)
 		remember_get_proc(real);
+	else if (def->base && handle != RTLD_DEFAULT)
+		/* A driver opened RTLD_LOCAL (XLA, CuPy's loader) is invisible to RTLD_NEXT: take the
+		 * helpers (vrt_driver_fn: current device, memory info) from the library asked. */
+		remember_get_proc(vrt_real_dlsym(handle, "cuGetProcAddress_v2"));
 	return vrt_hook_wrap(def, real);
 }
 

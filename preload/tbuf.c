@@ -121,8 +121,10 @@ void vrt_tbuf_reclaim_dead(void)
 	if (!prev)
 		return;
 	for (struct vrt_tbuf *b = prev->next; b; b = prev->next) {
-		bool drained = atomic_load(&b->head) == atomic_load(&b->tail);
-		if (atomic_load_explicit(&b->dead, memory_order_acquire) && drained) {
+		/* dead first: its acquire makes the owner's last head final. Read after head, a
+		 * thread could publish and exit in between and its events be unmapped unread. */
+		bool dead = atomic_load_explicit(&b->dead, memory_order_acquire);
+		if (dead && atomic_load(&b->head) == atomic_load(&b->tail)) {
 			prev->next = b->next;
 			munmap(b, sizeof(struct vrt_tbuf) + b->capacity);
 			continue;

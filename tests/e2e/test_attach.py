@@ -1,0 +1,311 @@
+"""`vramtrace attach`, `mark` and `snapshot` on running processes (tests/programs/attach_target.c).
+
+Two ways in:
+  - a process started with `vramtrace run --armed` answers on its control socket: attach switches
+    it to full tracing with its exact live set (allocations from before are labelled, with sizes);
+  - a process started without vramtrace gets libvramtrace.so injected with ptrace: allocations
+    from before attach are one unattributed seed (from cuMemGetInfo), later ones have stacks, and
+    `attach --stop` puts the program's own pointers back (it goes on and exits normally).
+
+The program waits on stdin lines the test sends, so each step happens while it is parked.
+"""
+import ctypes
+import json
+import os
+import re
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import (BUILD, DOUBLES, KiB, MiB, PROGRAM_SOURCES, PROGRAMS, TIMEOUT, VRAMTRACE, Traced, analyze,
+                      clean_env, frame_functions)
+
+BEFORE_TRACING = "[allocated before tracing started]"
+BEFORE_ATTACH = "[allocated before attach, unattributed]"
+LOOP_BYTES = 64 * KiB
+
+
+# ---- the program ----------------------------------------------------------------------------
+
+def _toolkit_include():
+    try:
+        options = json.loads((BUILD / "meson-info" / "intro-buildoptions.json").read_text())
+        return next(o["value"] for o in options if o["name"] == "toolkit_include")
+    except (OSError, StopIteration, ValueError):
+        return "/usr/local/cuda/include"
+
+
+@pytest.fixture(scope="module")
+def target(tmp_path_factory):
+    """attach_target, built by meson when tests/meson.build lists it, else here with gcc, the
+    same way: against the runtime double, -O0 with frame pointers and exported symbols."""
+    built = PROGRAMS / "attach_target"
+    if built.exists():
+        return str(built)
+    out = tmp_path_factory.mktemp("attach_target") / "attach_target"
+    cmd = ["gcc", "-g", "-O0", "-fno-omit-frame-pointer", "-rdynamic", f"-I{_toolkit_include()}",
+           f"-I{PROGRAM_SOURCES}", "-o", str(out), str(PROGRAM_SOURCES / "attach_target.c"),
+           f"-L{DOUBLES}", "-l:libcudart.so.13", "-ldl", f"-Wl,-rpath,{DOUBLES}"]
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=TIMEOUT)
+    assert p.returncode == 0, f"cannot build attach_target:\n{p.stderr}"
+    return str(out)
+
+
+class Running:
+    """A started program driven line by line; its pid is the one it reports ("ready pid=N")."""
+
+    def __init__(self, argv, cwd):
+        self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                     text=True, env=clean_env(), cwd=cwd)
+        ready = self.line()
+        m = re.fullmatch(r"ready pid=(\d+)", ready)
+        assert m, f"unexpected first line {ready!r}: {self.proc.stderr.read() if self.proc.poll() is not None else ''}"
+        self.pid = int(m[1])
+
+    def line(self):
+        text = self.proc.stdout.readline()
+        assert text, f"the program ended early (exit {self.proc.poll()})"
+        return text.rstrip("\n")
+
+    def send(self, command):
+        self.proc.stdin.write(command + "\n")
+        self.proc.stdin.flush()
+        return self.line()
+
+    def running(self):
+        return self.proc.poll() is None
+
+    def finish(self, command="stop"):
+        last = self.send(command)
+        rest, err = self.proc.communicate(timeout=TIMEOUT)
+        return last, rest, err, self.proc.returncode
+
+    def kill(self):
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+
+
+def vramtrace(*args, check=True):
+    return analyze(*args, check=check)
+
+
+# ---- armed -> attach (no ptrace) -------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def armed(tmp_path_factory, target):
+    """run --armed; attach; the program allocates c and frees a; mark and snapshot from outside
+    while it runs; attach --stop; the program finishes."""
+    tmp = tmp_path_factory.mktemp("armed")
+    out, snap = tmp / "armed.vrt", tmp / "snap.vrt"
+    prog = Running([str(VRAMTRACE), "run", "--armed", "-q", "-o", str(out), "--", target, "steps"], tmp)
+    try:
+        steps = {"mark_while_armed": vramtrace("mark", prog.pid, "too-early", check=False),
+                 "attach": vramtrace("attach", prog.pid)}
+        steps["late"] = prog.send("go")
+        steps["mark"] = vramtrace("mark", prog.pid, "after-late")
+        steps["snapshot"] = subprocess.run(  # a relative path, made absolute in our cwd
+            [str(VRAMTRACE), "snapshot", str(prog.pid), "-o", "snap.vrt"], capture_output=True, text=True,
+            timeout=TIMEOUT, cwd=tmp)
+        steps["running_after_snapshot"] = prog.running()
+        steps["stop"] = vramtrace("attach", "--stop", prog.pid)
+        steps["end"] = prog.finish("go")
+    finally:
+        prog.kill()
+    return steps, Traced([target, "steps"], out, steps["end"][3], "", ""), Traced([], snap, 0, "", "")
+
+
+def test_armed_attach_switches_to_full_tracing(armed):
+    steps, t, _ = armed
+    assert "tracing everything to" in steps["attach"].stdout
+    assert steps["late"] == "late done"
+    assert steps["end"][0] == "bye" and steps["end"][3] == 0, steps["end"]
+
+
+def test_armed_attach_exact_live_bytes_with_labels_and_stacks(armed):
+    _, t, _ = armed
+    assert t.totals()[(0, "device")][1] == 6 * MiB  # b (before) + c (after); a freed after attach
+    before = [s for s in t.live_sites() if frame_functions(s) == [BEFORE_TRACING]]
+    assert [(s["bytes"], s["count"]) for s in before] == [(2 * MiB, 1)]
+    late = t.site("late_site")
+    assert (late["bytes"], late["count"]) == (4 * MiB, 1)
+    assert frame_functions(late)[0] == "late_site"
+
+
+def test_armed_attach_free_of_an_early_allocation_is_recorded(armed):
+    _, t, _ = armed
+    assert [r["size"] for r in t.events("free", "cudaFree")] == [1 * MiB]
+    assert [r["size"] for r in t.events("alloc", "cudaMalloc")] == [4 * MiB]
+
+
+def test_mark_from_outside_is_in_the_dump(armed):
+    steps, t, _ = armed
+    assert 'marked "after-late"' in steps["mark"].stdout
+    assert re.search(r"\bmark\b.*after-late", t.dump_text), t.dump_text
+
+
+def test_mark_while_armed_is_refused(armed):
+    steps, _, _ = armed
+    p = steps["mark_while_armed"]
+    assert p.returncode != 0 and "not recording" in p.stderr and "vramtrace attach" in p.stderr
+
+
+def test_snapshot_is_readable_while_the_process_runs(armed):
+    steps, _, snap = armed
+    assert steps["snapshot"].returncode == 0, steps["snapshot"].stderr
+    assert str(snap.trace) in steps["snapshot"].stdout, "the relative path was made absolute in our cwd"
+    assert steps["running_after_snapshot"]
+    assert snap.totals()[(0, "device")][1] == 6 * MiB
+
+
+def test_stop_closes_the_trace_as_detached(armed):
+    steps, t, _ = armed
+    assert "tracing stopped" in steps["stop"].stdout
+    assert t.info["end_code"] == 6, t.info  # VRT_END_DETACHED
+
+
+# ---- errors -----------------------------------------------------------------------------------
+
+def _free_pid():
+    pid = 4_000_000
+    while Path(f"/proc/{pid}").exists():
+        pid -= 1
+    return pid
+
+
+def test_no_such_process():
+    p = vramtrace("attach", _free_pid(), check=False)
+    assert p.returncode == 4 and "no process" in p.stderr
+
+
+def test_mark_and_snapshot_on_an_untraced_process(tmp_path):
+    sleeper = subprocess.Popen(["sleep", "30"], env=clean_env())
+    try:
+        for args in (("mark", sleeper.pid, "x"), ("snapshot", sleeper.pid, "-o", tmp_path / "s.vrt")):
+            p = vramtrace(*args, check=False)
+            assert p.returncode != 0
+            assert f"is not traced: run `vramtrace attach {sleeper.pid}` first" in p.stderr, p.stderr
+        p = vramtrace("attach", "--stop", sleeper.pid, check=False)
+        assert p.returncode != 0 and "not traced" in p.stderr
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+
+
+def test_usage_errors():
+    assert vramtrace("attach", check=False).returncode == 2
+    assert vramtrace("attach", "--stop", "--armed", "1", check=False).returncode == 2
+    assert vramtrace("mark", "1", check=False).returncode == 2
+    assert vramtrace("snapshot", "1", check=False).returncode == 2
+
+
+# ---- injection with ptrace --------------------------------------------------------------------
+
+def _ptrace_unavailable():
+    """Why this environment cannot ptrace a sibling process, or None."""
+    try:
+        scope = int(Path("/proc/sys/kernel/yama/ptrace_scope").read_text())
+    except (OSError, ValueError):
+        scope = 0
+    caps = next((int(line.split()[1], 16) for line in Path("/proc/self/status").read_text().splitlines()
+                 if line.startswith("CapEff:")), 0)
+    if scope >= 1 and not caps >> 19 & 1:
+        return f"kernel.yama.ptrace_scope={scope} without CAP_SYS_PTRACE: vramtrace may not ptrace a sibling"
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.ptrace.argtypes = [ctypes.c_long, ctypes.c_long, ctypes.c_void_p, ctypes.c_void_p]
+    child = subprocess.Popen(["sleep", "30"])
+    try:
+        if libc.ptrace(16, child.pid, None, None) != 0:  # PTRACE_ATTACH
+            return f"PTRACE_ATTACH on a child failed: {os.strerror(ctypes.get_errno())}"
+        os.waitpid(child.pid, 0)
+        libc.ptrace(17, child.pid, None, None)  # PTRACE_DETACH
+    finally:
+        child.send_signal(signal.SIGKILL)
+        child.wait()
+    return None
+
+
+@pytest.fixture(scope="module")
+def injected(tmp_path_factory, target):
+    """The loop program started without vramtrace; attach injects; it keeps allocating; pause;
+    mark; attach --stop; it resumes and stops by itself."""
+    why = _ptrace_unavailable()
+    if why:
+        pytest.skip(f"ptrace is not permitted here: {why}")
+    tmp = tmp_path_factory.mktemp("injected")
+    out = tmp / "inject.vrt"
+    prog = Running([target, "loop"], tmp)
+    try:
+        time.sleep(0.2)  # some allocations before attach
+        steps = {"attach": vramtrace("attach", "-o", out, prog.pid, check=False)}
+        steps["where_attached"] = prog.send("where")
+        time.sleep(0.3)  # recorded allocations
+        steps["paused"] = prog.send("pause")
+        steps["mark"] = vramtrace("mark", prog.pid, "while-attached", check=False)
+        steps["stop"] = vramtrace("attach", "--stop", prog.pid, check=False)
+        steps["where_after"] = prog.send("where")
+        steps["reattach"] = vramtrace("attach", prog.pid, check=False)
+        steps["resumed"] = prog.send("resume")
+        time.sleep(0.1)
+        steps["end"] = prog.finish("stop")
+    finally:
+        prog.kill()
+    return steps, Traced([target, "loop"], out, steps["end"][3], "", "")
+
+
+def _count(line, key="n"):
+    return int(re.search(rf"\b{key}=(\d+)", line)[1])
+
+
+def test_inject_attaches(injected):
+    steps, _ = injected
+    assert steps["attach"].returncode == 0, steps["attach"].stderr
+    assert "injected" in steps["attach"].stdout
+    assert steps["where_attached"].startswith("where libvramtrace.so "), "the program's own pointer is hooked"
+
+
+def test_inject_stop_restores_the_program(injected):
+    steps, _ = injected
+    assert steps["stop"].returncode == 0, steps["stop"].stderr
+    assert "restored" in steps["stop"].stdout
+    assert steps["where_after"].startswith("where libcudart.so.13 "), "the pointer is the runtime's again"
+    last, rest, err, code = steps["end"]
+    assert code == 0 and re.fullmatch(r"loop: \d+ allocations", last), steps["end"]
+    assert rest == "" and err == "", "nothing from vramtrace in the program's output"
+
+
+def test_inject_refuses_a_second_trace_after_stop(injected):
+    steps, _ = injected
+    p = steps["reattach"]
+    assert p.returncode != 0 and "is closed" in p.stderr, p.stderr
+
+
+def test_inject_records_later_allocations_with_stacks(injected):
+    _, t = injected
+    allocs = t.events("alloc", "cudaMalloc")
+    assert allocs and {r["size"] for r in allocs} == {LOOP_BYTES}
+    site = t.site("loop_site")
+    assert frame_functions(site)[:2] == ["loop_site", "loop"]
+    assert site["count"] == len(allocs)
+
+
+def test_inject_seed_covers_everything_from_before_exactly(injected):
+    """Nothing is freed: live at the end = 3 MiB + n * 64 KiB, n counted by the program at the
+    pause, split between the seed (one unattributed figure) and recorded allocations."""
+    steps, t = injected
+    n = _count(steps["paused"])
+    assert t.totals()[(0, "device")][1] == 3 * MiB + n * LOOP_BYTES
+    seed = [s for s in t.live_sites() if frame_functions(s) == [BEFORE_ATTACH]]
+    assert len(seed) == 1 and seed[0]["count"] == 1
+    assert seed[0]["bytes"] == 3 * MiB + (n - len(t.events("alloc", "cudaMalloc"))) * LOOP_BYTES
+    assert [r.op for r in t.events("seed")] == ["seed"]
+
+
+def test_inject_mark_and_end(injected):
+    steps, t = injected
+    assert steps["mark"].returncode == 0, steps["mark"].stderr
+    assert re.search(r"\bmark\b.*while-attached", t.dump_text)
+    assert t.info["end_code"] == 6, t.info  # VRT_END_DETACHED

@@ -1,0 +1,79 @@
+"""Python stacks: tests/programs/ctypes_alloc.py allocates through the runtime double with ctypes
+from named Python functions. Expected lines come from its "# MARK:" comments."""
+import pytest
+
+from conftest import CUDART, KiB, MiB, PROGRAM_SOURCES, assert_nothing_lost, assert_unchanged_behaviour, \
+    marker_lines, trace
+
+SCRIPT = PROGRAM_SOURCES / "ctypes_alloc.py"
+LINE = marker_lines(SCRIPT)
+
+
+def python_frames(site):
+    return [(f["function"], f["file"], f["line"]) for f in site["frames"] if f["kind"] == "python"]
+
+
+def expected(*names):
+    """(qualname, file, line) innermost first, from (qualname, marker) pairs."""
+    return [(function, str(SCRIPT), LINE[marker]) for function, marker in names]
+
+
+WEIGHTS_STACK = expected(("cuda_malloc", "cuda_malloc"), ("allocate_weights", "allocate_weights"),
+                         ("Model.build", "Model.build"), ("main", "main.build"), ("<module>", "module"))
+ACTIVATIONS_STACK = expected(("cuda_malloc", "cuda_malloc"), ("allocate_activations", "allocate_activations"),
+                             ("Model.step", "Model.step"), ("main", "main.step"), ("<module>", "module"))
+PIN_STACK = expected(("pin_host", "pin_host"), ("main", "main.pin_host"), ("<module>", "module"))
+
+
+@pytest.fixture(scope="module")
+def py(tmp_path_factory, python_exe):
+    return trace(tmp_path_factory.mktemp("ctypes"), [python_exe, SCRIPT, CUDART])
+
+
+def test_python_program_behaviour_is_unchanged(py):
+    assert (py.returncode, py.stdout) == (0, "ctypes_alloc: 2 weights, staging set\n")
+    assert_unchanged_behaviour(py)
+
+
+def test_python_exact_totals(py):
+    assert py.totals() == {(0, "device"): (10 * MiB, 8 * MiB), (-1, "host_pinned"): (64 * KiB, 64 * KiB)}
+
+
+def test_weights_site_has_file_function_and_line_of_each_python_frame(py):
+    site = py.site("allocate_weights")
+    assert (site["bytes"], site["count"]) == (8 * MiB, 2)
+    assert python_frames(site) == WEIGHTS_STACK
+
+
+def test_pinned_site_python_frames(py):
+    site = py.site("pin_host")
+    assert (site["bytes"], site["count"]) == (64 * KiB, 1)
+    assert python_frames(site) == PIN_STACK
+
+
+def test_transient_allocation_python_frames_at_the_peak(py):
+    device = next(d for d in py.report["devices"] if d["kind"] == "device")
+    site = py.site("allocate_activations", device["top_at_peak"])
+    assert (site["bytes"], site["count"]) == (2 * MiB, 1)
+    assert python_frames(site) == ACTIVATIONS_STACK
+
+
+def test_python_frames_come_after_the_native_call_into_ctypes(py):
+    """Merged view: the native frames of the foreign call, then Python from the caller out."""
+    kinds = [f["kind"] for f in py.site("allocate_weights")["frames"]]
+    first_python = kinds.index("python")
+    assert first_python > 0 and set(kinds[:first_python]) == {"native"}
+
+
+def test_python_nothing_lost(py):
+    assert_nothing_lost(py)
+    assert len(py.events("alloc")) == 4 and len(py.events("free")) == 1
+
+
+def test_python_frames_when_ctypes_releases_the_gil(tmp_path, python_exe):
+    """ctypes.CDLL drops the GIL around the foreign call (as Numba-style drivers do); the
+    thread's Python frames are still its own and must still be recorded."""
+    t = trace(tmp_path, [python_exe, SCRIPT, CUDART, "--release-gil"])
+    assert t.returncode == 0
+    assert t.totals() == {(0, "device"): (10 * MiB, 8 * MiB), (-1, "host_pinned"): (64 * KiB, 64 * KiB)}
+    assert python_frames(t.site("allocate_weights")) == WEIGHTS_STACK

@@ -1,0 +1,135 @@
+"""The shared CUDA runtime (libcudart.so.13 double): every allocation API, recorded once each
+under its runtime name, with exact totals per device and kind (tests/programs/rt_api.c)."""
+import pytest
+
+from conftest import KiB, MiB, assert_nothing_lost, assert_unchanged_behaviour, frame_functions, program, trace
+
+# Device 0 device memory: leak 1 MiB, transient 3 MiB (the peak: 4 MiB), pitch 10240 and pool 8192 kept.
+DEVICE_PEAK = 4 * MiB
+DEVICE_LIVE = 1 * MiB + 10240 + 8192
+MANAGED = 2 * MiB
+PINNED_PEAK = 64 * KiB + 16384  # cudaMallocHost kept + cudaHostRegister while registered
+PINNED_LIVE = 64 * KiB
+
+
+@pytest.fixture(scope="module")
+def rt(tmp_path_factory):
+    return trace(tmp_path_factory.mktemp("rt_api"), [program("rt_api")])
+
+
+def test_program_behaviour_is_unchanged(rt):
+    assert rt.returncode == 0
+    assert rt.stdout == "rt_api: done\n"
+    assert_unchanged_behaviour(rt)
+
+
+def test_exact_totals_per_device_and_kind(rt):
+    assert rt.totals() == {
+        (0, "device"): (DEVICE_PEAK, DEVICE_LIVE),
+        (0, "managed"): (MANAGED, MANAGED),
+        (-1, "host_pinned"): (PINNED_PEAK, PINNED_LIVE),
+    }
+
+
+@pytest.mark.parametrize("function, size", [
+    ("leak_site", 1 * MiB),
+    ("pitch_site", 10240),
+    ("pool_site", 8192),
+    ("managed_site", MANAGED),
+    ("pinned_site", PINNED_LIVE),
+])
+def test_live_site_bytes_and_count(rt, function, size):
+    site = rt.site(function)
+    assert (site["bytes"], site["count"]) == (size, 1)
+    assert frame_functions(site)[0] == function, "the innermost frame is the caller of the CUDA API"
+
+
+def test_live_sites_add_up_to_live_totals(rt):
+    assert len(rt.live_sites()) == 5
+    assert sum(s["bytes"] for s in rt.live_sites()) == DEVICE_LIVE + MANAGED + PINNED_LIVE
+
+
+def test_top_site_at_device_peak_is_the_transient_allocation(rt):
+    device = next(d for d in rt.report["devices"] if (d["device"], d["kind"]) == (0, "device"))
+    at_peak = {frame_functions(s)[0]: (s["bytes"], s["count"]) for s in device["top_at_peak"]}
+    assert at_peak == {"transient_site": (3 * MiB, 1), "leak_site": (1 * MiB, 1)}
+
+
+@pytest.mark.parametrize("api, kind, sizes", [
+    ("cudaMalloc", "device", [1 * MiB, 3 * MiB]),
+    ("cudaMallocPitch", "device", [10240]),  # pitch 1024 x 10 rows
+    ("cudaMalloc3D", "device", [6144]),      # pitch 512 x 4 rows x 3 slices
+    ("cudaMallocAsync", "device", [4096]),
+    ("cudaMallocFromPoolAsync", "device", [8192, 2048]),
+    ("cudaMallocManaged", "managed", [MANAGED]),
+    ("cudaMallocHost", "host_pinned", [64 * KiB]),
+    ("cudaHostAlloc", "host_pinned", [12288]),
+    ("cudaHostRegister", "host_pinned", [16384]),
+])
+def test_each_api_is_recorded_under_its_own_name(rt, api, kind, sizes):
+    allocs = rt.events("alloc", api)
+    assert [(r.kind, r["size"]) for r in allocs] == [(kind, size) for size in sizes]
+    assert {r.device for r in allocs} == {-1 if kind == "host_pinned" else 0}
+
+
+def test_no_driver_call_is_recorded_twice(rt):
+    """The runtime's nested driver calls pass through: every record names a runtime API."""
+    assert not [r.text for r in rt.events() if r.api.startswith("cu") and not r.api.startswith("cuda")]
+    # 11 allocations: cudaMalloc x2, pitch, 3D, async, pool x2, managed, host, host alloc, register.
+    assert len(rt.events("alloc")) == 11
+
+
+@pytest.mark.parametrize("api, size", [
+    ("cudaFree", 3 * MiB),
+    ("cudaFree", 6144),
+    ("cudaFreeAsync", 4096),
+    ("cudaFreeAsync", 2048),
+    ("cudaFreeHost", 12288),
+    ("cudaHostUnregister", 16384),
+])
+def test_frees_carry_the_size_of_what_they_freed(rt, api, size):
+    assert size in [r["size"] for r in rt.events("free", api)]
+
+
+def test_frees_point_at_the_allocating_stack(rt):
+    live = {}  # addresses are reused: match each free with the allocation live there then
+    frees = 0
+    for r in rt.events():
+        if r.op == "alloc":
+            live[r["addr"]] = r
+        elif r.op == "free":
+            a = live.pop(r["addr"])
+            assert (r["alloc_stack"], r["size"]) == (a["stack"], a["size"]), r.text
+            frees += 1
+    assert frees == 6
+
+
+def test_ipc_open_and_close_are_imports_not_memory_held(rt):
+    opened = rt.events("import", "cudaIpcOpenMemHandle")
+    closed = rt.events("import_close", "cudaIpcCloseMemHandle")
+    assert [(r.device, r["size"]) for r in opened] == [(0, 1 * MiB)]
+    assert [r["addr"] for r in closed] == [opened[0]["addr"]]
+    assert closed[0]["size"] == 1 * MiB
+
+
+def test_zero_byte_malloc_is_not_an_allocation(rt):
+    """cudaMalloc(&p, 0) succeeds with NULL: no record, no live site of 0 bytes."""
+    assert not [r.text for r in rt.events() if r.get("size") == 0 or r.get("addr") == 0]
+    assert not [s for s in rt.live_sites() if "zero_size_site" in frame_functions(s)]
+
+
+def test_runtime_on_per_thread_stream_entry_points_records_the_same(tmp_path, rt):
+    """FAKECUDART_PTSZ=1: the runtime resolves its stream-ordered driver calls as the _ptsz
+    variants; those nested calls still pass through, and the same runtime calls are recorded."""
+    t = trace(tmp_path, [program("rt_api")], env={"FAKECUDART_PTSZ": "1"})
+    assert (t.returncode, t.stdout) == (rt.returncode, rt.stdout)
+    assert t.totals() == rt.totals()
+    assert [(r.op, r.api, r.get("size")) for r in t.events()] == [(r.op, r.api, r.get("size")) for r in rt.events()]
+
+
+def test_nothing_is_lost(rt):
+    assert_nothing_lost(rt)
+
+
+def test_trace_ends_as_a_normal_exit(rt):
+    assert (rt.info["end_reason"], rt.info["end_detail"]) == ("exited normally", 0)

@@ -1,0 +1,124 @@
+"""A statically linked runtime (tests/programs/static_rt.c) and many threads allocating at once
+(tests/programs/mt_alloc.c)."""
+import pytest
+
+from conftest import MiB, assert_nothing_lost, assert_unchanged_behaviour, frame_functions, program, trace
+
+# ---- libcudart_static.a ---------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def static(tmp_path_factory):
+    return trace(tmp_path_factory.mktemp("static_rt"), [program("static_rt")])
+
+
+def test_static_program_behaviour_is_unchanged(static):
+    assert (static.returncode, static.stdout) == (0, "static_rt: done\n")
+    assert_unchanged_behaviour(static)
+
+
+def test_static_runtime_exact_totals(static):
+    assert static.totals() == {(0, "device"): (3 * MiB, 1 * MiB), (-1, "host_pinned"): (8192, 8192)}
+
+
+def test_static_runtime_is_seen_at_the_driver(static):
+    """The runtime inside the executable is invisible to runtime hooks; its driver calls are not."""
+    assert {r.api for r in static.events()} == {"cuMemAlloc_v2", "cuMemFree_v2", "cuMemAllocHost_v2"}
+    assert [r["size"] for r in static.events("alloc", "cuMemAlloc_v2")] == [1 * MiB, 2 * MiB]
+
+
+@pytest.mark.parametrize("function, runtime_function, size", [
+    ("leak_site", "cudaMalloc", 1 * MiB),
+    ("pinned_site", "cudaMallocHost", 8192),
+])
+def test_static_runtime_stacks_reach_the_program(static, function, runtime_function, size):
+    site = static.site(function)
+    assert site["bytes"] == size
+    frames = frame_functions(site)
+    assert frames.index(runtime_function) < frames.index(function) < frames.index("main")
+
+
+def test_static_nothing_lost(static):
+    assert_nothing_lost(static)
+
+
+# ---- 8 threads -----------------------------------------------------------------------------
+
+THREADS, ITERATIONS = 8, 1000
+LEAKED = sum((i + 1) * 4096 for i in range(THREADS))  # 147456
+CHURN = [65536 + i * 512 for i in range(THREADS)]
+
+
+@pytest.fixture(scope="module")
+def mt(tmp_path_factory):
+    return trace(tmp_path_factory.mktemp("mt_alloc"), [program("mt_alloc")])
+
+
+def test_threads_program_behaviour_is_unchanged(mt):
+    assert (mt.returncode, mt.stdout) == (0, f"mt_alloc: {THREADS} threads x {ITERATIONS} done\n")
+    assert_unchanged_behaviour(mt)
+
+
+def test_threads_exact_final_accounting(mt):
+    peak, live = mt.totals()[(0, "device")]
+    assert live == LEAKED
+    # The peak depends on the interleaving, but never exceeds every thread's leak plus its
+    # largest in-flight allocation, and is at least what is left at the end.
+    assert LEAKED <= peak <= LEAKED + sum(CHURN)
+    assert list(mt.totals()) == [(0, "device")]
+
+
+def test_threads_leaks_are_one_site(mt):
+    site = mt.site("thread_leak_site")
+    assert (site["bytes"], site["count"]) == (LEAKED, THREADS)
+    assert frame_functions(site)[:2] == ["thread_leak_site", "worker"]
+    assert len(mt.live_sites()) == 1
+
+
+def test_threads_every_event_recorded_once(mt):
+    allocs, frees = mt.events("alloc"), mt.events("free")
+    assert len(allocs) == THREADS * (ITERATIONS + 1)
+    assert len(frees) == THREADS * ITERATIONS
+    assert sorted({r["size"] for r in frees}) == CHURN
+    assert sum(r["size"] for r in allocs) - sum(r["size"] for r in frees) == LEAKED
+
+
+def test_threads_each_thread_has_its_own_index(mt):
+    per_thread = {}
+    for r in mt.events("alloc"):
+        per_thread.setdefault(r.thread, set()).add(r["size"])
+    workers = [sizes for sizes in per_thread.values() if len(sizes) == 2]
+    assert len(workers) == THREADS
+    assert sorted(min(s) for s in workers) == sorted((i + 1) * 4096 for i in range(THREADS))
+
+
+def test_threads_each_free_names_what_its_thread_allocated(mt):
+    """Per thread, records keep program order: alloc X, free X, ... then the kept one. A free
+    published after another thread got the same address back must still be written, with the
+    size and allocating stack of what it freed."""
+    by_thread = {}
+    for r in mt.events():
+        by_thread.setdefault(r.thread, []).append(r)
+    workers = [rs for rs in by_thread.values() if rs[0].op == "alloc"]
+    assert len(workers) == THREADS
+    for rs in workers:
+        assert [r.op for r in rs] == ["alloc", "free"] * ITERATIONS + ["alloc"]
+        for a, f in zip(rs[0::2], rs[1::2]):
+            assert (f["addr"], f["size"], f["alloc_stack"]) == (a["addr"], a["size"], a["stack"]), f.text
+
+
+def test_threads_nothing_lost(mt):
+    assert_nothing_lost(mt)
+
+
+def test_threads_lossy_buffers_account_for_every_event(tmp_path):
+    """With per-thread buffers far too small for the burst, events may be dropped, but every
+    one is either written or counted lost: nothing disappears and nothing is counted twice."""
+    t = trace(tmp_path, [program("mt_alloc")],
+              env={"VRAMTRACE_THREAD_BUFFER": "64K", "VRAMTRACE_FLUSH_MS": "1000"})
+    assert t.returncode == 0
+    made = THREADS * (2 * ITERATIONS + 1)
+    written = len(t.events("alloc")) + len(t.events("free"))
+    assert written + t.info["events_lost"] == made
+    assert sum(r["id"] for r in t.events("lost")) == t.info["events_lost"]
+    assert t.info["events_written"] == written + len(t.events("lost"))

@@ -1,0 +1,124 @@
+/*
+ * attach_target.c - a long-running program for `vramtrace attach` (tests/e2e/test_attach.py),
+ * linked against the runtime double and driven by lines on stdin. It starts with early_site:
+ * 1 MiB (a) and 2 MiB (b), prints "ready pid=<pid>", then:
+ *
+ *   attach_target steps   waits in read(2) for a line; then late_site: 4 MiB (c) and frees a,
+ *                         prints "late done"; waits for another line, prints "bye", exits 0.
+ *                         Live at the end: b (2 MiB, from before tracing) + c (4 MiB) = 6 MiB.
+ *   attach_target loop    every 10 ms (poll(2) on stdin) loop_site allocates 64 KiB and keeps it,
+ *                         until told to stop. Commands, one per line, each answered by one line:
+ *                           where   -> "where <object> n=<allocations>": the object the program's
+ *                                      own pointer to cudaMalloc points into (libvramtrace.so
+ *                                      while attached by injection, libcudart.so.13 otherwise)
+ *                           pause   -> "paused n=<allocations>" (no allocation until resume)
+ *                           resume  -> "resumed"
+ *                           stop    -> "loop: <allocations> allocations", exit 0
+ *                         Device bytes in use at any time: 3 MiB + n * 64 KiB, none freed.
+ */
+#define _GNU_SOURCE
+#include <cuda_runtime_api.h>
+#include <dlfcn.h>
+#include <poll.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "prog.h"
+
+#define LOOP_BYTES (64 * KiB)
+
+static void *a, *b, *c;
+
+SITE void early_site(void)
+{
+	CHECK(cudaMalloc(&a, 1 * MiB));
+	CHECK(cudaMalloc(&b, 2 * MiB));
+}
+
+SITE void late_site(void)
+{
+	CHECK(cudaMalloc(&c, 4 * MiB));
+	CHECK(cudaFree(a));
+}
+
+SITE void loop_site(void)
+{
+	void *p;
+	CHECK(cudaMalloc(&p, LOOP_BYTES));
+}
+
+static void say(const char *fmt, long v)
+{
+	printf(fmt, v);
+	fflush(stdout);
+}
+
+/* One line from stdin with read(2) (no stdio buffering behind poll's back); 0 at EOF. */
+static size_t read_line(char *line, size_t cap)
+{
+	size_t n = 0;
+	char ch;
+	while (n + 1 < cap && read(0, &ch, 1) == 1 && ch != '\n')
+		line[n++] = ch;
+	line[n] = 0;
+	return n;
+}
+
+static int steps(void)
+{
+	char line[64];
+	read_line(line, sizeof(line));
+	late_site();
+	say("late done%.0ld\n", 0);
+	read_line(line, sizeof(line));
+	say("bye%.0ld\n", 0);
+	return 0;
+}
+
+static const char *where_cuda_malloc(void)
+{
+	Dl_info info;
+	void *p = (void *)cudaMalloc; /* read from this program's GOT */
+	if (!dladdr(p, &info) || !info.dli_fname)
+		return "?";
+	const char *slash = strrchr(info.dli_fname, '/');
+	return slash ? slash + 1 : info.dli_fname;
+}
+
+static int loop(void)
+{
+	long n = 0;
+	int paused = 0;
+	char line[64];
+	for (;;) {
+		struct pollfd p = { 0, POLLIN, 0 };
+		if (poll(&p, 1, 10) == 1) {
+			read_line(line, sizeof(line));
+			if (!strcmp(line, "where")) {
+				printf("where %s ", where_cuda_malloc());
+				say("n=%ld\n", n);
+			} else if (!strcmp(line, "pause")) {
+				paused = 1;
+				say("paused n=%ld\n", n);
+			} else if (!strcmp(line, "resume")) {
+				paused = 0;
+				say("resumed%.0ld\n", 0);
+			} else {
+				say("loop: %ld allocations\n", n);
+				return 0;
+			}
+		}
+		if (!paused) {
+			loop_site();
+			n++;
+		}
+	}
+}
+
+int main(int argc, char **argv)
+{
+	CHECK(cudaSetDevice(0));
+	early_site();
+	say("ready pid=%ld\n", (long)getpid());
+	return argc > 1 && !strcmp(argv[1], "loop") ? loop() : steps();
+}

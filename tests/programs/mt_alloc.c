@@ -1,0 +1,56 @@
+/*
+ * mt_alloc.c - THREADS threads allocate and free concurrently through the shared runtime, so
+ * addresses are reused across threads while events from all of them are in flight. Each thread
+ * makes ITERATIONS cudaMalloc/cudaFree pairs of a size of its own, then keeps one allocation
+ * from thread_leak_site: (index + 1) * 4096 bytes.
+ *
+ * Expected: 8 live allocations, 36 * 4096 = 147456 bytes, all from thread_leak_site; exactly
+ * THREADS * (ITERATIONS + 1) allocation and THREADS * ITERATIONS free records; none lost.
+ */
+#include <cuda_runtime_api.h>
+#include <pthread.h>
+#include <stdint.h>
+
+#include "prog.h"
+
+#define THREADS 8
+#define ITERATIONS 1000
+
+static pthread_barrier_t start;
+
+SITE void thread_churn_site(int index)
+{
+	void *p;
+	CHECK(cudaMalloc(&p, 65536 + (size_t)index * 512));
+	CHECK(cudaFree(p));
+}
+
+SITE void thread_leak_site(int index)
+{
+	void *p;
+	CHECK(cudaMalloc(&p, (size_t)(index + 1) * 4096));
+}
+
+static void *worker(void *arg)
+{
+	int index = (int)(intptr_t)arg;
+	CHECK(cudaSetDevice(0));
+	pthread_barrier_wait(&start);
+	for (int i = 0; i < ITERATIONS; i++)
+		thread_churn_site(index);
+	thread_leak_site(index);
+	return NULL;
+}
+
+int main(void)
+{
+	pthread_t threads[THREADS];
+	CHECK(cudaSetDevice(0));
+	pthread_barrier_init(&start, NULL, THREADS);
+	for (int i = 0; i < THREADS; i++)
+		CHECK(pthread_create(&threads[i], NULL, worker, (void *)(intptr_t)i));
+	for (int i = 0; i < THREADS; i++)
+		CHECK(pthread_join(threads[i], NULL));
+	printf("mt_alloc: %d threads x %d done\n", THREADS, ITERATIONS);
+	return 0;
+}
