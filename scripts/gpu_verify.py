@@ -120,9 +120,12 @@ def check_static(name, truth, report):
 
 def check_nccl(name, truth, report):
     traced = device_live(report) - device_live(report, key="pytorch_allocator_bytes")
+    nccl = site_bytes(report, "nccl")
     return [row(name, "NCCL's own device memory vs cudaMemGetInfo delta minus PyTorch's", traced,
                 truth["meminfo_delta"] - truth["torch_reserved_delta"], False,
-                "the delta also holds NCCL's module and context growth, which are no allocations")]
+                "the delta also holds NCCL's module and context growth, which are no allocations"),
+            row(name, "of which attributed to libnccl frames", nccl, nccl, False,
+                "NCCL_CUMEM_ENABLE=%s" % truth.get("nccl_cumem"))]
 
 
 SCENARIOS = [
@@ -135,7 +138,8 @@ SCENARIOS = [
     ("jax", ["scenario", "jax"], {"XLA_PYTHON_CLIENT_PREALLOCATE": "false"}, check_jax),
     ("cupy", ["scenario", "cupy"], {}, check_cupy),
     ("static-binary", ["static"], {}, check_static),
-    ("nccl", ["scenario", "nccl"], {"NCCL_NVLS_ENABLE": "0"}, check_nccl),
+    ("nccl-cumem1", ["scenario", "nccl"], {"NCCL_NVLS_ENABLE": "0", "NCCL_CUMEM_ENABLE": "1"}, check_nccl),
+    ("nccl-cumem0", ["scenario", "nccl"], {"NCCL_NVLS_ENABLE": "0", "NCCL_CUMEM_ENABLE": "0"}, check_nccl),
 ]
 
 

@@ -191,6 +191,34 @@ def check_phase_overhead(out):
     return True
 
 
+def check_ranks(out):
+    """Two ranks on one GPU (gloo): one trace per rank, both shown, the planted leak on rank 1 only."""
+    script = os.path.join(HERE, "ddp_train.py")
+    leak_line = line_of(script, "PLANTED-LEAK")
+    ok = True
+    for variant, extra in (("ddp", []), ("sharded", ["--shard-optimizer"])):
+        d = os.path.join(out, "ranks-" + variant) + "/"
+        p, _ = run([VT, "run", "-q", "-o", d, "--", PY, "-m", "torch.distributed.run", "--nproc_per_node=2",
+                    "--master-port", "29611", script, "--backend", "gloo"] + extra)
+        files = sorted(f for f in os.listdir(d) if f.endswith(".vrt")) if os.path.isdir(d) else []
+        if p.returncode or len(files) != 2:
+            say("ranks", variant, "FAILED: exit %d, traces %s" % (p.returncode, files), p.stderr[-600:])
+            ok = False
+            continue
+        js = vt_json("leaks", "--json", "-q", "--phase", "train", d)
+        found = {}
+        for proc in js["processes"]:
+            found[proc["rank"]] = any(fr["kind"] == "python" and fr["line"] == leak_line and fr["file"].endswith("ddp_train.py")
+                                      for s in proc["survivors"] for fr in s["frames"])
+        good = found == {0: False, 1: True}
+        say("ranks %-8s traces %s; planted leak found on ranks %s -> %s" %
+            (variant, files, sorted(r for r, f in found.items() if f), "ok" if good else "WRONG"))
+        with open(os.path.join(out, "ranks-%s.txt" % variant), "w") as f:
+            f.write(vt_text("leaks", "-q", "--phase", "train", "--top", "4", d) + vt_text("report", "-q", "--top", "3", d))
+        ok &= good
+    return ok
+
+
 def check_verify(out):
     p, _ = run([PY, os.path.join(ROOT, "scripts", "gpu_verify.py"), "--out", os.path.join(out, "verify")])
     for line in (p.stdout + p.stderr).splitlines():
@@ -206,7 +234,7 @@ def main():
     os.makedirs(a.out, exist_ok=True)
     sys.path.insert(0, HERE)
     checks = [("verify", check_verify),
-              ("leaks", check_leaks), ("tensors", check_tensor_proof), ("oom", check_oom),
+              ("leaks", check_leaks), ("tensors", check_tensor_proof), ("oom", check_oom), ("ranks", check_ranks),
               ("phase-overhead", check_phase_overhead)]
     results = {}
     for name, fn in checks:
