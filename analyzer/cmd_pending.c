@@ -5,9 +5,5 @@
 
 
 
-PENDING(vrt_cmd_html, "html")
 
 
-PENDING(vrt_cmd_attach, "attach")
-PENDING(vrt_cmd_mark, "mark")
-PENDING(vrt_cmd_snapshot, "snapshot")

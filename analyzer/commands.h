@@ -170,32 +170,41 @@ int vrt_cmd_snapshot(int argc, char **argv);
 	"layout (ring or keep-all, chunks, lost events) and the table sizes.\n"
 
 #define VRT_HELP_ATTACH                                                                                \
-	"usage: vramtrace attach [--stop] [--armed] [-o PATH] PID\n"                                     \
+	"usage: vramtrace attach [--stop|--armed] [-o PATH] PID\n"                                       \
 	"\n"                                                                                           \
-	"Starts full tracing in a running process. A process started with `vramtrace run --armed`\n"   \
-	"(or with the preload) switches at once, keeping its exact live set. A process started\n"      \
-	"without it gets libvramtrace.so injected with ptrace (same user; kernel.yama.ptrace_scope\n"  \
-	"must allow it); allocations made before attach are seeded from PyTorch's own snapshot when\n" \
-	"possible, else counted as one unattributed total.\n"                                            \
+	"Starts full tracing in a running process of yours. A process started with `vramtrace run\n"   \
+	"--armed` (or with the preload) switches at once over its control socket, keeping its exact\n"  \
+	"live set: what it allocated before is reported with its sizes, labelled as allocated before\n" \
+	"tracing started. A process started without vramtrace gets libvramtrace.so injected with\n"    \
+	"ptrace (x86-64 only; same user; kernel.yama.ptrace_scope must allow it, vramtrace never uses\n" \
+	"sudo): one thread waiting in a system call runs dlopen, then is put back exactly as it was.\n" \
+	"Calls through the program's own pointers (GOT slots, PyTorch's driver table) are hooked from\n" \
+	"then on; memory allocated before is one unattributed total per device (used memory as the\n"  \
+	"driver reports it, CUDA context included). Stop it with --stop: the trace is closed, the\n"   \
+	"hooked call sites are restored, and the process keeps running.\n"                              \
 	"\n"                                                                                           \
 	"options:\n"                                                                                   \
-	"  --stop       stop tracing and close the trace; the process keeps running\n"                  \
-	"  --armed      go back to armed (live set only)\n"                                              \
-	"  -o PATH      trace path for an injected process (default ./vramtrace.<pid>.vrt)\n"           \
+	"  --stop       stop tracing and close the trace; the process keeps running (a process is\n"    \
+	"               traced into one file: it cannot be attached again after --stop)\n"             \
+	"  --armed      go back to armed (live set only, nothing written)\n"                             \
+	"  -o PATH      the trace file, for a process whose trace is not open yet (default for an\n"    \
+	"               injected process: ./vramtrace.<pid>.vrt); relative to this directory\n"        \
 	"\n"                                                                                           \
 	"examples:\n"                                                                                  \
-	"  vramtrace attach 4242 && vramtrace mark 4242 epoch-2 && vramtrace attach --stop 4242\n"
+	"  vramtrace attach 4242 && vramtrace mark 4242 epoch-2 && vramtrace attach --stop 4242\n"      \
+	"  vramtrace run --armed -o job.vrt -- python train.py &   # later: vramtrace attach PID\n"
 
 #define VRT_HELP_MARK                                                                                  \
 	"usage: vramtrace mark PID LABEL\n"                                                              \
 	"\n"                                                                                           \
-	"Records a labelled mark in a running process's trace, from outside. `leaks --phase\n"          \
-	"mark:LABEL` treats the time between successive marks with that label as invocations.\n"
+	"Records a labelled mark in a running process's trace, from outside; the process must be\n"   \
+	"tracing (`vramtrace attach PID` first). `leaks --phase mark:LABEL` treats the time between\n" \
+	"successive marks with that label as invocations.\n"
 
 #define VRT_HELP_SNAPSHOT                                                                              \
 	"usage: vramtrace snapshot PID -o FILE\n"                                                        \
 	"\n"                                                                                           \
-	"Writes the running process's live set and retained history to FILE now (mode 0600). The\n"    \
-	"process keeps running and tracing.\n"
+	"Writes the running process's live set and retained history to FILE now (a new file, mode\n"  \
+	"0600; a relative FILE is taken from this directory). The process keeps running and tracing.\n"
 
 #endif /* VRAMTRACE_COMMANDS_H */

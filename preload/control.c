@@ -15,6 +15,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "attach.h"
 #include "collector.h"
 #include "vramtrace/control.h"
 
@@ -45,19 +46,69 @@ static bool same_user(int fd)
 	return !getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) && cred.uid == getuid();
 }
 
+static const char *mode_name(int mode)
+{
+	return mode == VRT_MODE_FULL ? "full" : mode == VRT_MODE_ARMED ? "armed" : "off";
+}
+
+/* One line; `vramtrace attach` reads "mode full" and "attach failed:" from it after injecting. */
+static int status_line(struct collector *c, char *reply, size_t reply_len)
+{
+	const char *why = vrt_attach_error();
+	snprintf(reply, reply_len, "pid %d mode %s trace %.300s live %zu events %llu lost %llu%s%.200s", (int)getpid(),
+		 mode_name(atomic_load(&vrt_mode)), c->path[0] ? c->path : "-", c->live.used,
+		 (unsigned long long)c->events_written, (unsigned long long)c->events_lost,
+		 why ? " attach failed: " : "", why ? why : "");
+	return 0;
+}
+
+/*
+ * Full tracing from now on. A payload names the trace file, for a process whose trace is not
+ * open yet. A trace that was closed (attach --stop, or a write error) is not reopened: its
+ * tables went into the old file, and a new file would lack them.
+ */
+static int start(struct collector *c, const char *path, char *reply, size_t reply_len)
+{
+	if (c->output_failed && !c->writer) {
+		snprintf(reply, reply_len, "this process's trace %.300s is closed (stopped, or a write failed); "
+			 "a process is traced into one file only", c->path[0] ? c->path : "");
+		return VRT_E_UNSUPPORTED;
+	}
+	if (path[0] && !c->writer)
+		snprintf(vrt_cfg.output, sizeof(vrt_cfg.output), "%.4095s", path);
+	vrt_collector_drain(c);
+	bool injected = vrt_attach_injected() && atomic_load(&vrt_mode) != VRT_MODE_FULL && !c->writer;
+	vrt_collector_set_mode(c, VRT_MODE_FULL, injected ? VRT_CAUSE_ATTACH : VRT_CAUSE_CONTROL);
+	if (injected)
+		vrt_attach_on_start(c);
+	snprintf(reply, reply_len, "tracing everything to %.400s", c->path[0] ? c->path : "(no file: see stderr)");
+	return c->writer ? 0 : VRT_E_IO;
+}
+
+/* Closes the trace; in an injected process also puts back every pointer attach rewrote, so
+ * the program calls CUDA directly again. The library stays loaded (pointers handed out by
+ * lookups while attached may still lead to it; they pass straight through). */
+static int stop(struct collector *c, char *reply, size_t reply_len)
+{
+	vrt_collector_drain(c);
+	vrt_output_finish(c, VRT_END_DETACHED, 0);
+	atomic_store(&vrt_mode, VRT_MODE_OFF);
+	int restored = vrt_attach_on_stop();
+	int n = snprintf(reply, reply_len, "tracing stopped");
+	if (c->path[0] && n > 0 && (size_t)n < reply_len)
+		n += snprintf(reply + n, reply_len - (size_t)n, "; the trace %.300s is closed", c->path);
+	if (restored && n > 0 && (size_t)n < reply_len)
+		snprintf(reply + n, reply_len - (size_t)n, "; %d hooked call sites restored", restored);
+	return 0;
+}
+
 static int handle(struct collector *c, const struct vrt_ctl_msg *m, char *reply, size_t reply_len)
 {
 	switch (m->type) {
 	case VRT_CTL_STATUS:
-		snprintf(reply, reply_len, "pid %d mode %s trace %.300s live %zu events %llu lost %llu", (int)getpid(),
-			 atomic_load(&vrt_mode) == VRT_MODE_FULL ? "full" : "armed", c->path[0] ? c->path : "-",
-			 c->live.used, (unsigned long long)c->events_written, (unsigned long long)c->events_lost);
-		return 0;
+		return status_line(c, reply, reply_len);
 	case VRT_CTL_START:
-		vrt_collector_drain(c);
-		vrt_collector_set_mode(c, VRT_MODE_FULL, VRT_CAUSE_CONTROL);
-		snprintf(reply, reply_len, "tracing everything to %.400s", c->path[0] ? c->path : "(no file: see stderr)");
-		return c->writer ? 0 : VRT_E_IO;
+		return start(c, m->payload, reply, reply_len);
 	case VRT_CTL_ARM:
 		vrt_collector_drain(c);
 		vrt_output_flush(c);
@@ -65,6 +116,11 @@ static int handle(struct collector *c, const struct vrt_ctl_msg *m, char *reply,
 		snprintf(reply, reply_len, "armed: live set only");
 		return 0;
 	case VRT_CTL_MARK:
+		if (atomic_load(&vrt_mode) != VRT_MODE_FULL) { /* it would be dropped: say so */
+			snprintf(reply, reply_len, "tracing is %s, not recording: run `vramtrace attach %d` first",
+				 mode_name(atomic_load(&vrt_mode)), (int)getpid());
+			return VRT_E_UNSUPPORTED;
+		}
 		vrt_emit_label(VRT_OP_MARK, m->payload);
 		vrt_collector_drain(c);
 		snprintf(reply, reply_len, "marked \"%.200s\"", m->payload);
@@ -72,11 +128,7 @@ static int handle(struct collector *c, const struct vrt_ctl_msg *m, char *reply,
 	case VRT_CTL_SNAPSHOT:
 		return vrt_output_snapshot(c, m->payload, reply, reply_len);
 	case VRT_CTL_STOP:
-		vrt_collector_drain(c);
-		vrt_output_finish(c, VRT_END_DETACHED, 0);
-		atomic_store(&vrt_mode, VRT_MODE_OFF);
-		snprintf(reply, reply_len, "tracing stopped; the trace is closed");
-		return 0;
+		return stop(c, reply, reply_len);
 	}
 	return VRT_E_PROTO;
 }

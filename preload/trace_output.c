@@ -14,6 +14,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "attach.h"
 #include "collector.h"
 #include "vramtrace/error.h"
 
@@ -247,7 +248,9 @@ int vrt_output_ensure(struct collector *c)
 	}
 	struct vrt_writer_options o = {
 		.fd = fd, .ring_bytes = vrt_cfg.ring_bytes, .ts_unit_ns = (uint32_t)vrt_cfg.ts_unit_ns,
-		.flags = vrt_cfg.mode == VRT_MODE_ARMED ? VRT_FILE_ARMED : 0, .pid = (int32_t)getpid(),
+		.flags = (vrt_cfg.mode == VRT_MODE_ARMED ? VRT_FILE_ARMED : 0) |
+			 (vrt_attach_injected() ? VRT_FILE_ATTACHED : 0),
+		.pid = (int32_t)getpid(),
 		.ppid = (int32_t)getppid(), .rank = env_int("RANK"), .local_rank = env_int("LOCAL_RANK"),
 		.world_size = env_int("WORLD_SIZE"), .start_realtime_ns = c->t0_realtime_ns,
 		.start_monotonic_ns = c->t0_ns, .dump_tables = dump_tables, .dump_ctx = c,

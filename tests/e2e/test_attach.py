@@ -106,7 +106,7 @@ def armed(tmp_path_factory, target):
         steps = {"mark_while_armed": vramtrace("mark", prog.pid, "too-early", check=False),
                  "attach": vramtrace("attach", prog.pid)}
         steps["late"] = prog.send("go")
-        steps["mark"] = vramtrace("mark", prog.pid, "after-late")
+        steps["mark"] = vramtrace("mark", prog.proc.pid, "after-late")  # the launcher's pid: redirected
         steps["snapshot"] = subprocess.run(  # a relative path, made absolute in our cwd
             [str(VRAMTRACE), "snapshot", str(prog.pid), "-o", "snap.vrt"], capture_output=True, text=True,
             timeout=TIMEOUT, cwd=tmp)
@@ -144,6 +144,7 @@ def test_armed_attach_free_of_an_early_allocation_is_recorded(armed):
 def test_mark_from_outside_is_in_the_dump(armed):
     steps, t, _ = armed
     assert 'marked "after-late"' in steps["mark"].stdout
+    assert "is `vramtrace run`; using the program it runs" in steps["mark"].stderr
     assert re.search(r"\bmark\b.*after-late", t.dump_text), t.dump_text
 
 
