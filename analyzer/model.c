@@ -165,6 +165,8 @@ static void handle_unref(struct vrt_model *m, uint64_t handle, bool ref, bool ma
 static void born(struct vrt_model *m, const struct vrt_record *r, uint8_t op, bool seeded, struct vrt_effect *e)
 {
 	uint8_t space = space_of(op);
+	if (!space)
+		return;
 	if (op == VRT_OP_PHYS_CREATE && r->api == VRT_API_CU_MEM_RETAIN_HANDLE) {
 		struct vrt_item *h = find(m, VRT_IS_HANDLE, r->addr);
 		if (h)
@@ -257,7 +259,7 @@ void vrt_model_apply(struct vrt_model *m, const struct vrt_record *r, struct vrt
 	memset(e, 0, sizeof(*e));
 	switch (r->op) {
 	case VRT_OP_CP_LIVE:
-		if (m->seeding && !find(m, space_of((uint32_t)r->id2), r->addr))
+		if (m->seeding && space_of((uint32_t)r->id2) && !find(m, space_of((uint32_t)r->id2), r->addr))
 			born(m, r, (uint8_t)r->id2, true, e);
 		return;
 	case VRT_OP_CP_PHASE:
@@ -350,6 +352,8 @@ static bool next_chunk(struct vrt_replay *rp)
 			rp->bad_chunks++;
 			continue;
 		}
+		if (!len)
+			continue;
 		rp->end = rp->p + len;
 		rp->delta = (struct vrt_delta){ 0, 0 };
 		rp->thread = 0;

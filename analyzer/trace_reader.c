@@ -21,7 +21,9 @@
 
 #include "vramtrace/error.h"
 
-#define MAX_ID (1u << 28) /* ids beyond this are corruption, not real tables */
+/* Writers hand out ids in order; an id far beyond what was defined so far is corruption, and
+ * must not make the reader allocate for it. */
+#define MAX_ID_JUMP (1u << 20)
 
 static uint64_t align8(uint64_t v) { return (v + 7) & ~7ull; }
 
@@ -41,7 +43,8 @@ static int header_check(struct vrt_trace *t)
 		return VRT_E_CORRUPT;
 	if (h->header_size != VRT_FILE_HEADER_SIZE || !h->ts_unit_ns)
 		return VRT_E_CORRUPT;
-	if (h->ring_size && (h->ring_offset != VRT_FILE_HEADER_SIZE || h->log_offset != h->ring_offset + h->ring_size))
+	if (h->ring_size && (h->ring_offset != VRT_FILE_HEADER_SIZE || h->ring_size > (1ull << 48) ||
+			     h->log_offset != h->ring_offset + h->ring_size))
 		return VRT_E_CORRUPT;
 	if (!h->ring_size && h->log_offset != VRT_FILE_HEADER_SIZE)
 		return VRT_E_CORRUPT;
@@ -115,11 +118,11 @@ static int scan_ring(struct vrt_trace *t, size_t *cap)
 			t->garbage_bytes += 8;
 			continue;
 		}
-		if (c.type == VRT_CHUNK_PADDING)
-			break;
-		int rc = add_chunk(t, &c, cap);
+		int rc = add_chunk(t, &c, cap); /* padding too: its sequence number counts */
 		if (rc)
 			return rc;
+		if (c.type == VRT_CHUNK_PADDING)
+			break; /* it reaches the ring's end */
 		off += align8(sizeof(struct vrt_chunk_header) + c.stored);
 	}
 	return 0;
@@ -131,15 +134,67 @@ static int cmp_seq(const void *a, const void *b)
 	return x->seq < y->seq ? -1 : x->seq > y->seq;
 }
 
-/* Sorts by seq and drops duplicates of a seq (a stale copy left in the ring). */
+static bool in_ring(const struct vrt_trace *t, const struct vrt_chunk_ref *c)
+{
+	return t->hdr.ring_size && c->offset < t->hdr.log_offset;
+}
+
+/*
+ * Sorts by seq and drops what the ring holds from earlier laps. Sequence numbers have no gaps
+ * when written, so the retained history is the unbroken run of numbers that ends at the newest
+ * chunk; an intact chunk from before that run (two laps back, near the ring's end) is stale.
+ * Definitions in the log are never stale.
+ */
 static void order_chunks(struct vrt_trace *t)
 {
+	if (!t->n_chunks)
+		return;
 	qsort(t->chunks, t->n_chunks, sizeof(*t->chunks), cmp_seq);
 	size_t w = 0;
 	for (size_t i = 0; i < t->n_chunks; i++)
 		if (!w || t->chunks[w - 1].seq != t->chunks[i].seq)
 			t->chunks[w++] = t->chunks[i];
 	t->n_chunks = w;
+	uint64_t run_start = t->chunks[w - 1].seq;
+	for (size_t i = w - 1; i > 0 && t->chunks[i - 1].seq + 1 == t->chunks[i].seq; i--)
+		run_start = t->chunks[i - 1].seq;
+	size_t k = 0;
+	for (size_t i = 0; i < w; i++) {
+		const struct vrt_chunk_ref *c = &t->chunks[i];
+		if (c->type == VRT_CHUNK_PADDING || (in_ring(t, c) && c->seq < run_start))
+			continue;
+		t->chunks[k++] = *c;
+	}
+	t->n_chunks = k;
+}
+
+/* A chunk is usable when its payload checksum holds and it declares a codec and size that can
+ * be decoded; the others are dropped here, counted, and reported by every command. */
+static bool payload_ok(const struct vrt_trace *t, const struct vrt_chunk_ref *c)
+{
+	struct vrt_chunk_header ch;
+	memcpy(&ch, t->map + c->offset, sizeof(ch));
+	const uint8_t *payload = t->map + c->offset + sizeof(ch);
+	if (c->offset + sizeof(ch) + c->stored > t->size || ch.payload_crc != vrt_crc32c(0, payload, c->stored))
+		return false;
+	if (ch.codec == VRT_CODEC_NONE)
+		return c->raw == c->stored;
+	if (ch.codec != VRT_CODEC_ZSTD)
+		return false;
+	unsigned long long declared = ZSTD_getFrameContentSize(payload, c->stored);
+	return declared == c->raw;
+}
+
+static void drop_damaged(struct vrt_trace *t)
+{
+	size_t k = 0;
+	for (size_t i = 0; i < t->n_chunks; i++) {
+		if (payload_ok(t, &t->chunks[i]))
+			t->chunks[k++] = t->chunks[i];
+		else
+			t->corrupt_chunks++;
+	}
+	t->n_chunks = k;
 }
 
 static int find_chunks(struct vrt_trace *t)
@@ -151,6 +206,8 @@ static int find_chunks(struct vrt_trace *t)
 	if (rc)
 		return rc;
 	order_chunks(t);
+	drop_damaged(t);
+	/* The first chunk ever written is number 1: gone means the ring overwrote the start. */
 	t->history_lost = t->n_chunks && t->chunks[0].seq != 1;
 	return 0;
 }
@@ -166,6 +223,8 @@ int vrt_trace_chunk(struct vrt_trace *t, size_t i, const uint8_t **data, size_t 
 	if (ch.payload_crc != vrt_crc32c(0, payload, c->stored))
 		return VRT_E_CORRUPT;
 	if (ch.codec == VRT_CODEC_NONE) {
+		if (c->raw != c->stored)
+			return VRT_E_CORRUPT;
 		*data = payload;
 		*len = c->stored;
 		return 0;
@@ -244,7 +303,10 @@ static int load_record(struct vrt_trace *t, struct table_caps *cap, const struct
 {
 	struct vrt_tables *tb = &t->tables;
 	size_t id = (size_t)r->id;
-	if (r->op != VRT_OP_SYMBOL && r->op != VRT_OP_INFO && id >= MAX_ID)
+	size_t defined = r->op == VRT_OP_STRING ? tb->n_strings : r->op == VRT_OP_MODULE ? tb->n_modules
+		       : r->op == VRT_OP_PYCODE ? tb->n_pycodes : r->op == VRT_OP_PYFRAME ? tb->n_pyframes
+		       : r->op == VRT_OP_STACK ? tb->n_nodes : r->op == VRT_OP_THREAD_INFO ? tb->n_threads : 0;
+	if (r->op != VRT_OP_SYMBOL && r->op != VRT_OP_INFO && r->id > defined + MAX_ID_JUMP)
 		return VRT_E_RANGE;
 	switch (r->op) {
 	case VRT_OP_STRING: {
@@ -331,6 +393,8 @@ static int load_tables(struct vrt_trace *t)
 			t->corrupt_chunks++;
 			continue;
 		}
+		if (!len)
+			continue;
 		end = p + len;
 		struct vrt_delta d = { 0, 0 };
 		while (p < end) {

@@ -233,16 +233,23 @@ static int append_log(struct vrt_writer *w, enum vrt_chunk_type type, uint8_t co
 	return rc;
 }
 
-/* First wrap: copy every definition into the log so the ring may overwrite the originals. */
+/* First wrap: copy every definition into the log so the ring may overwrite the originals.
+ * Compresses into a buffer of its own: w->zbuf holds the chunk being placed. */
 static int consolidate_tables(struct vrt_writer *w)
 {
 	uint8_t *raw = NULL;
 	long len = w->dump_tables(w->dump_ctx, &raw);
 	if (len < 0)
 		return (int)len;
-	long stored = compress_payload(w, raw, (size_t)len);
-	int rc = stored < 0 ? (int)stored
-			    : append_log(w, VRT_CHUNK_TABLES, VRT_CODEC_ZSTD, w->zbuf, (uint32_t)stored, (uint32_t)len);
+	size_t bound = ZSTD_compressBound((size_t)len);
+	uint8_t *out = malloc(bound);
+	int rc = VRT_E_NOMEM;
+	if (out) {
+		size_t n = ZSTD_compress2(w->zc, out, bound, raw, (size_t)len);
+		rc = ZSTD_isError(n) ? VRT_E_DECOMPRESS
+				     : append_log(w, VRT_CHUNK_TABLES, VRT_CODEC_ZSTD, out, (uint32_t)n, (uint32_t)len);
+	}
+	free(out);
 	free(raw);
 	return rc;
 }

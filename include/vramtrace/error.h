@@ -13,7 +13,7 @@
 	X(VRT_E_MAGIC, -2, "not a vramtrace trace (bad magic)")                     \
 	X(VRT_E_VERSION, -3, "unsupported trace format version")                    \
 	X(VRT_E_TRUNCATED, -4, "trace is truncated")                                \
-	X(VRT_E_CORRUPT, -5, "checksum mismatch: trace is corrupt")                 \
+	X(VRT_E_CORRUPT, -5, "trace is corrupt (a checksum or consistency check failed)")                 \
 	X(VRT_E_DECOMPRESS, -6, "chunk does not decompress")                        \
 	X(VRT_E_RECORD, -7, "malformed record")                                     \
 	X(VRT_E_RANGE, -8, "reference to an undefined id")                          \

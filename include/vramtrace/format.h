@@ -2,7 +2,7 @@
 /*
  * vramtrace trace format: the one definition shared by the preload (writer) and the analyzer (reader).
  *
- * The written specification is docs/trace-format.md; tests/test_format_spec.py checks that every
+ * The written specification is docs/trace-format.md; tests/unit/test_format_spec.py checks that every
  * struct offset, size, enum value and record layout below matches the tables there. Change both
  * together and bump VRT_FORMAT_MINOR (compatible addition) or VRT_FORMAT_MAJOR (anything else).
  *

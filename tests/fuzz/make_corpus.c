@@ -1,0 +1,679 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Writes the fuzz seed corpora and the known-bad corpus:
+ *
+ *   make_corpus DIR     (DIR is tests/fuzz in the source tree)
+ *
+ *   DIR/corpus/reader/  small valid traces (real writer, plus a hand-laid wrapped ring)
+ *   DIR/corpus/chunks/  recipes for fuzz_chunks
+ *   DIR/corpus/ctl/     control messages
+ *   DIR/bad/            known-bad traces, and DIR/bad/EXPECTED: for each, the exit status and
+ *                       the message `vramtrace report` must give (tests/fuzz/check_bad.py)
+ *
+ * Output is deterministic for a given zstd version. File names avoid ".vrt" (git-ignored).
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <zstd.h>
+
+#include "tracegen.h"
+#include "vramtrace/control.h"
+#include "vramtrace/error.h"
+#include "vramtrace/record.h"
+
+static char root[4096];
+static FILE *expected;
+
+struct bytes {
+	uint8_t *p;
+	size_t len;
+};
+
+static void die(const char *what)
+{
+	perror(what);
+	exit(1);
+}
+
+static void mkdirs(const char *sub)
+{
+	char path[4200];
+	snprintf(path, sizeof(path), "%s/%s", root, sub);
+	if (mkdir(path, 0755) && errno != EEXIST)
+		die(path);
+}
+
+static void save(const char *sub, const char *name, const void *p, size_t len)
+{
+	char path[4200];
+	snprintf(path, sizeof(path), "%s/%s/%s", root, sub, name);
+	FILE *f = fopen(path, "wb");
+	if (!f || (len && fwrite(p, 1, len, f) != len) || fclose(f))
+		die(path);
+}
+
+static struct bytes load(const char *path)
+{
+	struct bytes b = { 0 };
+	FILE *f = fopen(path, "rb");
+	if (!f)
+		die(path);
+	fseek(f, 0, SEEK_END);
+	b.len = (size_t)ftell(f);
+	fseek(f, 0, SEEK_SET);
+	b.p = malloc(b.len + 1);
+	if (!b.p || fread(b.p, 1, b.len, f) != b.len)
+		die(path);
+	fclose(f);
+	return b;
+}
+
+static struct bytes dup_bytes(struct bytes b, size_t len)
+{
+	struct bytes c = { malloc(len + 1), len };
+	if (!c.p)
+		die("malloc");
+	memcpy(c.p, b.p, len < b.len ? len : b.len);
+	if (len > b.len)
+		memset(c.p + b.len, 0, len - b.len);
+	return c;
+}
+
+/* A known-bad file and what `vramtrace report` must say: exit status, a piece of stderr.
+ * status "xfail: why" marks a case where the analyzer is known to be wrong (the test reports
+ * it, and fails once it starts passing, so the mark gets removed). */
+static void bad(const char *name, struct bytes b, int exit_code, const char *message, const char *status)
+{
+	save("bad", name, b.p, b.len);
+	fprintf(expected, "%s\t%d\t%s\t%s\n", name, exit_code, message, status ? status : "ok");
+}
+
+static void fix_header_crc(struct bytes b)
+{
+	struct vrt_file_header h;
+	memcpy(&h, b.p, sizeof(h));
+	h.header_crc = vrt_crc32c(0, &h, offsetof(struct vrt_file_header, header_crc));
+	memcpy(b.p + offsetof(struct vrt_file_header, header_crc), &h.header_crc, 4);
+}
+
+static void fix_chunk_header_crc(struct bytes b, size_t off)
+{
+	struct vrt_chunk_header ch;
+	memcpy(&ch, b.p + off, sizeof(ch));
+	ch.header_crc = vrt_crc32c(0, &ch, offsetof(struct vrt_chunk_header, header_crc));
+	memcpy(b.p + off, &ch, sizeof(ch));
+}
+
+/* Appends a chunk (zstd unless codec says otherwise) at the next 8-aligned offset. */
+static struct bytes append_chunk(struct bytes b, uint8_t type, uint8_t codec, uint64_t seq, const uint8_t *raw,
+				 size_t raw_len)
+{
+	size_t bound = ZSTD_compressBound(raw_len);
+	uint8_t *z = malloc(bound + 1);
+	size_t stored = raw_len;
+	if (codec == VRT_CODEC_ZSTD) {
+		ZSTD_CCtx *cc = ZSTD_createCCtx();
+		ZSTD_CCtx_setParameter(cc, ZSTD_c_checksumFlag, 1);
+		stored = ZSTD_compress2(cc, z, bound, raw, raw_len);
+		ZSTD_freeCCtx(cc);
+		if (ZSTD_isError(stored))
+			die("zstd");
+	} else {
+		memcpy(z, raw, raw_len);
+	}
+	size_t off = (b.len + 7) & ~(size_t)7;
+	struct bytes c = dup_bytes(b, off + sizeof(struct vrt_chunk_header) + stored);
+	struct vrt_chunk_header ch = { VRT_CHUNK_MAGIC, type, codec, 0, (uint32_t)stored, (uint32_t)raw_len, seq,
+				       vrt_crc32c(0, z, stored), 0 };
+	ch.header_crc = vrt_crc32c(0, &ch, offsetof(struct vrt_chunk_header, header_crc));
+	memcpy(c.p + off, &ch, sizeof(ch));
+	memcpy(c.p + off + sizeof(ch), z, stored);
+	free(z);
+	free(b.p);
+	return c;
+}
+
+static size_t encode(uint8_t *out, const struct vrt_record *r, size_t n)
+{
+	struct vrt_delta d = { 0, 0 };
+	uint8_t *p = out;
+	for (size_t i = 0; i < n; i++)
+		p = vrt_record_encode(p, &r[i], &d);
+	return (size_t)(p - out);
+}
+
+/* ---- valid traces ------------------------------------------------------------------------- */
+
+static char tmpdir[4096];
+
+static void tmp_path(char *buf, size_t len, const char *name)
+{
+	snprintf(buf, len, "%s/%s", tmpdir, name);
+	unlink(buf);
+}
+
+/* Random events through the real writer, keep-all. */
+static struct bytes small_keep_all(struct vt_gen *g, const char *name, int rounds, size_t events)
+{
+	char path[4200];
+	tmp_path(path, sizeof(path), name);
+	if (vt_gen_open(g, path, 0, 17))
+		die("vt_gen_open");
+	for (int i = 0; i < rounds; i++) {
+		vt_gen_events(g, events);
+		if (i == 1)
+			vt_gen_checkpoint(g, VRT_CP_SNAPSHOT);
+	}
+	vt_gen_checkpoint(g, VRT_CP_EXIT);
+	vt_gen_close(g);
+	if (g->error)
+		die("tracegen");
+	vt_set_hostname(path, "corpus");
+	return load(path);
+}
+
+/* One record of every event opcode, in an order the model takes as real. */
+static struct bytes every_op(void)
+{
+	char path[4200];
+	tmp_path(path, sizeof(path), "every-op");
+	struct vt_gen g;
+	if (vt_gen_open(&g, path, 0, 5))
+		die("vt_gen_open");
+	uint32_t st = vt_gen_random_stack(&g), label = vt_gen_string(&g, "phase"), lbl = vt_gen_node(&g, 0, VRT_FRAME_LABEL,
+														  vt_gen_string(&g, "[before]"));
+	uint64_t h = 0x1234, va = 0x7f0000000000ull;
+	struct vrt_record rs[] = {
+		{ .op = VRT_OP_MODE, .ts = 1, .id = VRT_MODE_FULL, .id2 = VRT_CAUSE_START },
+		{ .op = VRT_OP_CONTEXT, .ts = 2, .device = 0, .id = 1 },
+		{ .op = VRT_OP_SEED, .ts = 3, .api = VRT_API_CUDA_MALLOC, .kind = VRT_KIND_DEVICE, .addr = 0x5000, .size = 4096,
+		  .stack = lbl },
+		{ .op = VRT_OP_ALLOC, .ts = 4, .api = VRT_API_CUDA_MALLOC, .kind = VRT_KIND_DEVICE, .addr = 0x10000, .size = 1 << 20,
+		  .stack = st },
+		{ .op = VRT_OP_ALLOC, .ts = 5, .api = VRT_API_CUDA_HOST_ALLOC, .device = -1, .kind = VRT_KIND_HOST_PINNED,
+		  .addr = 0x20000, .size = 8192, .stack = st },
+		{ .op = VRT_OP_FAILED, .ts = 6, .api = VRT_API_CUDA_MALLOC, .size = 1ull << 40, .result = 2, .stack = st },
+		{ .op = VRT_OP_OOM, .ts = 6, .api = VRT_API_CUDA_MALLOC, .size = 1ull << 40, .aux = 1 << 30, .aux2 = 1ull << 34,
+		  .result = 2, .stack = st },
+		{ .op = VRT_OP_PHYS_CREATE, .ts = 7, .api = VRT_API_CU_MEM_CREATE, .kind = VRT_KIND_DEVICE, .addr = h,
+		  .size = 2 << 20, .stack = st },
+		{ .op = VRT_OP_PHYS_CREATE, .ts = 7, .api = VRT_API_CU_MEM_RETAIN_HANDLE, .addr = h },
+		{ .op = VRT_OP_VA_RESERVE, .ts = 8, .api = VRT_API_CU_MEM_ADDRESS_RESERVE, .device = -1, .addr = va,
+		  .size = 4 << 20, .aux = 0 },
+		{ .op = VRT_OP_MAP, .ts = 9, .api = VRT_API_CU_MEM_MAP, .device = -1, .addr = va, .size = 2 << 20, .aux = h },
+		{ .op = VRT_OP_PHASE_ENTER, .ts = 10, .id = label, .stack = st },
+		{ .op = VRT_OP_BLOCK_ALLOC, .ts = 11, .api = VRT_API_TORCH_BLOCK, .addr = va, .size = 512, .aux = 500,
+		  .stack = st },
+		{ .op = VRT_OP_BLOCK_SIZE, .ts = 12, .api = VRT_API_TORCH_BLOCK, .addr = va, .size = 1024 },
+		{ .op = VRT_OP_MARK, .ts = 13, .id = label },
+		{ .op = VRT_OP_BLOCK_FREE, .ts = 14, .api = VRT_API_TORCH_BLOCK, .addr = va, .size = 1024, .stack2 = st },
+		{ .op = VRT_OP_PHASE_EXIT, .ts = 15, .id = label },
+		{ .op = VRT_OP_IMPORT, .ts = 16, .api = VRT_API_CUDA_IPC_OPEN, .device = 0, .addr = 0x900000, .size = 65536 },
+		{ .op = VRT_OP_IMPORT_CLOSE, .ts = 17, .api = VRT_API_CUDA_IPC_CLOSE, .addr = 0x900000 },
+		{ .op = VRT_OP_UNMAP, .ts = 18, .api = VRT_API_CU_MEM_UNMAP, .addr = va, .size = 2 << 20 },
+		{ .op = VRT_OP_PHYS_RELEASE, .ts = 19, .api = VRT_API_CU_MEM_RELEASE, .addr = h },
+		{ .op = VRT_OP_PHYS_RELEASE, .ts = 19, .api = VRT_API_CU_MEM_RELEASE, .addr = h },
+		{ .op = VRT_OP_VA_FREE, .ts = 20, .api = VRT_API_CU_MEM_ADDRESS_FREE, .addr = va },
+		{ .op = VRT_OP_LOST, .ts = 21, .id = 3 },
+		{ .op = VRT_OP_FREE, .ts = 22, .api = VRT_API_CUDA_FREE, .addr = 0x10000, .size = 1 << 20, .stack2 = st },
+		{ .op = VRT_OP_CONTEXT, .ts = 23, .device = 0, .id = 0 },
+	};
+	for (size_t i = 0; i < sizeof(rs) / sizeof(rs[0]); i++)
+		vt_gen_event(&g, 1 + (uint32_t)(i % 2), &rs[i]);
+	vt_gen_flush(&g);
+	vt_gen_checkpoint(&g, VRT_CP_EXIT);
+	vt_gen_close(&g);
+	vt_set_hostname(path, "corpus");
+	vt_gen_free(&g);
+	return load(path);
+}
+
+/*
+ * A 4 KiB ring laid out by hand as the writer would after one wrap: seq 7 (checkpoint) at 0
+ * over what was seq 1, the remains of seq 2, seq 3 (checkpoint) and 4 (events), a padding chunk
+ * (seq 6), stale bytes; the consolidated tables (seq 5) in the log. The writer refuses rings
+ * under 1 MiB, which would make a large seed.
+ */
+static struct bytes small_ring(void)
+{
+	const uint64_t ring = 4096;
+	struct bytes b = { calloc(1, VRT_FILE_HEADER_SIZE + ring), VRT_FILE_HEADER_SIZE };
+	struct vrt_file_header h = { 0 };
+	memcpy(h.magic, VRT_FILE_MAGIC, VRT_FILE_MAGIC_LEN);
+	h.version_major = VRT_FORMAT_MAJOR;
+	h.version_minor = VRT_FORMAT_MINOR;
+	h.header_size = VRT_FILE_HEADER_SIZE;
+	h.flags = VRT_FILE_RING;
+	h.ts_unit_ns = 1000;
+	h.ring_offset = VRT_FILE_HEADER_SIZE;
+	h.ring_size = ring;
+	h.log_offset = VRT_FILE_HEADER_SIZE + ring;
+	h.pid = 4242;
+	h.rank = h.local_rank = h.world_size = -1;
+	snprintf(h.hostname, sizeof(h.hostname), "corpus");
+	h.header_crc = vrt_crc32c(0, &h, offsetof(struct vrt_file_header, header_crc));
+	memcpy(b.p, &h, sizeof(h));
+
+	uint8_t raw[4096];
+	struct vrt_record tables[] = {
+		{ .op = VRT_OP_STRING, .id = 1, .bytes = (const uint8_t *)"train", .bytes_len = 5 },
+		{ .op = VRT_OP_STRING, .id = 2, .bytes = (const uint8_t *)"fn", .bytes_len = 2 },
+		{ .op = VRT_OP_STACK, .id = 1, .id2 = 0, .aux2 = VRT_FRAME_NATIVE, .aux = 0x401000 },
+		{ .op = VRT_OP_STACK, .id = 2, .id2 = 1, .aux2 = VRT_FRAME_NATIVE, .aux = 0x402000 },
+		{ .op = VRT_OP_SYMBOL, .addr = 0x401000, .id = 0, .id2 = 2, .aux = 4 },
+		{ .op = VRT_OP_THREAD_INFO, .id = 1, .aux = 77, .id2 = 1 },
+	};
+	struct vrt_record cp[] = {
+		{ .op = VRT_OP_CP_BEGIN, .ts = 100, .id = VRT_CP_PERIODIC, .aux = 2 },
+		{ .op = VRT_OP_CP_LIVE, .id2 = VRT_OP_ALLOC, .ts = 50, .api = VRT_API_CUDA_MALLOC, .addr = 0x10000, .size = 4096,
+		  .stack = 2 },
+		{ .op = VRT_OP_CP_PHASE, .id = 1, .aux = 3, .aux2 = 1 },
+		{ .op = VRT_OP_CP_END, .id = 1 },
+	};
+	struct vrt_record ev[] = {
+		{ .op = VRT_OP_THREAD, .id = 1 },
+		{ .op = VRT_OP_ALLOC, .ts = 110, .api = VRT_API_CUDA_MALLOC, .addr = 0x20000, .size = 8192, .stack = 2 },
+		{ .op = VRT_OP_FREE, .ts = 120, .api = VRT_API_CUDA_FREE, .addr = 0x10000, .size = 4096, .stack2 = 2 },
+		{ .op = VRT_OP_PHASE_ENTER, .ts = 121, .id = 1 },
+	};
+	/* Ring chunks, placed by building each one as a one-chunk "file" and copying it in. */
+	struct {
+		uint64_t offset, seq;
+		uint8_t type;
+		struct vrt_record *r;
+		size_t n;
+	} place[] = {
+		{ 0, 2, VRT_CHUNK_EVENTS, ev, 4 },        /* mostly overwritten below */
+		{ 1024, 3, VRT_CHUNK_CHECKPOINT, cp, 4 },
+		{ 1536, 4, VRT_CHUNK_EVENTS, ev, 4 },
+		{ 0, 7, VRT_CHUNK_CHECKPOINT, cp, 4 },
+	};
+	for (size_t i = 0; i < sizeof(place) / sizeof(place[0]); i++) {
+		struct bytes one = { malloc(1), 0 };
+		size_t n = encode(raw, place[i].r, place[i].n);
+		one = append_chunk(one, place[i].type, VRT_CODEC_ZSTD, place[i].seq, raw, n);
+		memcpy(b.p + VRT_FILE_HEADER_SIZE + place[i].offset, one.p, one.len);
+		free(one.p);
+	}
+	struct vrt_chunk_header pad = { VRT_CHUNK_MAGIC, VRT_CHUNK_PADDING, VRT_CODEC_NONE, 0, 0, 0, 6, vrt_crc32c(0, "", 0), 0 };
+	pad.header_crc = vrt_crc32c(0, &pad, offsetof(struct vrt_chunk_header, header_crc));
+	memcpy(b.p + VRT_FILE_HEADER_SIZE + 3072, &pad, sizeof(pad));
+	memset(b.p + VRT_FILE_HEADER_SIZE + 3072 + sizeof(pad), 0xa5, 256); /* stale bytes past the padding */
+	b.len = VRT_FILE_HEADER_SIZE + ring;
+	size_t n = encode(raw, tables, sizeof(tables) / sizeof(tables[0]));
+	b = append_chunk(b, VRT_CHUNK_TABLES, VRT_CODEC_ZSTD, 5, raw, n);
+	return b;
+}
+
+/* ---- fuzz_chunks recipes ------------------------------------------------------------------ */
+
+static size_t recipe_chunk(uint8_t *out, uint8_t type, uint8_t flags, int16_t dseq, uint16_t slot,
+			   const struct vrt_record *r, size_t n)
+{
+	uint8_t raw[2048];
+	uint16_t len = (uint16_t)encode(raw, r, n);
+	out[0] = type;
+	out[1] = flags;
+	memcpy(out + 2, &dseq, 2);
+	memcpy(out + 4, &slot, 2);
+	memcpy(out + 6, &len, 2);
+	memcpy(out + 8, raw, len);
+	return 8 + (size_t)len;
+}
+
+static void chunk_recipes(void)
+{
+	struct vrt_record tables[] = {
+		{ .op = VRT_OP_STRING, .id = 1, .bytes = (const uint8_t *)"x", .bytes_len = 1 },
+		{ .op = VRT_OP_STACK, .id = 1, .id2 = 0, .aux2 = VRT_FRAME_PYTHON, .aux = 0 },
+		{ .op = VRT_OP_STACK, .id = 2, .id2 = 1, .aux2 = VRT_FRAME_EVAL, .aux = 0 },
+		{ .op = VRT_OP_PYCODE, .id = 0, .id2 = 1, .aux = 1, .aux2 = 1 },
+		{ .op = VRT_OP_PYFRAME, .id = 0, .id2 = 0, .aux = 2, .aux2 = 3 },
+	};
+	struct vrt_record cp[] = {
+		{ .op = VRT_OP_CP_BEGIN, .ts = 5, .id = VRT_CP_ATTACH },
+		{ .op = VRT_OP_CP_LIVE, .id2 = VRT_OP_PHYS_CREATE, .ts = 1, .addr = 9, .size = 4096, .aux2 = 2, .stack = 2 },
+		{ .op = VRT_OP_CP_LIVE, .id2 = VRT_OP_MAP, .ts = 2, .addr = 0x1000, .size = 4096, .aux = 9 },
+		{ .op = VRT_OP_CP_END, .id = 2 },
+	};
+	struct vrt_record ev[] = {
+		{ .op = VRT_OP_ALLOC, .ts = 10, .addr = 0x8000, .size = 64, .stack = 2 },
+		{ .op = VRT_OP_UNMAP, .ts = 11, .addr = 0x1000, .size = 4096 },
+		{ .op = VRT_OP_PHYS_RELEASE, .ts = 12, .addr = 9 },
+		{ .op = VRT_OP_FREE, .ts = 13, .addr = 0x8000 },
+	};
+	uint8_t r[8192];
+	size_t n = 0;
+	r[n++] = 0; /* keep-all */
+	n += recipe_chunk(r + n, VRT_CHUNK_TABLES, 0, 1, 0, tables, 5);
+	n += recipe_chunk(r + n, VRT_CHUNK_CHECKPOINT, 0, 1, 0, cp, 4);
+	n += recipe_chunk(r + n, VRT_CHUNK_EVENTS, 0, 1, 0, ev, 4);
+	save("corpus/chunks", "keep-all", r, n);
+
+	n = 0;
+	r[n++] = 1 | (3 << 1); /* ring of 4 KiB */
+	n += recipe_chunk(r + n, VRT_CHUNK_TABLES, 0, 5, 0, tables, 5);          /* the log: consolidated */
+	n += recipe_chunk(r + n, VRT_CHUNK_CHECKPOINT, 4, -2, 64, cp, 4);        /* ring offset 512 */
+	n += recipe_chunk(r + n, VRT_CHUNK_EVENTS, 4, 1, 128, ev, 4);            /* ring offset 1024 */
+	n += recipe_chunk(r + n, VRT_CHUNK_PADDING, 4 | 1, 1, 300, NULL, 0);     /* padding at 2400 */
+	n += recipe_chunk(r + n, VRT_CHUNK_EVENTS, 4, 2, 0, ev, 4);              /* the newest, at 0 */
+	n += recipe_chunk(r + n, VRT_CHUNK_EVENTS, 4 | 8, 1, 20, ev, 4);         /* bad payload crc */
+	save("corpus/chunks", "ring-wrapped", r, n);
+
+	n = 0;
+	r[n++] = 0;
+	n += recipe_chunk(r + n, VRT_CHUNK_TABLES, 1, 1, 0, tables, 5); /* codec NONE */
+	n += recipe_chunk(r + n, VRT_CHUNK_EVENTS, 3, 1, 0, ev, 4);     /* raw_size off by one */
+	n += recipe_chunk(r + n, VRT_CHUNK_EVENTS, 0, 0, 0, ev, 4);     /* duplicate seq */
+	n += recipe_chunk(r + n, VRT_CHUNK_EVENTS, 2, 1, 0, ev, 4);     /* not a zstd frame */
+	save("corpus/chunks", "odd-codecs", r, n);
+}
+
+static void ctl_seeds(void)
+{
+	uint8_t buf[sizeof(struct vrt_ctl_header) + VRT_CTL_MAX_PAYLOAD];
+	static const struct {
+		const char *name;
+		uint16_t type;
+		int32_t status;
+		const char *payload;
+	} m[] = {
+		{ "status", VRT_CTL_STATUS, 0, NULL },   { "start", VRT_CTL_START, 0, NULL },
+		{ "arm", VRT_CTL_ARM, 0, NULL },         { "mark", VRT_CTL_MARK, 0, "epoch 3" },
+		{ "snapshot", VRT_CTL_SNAPSHOT, 0, "/tmp/snap.vrt" }, { "stop", VRT_CTL_STOP, 0, NULL },
+		{ "reply", VRT_CTL_REPLY, VRT_E_UNSUPPORTED, "tracing is armed" },
+	};
+	for (size_t i = 0; i < sizeof(m) / sizeof(m[0]); i++) {
+		long n = vrt_ctl_format(buf, m[i].type, m[i].status, m[i].payload);
+		save("corpus/ctl", m[i].name, buf, (size_t)n);
+	}
+}
+
+/* ---- known-bad traces --------------------------------------------------------------------- */
+
+static const char *MSG_MAGIC = "not a vramtrace trace (bad magic)";
+static const char *MSG_TRUNC = "trace is truncated";
+static const char *MSG_VERSION = "unsupported trace format version";
+static const char *MSG_CORRUPT = "trace is corrupt";
+static const char *MSG_RECORD = "malformed record";
+static const char *MSG_RANGE = "reference to an undefined id";
+static const char *MSG_PARTIAL = "the file ends in a partial chunk";
+static const char *MSG_DAMAGED = "damaged chunks were skipped";
+
+static void header_cases(struct bytes base)
+{
+	struct bytes b;
+	bad("empty", (struct bytes){ base.p, 0 }, 3, MSG_MAGIC, NULL);
+	bad("magic-only", (struct bytes){ base.p, 8 }, 3, MSG_TRUNC, NULL);
+	bad("cut-in-header-100", (struct bytes){ base.p, 100 }, 3, MSG_TRUNC, NULL);
+	bad("cut-in-header-4095", (struct bytes){ base.p, 4095 }, 3, MSG_TRUNC, NULL);
+	bad("not-a-trace", (struct bytes){ (uint8_t *)"hello, world\n", 13 }, 3, MSG_MAGIC, NULL);
+
+	b = dup_bytes(base, base.len);
+	b.p[0] = 'X';
+	bad("wrong-magic", b, 3, MSG_MAGIC, NULL);
+	free(b.p);
+
+	static const uint16_t versions[] = { 0, 2, 0xffff };
+	for (size_t i = 0; i < 3; i++) {
+		char name[64];
+		b = dup_bytes(base, base.len);
+		memcpy(b.p + offsetof(struct vrt_file_header, version_major), &versions[i], 2);
+		fix_header_crc(b);
+		snprintf(name, sizeof(name), "wrong-version-%u", versions[i]);
+		bad(name, b, 3, MSG_VERSION, NULL);
+		free(b.p);
+	}
+	b = dup_bytes(base, base.len); /* a newer minor version is fine */
+	uint16_t minor = 7;
+	memcpy(b.p + offsetof(struct vrt_file_header, version_minor), &minor, 2);
+	fix_header_crc(b);
+	bad("newer-minor-version", b, 0, "", NULL);
+	free(b.p);
+
+	b = dup_bytes(base, base.len);
+	b.p[offsetof(struct vrt_file_header, pid)] ^= 1;
+	bad("header-crc", b, 3, MSG_CORRUPT, NULL);
+	free(b.p);
+
+	struct {
+		const char *name;
+		size_t off;
+		uint64_t value;
+		size_t size;
+		const char *status;
+	} fields[] = {
+		{ "header-size-8192", offsetof(struct vrt_file_header, header_size), 8192, 4, NULL },
+		{ "ts-unit-zero", offsetof(struct vrt_file_header, ts_unit_ns), 0, 4, NULL },
+		{ "log-offset-wrong", offsetof(struct vrt_file_header, log_offset), 8192, 8, NULL },
+	};
+	for (size_t i = 0; i < sizeof(fields) / sizeof(fields[0]); i++) {
+		b = dup_bytes(base, base.len);
+		memcpy(b.p + fields[i].off, &fields[i].value, fields[i].size);
+		fix_header_crc(b);
+		bad(fields[i].name, b, 3, MSG_CORRUPT, fields[i].status);
+		free(b.p);
+	}
+	/* Keep-all with a stray ring_offset: readers ignore ring_offset when ring_size is 0. */
+	b = dup_bytes(base, base.len);
+	uint64_t stray = VRT_FILE_HEADER_SIZE;
+	memcpy(b.p + offsetof(struct vrt_file_header, ring_offset), &stray, 8);
+	fix_header_crc(b);
+	bad("ring-offset-without-size", b, 0, "", NULL);
+	free(b.p);
+	/* ring_size + ring_offset wraps around 2^64 to log_offset: must be refused too. */
+	b = dup_bytes(base, base.len);
+	uint64_t ring_size = 0 - (uint64_t)VRT_FILE_HEADER_SIZE, ring_off = VRT_FILE_HEADER_SIZE, log_off = 0;
+	memcpy(b.p + offsetof(struct vrt_file_header, ring_offset), &ring_off, 8);
+	memcpy(b.p + offsetof(struct vrt_file_header, ring_size), &ring_size, 8);
+	memcpy(b.p + offsetof(struct vrt_file_header, log_offset), &log_off, 8);
+	fix_header_crc(b);
+	bad("ring-size-overflow", b, 3, MSG_CORRUPT, NULL);
+	free(b.p);
+	/* A damaged state block is only a warning. */
+	b = dup_bytes(base, base.len);
+	b.p[VRT_STATE_OFFSET + 8] ^= 0x10;
+	bad("state-block-crc", b, 0, "the state block is damaged", NULL);
+	free(b.p);
+}
+
+static void chunk_cases(struct bytes base, const struct vt_gen *g)
+{
+	const struct vt_chunk *exp[64];
+	size_t n = vt_gen_expected_chunks(g, exp, 64);
+	char name[64];
+	struct bytes b;
+	for (size_t i = 0; i < n; i++) {
+		struct vrt_chunk_header ch;
+		memcpy(&ch, base.p + exp[i]->offset, sizeof(ch));
+		size_t end = exp[i]->offset + sizeof(ch) + ch.stored_size;
+		/* At a chunk boundary the file is simply shorter: no warning. */
+		snprintf(name, sizeof(name), "cut-at-chunk-%zu", i);
+		bad(name, (struct bytes){ base.p, exp[i]->offset }, 0, "", NULL);
+		snprintf(name, sizeof(name), "cut-in-chunk-%zu-header", i);
+		bad(name, (struct bytes){ base.p, exp[i]->offset + 20 }, 0, MSG_PARTIAL, NULL);
+		snprintf(name, sizeof(name), "cut-in-chunk-%zu-payload", i);
+		bad(name, (struct bytes){ base.p, end - 1 }, 0, MSG_PARTIAL, NULL);
+	}
+	/* A chunk header bit flip ends the keep-all log there, like a cut. */
+	b = dup_bytes(base, base.len);
+	b.p[exp[1]->offset + 9] ^= 4;
+	bad("chunk-header-bitflip", b, 0, MSG_PARTIAL, NULL);
+	free(b.p);
+	/* Payload bit flips: that chunk is skipped, with a warning. */
+	for (size_t i = 0; i < n; i++) {
+		if (exp[i]->type == VRT_CHUNK_TABLES && i != 0)
+			continue;
+		b = dup_bytes(base, base.len);
+		b.p[exp[i]->offset + sizeof(struct vrt_chunk_header) + 3] ^= 0x40;
+		snprintf(name, sizeof(name), "payload-bitflip-%s-%zu",
+			 exp[i]->type == VRT_CHUNK_TABLES ? "tables" : exp[i]->type == VRT_CHUNK_EVENTS ? "events" : "checkpoint", i);
+		if (exp[i]->type == VRT_CHUNK_TABLES) /* skipped with a warning; its ids read as empty */
+			bad(name, b, 0, MSG_DAMAGED, NULL);
+		else
+			bad(name, b, 0, MSG_DAMAGED, NULL);
+		free(b.p);
+	}
+	/* Sizes out of range in a header with a correct crc. */
+	struct {
+		const char *name;
+		size_t field;
+		uint32_t value;
+		int exit_code;
+		const char *message, *status;
+	} sizes[] = {
+		{ "stored-size-huge", offsetof(struct vrt_chunk_header, stored_size), 0xfffffff0u, 0, MSG_PARTIAL, NULL },
+		{ "raw-size-over-limit", offsetof(struct vrt_chunk_header, raw_size), VRT_CHUNK_MAX_RAW + 1, 0, MSG_PARTIAL, NULL },
+		{ "raw-size-wrong", offsetof(struct vrt_chunk_header, raw_size), 0, 0, MSG_DAMAGED, NULL },
+		{ "chunk-type-invalid", offsetof(struct vrt_chunk_header, type), 9, 0, MSG_PARTIAL, NULL },
+		{ "codec-unknown", offsetof(struct vrt_chunk_header, codec), 5, 0, MSG_DAMAGED, NULL },
+	};
+	size_t target = 2; /* an EVENTS chunk */
+	while (target < n && exp[target]->type != VRT_CHUNK_EVENTS)
+		target++;
+	for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]) && target < n; i++) {
+		b = dup_bytes(base, base.len);
+		size_t off = exp[target]->offset + sizes[i].field;
+		if (sizes[i].field == offsetof(struct vrt_chunk_header, type) ||
+		    sizes[i].field == offsetof(struct vrt_chunk_header, codec))
+			b.p[off] = (uint8_t)sizes[i].value;
+		else if (sizes[i].value == 0) { /* raw size off by one */
+			uint32_t raw;
+			memcpy(&raw, b.p + off, 4);
+			raw += 1;
+			memcpy(b.p + off, &raw, 4);
+		} else
+			memcpy(b.p + off, &sizes[i].value, 4);
+		fix_chunk_header_crc(b, exp[target]->offset);
+		bad(sizes[i].name, b, sizes[i].exit_code, sizes[i].message, sizes[i].status);
+		free(b.p);
+	}
+}
+
+static void record_cases(struct bytes base, const struct vt_gen *g)
+{
+	uint64_t seq = g->chunks[g->n_chunks - 1].seq + 1;
+	uint8_t raw[512];
+	struct bytes b;
+	size_t n;
+#define APPEND(type, ...)                                                                           \
+	do {                                                                                        \
+		struct vrt_record rs_[] = { __VA_ARGS__ };                                          \
+		n = encode(raw, rs_, sizeof(rs_) / sizeof(rs_[0]));                                 \
+		b = append_chunk(dup_bytes(base, base.len), type, VRT_CODEC_ZSTD, seq, raw, n);    \
+	} while (0)
+
+	APPEND(VRT_CHUNK_EVENTS, { .op = VRT_OP_ALLOC, .ts = 1, .addr = 0x1000, .size = 64, .stack = 999999 });
+	bad("stack-id-out-of-range", b, 3, MSG_RANGE, NULL);
+	free(b.p);
+	APPEND(VRT_CHUNK_EVENTS, { .op = VRT_OP_FREE, .ts = 1, .addr = 0x1000, .stack2 = 0xffffffffu });
+	bad("alloc-stack-id-out-of-range", b, 3, MSG_RANGE, NULL);
+	free(b.p);
+	APPEND(VRT_CHUNK_TABLES, { .op = VRT_OP_STACK, .id = 5000, .id2 = 6000, .aux2 = VRT_FRAME_NATIVE, .aux = 1 });
+	bad("stack-parent-after-child", b, 3, MSG_RANGE, NULL);
+	free(b.p);
+	APPEND(VRT_CHUNK_TABLES, { .op = VRT_OP_STACK, .id = 0, .id2 = 0, .aux2 = VRT_FRAME_NATIVE, .aux = 1 });
+	bad("stack-node-zero", b, 3, MSG_RANGE, NULL);
+	free(b.p);
+	APPEND(VRT_CHUNK_TABLES, { .op = VRT_OP_STACK, .id = 5000, .id2 = 1, .aux2 = 9, .aux = 1 });
+	bad("stack-frame-kind-invalid", b, 3, MSG_RANGE, NULL);
+	free(b.p);
+	APPEND(VRT_CHUNK_TABLES, { .op = VRT_OP_STRING, .id = 1ull << 28, .bytes = (const uint8_t *)"x", .bytes_len = 1 });
+	bad("string-id-huge", b, 3, MSG_RANGE, NULL);
+	free(b.p);
+	APPEND(VRT_CHUNK_EVENTS, { .op = VRT_OP_STRING, .id = 1, .bytes = (const uint8_t *)"x", .bytes_len = 1 });
+	bad("definition-in-events-chunk", b, 3, MSG_RECORD, NULL);
+	free(b.p);
+	APPEND(VRT_CHUNK_CHECKPOINT, { .op = VRT_OP_ALLOC, .ts = 1, .addr = 0x1000, .size = 64 });
+	bad("event-in-checkpoint-chunk", b, 3, MSG_RECORD, NULL);
+	free(b.p);
+	APPEND(VRT_CHUNK_TABLES, { .op = VRT_OP_ALLOC, .ts = 1, .addr = 0x1000, .size = 64 });
+	bad("event-in-tables-chunk", b, 3, MSG_RECORD, NULL);
+	free(b.p);
+	APPEND(VRT_CHUNK_EVENTS, { .op = VRT_OP_ALLOC, .ts = 1, .addr = 0x1000, .kind = 9 });
+	bad("kind-out-of-range", b, 3, MSG_RECORD, NULL);
+	free(b.p);
+	APPEND(VRT_CHUNK_EVENTS, { .op = VRT_OP_ALLOC, .ts = 1, .addr = 0x1000, .api = 200 });
+	bad("api-out-of-range", b, 3, MSG_RECORD, NULL);
+	free(b.p);
+
+	/* Raw bytes: an unknown opcode, a record cut short, an over-long varint, a huge B length. */
+	static const struct {
+		const char *name;
+		uint8_t type;
+		uint8_t bytes[16];
+		size_t len;
+	} raws[] = {
+		{ "unknown-opcode", VRT_CHUNK_EVENTS, { 0x1f, 0, 0 }, 3 },
+		{ "opcode-zero", VRT_CHUNK_EVENTS, { 0 }, 1 },
+		{ "record-cut-short", VRT_CHUNK_EVENTS, { VRT_OP_ALLOC, 2, 0, 0 }, 4 },
+		{ "varint-too-long", VRT_CHUNK_EVENTS, { VRT_OP_MARK, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0 }, 12 },
+		{ "bytes-length-huge", VRT_CHUNK_TABLES, { VRT_OP_STRING, 1, 0xff, 0xff, 0xff, 0xff, 0x0f, 'a' }, 8 },
+		{ "device-out-of-range", VRT_CHUNK_EVENTS, { VRT_OP_CONTEXT, 0, 0x80, 0x80, 0x80, 0x80, 0x10, 0 }, 8 },
+	};
+	for (size_t i = 0; i < sizeof(raws) / sizeof(raws[0]); i++) {
+		b = append_chunk(dup_bytes(base, base.len), raws[i].type, VRT_CODEC_ZSTD, seq, raws[i].bytes, raws[i].len);
+		bad(raws[i].name, b, 3, MSG_RECORD, NULL);
+		free(b.p);
+	}
+#undef APPEND
+}
+
+int main(int argc, char **argv)
+{
+	if (argc != 2) {
+		fprintf(stderr, "usage: make_corpus DIR (tests/fuzz)\n");
+		return 2;
+	}
+	snprintf(root, sizeof(root), "%s", argv[1]);
+	const char *t = getenv("TMPDIR");
+	snprintf(tmpdir, sizeof(tmpdir), "%s/vrt-corpus-XXXXXX", t && *t ? t : "/tmp");
+	if (!mkdtemp(tmpdir))
+		die("mkdtemp");
+	if (mkdir(root, 0755) && errno != EEXIST)
+		die(root);
+	mkdirs("corpus");
+	mkdirs("corpus/reader");
+	mkdirs("corpus/chunks");
+	mkdirs("corpus/ctl");
+	mkdirs("bad");
+
+	struct vt_gen g;
+	struct bytes base = small_keep_all(&g, "base", 4, 12);
+	save("corpus/reader", "keep-all.trace", base.p, base.len);
+	struct bytes ops = every_op();
+	save("corpus/reader", "every-op.trace", ops.p, ops.len);
+	struct bytes ring = small_ring();
+	save("corpus/reader", "ring-wrapped.trace", ring.p, ring.len);
+	chunk_recipes();
+	ctl_seeds();
+
+	char path[4200];
+	snprintf(path, sizeof(path), "%s/bad/EXPECTED", root);
+	expected = fopen(path, "w");
+	if (!expected)
+		die(path);
+	fprintf(expected, "# name\texit status of `vramtrace report`\ta piece of its stderr\tok | xfail: known analyzer bug\n");
+	header_cases(base);
+	chunk_cases(base, &g);
+	record_cases(base, &g);
+	/* The valid seeds must read fine (a check on the generator itself). */
+	bad("valid-every-op", ops, 0, "", NULL);
+	bad("valid-ring-wrapped", ring, 0, "the ring overwrote the oldest history", NULL);
+	if (fclose(expected))
+		die(path);
+	vt_gen_free(&g);
+	free(base.p);
+	free(ops.p);
+	free(ring.p);
+	snprintf(path, sizeof(path), "rm -rf '%s'", tmpdir);
+	if (system(path))
+		fprintf(stderr, "could not remove %s\n", tmpdir);
+	return 0;
+}
