@@ -43,9 +43,6 @@ static void print_text(const struct vrt_trace *t)
 	const struct vrt_tables *tb = &t->tables;
 	printf("tables     %zu stack nodes, %zu symbols, %zu modules, %zu Python frames, %zu threads\n", tb->n_nodes,
 	       tb->n_symbols, tb->n_modules, tb->n_pyframes, tb->n_threads);
-	const char *torch = vrt_info(t, "torch");
-	if (torch)
-		printf("pytorch    %s\n", torch);
 }
 
 int vrt_cmd_info(int argc, char **argv)
