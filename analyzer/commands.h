@@ -126,9 +126,10 @@ int vrt_cmd_snapshot(int argc, char **argv);
 	"small for any trace length.\n"                                                                  \
 	"\n"                                                                                           \
 	"options:\n"                                                                                   \
-	"  -o PATH      output file (required)\n"                                                        \
+	"  -o, --output PATH  output file (required)\n"                                                  \
 	"  --sites N    sites drawn as their own band (default 12)\n"                                    \
 	"  --buckets N  time buckets (default 600)\n"                                                    \
+	"  -q, --quiet  no progress or notes on stderr\n"                                                \
 	"\n"                                                                                           \
 	"examples:\n"                                                                                  \
 	"  vramtrace html run.vrt -o run.html\n"

@@ -1,0 +1,441 @@
+"""`vramtrace html`: one self-contained page, checked the way a person would look at it.
+
+Traces come from the GPU-free doubles (the demo under `run --phase train`, the OOM program,
+a Python program with hostile labels) and from a synthetic 1M-event PyTorch-like trace written
+by tests/gen_torch_trace.c through the writer library. Each page is opened in headless
+Chromium: a screenshot must show a chart (enough non-background pixels, several of the
+palette's colours in quantity), and the DOM after the page's JavaScript ran must hold the
+stacked areas (one <path data-site> per top site plus "other"), the flame graph's rects, the
+leaks table (one row per invocation) and, only when the trace has an OOM, the OOM section.
+
+Needs the Debian package `chromium` (with a font, e.g. fonts-liberation, which it recommends).
+Without it these tests skip, except under CI=true where they fail.
+"""
+import json
+import os
+import re
+import shutil
+import struct
+import subprocess
+import sys
+import time
+import zlib
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from conftest import BUILD, DOUBLES, SOURCE, analyze, program, trace
+
+MiB = 1 << 20
+
+# The page's size bound (README, "vramtrace html"): template ~50 KB, plus per series
+# (sites + 1) x buckets values, plus the top sites' frames, plus the leaks/OOM JSON with every
+# array cut to 1000 rows (50 for lists of sites). With the defaults and a few series: < 2 MB.
+SIZE_BOUND = 2 * MiB
+
+PALETTE = ["#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948", "#b07aa1", "#ff9da7",
+           "#9c755f", "#86bcb6", "#d37295", "#a0cbe8"]
+BACKGROUNDS = [(0xf5, 0xf7, 0xfa), (0xff, 0xff, 0xff)]
+
+CHROMIUM = next((shutil.which(n) for n in ("chromium", "chromium-browser", "google-chrome") if shutil.which(n)), None)
+needs_chromium = pytest.mark.skipif(
+    CHROMIUM is None and os.environ.get("CI") != "true",
+    reason="headless Chromium not installed (Debian package: chromium)")
+
+
+# ---- helpers ------------------------------------------------------------------------------
+
+def html(trace_path, out, *args, check=True):
+    p = analyze("html", "-q", trace_path, "-o", out, *args, check=check)
+    return p
+
+
+def page_data(path):
+    """The data object the page embeds (what its JavaScript reads)."""
+    text = Path(path).read_text()
+    m = re.search(r'<script type="application/json" id="vrt-data">(.*?)</script>', text, re.S)
+    assert m, "no embedded data"
+    return json.loads(m.group(1))
+
+
+def series_values(s):
+    """Per site (then "other"), the bucket values: the deltas summed, times the unit."""
+    cols = []
+    for deltas in s["values"]:
+        acc, col = 0, []
+        for d in deltas:
+            acc += d
+            col.append(acc * s["unit"])
+        cols.append(col)
+    return cols
+
+
+def chromium(tmp_path, *args, timeout=90):
+    assert CHROMIUM, "chromium is not installed (Debian package: chromium)"
+    profile = Path(tmp_path) / f"chromium-profile-{time.monotonic_ns()}"
+    cmd = [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars", "--no-first-run",
+           "--disable-extensions", "--disable-dev-shm-usage", f"--user-data-dir={profile}",
+           "--enable-logging=stderr", "--v=0", *args]
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    shutil.rmtree(profile, ignore_errors=True)
+    return p
+
+
+def console_errors(stderr):
+    return [line for line in stderr.splitlines() if "CONSOLE" in line and ("Uncaught" in line or "Error" in line)]
+
+
+def dump_dom(tmp_path, page):
+    """The DOM after the page's scripts ran; fails on any JavaScript error."""
+    p = chromium(tmp_path, "--virtual-time-budget=5000", "--dump-dom", f"file://{Path(page).resolve()}")
+    assert p.returncode == 0, p.stderr[-2000:]
+    assert not console_errors(p.stderr), console_errors(p.stderr)
+    assert "<body" in p.stdout
+    return p.stdout
+
+
+def screenshot(tmp_path, page, name, size=(1280, 900)):
+    png = Path(tmp_path) / name
+    p = chromium(tmp_path, "--virtual-time-budget=3000", f"--screenshot={png}", f"--window-size={size[0]},{size[1]}",
+                 f"file://{Path(page).resolve()}")
+    assert png.exists(), f"no screenshot (exit {p.returncode}):\n{p.stderr[-2000:]}"
+    assert not console_errors(p.stderr), console_errors(p.stderr)
+    return png
+
+
+def decode_png(path):
+    """(width, height, bytes per pixel, unfiltered rows) of an 8-bit RGB/RGBA non-interlaced PNG."""
+    data = Path(path).read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n"
+    pos, idat = 8, []
+    while pos < len(data):
+        length, kind = struct.unpack(">I4s", data[pos:pos + 8])
+        body = data[pos + 8:pos + 8 + length]
+        if kind == b"IHDR":
+            width, height, depth, color, _, _, interlace = struct.unpack(">IIBBBBB", body)
+            assert depth == 8 and color in (2, 6) and interlace == 0, (depth, color, interlace)
+            bpp = 3 if color == 2 else 4
+        elif kind == b"IDAT":
+            idat.append(body)
+        pos += 12 + length
+    raw, stride = zlib.decompress(b"".join(idat)), width * bpp
+    rows, prev = [], bytearray(stride)
+    for y in range(height):
+        start = y * (stride + 1)
+        f, line = raw[start], bytearray(raw[start + 1:start + 1 + stride])
+        if f == 1:
+            for i in range(bpp, stride):
+                line[i] = (line[i] + line[i - bpp]) & 255
+        elif f == 2:
+            line = bytearray((a + b) & 255 for a, b in zip(line, prev))
+        elif f == 3:
+            for i in range(stride):
+                line[i] = (line[i] + ((line[i - bpp] if i >= bpp else 0) + prev[i]) // 2) & 255
+        elif f == 4:
+            for i in range(stride):
+                a = line[i - bpp] if i >= bpp else 0
+                b = prev[i]
+                c = prev[i - bpp] if i >= bpp else 0
+                p = a + b - c
+                pa, pb, pc = abs(p - a), abs(p - b), abs(p - c)
+                line[i] = (line[i] + (a if pa <= pb and pa <= pc else b if pb <= pc else c)) & 255
+        rows.append(line)
+        prev = line
+    return width, height, bpp, rows
+
+
+def hex_rgb(h):
+    return tuple(int(h[i:i + 2], 16) for i in (1, 3, 5))
+
+
+def pixel_stats(png):
+    """Share of pixels that are not page background, and pixel counts per palette colour."""
+    width, height, bpp, rows = decode_png(png)
+    colours = Counter()
+    for line in rows:
+        colours.update(bytes(line[x:x + 3]) for x in range(0, width * bpp, bpp))
+    near = lambda px, c: max(abs(px[k] - c[k]) for k in range(3)) <= 6  # noqa: E731
+    palette = [hex_rgb(c) for c in PALETTE]
+    counts, ink = [0] * len(palette), 0
+    for px, n in colours.items():
+        if not any(near(px, bg) for bg in BACKGROUNDS):
+            ink += n
+        for i, c in enumerate(palette):
+            if near(px, c):
+                counts[i] += n
+    return ink / (width * height), counts
+
+
+def assert_chart_drawn(png, min_colours):
+    """A non-blank page with at least min_colours palette colours covering real areas."""
+    ink, counts = pixel_stats(png)
+    assert ink > 0.08, f"only {ink:.1%} of the screenshot is drawn"
+    big = [PALETTE[i] for i, n in enumerate(counts) if n >= 400]
+    assert len(big) >= min_colours, f"palette colours with area: {big} (counts {counts})"
+
+
+def element_block(dom, tag, ident):
+    """The serialized element <tag id="ident"> ... </tag> (no nesting of the same tag)."""
+    m = re.search(r'<%s[^>]*\bid="%s"[^>]*>(.*?)</%s>' % (tag, re.escape(ident), tag), dom, re.S)
+    assert m, f"no <{tag} id={ident}> in the page"
+    return m.group(1)
+
+
+def body_rows(table_html):
+    body = re.search(r"<tbody>(.*?)</tbody>", table_html, re.S)
+    return len(re.findall(r"<tr[ >]", body.group(1))) if body else 0
+
+
+# ---- traces ---------------------------------------------------------------------------------
+
+DEMO = SOURCE / "scripts" / "demo" / "train_leak.py"
+
+
+@pytest.fixture(scope="module")
+def demo(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("html_demo")
+    t = trace(tmp, [sys.executable, DEMO], env={"LD_LIBRARY_PATH": str(DOUBLES)}, run_args=("--phase", "train"))
+    assert t.returncode == 0, t.stderr
+    out = tmp / "demo.html"
+    html(t.trace, out)
+    return t, out, tmp
+
+
+@pytest.fixture(scope="module")
+def oom(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("html_oom")
+    t = trace(tmp, [program("oom")], env={"FAKECUDA_TOTAL_BYTES": "16M"})
+    out = tmp / "oom.html"
+    html(t.trace, out)
+    return t, out, tmp
+
+
+def gen_torch_trace(tmp):
+    """The synthetic trace generator: built by meson when it lists it, else compiled here."""
+    built = BUILD / "tests" / "gen_torch_trace"
+    if built.exists():
+        return built
+    cc = shutil.which(os.environ.get("CC", "cc")) or shutil.which("gcc")
+    writer = BUILD / "preload" / "libvrtwriter.a"
+    if not cc or not writer.exists():
+        pytest.skip("no C compiler or no build/preload/libvrtwriter.a to build tests/gen_torch_trace.c")
+    exe = Path(tmp) / "gen_torch_trace"
+    subprocess.run([cc, "-O2", "-std=gnu17", "-I", SOURCE / "include", "-I", SOURCE / "preload",
+                    SOURCE / "tests" / "gen_torch_trace.c", writer, "-lzstd", "-o", exe],
+                   check=True, capture_output=True, timeout=120)
+    return exe
+
+
+@pytest.fixture(scope="module")
+def big(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("html_big")
+    gen = gen_torch_trace(tmp)
+    path = tmp / "big.vrt"
+    started = time.monotonic()
+    p = subprocess.run([gen, path, "1000000", "--oom"], capture_output=True, text=True, timeout=120, check=True)
+    generated = time.monotonic() - started
+    events = int(p.stdout.split()[0])
+    out = tmp / "big.html"
+    started = time.monotonic()
+    html(path, out)
+    rendered = time.monotonic() - started
+    return {"trace": path, "html": out, "tmp": tmp, "events": events, "generate_s": generated, "html_s": rendered}
+
+
+# ---- the command ----------------------------------------------------------------------------
+
+def test_usage_errors(demo, tmp_path):
+    t, _, _ = demo
+    assert analyze("html", t.trace, check=False).returncode == 2  # no -o
+    assert analyze("html", "-o", tmp_path / "x.html", check=False).returncode == 2  # no trace
+    assert analyze("html", t.trace, "-o", tmp_path / "x.html", "--sites", "0", check=False).returncode == 2
+    assert analyze("html", t.trace, "-o", tmp_path / "x.html", "--buckets", "1", check=False).returncode == 2
+    assert analyze("html", tmp_path / "missing.vrt", "-o", tmp_path / "x.html", check=False).returncode in (3, 4)
+    assert analyze("html", t.trace, "-o", tmp_path / "no" / "dir" / "x.html", check=False).returncode == 4
+    help_text = analyze("html", "--help").stdout
+    assert "usage: vramtrace html" in help_text and "--sites N" in help_text and "--buckets N" in help_text
+
+
+def test_page_is_self_contained(demo):
+    _, out, _ = demo
+    text = out.read_text()
+    assert not re.search(r"<(script|img|iframe)[^>]+\bsrc=|<link\b|@import|url\(", text)
+    assert not re.search(r"(src|href)=[\"']?(https?:)?//", text)
+    # Exactly the page's own two script elements close: embedded data cannot end one.
+    assert text.count("</script") == 2
+    assert "<" not in text[text.index('id="vrt-data">') + len('id="vrt-data">'):text.index("</script>")]
+
+
+def test_data_agrees_with_report_and_leaks(demo):
+    t, out, _ = demo
+    d = page_data(out)
+    report = t.report
+    assert d["process"]["pid"] == report["pid"]
+    assert d["process"]["cmdline"].endswith("train_leak.py")
+    names = {(s["device"], s["kind"]): s for s in d["series"]}
+    for dev in report["devices"]:
+        s = names[(dev["device"], dev["kind"])]
+        assert (s["peak"], s["at_end"]) == (dev["peak_bytes"], dev["live_bytes_at_end"])
+    main = d["series"][d["main"]]
+    assert (main["device"], main["kind"]) == (0, "device")
+    cols = series_values(main)
+    totals = [sum(c[b] for c in cols) for b in range(d["buckets"])]
+    assert max(totals) == main["peak"], "the bucket holding the peak shows exactly the peak"
+    assert totals[main["peak_bucket"]] == main["peak"]
+    assert len(main["sites"]) == 5 and all(len(c) == d["buckets"] for c in cols)
+    # The four engine sites and the activation, each with its frames outermost first.
+    frames = [[d["frames"][f][0] for f in d["sites"][i]["frames"]] for i in main["sites"]]
+    assert sum("Engine.__init__" in f for f in frames) == 4 and sum("step" in f for f in frames) == 1
+    assert all(f.index("main") < f.index("train") for f in frames)
+    leaks = json.loads(analyze("leaks", "--json", "-q", t.trace).stdout)
+    assert d["leaks"]["phases"] == leaks["phases"] and len(leaks["phases"]) == 4
+    assert d["oom"] is None, "no OOM in the demo: the section is left out"
+    # Four calls; calls closer together than one bucket share an interval.
+    assert [p["name"] for p in d["phases"]] == ["train"]
+    assert sum(iv[2] for iv in d["phases"][0]["intervals"]) == 4
+
+
+@needs_chromium
+def test_demo_renders(demo):
+    t, out, tmp = demo
+    d = page_data(out)
+    main = d["series"][d["main"]]
+    dom = dump_dom(tmp, out)
+    areas = re.findall(r'<path[^>]*class="area[^"]*"[^>]*>', element_block(dom, "g", "areas"))
+    assert len(areas) == len(main["sites"]) + 1 == 6
+    sites = sorted(re.search(r'data-site="([^"]+)"', a).group(1) for a in areas)
+    assert sites == sorted([str(i) for i in main["sites"]] + ["other"])
+    # Phases as shaded intervals, the flame graph at the peak, the leaks table.
+    assert len(re.findall(r'<rect[^>]*class="phase"', dom)) == len(d["phases"][0]["intervals"])
+    flame = re.findall(r'<rect[^>]*class="fl"[^>]*>', dom)
+    assert len(flame) >= 8, "root, shared callers and the five sites' own frames"
+    assert any('data-name="Engine.__init__"' in r for r in flame)
+    assert body_rows(element_block(dom, "table", "leaks-invocations")) == len(d["leaks"]["phases"]) == 4
+    assert body_rows(element_block(dom, "table", "leaks-survivors")) > 0
+    assert "84.0 MiB per train() call" in element_block(dom, "p", "leaks-summary")
+    assert 'id="oom"' not in dom, "the OOM section is removed when the trace has none"
+    assert 'id="peaks"' in dom and "352 MiB" in element_block(dom, "table", "peaks")
+    png = screenshot(tmp, out, "demo.png")
+    assert_chart_drawn(png, min_colours=4)
+
+
+@needs_chromium
+def test_oom_section(oom):
+    t, out, tmp = oom
+    d = page_data(out)
+    assert d["oom"]["oom"]["requested_bytes"] == 8 * MiB
+    assert [o[1] for o in d["ooms"]] == [8 * MiB], "the failure is marked on the timeline"
+    dom = dump_dom(tmp, out)
+    assert "8.00 MiB requested on device 0" in element_block(dom, "p", "oom-summary")
+    assert body_rows(element_block(dom, "table", "oom-categories")) == len(d["oom"]["oom"]["by_category"]) >= 1
+    assert body_rows(element_block(dom, "table", "oom-sites")) == len(d["oom"]["oom"]["top_sites"]) >= 1
+    assert len(re.findall(r'<g class="oom-mark"', dom)) == 1
+    assert_chart_drawn(screenshot(tmp, out, "oom.png"), min_colours=1)
+
+
+def test_every_series_is_offered(tmp_path):
+    t = trace(tmp_path, [program("rt_api")])
+    out = tmp_path / "rt.html"
+    html(t.trace, out)
+    d = page_data(out)
+    assert {(s["device"], s["kind"]) for s in d["series"]} == {(x["device"], x["kind"]) for x in t.report["devices"]}
+    pinned = next(s for s in d["series"] if s["kind"] == "host_pinned")
+    # Three pinned sites, two of them brief: all get a band of their own (fewer than --sites).
+    assert len(pinned["sites"]) == 3
+    assert max(sum(c[b] for c in series_values(pinned)) for b in range(d["buckets"])) == pinned["peak"]
+    for s in d["series"]:
+        assert len(s["values"]) == len(s["sites"]) + 1
+
+
+HOSTILE = '</script><img id="pwned" src=x><!-- & "quotes" \\ end'
+HOSTILE_PROGRAM = '''
+import ctypes, sys, vramtrace
+rt = ctypes.CDLL("libcudart.so.13")
+label = sys.argv[1]
+keep = []
+for i in range(3):
+    with vramtrace.phase(label):
+        p = ctypes.c_void_p()
+        assert rt.cudaMalloc(ctypes.byref(p), ctypes.c_size_t(1 << 20)) == 0
+        keep.append(p)
+        vramtrace.mark(label)
+'''
+
+
+@needs_chromium
+def test_labels_cannot_break_out_of_the_page(tmp_path):
+    script = tmp_path / "hostile.py"
+    script.write_text(HOSTILE_PROGRAM)
+    env = {"LD_LIBRARY_PATH": str(DOUBLES), "PYTHONPATH": str(SOURCE / "python")}
+    t = trace(tmp_path, [sys.executable, script, HOSTILE], env=env)
+    assert t.returncode == 0, t.stderr
+    out = tmp_path / "hostile.html"
+    html(t.trace, out)
+    text = out.read_text()
+    assert text.count("</script") == 2 and "pwned" in text
+    d = page_data(out)
+    assert d["phases"][0]["name"] == HOSTILE and {m[1] for m in d["marks"]} == {HOSTILE}
+    dom = dump_dom(tmp_path, out)
+    assert not re.search(r"<img\b", dom), "a label became markup"
+    assert sum(m[2] for m in d["marks"]) == 3
+    assert len(re.findall(r'<g class="mark"', dom)) == len(d["marks"])
+    assert "&lt;/script&gt;&lt;img id=" in dom, "the label is shown as text"
+
+
+@needs_chromium
+def test_trace_without_memory(tmp_path):
+    script = tmp_path / "nothing.py"
+    script.write_text('import ctypes, vramtrace\nctypes.CDLL("libcudart.so.13").cudaSetDevice(0)\n'
+                      'vramtrace.mark("nothing allocated")\n')
+    t = trace(tmp_path, [sys.executable, script], env={"LD_LIBRARY_PATH": str(DOUBLES), "PYTHONPATH": str(SOURCE / "python")})
+    out = tmp_path / "nothing.html"
+    html(t.trace, out)
+    assert page_data(out)["series"] == []
+    dom = dump_dom(tmp_path, out)
+    assert "No memory was held in this trace." in dom
+
+
+# ---- scale ----------------------------------------------------------------------------------
+
+def test_scale_data_is_bounded(big):
+    assert big["events"] >= 1_000_000
+    size = big["html"].stat().st_size
+    print(f"\n1M events: generated in {big['generate_s']:.1f} s, html in {big['html_s']:.1f} s, "
+          f"trace {big['trace'].stat().st_size} bytes, page {size} bytes")
+    assert size < SIZE_BOUND
+    d = page_data(big["html"])
+    assert d["buckets"] <= 600
+    assert [s["name"] for s in d["series"]][d["main"]] == "dev0.tensors", "tensors are the main view"
+    for s in d["series"]:
+        assert len(s["sites"]) <= 12
+        assert all(len(v) == d["buckets"] for v in s["values"])
+        cols = series_values(s)
+        assert max(sum(c[b] for c in cols) for b in range(d["buckets"])) == s["peak"]
+    assert d["marks"] and d["ooms"] and d["oom"]["oom"]["api"] == "torch.OutOfMemory"
+    assert len(d["leaks"]["phases"]) <= 1000 and d["leaks"].get("phases_omitted", 0) > 0
+    assert len(d["leaks"]["survivors"]) <= 50
+
+
+def test_scale_size_does_not_follow_the_trace(big):
+    """More buckets or sites cost what they say; more events cost nothing per event."""
+    small = big["tmp"] / "small.vrt"
+    subprocess.run([gen_torch_trace(big["tmp"]), small, "200000"], check=True, capture_output=True, timeout=60)
+    out = big["tmp"] / "small.html"
+    html(small, out)
+    a, b = page_data(out), page_data(big["html"])
+    assert a["buckets"] == b["buckets"]
+    series_bytes = lambda d: len(json.dumps(d["series"]))  # noqa: E731
+    assert series_bytes(b) < 1.5 * series_bytes(a)
+
+
+@needs_chromium
+def test_scale_renders(big):
+    dom = dump_dom(big["tmp"], big["html"])
+    d = page_data(big["html"])
+    main = d["series"][d["main"]]
+    assert len(re.findall(r'<path[^>]*class="area', element_block(dom, "g", "areas"))) == len(main["sites"]) + 1
+    assert body_rows(element_block(dom, "table", "leaks-invocations")) == len(d["leaks"]["phases"])
+    assert 'id="oom-summary"' in dom
+    png = screenshot(big["tmp"], big["html"], "big.png")
+    assert_chart_drawn(png, min_colours=6)
