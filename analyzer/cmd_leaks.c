@@ -62,6 +62,8 @@ struct leaks {
 	int depth;
 	struct group *groups;
 	size_t n_groups, cap_groups;
+	uint32_t *group_index;   /* open addressing: group position + 1, keyed by (stack, invocation) */
+	size_t index_cap;
 	uint32_t scan;           /* index of the current scan (entry K+1, or the end) */
 };
 
@@ -142,11 +144,40 @@ static uint32_t invocation_of(const struct leaks *lk, uint64_t event)
 	return (!v->exit_event || event <= v->exit_event) ? (uint32_t)lo : 0;
 }
 
+static size_t group_home(const struct leaks *lk, uint32_t stack, uint32_t invocation)
+{
+	uint64_t h = ((uint64_t)stack << 32 | invocation) * 0x9e3779b97f4a7c15ull;
+	return (size_t)(h ^ (h >> 29)) & (lk->index_cap - 1);
+}
+
+static bool reindex_groups(struct leaks *lk)
+{
+	size_t cap = lk->index_cap ? lk->index_cap * 2 : 1024;
+	uint32_t *index = calloc(cap, sizeof(*index));
+	if (!index)
+		return false;
+	free(lk->group_index);
+	lk->group_index = index;
+	lk->index_cap = cap;
+	for (size_t i = 0; i < lk->n_groups; i++) {
+		size_t j = group_home(lk, lk->groups[i].stack, lk->groups[i].invocation);
+		while (index[j])
+			j = (j + 1) & (cap - 1);
+		index[j] = (uint32_t)i + 1;
+	}
+	return true;
+}
+
 static struct group *group_of(struct leaks *lk, uint32_t stack, uint32_t invocation)
 {
-	for (size_t i = lk->n_groups; i-- > 0;) /* recent groups are likeliest */
-		if (lk->groups[i].stack == stack && lk->groups[i].invocation == invocation)
-			return &lk->groups[i];
+	if ((lk->n_groups + 1) * 2 > lk->index_cap && !reindex_groups(lk))
+		return NULL;
+	size_t j = group_home(lk, stack, invocation);
+	for (; lk->group_index[j]; j = (j + 1) & (lk->index_cap - 1)) {
+		struct group *g = &lk->groups[lk->group_index[j] - 1];
+		if (g->stack == stack && g->invocation == invocation)
+			return g;
+	}
 	if (lk->n_groups == lk->cap_groups) {
 		size_t cap = lk->cap_groups ? lk->cap_groups * 2 : 256;
 		struct group *g = realloc(lk->groups, cap * sizeof(*g));
@@ -157,6 +188,7 @@ static struct group *group_of(struct leaks *lk, uint32_t stack, uint32_t invocat
 	}
 	struct group *g = &lk->groups[lk->n_groups++];
 	*g = (struct group){ stack, invocation, 0, 0, 0, 0 };
+	lk->group_index[j] = (uint32_t)lk->n_groups;
 	return g;
 }
 
@@ -614,6 +646,7 @@ static int leaks_one(const char *path, const struct leaks_options *o, bool many,
 	}
 	free(lk.inv);
 	free(lk.groups);
+	free(lk.group_index);
 	vrt_model_free(&m);
 	vrt_trace_close(&t);
 	return rc;
