@@ -219,6 +219,55 @@ def check_ranks(out):
     return ok
 
 
+def check_attach(out):
+    """Attach by ptrace to a training loop started without the preload; mark twice from outside."""
+    script = os.path.join(HERE, "attach_target.py")
+    leak_line = line_of(script, "ATTACH-LEAK")
+    stop = os.path.join(out, "attach.stop")
+    trace = os.path.join(out, "attach.vrt")
+    for f in (stop, trace):
+        if os.path.exists(f):
+            os.unlink(f)
+    target = subprocess.Popen([PY, script, stop], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        if target.stdout.readline().strip() != "ready":
+            say("attach: target did not start:", target.stderr.read()[-600:])
+            return False
+        steps = []
+        p, secs = run([VT, "attach", "-o", trace, str(target.pid)])
+        steps.append("attach exit %d in %.2f s: %s" % (p.returncode, secs, (p.stdout + p.stderr).strip()[-300:]))
+        ok = p.returncode == 0
+        for label in ("step", "step", "step"):
+            time.sleep(1.0)
+            p, _ = run([VT, "mark", str(target.pid), label])
+            ok &= p.returncode == 0
+        time.sleep(0.5)
+        p, _ = run([VT, "attach", "--stop", str(target.pid)])
+        steps.append("stop exit %d: %s" % (p.returncode, (p.stdout + p.stderr).strip()[-200:]))
+        ok &= p.returncode == 0
+        open(stop, "w").close()
+        rest, err = target.communicate(timeout=60)
+        steps.append("target exit %d: %s" % (target.returncode, rest.strip()[-200:]))
+        ok &= target.returncode == 0
+    finally:
+        if target.poll() is None:
+            target.kill()
+    for line in steps:
+        say("  " + line)
+    if not ok or not os.path.exists(trace):
+        say("attach FAILED")
+        return False
+    js = vt_json("leaks", "--json", "-q", "--phase", "mark:step", trace)
+    text = vt_text("leaks", "-q", "--phase", "mark:step", "--top", "4", trace) + vt_text("report", "-q", "--top", "4", trace)
+    with open(os.path.join(out, "attach.txt"), "w") as f:
+        f.write(text)
+    named = any(fr["kind"] == "python" and fr["line"] == leak_line for s in js["survivors"] for fr in s["frames"])
+    good = len(js["phases"]) >= 2 and named
+    say("attach: %d invocations between marks, growth/invocation %s B, leak line %d named: %s -> %s" %
+        (len(js["phases"]), js.get("growth_per_invocation_bytes"), leak_line, named, "ok" if good else "WRONG"))
+    return good
+
+
 def check_verify(out):
     p, _ = run([PY, os.path.join(ROOT, "scripts", "gpu_verify.py"), "--out", os.path.join(out, "verify")])
     for line in (p.stdout + p.stderr).splitlines():
@@ -235,6 +284,7 @@ def main():
     sys.path.insert(0, HERE)
     checks = [("verify", check_verify),
               ("leaks", check_leaks), ("tensors", check_tensor_proof), ("oom", check_oom), ("ranks", check_ranks),
+              ("attach", check_attach),
               ("phase-overhead", check_phase_overhead)]
     results = {}
     for name, fn in checks:
