@@ -20,9 +20,10 @@
  * includes its filename and name objects and first line, which a new code object at the same
  * address will not share.
  *
- * The intern tables are shared by all threads and guarded by a spinlock (a miss costs a few
- * hundred nanoseconds once per code location). The collector reads only the published prefix
- * [0, count) of the entry arrays, which never move.
+ * The intern tables are shared by all threads and guarded by a spinlock, which a thread takes
+ * only when its own small cache of (code, offset) -> frame id misses: once per code location
+ * and thread, so allocating threads do not contend in steady state. The collector reads only
+ * the published prefix [0, count) of the entry arrays, which never move.
  */
 #define _GNU_SOURCE
 #include <stdio.h>
@@ -99,6 +100,16 @@ struct table {
 	uint32_t mask;
 	uint32_t used;
 };
+
+/* Per-thread: recent (code object, offset) -> frame id, checked against the code's guard. */
+struct frame_cache_entry {
+	PyObject *code;
+	struct code_guard guard;
+	int lasti;
+	uint32_t id;
+};
+#define FRAME_CACHE_SLOTS 512u
+static __thread struct frame_cache_entry *frame_cache VRT_TLS;
 
 static struct vrt_pycode *codes;
 static struct code_guard *guards;
@@ -285,15 +296,24 @@ static const char *string_text(PyObject *s)
 
 static PyObject *code_field(PyObject *code, int off) { return off >= 0 ? RD(PyObject *, code, off) : NULL; }
 
+static struct code_guard guard_of(PyObject *code)
+{
+	return (struct code_guard){ code_field(code, L->co_filename),
+				    code_field(code, L->co_qualname >= 0 ? L->co_qualname : L->co_name),
+				    RD(int, code, L->co_firstlineno) };
+}
+
+static bool same_guard(const struct code_guard *a, const struct code_guard *b)
+{
+	return a->filename == b->filename && a->name == b->name && a->firstlineno == b->firstlineno;
+}
+
 /* The code object's id; described at first sight (or when its address was reused). */
 static int intern_code(PyObject *code)
 {
-	struct code_guard g = { code_field(code, L->co_filename),
-				code_field(code, L->co_qualname >= 0 ? L->co_qualname : L->co_name),
-				RD(int, code, L->co_firstlineno) };
+	struct code_guard g = guard_of(code);
 	struct slot *s = table_find(&code_index, (uintptr_t)code, 0);
-	const struct code_guard *known = s->key ? &guards[s->value] : NULL;
-	if (known && known->filename == g.filename && known->name == g.name && known->firstlineno == g.firstlineno)
+	if (s->key && same_guard(&guards[s->value], &g))
 		return (int)s->value;
 	uint32_t id = atomic_load_explicit(&n_codes, memory_order_relaxed);
 	if (id >= MAX_CODES)
@@ -331,6 +351,35 @@ static int intern_frame(PyObject *code, int lasti_bytes)
 	return (int)id;
 }
 
+static void lock_tables(void)
+{
+	int expected = 0;
+	while (!atomic_compare_exchange_weak_explicit(&intern_lock, &expected, 1, memory_order_acquire,
+						      memory_order_relaxed))
+		expected = 0;
+}
+
+static void unlock_tables(void) { atomic_store_explicit(&intern_lock, 0, memory_order_release); }
+
+/* Frame id of (code, lasti): from this thread's cache, else interned under the lock. */
+static int frame_id(PyObject *code, int lasti)
+{
+	struct code_guard g = guard_of(code);
+	struct frame_cache_entry *e = NULL;
+	if (frame_cache) {
+		uint64_t h = ((uintptr_t)code >> 4) * 0x9e3779b97f4a7c15ull ^ (uint64_t)(uint32_t)lasti;
+		e = &frame_cache[(h ^ (h >> 31)) & (FRAME_CACHE_SLOTS - 1)];
+		if (e->code == code && e->lasti == lasti && same_guard(&e->guard, &g))
+			return (int)e->id;
+	}
+	lock_tables();
+	int id = intern_frame(code, lasti);
+	unlock_tables();
+	if (e && id >= 0)
+		*e = (struct frame_cache_entry){ code, g, lasti, (uint32_t)id };
+	return id;
+}
+
 /* ---- the walk --------------------------------------------------------------------------- */
 
 struct walk {
@@ -354,7 +403,7 @@ static void walk_frame_objects(struct walk *w, PyObject *f)
 		if (!is_code(code))
 			return;
 		int lasti = RD(int, f, L->f_lasti);
-		int id = intern_frame(code, lasti < 0 ? -1 : lasti * L->lasti_scale);
+		int id = frame_id(code, lasti < 0 ? -1 : lasti * L->lasti_scale);
 		if (id >= 0)
 			put(w, (uint32_t)id);
 		put(w, VRT_PY_EVAL_BOUNDARY);
@@ -385,7 +434,7 @@ static void walk_interpreter_frames(struct walk *w, PyObject *f)
 		if (!incomplete(f, code, owner)) {
 			char *start = (char *)code + L->co_code_adaptive;
 			int lasti = (int)((RD(char *, f, L->if_instr) - start) / 2) * 2;
-			int id = intern_frame(code, lasti);
+			int id = frame_id(code, lasti);
 			if (id >= 0)
 				put(w, (uint32_t)id);
 		}
@@ -400,10 +449,8 @@ int vrt_python_capture(uint32_t *out, int max)
 	if (!ts)
 		return 0;
 	struct walk w = { out, 0, max };
-	int expected = 0;
-	while (!atomic_compare_exchange_weak_explicit(&intern_lock, &expected, 1, memory_order_acquire,
-						      memory_order_relaxed))
-		expected = 0;
+	if (!frame_cache)
+		frame_cache = reserve(sizeof(struct frame_cache_entry) * FRAME_CACHE_SLOTS); /* NULL: uncached */
 	if (L->minor <= 10) {
 		walk_frame_objects(&w, RD(PyObject *, ts, L->ts_frame));
 	} else {
@@ -412,7 +459,6 @@ int vrt_python_capture(uint32_t *out, int max)
 				: cframe ? RD(void *, cframe, L->cframe_current) : NULL;
 		walk_interpreter_frames(&w, start);
 	}
-	atomic_store_explicit(&intern_lock, 0, memory_order_release);
 	return w.n;
 }
 
