@@ -59,12 +59,26 @@ class phase(contextlib.ContextDecorator):
         return False
 
 
+def _is_native(path):
+    try:
+        with open(path, "rb") as f:
+            return f.read(4) == b"\x7fELF"
+    except OSError:
+        return False
+
+
 def binary():
     """Path of the vramtrace executable that came with this package (or the one on PATH)."""
     here = os.path.dirname(os.path.abspath(__file__))
     for candidate in (os.path.join(here, "_bin", "vramtrace"),
                       os.path.join(here, "..", "..", "build", "analyzer", "vramtrace")):
         if os.access(candidate, os.X_OK):
+            return os.path.abspath(candidate)
+    # On PATH, skip the console script of a wheel (`vramtrace` -> this package): it would run
+    # itself again.
+    for directory in os.environ.get("PATH", "").split(os.pathsep):
+        candidate = os.path.join(directory or ".", "vramtrace")
+        if os.access(candidate, os.X_OK) and _is_native(candidate):
             return os.path.abspath(candidate)
     return "vramtrace"
 

@@ -7,6 +7,10 @@ from . import binary
 
 def main():
     exe = binary()
+    if not os.path.isabs(exe):
+        sys.stderr.write("vramtrace: the vramtrace executable is not installed with this package (%s/_bin) "
+                         "nor on PATH\n" % os.path.dirname(os.path.abspath(__file__)))
+        return 127
     here = os.path.dirname(os.path.abspath(__file__))
     preload = os.path.join(here, "_bin", "libvramtrace.so")
     if os.path.exists(preload):

@@ -66,6 +66,12 @@ static struct {
 static pthread_once_t config_once = PTHREAD_ONCE_INIT;
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 
+/* Fork-safe, unlike the real driver: a child forked while another thread is inside the double
+ * gets the lock free, so a hang in a forked child is never the double's (tests/e2e/test_stress.py). */
+static void fork_prepare(void) { pthread_mutex_lock(&lock); }
+static void fork_done(void) { pthread_mutex_unlock(&lock); }
+__attribute__((constructor)) static void fork_handlers(void) { pthread_atfork(fork_prepare, fork_done, fork_done); }
+
 __attribute__((format(printf, 1, 2)))
 static void dbg(const char *fmt, ...)
 {

@@ -260,6 +260,10 @@ static cudaError_t load(void)
 }
 
 static pthread_mutex_t primary_lock = PTHREAD_MUTEX_INITIALIZER;
+/* Fork-safe, like the driver double (fake_cuda.c). */
+static void fork_prepare(void) { pthread_mutex_lock(&primary_lock); }
+static void fork_done(void) { pthread_mutex_unlock(&primary_lock); }
+__attribute__((constructor)) static void fork_handlers(void) { pthread_atfork(fork_prepare, fork_done, fork_done); }
 static CUcontext primary[MAX_DEVICES];   /* retained once per process */
 static _Atomic unsigned reset_epoch;     /* bumped by cudaDeviceReset */
 

@@ -10,6 +10,11 @@ Environment (set by the meson test; defaults suit a checkout built in ./build):
   VRAMTRACE_SOURCE  the source tree
   VRAMTRACE_UPDATE_GOLDEN=1  rewrite tests/golden/*.expected (and record missing traces);
                              the same as pytest's --update-golden
+  VRAMTRACE_STRESS=1  also run the tests marked @pytest.mark.slow (the 'stress' meson suite
+                      runs exactly those: -m slow); without it they are skipped
+  VRAMTRACE_TEST_PRELOAD     libraries put in front of every traced program's LD_PRELOAD (the
+                             sanitizer runtime, for a build with -Db_sanitize; see
+                             scripts/test-sanitizers.sh)
 """
 import json
 import os
@@ -54,6 +59,8 @@ def clean_env(extra=None):
     env = {k: v for k, v in os.environ.items()
            if not k.startswith(("VRAMTRACE_", "FAKECUDA", "LD_PRELOAD")) or k == "VRAMTRACE_PRELOAD"}
     env.update(extra or {})
+    if os.environ.get("VRAMTRACE_TEST_PRELOAD"):
+        env["LD_PRELOAD"] = ":".join(filter(None, [os.environ["VRAMTRACE_TEST_PRELOAD"], env.get("LD_PRELOAD")]))
     return env
 
 
@@ -238,6 +245,23 @@ def python_exe():
 def pytest_addoption(parser):
     parser.addoption("--update-golden", action="store_true", dest="update_golden",
                      help="rewrite tests/golden/*.expected from the kept traces (recording missing ones)")
+
+
+STRESS = os.environ.get("VRAMTRACE_STRESS") == "1"
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "slow: a stress test of several seconds; runs only with VRAMTRACE_STRESS=1 "
+                                       "(meson test --suite stress)")
+
+
+def pytest_collection_modifyitems(config, items):
+    if STRESS:
+        return
+    skip = pytest.mark.skip(reason="slow stress test: set VRAMTRACE_STRESS=1 (meson test --suite stress)")
+    for item in items:
+        if "slow" in item.keywords:
+            item.add_marker(skip)
 
 
 def pytest_report_header(config):

@@ -1,0 +1,417 @@
+#!/usr/bin/env python3
+"""bench.py - vramtrace's CPU benchmarks; bench/run.sh builds what they need and calls this.
+
+    python3 bench/bench.py --build BUILD_DIR [--reps N] [--big EVENTS] [--json OUT]
+                           [--only hot,size,analyzer] [--quick]
+
+Prints one table (see bench/NOTES.md for what every number means):
+
+  hot path   ns that vramtrace adds to one cudaMalloc + cudaFree pair (median over --reps
+             runs of the worker threads' CPU time, minus the same program untraced), for a C
+             program with a shallow and a 40-frame call chain at 1 and 8 threads, and a Python
+             program calling through ctypes 20 frames deep; against the CUDA test double
+             (tests/doubles) and against a near-zero-cost runtime (bench/null_cudart.c) that
+             makes the hooks' own cost readable to a few ns.
+  trace size bytes per event of a training-like loop traced for real (keep-all trace).
+  analyzer   `vramtrace report --json -q` and `vramtrace leaks --json -q` on synthetic traces
+             of 10M and --big events: events/s (per CPU second and per wall second) and peak
+             memory (max RSS; RssAnon apart, since the reader maps the trace file).
+
+Nothing here needs a GPU or the network. Generated files go to a temporary directory that is
+deleted at the end.
+"""
+import argparse
+import json
+import os
+import platform
+import shutil
+import statistics
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+
+# Targets and published anchors, printed beside the measurements.
+TARGET_NOSTACK_NS = 150
+TARGET_STACKS_NS = 1000
+TARGET_BYTES_PER_EVENT = 2.0
+TARGET_EVENTS_PER_S = 20e6
+MEMRAY_BYTES_PER_EVENT = 3.5
+
+
+class Bench:
+    def __init__(self, args):
+        self.a = args
+        b = os.path.abspath(args.build)
+        self.build = b
+        self.hotpath = os.path.join(b, "bench", "hotpath")
+        self.gen = os.path.join(b, "bench", "gen_trace")
+        self.peakmem = os.path.join(b, "bench", "peakmem")
+        self.prefault = os.path.join(b, "bench", "libprefault.so")
+        self.null_dir = os.path.join(b, "bench")
+        self.double_dir = os.path.join(b, "tests", "doubles")
+        self.preload = os.path.join(b, "preload", "libvramtrace.so")
+        self.vramtrace = os.path.join(b, "analyzer", "vramtrace")
+        self.pyprog = os.path.join(HERE, "hotpath_py.py")
+        self.tmp = tempfile.mkdtemp(prefix="vramtrace-bench-")
+        self.results = {"hot": [], "size": {}, "analyzer": [], "notes": []}
+        self.lost_total = 0
+
+    # ---- helpers ------------------------------------------------------------------------
+
+    def env(self, runtime, config, buffer_bytes, out):
+        e = dict(os.environ)
+        for k in list(e):
+            if k.startswith("VRAMTRACE_") or k in ("LD_PRELOAD", "LD_LIBRARY_PATH"):
+                del e[k]
+        if runtime == "null":
+            e["LD_LIBRARY_PATH"] = self.null_dir
+        pre = [self.prefault]
+        if config != "untraced":
+            pre.append(self.preload)
+            e.update({"VRAMTRACE_OUTPUT": out, "VRAMTRACE_QUIET": "1", "VRAMTRACE_RING": "0",
+                      "VRAMTRACE_THREAD_BUFFER": str(buffer_bytes)})
+        if config in ("nostack", "nostack-notorch", "nostack-global"):
+            e.update({"VRAMTRACE_STACK_DEPTH": "0", "VRAMTRACE_PYTHON": "0"})
+        if config == "native":
+            e["VRAMTRACE_PYTHON"] = "0"
+        if config == "armed":
+            e["VRAMTRACE_MODE"] = "armed"
+        if config == "nostack-notorch":
+            e["VRAMTRACE_TORCH"] = "0"
+        e["LD_PRELOAD"] = ":".join(pre)
+        return e
+
+    @staticmethod
+    def parse_kv(line):
+        out = {}
+        for tok in line.split():
+            if "=" in tok:
+                k, v = tok.split("=", 1)
+                try:
+                    out[k] = float(v)
+                except ValueError:
+                    out[k] = v
+        return out
+
+    def info(self, path):
+        r = subprocess.run([self.vramtrace, "info", "--json", path], capture_output=True, text=True)
+        if r.returncode:
+            return None
+        return json.loads(r.stdout)
+
+    # ---- hot path -----------------------------------------------------------------------
+
+    def hot_run(self, runtime, program, threads, config, pairs):
+        out = os.path.join(self.tmp, "hot.vrt")
+        if os.path.exists(out):
+            os.unlink(out)
+        per_thread = pairs // threads if program != "python" else pairs
+        ring = 1 << 20
+        while ring < per_thread * 2 * 80 * 2 + (1 << 20):
+            ring <<= 1
+        env = self.env(runtime, config, ring, out)
+        if program == "python":
+            lib = os.path.join(self.null_dir if runtime == "null" else self.double_dir, "libcudart.so.13")
+            cmd = [sys.executable, self.pyprog, lib, str(pairs), "20"] + (["--global"] if config == "nostack-global" else [])
+        else:
+            cmd = [self.hotpath, program, str(threads), str(per_thread)]
+        r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
+        if r.returncode:
+            raise SystemExit(f"bench: {' '.join(cmd)} failed ({r.returncode}): {r.stderr.strip()[-500:]}")
+        kv = self.parse_kv(r.stdout.strip().splitlines()[-1])
+        n = kv["pairs"]
+        rec = {"runtime": runtime, "program": program, "threads": threads, "config": config, "pairs": n,
+               "cpu_ns_per_pair": kv["cpu_ns"] / n, "wall_ns_per_pair": kv["wall_ns"] / n,
+               "faults": kv.get("faults", 0)}
+        if "proc_cpu_ns" in kv:
+            rec["proc_cpu_ns_per_pair"] = kv["proc_cpu_ns"] / n
+        if config not in ("untraced", "armed"):
+            inf = self.info(out)
+            if inf is None:
+                raise SystemExit(f"bench: no readable trace from {' '.join(cmd)} ({config})")
+            rec["events_written"] = inf["events_written"]
+            rec["events_lost"] = inf["events_lost"]
+            self.lost_total += inf["events_lost"]
+        return rec
+
+    def hot(self):
+        q = self.a.quick
+        # (runtime, program, threads, total pairs): sized for ~0.2-0.6 s of CPU each.
+        cases = []
+        for runtime, base in (("double", 4000 if q else 30000), ("null", 20000 if q else 150000)):
+            for program in ("flat", "deep"):
+                for threads in (1, 8):
+                    cases.append((runtime, program, threads, base))
+            cases.append((runtime, "python", 1, base // 5 if runtime == "double" else base // 2))
+        configs_c = ["untraced", "nostack", "native", "armed"]
+        configs_py = ["untraced", "nostack", "native", "native+py", "armed"]
+        runs = {}
+        reps = self.a.reps
+        t0 = time.time()
+        for rep in range(reps):
+            for case in cases:
+                runtime, program, threads, pairs = case
+                configs = configs_py if program == "python" else configs_c
+                if runtime == "null" and program == "flat":
+                    configs = configs + ["nostack-notorch"]
+                if runtime == "null" and program == "python":
+                    configs = configs + ["nostack-global"]
+                for config in configs:
+                    rec = self.hot_run(runtime, program, threads, config, pairs)
+                    runs.setdefault(case + (config,), []).append(rec)
+            self.progress(f"hot path: repetition {rep + 1}/{reps} done ({time.time() - t0:.0f} s)")
+        for key, recs in runs.items():
+            runtime, program, threads, pairs, config = key
+            cpu = [r["cpu_ns_per_pair"] for r in recs]
+            row = {"runtime": runtime, "program": program, "threads": threads, "config": config,
+                   "pairs": recs[0]["pairs"], "median_cpu_ns_per_pair": statistics.median(cpu),
+                   "min_cpu_ns_per_pair": min(cpu), "max_cpu_ns_per_pair": max(cpu),
+                   "median_wall_ns_per_pair": statistics.median(r["wall_ns_per_pair"] for r in recs),
+                   "events_lost": sum(r.get("events_lost", 0) for r in recs), "runs": recs}
+            if "proc_cpu_ns_per_pair" in recs[0]:
+                row["median_proc_cpu_ns_per_pair"] = statistics.median(r["proc_cpu_ns_per_pair"] for r in recs)
+            self.results["hot"].append(row)
+
+    # ---- trace size ---------------------------------------------------------------------
+
+    @staticmethod
+    def chunk_stats(path):
+        """Sums stored and raw bytes per chunk type of a keep-all trace."""
+        stats = {}
+        with open(path, "rb") as f:
+            data = f.read()
+        log_offset = struct.unpack_from("<Q", data, 40)[0]
+        off = log_offset
+        while off + 32 <= len(data):
+            magic, ctype, codec, _flags, stored, raw, _seq = struct.unpack_from("<IBBHIIQ", data, off)
+            if magic != 0x4B484356:
+                break
+            s = stats.setdefault(ctype, [0, 0, 0])
+            s[0] += 1
+            s[1] += stored + 32
+            s[2] += raw
+            off += (32 + stored + 7) & ~7
+        return stats
+
+    def size(self):
+        steps = 60 if self.a.quick else 300
+        out = os.path.join(self.tmp, "train.vrt")
+        env = self.env("double", "native", 16 << 20, out)
+        env["LD_PRELOAD"] = self.preload
+        r = subprocess.run([self.hotpath, "train", "1", str(steps)], env=env, capture_output=True, text=True,
+                           timeout=600)
+        if r.returncode:
+            raise SystemExit(f"bench: train loop failed: {r.stderr[-500:]}")
+        inf = self.info(out)
+        st = self.chunk_stats(out)
+        events = inf["events_written"]
+        size = os.path.getsize(out)
+        ev = st.get(1, [0, 0, 0])
+        self.results["size"]["train"] = {
+            "events": events, "lost": inf["events_lost"], "file_bytes": size, "bytes_per_event": size / events,
+            "events_chunk_bytes_per_event": ev[1] / events, "raw_bytes_per_event": ev[2] / events,
+            "tables_bytes": st.get(2, [0, 0, 0])[1], "chunks": {str(k): v for k, v in st.items()}}
+        self.lost_total += inf["events_lost"]
+        os.unlink(out)
+
+    # ---- analyzer -----------------------------------------------------------------------
+
+    def measure(self, cmd):
+        r = subprocess.run([self.peakmem] + cmd, capture_output=True, text=True)
+        line = [l for l in r.stderr.splitlines() if l.startswith("wall_s=")]
+        if r.returncode or not line:
+            raise SystemExit(f"bench: {' '.join(cmd)} failed: {r.stderr[-500:]}")
+        return self.parse_kv(line[-1])
+
+    def analyze(self, events, label):
+        path = os.path.join(self.tmp, f"gen{label}.vrt")
+        t0 = time.time()
+        g = subprocess.run([self.gen, path, str(events)], capture_output=True, text=True)
+        if g.returncode:
+            raise SystemExit(f"bench: gen_trace failed: {g.stderr}")
+        gen = self.parse_kv(g.stdout)
+        gen_s = time.time() - t0
+        rows = []
+        for command in ("report", "leaks"):
+            m = self.measure([self.vramtrace, command, "--json", "-q", path])
+            cpu = m["user_s"] + m["sys_s"]
+            rows.append({"command": command, "events": int(gen["events"]), "trace_bytes": int(gen["bytes"]),
+                         "wall_s": m["wall_s"], "cpu_s": cpu, "events_per_cpu_s": gen["events"] / cpu,
+                         "events_per_wall_s": gen["events"] / m["wall_s"], "maxrss_kb": m["maxrss_kb"],
+                         "anon_peak_kb": m["anon_peak_kb"], "file_peak_kb": m["file_peak_kb"],
+                         "gen_s": gen_s})
+            self.progress(f"analyzer: {command} on {label} events: {cpu:.1f} s CPU, {m['wall_s']:.1f} s wall")
+        os.unlink(path)
+        return rows
+
+    def analyzer(self):
+        small = 1_000_000 if self.a.quick else 10_000_000
+        rows = self.analyze(small, f"{small // 1_000_000}M")
+        self.results["analyzer"] += rows
+        big = 3 * small if self.a.quick else self.a.big
+        if big <= small:
+            return
+        # The 200M run must fit the time budget: predict it from the small one and shrink it if not.
+        per_event = sum(r["cpu_s"] + r["gen_s"] / 2 for r in rows) / small
+        predicted = per_event * big
+        if predicted > self.a.budget and not self.a.force_big:
+            fit = int(self.a.budget / per_event) // 10_000_000 * 10_000_000
+            fit = max(fit, 2 * small)
+            self.results["notes"].append(
+                f"{big // 1_000_000}M events predicted at {predicted:.0f} s of CPU, over the {self.a.budget:.0f} s "
+                f"budget at today's analyzer speed: ran {fit // 1_000_000}M instead "
+                f"(--big {big} --force-big runs it anyway)")
+            big = fit
+        self.results["analyzer"] += self.analyze(big, f"{big // 1_000_000}M")
+
+    # ---- output -------------------------------------------------------------------------
+
+    def progress(self, msg):
+        if not self.a.json_only:
+            print(f"  [{time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
+
+    def hot_table(self, lines):
+        rows = self.results["hot"]
+        if not rows:
+            return
+        index = {(r["runtime"], r["program"], r["threads"], r["config"]): r for r in rows}
+        lines.append("HOT PATH: ns added per cudaMalloc+cudaFree pair (median of %d runs, worker-thread CPU time; "
+                     "untraced = ns per pair)" % self.a.reps)
+        lines.append(f"  {'runtime':8} {'program':24} {'thr':>3} {'untraced':>9} {'no stacks':>10} {'native':>8} "
+                     f"{'native+py':>10} {'armed':>7} {'lost':>5}   collector ns/pair (no stacks)")
+        names = {"flat": "C, 1 call site", "deep": "C, 40-frame chain", "python": "Python ctypes, 20 deep"}
+        for runtime in ("double", "null"):
+            for program in ("flat", "deep", "python"):
+                for threads in (1, 8):
+                    base = index.get((runtime, program, threads, "untraced"))
+                    if not base:
+                        continue
+                    b = base["median_cpu_ns_per_pair"]
+                    cells = []
+                    lost = 0
+                    for config in ("nostack", "native", "native+py", "armed"):
+                        r = index.get((runtime, program, threads, config))
+                        if not r:
+                            cells.append("-")
+                            continue
+                        cells.append(f"{r['median_cpu_ns_per_pair'] - b:+.0f}")
+                        lost += r["events_lost"]
+                    coll = ""
+                    r = index.get((runtime, program, threads, "nostack"))
+                    if runtime == "null" and r and "median_proc_cpu_ns_per_pair" in r:
+                        coll = f"{r['median_proc_cpu_ns_per_pair'] - r['median_cpu_ns_per_pair'] - (base.get('median_proc_cpu_ns_per_pair', b) - b):.0f}"
+                    lines.append(f"  {runtime:8} {names[program]:24} {threads:>3} {b:>9.0f} {cells[0]:>10} {cells[1]:>8} "
+                                 f"{cells[2]:>10} {cells[3]:>7} {lost:>5}   {coll}")
+        ab = index.get(("null", "flat", 1, "nostack-notorch"))
+        ab8 = index.get(("null", "flat", 8, "nostack-notorch"))
+        if ab:
+            b1 = index[("null", "flat", 1, "untraced")]["median_cpu_ns_per_pair"]
+            msg = f"  ablation: no stacks with VRAMTRACE_TORCH=0 (no PyTorch probe per allocation): " \
+                  f"{ab['median_cpu_ns_per_pair'] - b1:+.0f} ns at 1 thread"
+            if ab8:
+                b8 = index[("null", "flat", 8, "untraced")]["median_cpu_ns_per_pair"]
+                msg += f", {ab8['median_cpu_ns_per_pair'] - b8:+.0f} ns at 8 threads"
+            lines.append(msg + " (null runtime)")
+        abg = index.get(("null", "python", 1, "nostack-global"))
+        if abg:
+            bp = index[("null", "python", 1, "untraced")]["median_cpu_ns_per_pair"]
+            ns = index[("null", "python", 1, "nostack")]["median_cpu_ns_per_pair"]
+            lines.append(f"  ablation: Python, no stacks, runtime loaded RTLD_GLOBAL (the device lookup's dlsym(RTLD_NEXT) "
+                         f"finds cudaGetDevice): {abg['median_cpu_ns_per_pair'] - bp:+.0f} ns vs {ns - bp:+.0f} ns "
+                         f"RTLD_LOCAL (null runtime)")
+        lines.append(f"  targets: no stacks <= {TARGET_NOSTACK_NS} ns; native+Python stacks ~40 deep <= "
+                     f"{TARGET_STACKS_NS} ns; 1 -> 8 threads flat (no global lock). Anchors: memray 1.45x/1.65x "
+                     f"slowdown, PyTorch _record_memory_history ~2 us/event, heaptrack: one global lock")
+        lines.append("  double = tests/doubles runtime (mutex + mmap/munmap per pair, noisy at +-300 ns); "
+                     "null = bench/null_cudart.c (~15 ns per pair)")
+
+    def size_table(self, lines):
+        s = self.results["size"].get("train")
+        if not s:
+            return
+        lines.append("")
+        lines.append("TRACE SIZE: bytes per event, training-like loop (12 sites, 1000 events/step), keep-all trace")
+        lines.append(f"  {s['events']} events, {s['file_bytes']} bytes: {s['bytes_per_event']:.2f} B/event in the "
+                     f"file ({s['events_chunk_bytes_per_event']:.2f} B/event in event chunks, "
+                     f"{s['raw_bytes_per_event']:.2f} B/event before zstd), lost {s['lost']}")
+        for r in self.results["analyzer"][:1]:
+            lines.append(f"  synthetic {r['events'] // 1_000_000}M-event trace (bench/gen_trace): "
+                         f"{r['trace_bytes'] / r['events']:.2f} B/event")
+        lines.append(f"  target <= {TARGET_BYTES_PER_EVENT} B/event; anchor: memray {MEMRAY_BYTES_PER_EVENT} B/event "
+                     f"(uncompressed)")
+
+    def analyzer_table(self, lines):
+        rows = self.results["analyzer"]
+        if not rows:
+            return
+        lines.append("")
+        lines.append("ANALYZER: one core, synthetic training trace (~4.5k live allocations, 320 stacks, a phase "
+                     "every 10k events)")
+        lines.append(f"  {'command':8} {'events':>6} {'trace MB':>9} {'CPU s':>7} {'wall s':>7} {'Mev/CPU s':>10} "
+                     f"{'Mev/wall s':>11} {'maxRSS MB':>10} {'anon MB':>8}")
+        for r in rows:
+            lines.append(f"  {r['command']:8} {r['events'] // 1_000_000:>5}M {r['trace_bytes'] / 1e6:>9.1f} "
+                         f"{r['cpu_s']:>7.1f} {r['wall_s']:>7.1f} {r['events_per_cpu_s'] / 1e6:>10.2f} "
+                         f"{r['events_per_wall_s'] / 1e6:>11.2f} {r['maxrss_kb'] / 1024:>10.1f} "
+                         f"{r['anon_peak_kb'] / 1024:>8.1f}")
+        lines.append(f"  target >= {TARGET_EVENTS_PER_S / 1e6:.0f}M events/s; memory bounded by live set + tables "
+                     f"(anon MB flat across sizes); maxRSS includes the mmapped trace file pages. "
+                     f"Anchor: memray/bytehound analyzers OOM on 100+ GB traces")
+        for note in self.results["notes"]:
+            lines.append(f"  note: {note}")
+
+    def table(self):
+        commit = subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"], capture_output=True,
+                                text=True).stdout.strip() or "?"
+        dirty = subprocess.run(["git", "-C", ROOT, "status", "--porcelain", "--untracked-files=no"],
+                               capture_output=True, text=True).stdout.strip()
+        lines = [f"vramtrace benchmarks: commit {commit}{' (+ uncommitted changes)' if dirty else ''}, "
+                 f"{os.cpu_count()} CPUs, {platform.machine()}, Python {platform.python_version()}", ""]
+        self.results["commit"] = commit
+        self.hot_table(lines)
+        self.size_table(lines)
+        self.analyzer_table(lines)
+        lines.append("")
+        lines.append(f"events lost in all traced runs: {self.lost_total}")
+        return "\n".join(lines)
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--build", default=os.path.join(ROOT, "build"))
+    p.add_argument("--reps", type=int, default=5)
+    p.add_argument("--big", type=int, default=200_000_000, help="events in the large analyzer trace")
+    p.add_argument("--budget", type=float, default=60.0, help="CPU seconds the large analyzer run may take")
+    p.add_argument("--force-big", action="store_true", help="run --big events even if over --budget")
+    p.add_argument("--only", default="hot,size,analyzer")
+    p.add_argument("--quick", action="store_true", help="small sizes, for checking the harness")
+    p.add_argument("--json", help="also write every measurement here")
+    p.add_argument("--json-only", action="store_true", help=argparse.SUPPRESS)
+    a = p.parse_args()
+    b = Bench(a)
+    only = a.only.split(",")
+    try:
+        t0 = time.time()
+        if "hot" in only:
+            b.hot()
+        if "size" in only:
+            b.size()
+        if "analyzer" in only:
+            b.analyzer()
+        b.results["seconds"] = time.time() - t0
+        print(b.table())
+        if a.json:
+            with open(a.json, "w") as f:
+                json.dump(b.results, f, indent=1)
+    finally:
+        shutil.rmtree(b.tmp, ignore_errors=True)
+    return 1 if b.lost_total else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

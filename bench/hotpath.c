@@ -1,0 +1,260 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * hotpath - the cost of one cudaMalloc + cudaFree pair, the way the preload sees it.
+ *
+ *   hotpath flat|deep|train THREADS PAIRS [SIZE]
+ *
+ * flat   each thread makes PAIRS cudaMalloc(SIZE) + cudaFree pairs from one call site;
+ * deep   the same from the bottom of a 40-frame native call chain (one fixed chain, so the
+ *        preload's per-thread stack cache hits after the first pair, as in a real loop);
+ * train  a training-like step loop for the trace-size measurement: each step makes ~1000
+ *        events (500 allocations, 500 frees) from 12 sites of different sizes and depths,
+ *        holding a small working set and a few long-lived buffers. PAIRS = steps.
+ *
+ * Linked against the CUDA runtime test double (tests/doubles), so "untraced" includes the
+ * double's own cost (a mutex, an mmap and a munmap per pair). Prints one line of key=value:
+ *   pairs       pairs made over all threads
+ *   wall_ns     wall time of the timed loop (first thread started to last thread done)
+ *   cpu_ns      CPU time of the worker threads only (CLOCK_THREAD_CPUTIME_ID, summed): the
+ *               hooks' own cost, whatever the collector thread does on another core
+ *   user_ns     the user-mode part of cpu_ns (getrusage RUSAGE_THREAD): the double's mmap/munmap
+ *               are system time, and most of its run-to-run noise
+ *   proc_cpu_ns CPU time of the whole process over the loop (includes the collector)
+ *   faults      minor page faults of the worker threads during the loop
+ *
+ *   hotpath faults    prints the CPU cost of one first-touch page fault (fault_ns=…)
+ */
+#define _GNU_SOURCE
+#include <cuda_runtime_api.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
+#include <time.h>
+
+#define NOINLINE __attribute__((noinline, used))
+#define DEEP_FRAMES 40
+
+static int threads, mode;
+static long pairs;
+static size_t size = 4096;
+static pthread_barrier_t start_line;
+static uint64_t thread_cpu[256], thread_faults[256], thread_user[256], wall_start[256], wall_end[256];
+static volatile int sink;
+
+enum { FLAT, DEEP, TRAIN };
+
+static uint64_t now(clockid_t id)
+{
+	struct timespec ts;
+	clock_gettime(id, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static void check(cudaError_t rc, const char *what)
+{
+	if (rc != cudaSuccess) {
+		fprintf(stderr, "hotpath: %s failed: %d\n", what, (int)rc);
+		exit(3);
+	}
+}
+
+NOINLINE static void pair(void)
+{
+	void *p;
+	check(cudaMalloc(&p, size), "cudaMalloc");
+	check(cudaFree(p), "cudaFree");
+}
+
+/* A real frame per level: the add after the call keeps it from becoming a tail call. */
+NOINLINE static int chain(int depth)
+{
+	if (depth == 0) {
+		pair();
+		return sink;
+	}
+	return chain(depth - 1) + 1;
+}
+
+/* ---- train: a steady step loop from a dozen sites ---------------------------------------- */
+
+#define SITES 12
+#define WORKING 64
+
+static void *working[WORKING];
+static int n_working;
+
+NOINLINE static void *site_alloc(int site, size_t bytes)
+{
+	void *p;
+	check(cudaMalloc(&p, bytes), "cudaMalloc");
+	(void)site;
+	return p;
+}
+
+/* Sites reach cudaMalloc through call chains of different depths, like layers of a model. */
+NOINLINE static void *via(int site, int depth, size_t bytes)
+{
+	if (depth <= 0)
+		return site_alloc(site, bytes);
+	void *p = via(site, depth - 1, bytes);
+	sink += depth;
+	return p;
+}
+
+NOINLINE static void *s0(size_t b) { return via(0, 3, b); }
+NOINLINE static void *s1(size_t b) { return via(1, 5, b); }
+NOINLINE static void *s2(size_t b) { return via(2, 7, b); }
+NOINLINE static void *s3(size_t b) { return via(3, 9, b); }
+NOINLINE static void *s4(size_t b) { return via(4, 11, b); }
+NOINLINE static void *s5(size_t b) { return via(5, 13, b); }
+NOINLINE static void *s6(size_t b) { return via(6, 4, b); }
+NOINLINE static void *s7(size_t b) { return via(7, 6, b); }
+NOINLINE static void *s8(size_t b) { return via(8, 8, b); }
+NOINLINE static void *s9(size_t b) { return via(9, 10, b); }
+NOINLINE static void *s10(size_t b) { return via(10, 12, b); }
+NOINLINE static void *s11(size_t b) { return via(11, 14, b); }
+
+static void *(*const sites[SITES])(size_t) = { s0, s1, s2, s3, s4, s5, s6, s7, s8, s9, s10, s11 };
+static const size_t site_bytes[SITES] = { 4096, 8192, 65536, 12288, 1 << 20, 2 << 20,
+					  16384, 32768, 4096, 131072, 262144, 524288 };
+
+static void drop(int i)
+{
+	check(cudaFree(working[i]), "cudaFree");
+	working[i] = working[--n_working];
+}
+
+NOINLINE static void train_step(long step)
+{
+	/* forward: 250 allocations kept until "backward"; backward: frees them in reverse while
+	 * making 250 short-lived gradients. 1000 events a step, same sequence every step. */
+	static void *acts[250];
+	for (int i = 0; i < 250; i++)
+		acts[i] = sites[i % SITES](site_bytes[i % SITES] + (size_t)(i % 3) * 4096);
+	for (int i = 249; i >= 0; i--) {
+		void *g = sites[(i + 5) % SITES](site_bytes[(i + 5) % SITES]);
+		check(cudaFree(acts[i]), "cudaFree");
+		if (n_working == WORKING)
+			drop((int)(step % WORKING));
+		working[n_working++] = g;
+		if (i % 2)
+			drop(n_working - 1);
+	}
+	while (n_working > 8)
+		drop(n_working - 1);
+}
+
+/* The timed loop. Called twice from one call site (warm-up, then timed), so both calls have
+ * the same stack and the warm-up fills the preload's stack cache for the timed one. */
+NOINLINE static void loop(long n)
+{
+	for (long i = 0; i < n; i++) {
+		if (mode == FLAT)
+			pair();
+		else if (mode == DEEP)
+			chain(DEEP_FRAMES);
+		else
+			train_step(i);
+	}
+}
+
+static void *worker(void *arg)
+{
+	int index = (int)(intptr_t)arg;
+	check(cudaSetDevice(0), "cudaSetDevice");
+	struct rusage r0, r1;
+	uint64_t t0 = 0;
+	/* Opaque trip count: a constant 2 lets the compiler peel the loop into two call sites
+	 * of loop(), and then the two calls have different stacks. */
+	static volatile int rounds = 2;
+	for (int timed = 0; timed < rounds; timed++) {
+		if (timed) {
+			/* The collector fills a thread's stack cache when it drains (every
+			 * VRAMTRACE_FLUSH_MS, 100 ms); until then every event from a new call site
+			 * carries its frames. Measure the steady state, after that. */
+			struct timespec nap = { 0, 150000000 };
+			nanosleep(&nap, NULL);
+			pthread_barrier_wait(&start_line);
+			getrusage(RUSAGE_THREAD, &r0);
+			wall_start[index] = now(CLOCK_MONOTONIC);
+			t0 = now(CLOCK_THREAD_CPUTIME_ID);
+		}
+		loop(timed ? pairs : (mode == TRAIN ? 1 : 2)); /* warm-up: lazy init, buffer, stack cache */
+	}
+	thread_cpu[index] = now(CLOCK_THREAD_CPUTIME_ID) - t0;
+	wall_end[index] = now(CLOCK_MONOTONIC);
+	getrusage(RUSAGE_THREAD, &r1);
+	thread_faults[index] = (uint64_t)(r1.ru_minflt - r0.ru_minflt);
+	thread_user[index] = (uint64_t)((r1.ru_utime.tv_sec - r0.ru_utime.tv_sec) * 1000000000ll +
+					(r1.ru_utime.tv_usec - r0.ru_utime.tv_usec) * 1000ll);
+	return NULL;
+}
+
+/* CPU time of one first-touch page fault: the traced runs write their thread ring once around
+ * before it is reused, which a long-running process pays once; run.sh subtracts it. */
+static int calibrate_faults(void)
+{
+	size_t bytes = 64u << 20, pages = bytes / 4096;
+	uint64_t best = ~0ull;
+	for (int rep = 0; rep < 3; rep++) {
+		char *m = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		if (m == MAP_FAILED)
+			return 3;
+		madvise(m, bytes, MADV_NOHUGEPAGE);
+		uint64_t t0 = now(CLOCK_THREAD_CPUTIME_ID);
+		for (size_t i = 0; i < pages; i++)
+			m[i * 4096] = 1;
+		uint64_t t = now(CLOCK_THREAD_CPUTIME_ID) - t0;
+		best = t < best ? t : best;
+		munmap(m, bytes);
+	}
+	printf("mode=faults fault_ns=%.1f\n", (double)best / (double)pages);
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	if (argc > 1 && !strcmp(argv[1], "faults"))
+		return calibrate_faults();
+	if (argc < 4) {
+		fprintf(stderr, "usage: hotpath flat|deep|train THREADS PAIRS [SIZE]\n");
+		return 2;
+	}
+	mode = !strcmp(argv[1], "deep") ? DEEP : !strcmp(argv[1], "train") ? TRAIN : FLAT;
+	threads = atoi(argv[2]);
+	pairs = atol(argv[3]);
+	if (argc > 4)
+		size = (size_t)atol(argv[4]);
+	if (threads < 1 || threads > 256 || pairs < 1 || (mode == TRAIN && threads != 1)) {
+		fprintf(stderr, "hotpath: bad arguments (train runs on one thread)\n");
+		return 2;
+	}
+	pthread_t t[256];
+	pthread_barrier_init(&start_line, NULL, (unsigned)threads + 1);
+	for (int i = 0; i < threads; i++)
+		if (pthread_create(&t[i], NULL, worker, (void *)(intptr_t)i))
+			return 3;
+	uint64_t p0 = now(CLOCK_PROCESS_CPUTIME_ID);
+	pthread_barrier_wait(&start_line);
+	for (int i = 0; i < threads; i++)
+		pthread_join(t[i], NULL);
+	uint64_t proc = now(CLOCK_PROCESS_CPUTIME_ID) - p0;
+	uint64_t cpu = 0, user = 0, faults = 0, first = ~0ull, last = 0;
+	for (int i = 0; i < threads; i++) {
+		cpu += thread_cpu[i];
+		user += thread_user[i];
+		faults += thread_faults[i];
+		first = wall_start[i] < first ? wall_start[i] : first;
+		last = wall_end[i] > last ? wall_end[i] : last;
+	}
+	uint64_t wall = last - first;
+	long total = pairs * threads * (mode == TRAIN ? 500 : 1);
+	printf("mode=%s threads=%d pairs=%ld wall_ns=%llu cpu_ns=%llu user_ns=%llu proc_cpu_ns=%llu faults=%llu\n",
+	       argv[1], threads, total, (unsigned long long)wall, (unsigned long long)cpu, (unsigned long long)user,
+	       (unsigned long long)proc, (unsigned long long)faults);
+	return 0;
+}

@@ -1,0 +1,233 @@
+"""The documentation says what the code does:
+
+  - docs/cli.md is exactly what scripts/gen-cli-doc.py makes from the analyzer's help now;
+  - the README's environment-variable table lists exactly the variables of
+    include/vramtrace/options.h, with their defaults and meanings;
+  - every command has --help with examples, and `vramtrace --version` names the trace format;
+  - every command in the README's command table exists, with the options the table shows, and
+    every command is in the table.
+
+Known gaps that others own are strict xfails: each names the file to fix, and turns into a
+failure once fixed, so the entry is removed with the fix.
+"""
+import importlib.util
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from conftest import SOURCE, VRAMTRACE, analyze, clean_env, program
+
+README = SOURCE / "README.md"
+OPTIONS_H = SOURCE / "include" / "vramtrace" / "options.h"
+FORMAT_H = SOURCE / "include" / "vramtrace" / "format.h"
+
+# Commands whose help text (analyzer/cli.h, analyzer/main.c) has no "examples:" section yet.
+NO_EXAMPLES_YET = {"diff", "dump", "info", "mark", "snapshot", "version", "help"}
+
+# Variables whose options.h help text is known to be out of date, and the README row is right.
+STALE_OPTION_HELP = {
+    "VRAMTRACE_PYTHON": "options.h says 'when the allocating thread holds the GIL', but preload/python.c reads "
+                        "the thread's own frames whether or not it holds the GIL (README is right)",
+}
+
+# An empty default in options.h means "unset"; the README may give what that does instead. Each
+# such entry is checked by running the code (test_output_default_is_a_file_per_pid_here).
+EFFECTIVE_DEFAULTS = {"VRAMTRACE_OUTPUT": "./vramtrace.<pid>.vrt"}
+
+
+# ---- helpers ------------------------------------------------------------------------------
+
+def c_string_literals(text):
+    """The concatenation of the C string literals in text."""
+    out = ""
+    for lit in re.findall(r'"((?:[^"\\]|\\.)*)"', text):
+        out += bytes(lit, "utf-8").decode("unicode_escape")
+    return out
+
+
+def options_from_header():
+    """{name: (default, help)} from the VRT_OPTIONS X-macro table."""
+    text = OPTIONS_H.read_text()
+    body = text[text.index("#define VRT_OPTIONS(X)"):]
+    body = body[:body.index("\n\n")].replace("\\\n", " ")
+    options = {}
+    for m in re.finditer(r'X\(\s*(\w+)\s*,\s*"([^"]*)"\s*,\s*(\w+)\s*,\s*"([^"]*)"\s*,\s*([^,]+?)\s*,\s*([^,]+?)\s*,'
+                         r'\s*((?:"(?:[^"\\]|\\.)*"\s*)+)\)', body):
+        options[m[2]] = (m[4], c_string_literals(m[7]))
+    assert len(options) == body.count("X("), "a row of the X-macro table did not parse"
+    return options
+
+
+def markdown_table(section):
+    """Rows (lists of cells) of the first table under the '## section' heading of the README."""
+    text = README.read_text()
+    start = text.index("\n## " + section + "\n")
+    end = text.find("\n## ", start + 1)
+    rows = []
+    for line in text[start:end if end >= 0 else None].splitlines():
+        if not line.startswith("|"):
+            if rows:
+                break
+            continue
+        cells = [c.strip().replace("\\|", "|") for c in re.split(r"(?<!\\)\|", line.strip())[1:-1]]
+        if all(re.fullmatch(r":?-+:?", c) for c in cells):
+            continue
+        rows.append(cells)
+    assert rows, f"no table under '## {section}' in README.md"
+    return rows[1:]  # without the header row
+
+
+def unquote(cell):
+    m = re.fullmatch(r"`([^`]*)`", cell)
+    return m[1] if m else cell
+
+
+def help_overview_commands():
+    text = analyze("help").stdout
+    lines = text.splitlines()
+    return [m[1] for m in (re.match(r"^  (\S+)\s", line) for line in lines[lines.index("commands:") + 1:]) if m]
+
+
+COMMANDS = help_overview_commands()
+
+
+# ---- docs/cli.md ---------------------------------------------------------------------------
+
+def test_cli_md_is_generated_from_the_current_help():
+    spec = importlib.util.spec_from_file_location("gen_cli_doc", SOURCE / "scripts" / "gen-cli-doc.py")
+    gen = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(gen)
+    expected = gen.render(VRAMTRACE)
+    current = (SOURCE / "docs" / "cli.md").read_text()
+    assert current == expected, "docs/cli.md is stale: run scripts/gen-cli-doc.py"
+    for name in COMMANDS:
+        assert f"\n## vramtrace {name}\n" in current
+
+
+# ---- the README's environment variables ------------------------------------------------------
+
+def readme_env():
+    rows = markdown_table("Environment variables")
+    env = {}
+    for cells in rows:
+        assert len(cells) == 3, cells
+        name, default, meaning = unquote(cells[0]), unquote(cells[1]), cells[2]
+        assert name not in env, f"{name} twice in the README"
+        env[name] = (default, meaning)
+    return env
+
+
+def test_readme_lists_exactly_the_variables_of_options_h():
+    assert sorted(readme_env()) == sorted(options_from_header())
+
+
+@pytest.mark.parametrize("name", sorted(options_from_header()))
+def test_readme_default_and_meaning(name):
+    default, help_text = options_from_header()[name]
+    readme_default, readme_meaning = readme_env().get(name, (None, None))
+    if default:
+        assert readme_default == default
+    else:
+        assert readme_default in ("", EFFECTIVE_DEFAULTS.get(name)), \
+            f"{name} has no default in options.h; the README gives {readme_default!r}"
+    if name in STALE_OPTION_HELP:
+        pytest.xfail(STALE_OPTION_HELP[name])
+    assert readme_meaning == help_text
+
+
+def test_stale_option_help_entries_are_still_stale():
+    """An entry of STALE_OPTION_HELP is removed once options.h and the README agree."""
+    options, env = options_from_header(), readme_env()
+    for name in STALE_OPTION_HELP:
+        assert options[name][1] != env[name][1], f"{name}: options.h and README agree now; drop it from STALE_OPTION_HELP"
+
+
+def test_output_default_is_a_file_per_pid_here(tmp_path):
+    """VRAMTRACE_OUTPUT unset: ./vramtrace.<pid>.vrt, as the README says."""
+    assert EFFECTIVE_DEFAULTS["VRAMTRACE_OUTPUT"] == "./vramtrace.<pid>.vrt"
+    env = clean_env()
+    env.pop("RANK", None)  # a rank adds .rank<R> to the name
+    p = subprocess.run([str(VRAMTRACE), "run", "-q", "--", program("rt_api")], cwd=tmp_path, env=env,
+                       capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, p.stderr
+    written = [f.name for f in tmp_path.iterdir()]
+    assert len(written) == 1 and re.fullmatch(r"vramtrace\.\d+\.vrt", written[0]), written
+
+
+# ---- --help and --version ----------------------------------------------------------------------
+
+def test_help_lists_the_commands():
+    assert "run" in COMMANDS and "report" in COMMANDS and len(COMMANDS) == len(set(COMMANDS))
+
+
+@pytest.mark.parametrize("name", COMMANDS)
+def test_every_command_has_help_with_examples(name):
+    if name in NO_EXAMPLES_YET:
+        pytest.xfail(f"`vramtrace {name} --help` has no examples yet (analyzer/cli.h, analyzer/main.c)")
+    p = subprocess.run([str(VRAMTRACE), name, "--help"], capture_output=True, text=True, timeout=30)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.startswith(f"usage: vramtrace {name}")
+    assert p.stdout == analyze("help", name).stdout
+    examples = p.stdout.split("\nexamples:\n", 1)
+    assert len(examples) == 2, f"`vramtrace {name} --help` has no 'examples:' section"
+    lines = [line.strip() for line in examples[1].splitlines() if line.strip()]
+    assert lines and all(line.startswith("vramtrace ") for line in lines), lines
+    assert any(line.startswith(f"vramtrace {name}") for line in lines)
+
+
+def test_no_examples_yet_entries_still_lack_examples():
+    """An entry of NO_EXAMPLES_YET is removed once its command has examples."""
+    for name in NO_EXAMPLES_YET & set(COMMANDS):
+        assert "\nexamples:\n" not in analyze("help", name).stdout, f"{name} has examples now: drop it from NO_EXAMPLES_YET"
+
+
+def test_version_names_the_trace_format():
+    header = FORMAT_H.read_text()
+    major = re.search(r"#define VRT_FORMAT_MAJOR (\d+)", header)[1]
+    minor = re.search(r"#define VRT_FORMAT_MINOR (\d+)", header)[1]
+    project = re.search(r"version\s*:\s*'([^']+)'", (SOURCE / "meson.build").read_text())[1]
+    for args in (["--version"], ["version"]):
+        out = analyze(*args).stdout
+        assert out == f"vramtrace {project} (trace format {major}.{minor})\n"
+
+
+def test_python_package_version_is_the_project_version():
+    project = re.search(r"version\s*:\s*'([^']+)'", (SOURCE / "meson.build").read_text())[1]
+    init = (SOURCE / "python" / "vramtrace" / "__init__.py").read_text()
+    assert re.search(r'^__version__ = "([^"]+)"', init, re.M)[1] == project
+
+
+# ---- the README's command table ----------------------------------------------------------------
+
+def readme_commands():
+    """[(command, options shown, the usage text)] for every usage in the first column."""
+    out = []
+    for cells in markdown_table("Commands"):
+        for usage in re.findall(r"`([^`]+)`", cells[0]):
+            words = usage.split()
+            if words[0] == "vramtrace":
+                words = words[1:]
+            if words[0].startswith("-"):  # `vramtrace --version`
+                out.append((words[0], [], usage))
+                continue
+            out.append((words[0], re.findall(r"(?<![\w-])(--[a-z][a-z-]*)", " ".join(words[1:])), usage))
+    return out
+
+
+def test_readme_commands_exist_with_their_options():
+    for name, options, usage in readme_commands():
+        if name.startswith("-"):
+            assert analyze(name).returncode == 0, usage
+            continue
+        assert name in COMMANDS, f"README's command table: `{usage}`: there is no command {name}"
+        help_text = analyze("help", name).stdout
+        for option in options:
+            assert re.search(rf"(?<![\w-]){re.escape(option)}(?![\w-])", help_text), \
+                f"README's command table: `{usage}`: `vramtrace {name} --help` has no {option}"
+
+
+def test_readme_command_table_lists_every_command():
+    listed = {name for name, _, _ in readme_commands()}
+    assert sorted(set(COMMANDS) - listed) == []
