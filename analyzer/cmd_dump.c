@@ -81,8 +81,15 @@ static void print_tables(const struct vrt_trace *t)
 	printf("# tables: %zu strings, %zu modules, %zu symbols, %zu python codes, %zu python frames, %zu stack "
 	       "nodes, %zu threads\n",
 	       tb->n_strings, tb->n_modules, tb->n_symbols, tb->n_pycodes, tb->n_pyframes, tb->n_nodes, tb->n_threads);
-	for (size_t i = 1; i < tb->n_modules; i++)
-		printf("module %zu %s base=0x%" PRIx64 "\n", i, vrt_string(t, tb->modules[i].path), tb->modules[i].base);
+	for (size_t i = 1; i < tb->n_modules; i++) {
+		const struct vrt_module *m = &tb->modules[i];
+		if (!m->path)
+			continue; /* an id no MODULE record defined */
+		printf("module %zu %s base=0x%" PRIx64 " build-id=", i, vrt_string(t, m->path), m->base);
+		for (uint32_t k = 0; k < m->build_id_len; k++)
+			printf("%02x", m->build_id[k]);
+		printf("%s\n", m->build_id_len ? "" : "-");
+	}
 	for (size_t i = 0; i < tb->n_threads; i++)
 		if (tb->threads[i].tid)
 			printf("thread %zu tid=%" PRIu64 " \"%s\"\n", i, tb->threads[i].tid, vrt_string(t, tb->threads[i].name));

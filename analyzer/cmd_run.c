@@ -134,7 +134,9 @@ static int configure_env(const struct run_options *o, const char *preload)
 		if (vrt_find_python_dirs(bootstrap, sizeof(bootstrap), package, sizeof(package)))
 			return vrt_fail(VRT_E_NOENT, "--phase needs the vramtrace Python package, which is not installed "
 						     "next to this binary");
-		prepend_env("PYTHONPATH", package, ':');
+		/* Only the bootstrap goes on PYTHONPATH: the package's directory may be a whole
+		 * site-packages, which must not shadow the job's own path. */
+		setenv("VRAMTRACE_PYTHON_PACKAGE", package, 1);
 		prepend_env("PYTHONPATH", bootstrap, ':');
 	}
 	return 0;

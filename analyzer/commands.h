@@ -156,19 +156,32 @@ int vrt_cmd_snapshot(int argc, char **argv);
 	"options:\n"                                                                                   \
 	"  --at S     a time in seconds (twice, for one trace); default: the end of each trace\n"        \
 	"  --json     machine-readable output\n"                                                         \
-	"  --top N    sites listed (default 10)\n"
+	"  --top N    sites listed (default 10)\n"                                                        \
+	"\n"                                                                                           \
+	"examples:\n"                                                                                  \
+	"  vramtrace diff before.vrt after.vrt\n"                                                       \
+	"  vramtrace diff run.vrt --at 10 --at 600\n"
 
 #define VRT_HELP_DUMP                                                                                  \
 	"usage: vramtrace dump [--stacks] [--tables] TRACE\n"                                            \
 	"\n"                                                                                           \
 	"Prints the header, then every record: time (s), thread, operation, API, device, kind,\n"      \
-	"address, size and stack id. --stacks adds each event's frames; --tables the definitions.\n"
+	"address, size and stack id. --stacks adds each event's frames; --tables the definitions\n"   \
+	"(modules with their build-ids, threads).\n"                                                    \
+	"\n"                                                                                           \
+	"examples:\n"                                                                                  \
+	"  vramtrace dump run.vrt | grep oom\n"                                                         \
+	"  vramtrace dump --stacks run.vrt | less\n"
 
 #define VRT_HELP_INFO                                                                                  \
 	"usage: vramtrace info [--json] TRACE\n"                                                         \
 	"\n"                                                                                           \
 	"The process (pid, rank, command line, host), how it ended (exit, signal, killed), the trace\n" \
-	"layout (ring or keep-all, chunks, lost events) and the table sizes.\n"
+	"layout (ring or keep-all, chunks, lost events) and the table sizes.\n"                         \
+	"\n"                                                                                           \
+	"examples:\n"                                                                                  \
+	"  vramtrace info crash.vrt\n"                                                                  \
+	"  vramtrace info --json run.vrt | jq .end_reason\n"
 
 #define VRT_HELP_ATTACH                                                                                \
 	"usage: vramtrace attach [--stop|--armed] [-o PATH] PID\n"                                       \
@@ -200,12 +213,19 @@ int vrt_cmd_snapshot(int argc, char **argv);
 	"\n"                                                                                           \
 	"Records a labelled mark in a running process's trace, from outside; the process must be\n"   \
 	"tracing (`vramtrace attach PID` first). `leaks --phase mark:LABEL` treats the time between\n" \
-	"successive marks with that label as invocations.\n"
+	"successive marks with that label as invocations.\n"                                           \
+	"\n"                                                                                           \
+	"examples:\n"                                                                                  \
+	"  vramtrace mark 4242 epoch-start\n"                                                          \
+	"  vramtrace leaks --phase mark:epoch-start vramtrace.4242.vrt\n"
 
 #define VRT_HELP_SNAPSHOT                                                                              \
 	"usage: vramtrace snapshot PID -o FILE\n"                                                        \
 	"\n"                                                                                           \
 	"Writes the running process's live set and retained history to FILE now (a new file, mode\n"  \
-	"0600; a relative FILE is taken from this directory). The process keeps running and tracing.\n"
+	"0600; a relative FILE is taken from this directory). The process keeps running and tracing.\n" \
+	"\n"                                                                                           \
+	"examples:\n"                                                                                  \
+	"  vramtrace snapshot 4242 -o now.vrt && vramtrace report now.vrt\n"
 
 #endif /* VRAMTRACE_COMMANDS_H */

@@ -6,6 +6,7 @@
 #include "cli.h"
 #include "commands.h"
 #include "vramtrace/format.h"
+#include "vramtrace/options.h"
 
 #ifndef VRAMTRACE_VERSION
 #define VRAMTRACE_VERSION "0"
@@ -13,8 +14,8 @@
 
 static int cmd_version(int argc, char **argv)
 {
-	(void)argc;
-	(void)argv;
+	if (argc > 1 && vrt_is_help(argv[1]))
+		return vrt_print_help("version");
 	printf("vramtrace %s (trace format %d.%d)\n", VRAMTRACE_VERSION, VRT_FORMAT_MAJOR, VRT_FORMAT_MINOR);
 	return 0;
 }
@@ -28,8 +29,22 @@ static void overview(FILE *out)
 	fprintf(out, "\n'vramtrace <command> --help' shows a command's options and examples.\n");
 }
 
+static void print_env(void)
+{
+	printf("environment variables read by libvramtrace.so (`vramtrace run` sets them from its options):\n\n");
+#define VRT_OPT_PRINT(id, name, type, def, min, max, help) printf("  %-24s default %-6s %s\n", name, *def ? def : "-", help);
+	VRT_OPTIONS(VRT_OPT_PRINT)
+#undef VRT_OPT_PRINT
+}
+
 static int cmd_help(int argc, char **argv)
 {
+	if (argc > 1 && !strcmp(argv[1], "env")) {
+		print_env();
+		return 0;
+	}
+	if (argc > 1 && vrt_is_help(argv[1]))
+		return vrt_print_help("help");
 	if (argc > 1 && vrt_print_help(argv[1]) == 0)
 		return 0;
 	overview(stdout);
@@ -50,8 +65,11 @@ const struct vrt_command vrt_commands[] = {
 	{ "attach", vrt_cmd_attach, "start tracing a running process", VRT_HELP_ATTACH },
 	{ "mark", vrt_cmd_mark, "put a labelled mark into a running process's trace", VRT_HELP_MARK },
 	{ "snapshot", vrt_cmd_snapshot, "write a running process's live set and history now", VRT_HELP_SNAPSHOT },
-	{ "version", cmd_version, "print the version and trace format", "usage: vramtrace version\n" },
-	{ "help", cmd_help, "help on a command", "usage: vramtrace help [command]\n" },
+	{ "version", cmd_version, "print the version and trace format",
+	  "usage: vramtrace version   (or vramtrace --version)\n\nPrints the version and the trace format "
+	  "version it reads and writes.\n\nexamples:\n  vramtrace --version\n" },
+	{ "help", cmd_help, "help on a command, or on the environment variables",
+	  "usage: vramtrace help [COMMAND | env]\n\nexamples:\n  vramtrace help leaks\n  vramtrace help env\n" },
 	{ NULL, NULL, NULL, NULL },
 };
 

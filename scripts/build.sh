@@ -11,8 +11,14 @@ cuda_include() {
   echo "vramtrace: the CUDA Toolkit headers (cuda.h, cuda_runtime_api.h) were not found; set CUDA_HOME" >&2
   return 1
 }
+log=$(mktemp)
 if [ ! -f build/build.ninja ]; then
-  meson setup build -Dtoolkit_include="$(cuda_include)" >/dev/null
+  if ! meson setup build -Dtoolkit_include="$(cuda_include)" >"$log" 2>&1; then
+    cat "$log"; echo "vramtrace: meson setup failed (above)" >&2; exit 1
+  fi
 fi
-ninja -C build >/dev/null
+if ! ninja -C build >"$log" 2>&1; then
+  cat "$log"; echo "vramtrace: the build failed (above)" >&2; exit 1
+fi
+rm -f "$log"
 echo "vramtrace: built build/analyzer/vramtrace and build/preload/libvramtrace.so"

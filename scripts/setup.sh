@@ -8,7 +8,10 @@ cd "$(dirname "$0")/.."
 
 SUDO=""
 if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
-PACKAGES="meson ninja-build pkg-config gcc g++ libunwind-dev libzstd-dev libelf-dev python3 python3-pip"
+# Build dependencies, then what the test suite uses (clang for libFuzzer, Chromium for the HTML
+# report, venv/meson-python/patchelf for the wheel).
+PACKAGES="meson ninja-build pkg-config gcc g++ libunwind-dev libzstd-dev libelf-dev python3 python3-pip
+  python3-pytest python3-venv python3-mesonpy patchelf clang libclang-rt-14-dev chromium fonts-liberation"
 missing=""
 for p in $PACKAGES; do dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"; done
 if [ -n "$missing" ]; then

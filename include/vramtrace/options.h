@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Every VRAMTRACE_* environment variable, defined once. The preload parses them (preload/config.c),
- * `vramtrace help env` prints them, and tests/test_docs.py checks the README table against this.
+ * `vramtrace help env` prints them, and tests/e2e/test_docs.py checks the README table against this.
  *
  * X(id, name, type, default, min, max, help)
  *   type: VRT_OPT_STRING, VRT_OPT_SIZE (bytes, K/M/G suffix), VRT_OPT_INT, VRT_OPT_BOOL, VRT_OPT_MODE
@@ -24,7 +24,7 @@ enum vrt_opt_type { VRT_OPT_STRING, VRT_OPT_SIZE, VRT_OPT_INT, VRT_OPT_BOOL, VRT
 	X(STACK_DEPTH, "VRAMTRACE_STACK_DEPTH", VRT_OPT_INT, "48", 0, 128,                               \
 	  "native frames captured per event; 0 disables native stacks")                                 \
 	X(PYTHON, "VRAMTRACE_PYTHON", VRT_OPT_BOOL, "1", 0, 1,                                           \
-	  "capture Python frames when the allocating thread holds the GIL")                             \
+	  "capture Python frames of the allocating thread")                             \
 	X(PYTHON_DEPTH, "VRAMTRACE_PYTHON_DEPTH", VRT_OPT_INT, "64", 0, 256,                             \
 	  "Python frames captured per event")                                                            \
 	X(FREE_STACKS, "VRAMTRACE_FREE_STACKS", VRT_OPT_BOOL, "0", 0, 1,                                 \

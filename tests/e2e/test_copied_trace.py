@@ -120,9 +120,6 @@ def test_dump_tables_lists_the_modules(copied):
     assert paths["program"] in modules and paths["library"] in modules, tables
 
 
-@pytest.mark.xfail(strict=True, reason="the trace records each module's build-id (preload/symbols.c) and the "
-                   "reader loads it (analyzer/trace_reader.c), but no command prints it: `dump --tables` "
-                   "shows path and base only, `report --json` frames have no build_id")
 def test_dump_tables_shows_build_ids(copied):
     trace_path, _, ids = copied
     assert ids["program"] and ids["library"], "the compiler wrote no build-id"

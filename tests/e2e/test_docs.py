@@ -24,13 +24,10 @@ OPTIONS_H = SOURCE / "include" / "vramtrace" / "options.h"
 FORMAT_H = SOURCE / "include" / "vramtrace" / "format.h"
 
 # Commands whose help text (analyzer/cli.h, analyzer/main.c) has no "examples:" section yet.
-NO_EXAMPLES_YET = {"diff", "dump", "info", "mark", "snapshot", "version", "help"}
+NO_EXAMPLES_YET = set()
 
 # Variables whose options.h help text is known to be out of date, and the README row is right.
-STALE_OPTION_HELP = {
-    "VRAMTRACE_PYTHON": "options.h says 'when the allocating thread holds the GIL', but preload/python.c reads "
-                        "the thread's own frames whether or not it holds the GIL (README is right)",
-}
+STALE_OPTION_HELP = {}
 
 # An empty default in options.h means "unset"; the README may give what that does instead. Each
 # such entry is checked by running the code (test_output_default_is_a_file_per_pid_here).
