@@ -67,7 +67,7 @@ const struct vrt_command vrt_commands[] = {
 	{ "snapshot", vrt_cmd_snapshot, "write a running process's live set and history now", VRT_HELP_SNAPSHOT },
 	{ "version", cmd_version, "print the version and trace format",
 	  "usage: vramtrace version   (or vramtrace --version)\n\nPrints the version and the trace format "
-	  "version it reads and writes.\n\nexamples:\n  vramtrace --version\n" },
+	  "version it reads and writes.\n\nexamples:\n  vramtrace version\n  vramtrace --version\n" },
 	{ "help", cmd_help, "help on a command, or on the environment variables",
 	  "usage: vramtrace help [COMMAND | env]\n\nexamples:\n  vramtrace help leaks\n  vramtrace help env\n" },
 	{ NULL, NULL, NULL, NULL },
