@@ -16,8 +16,12 @@ static bool is_oom(CUresult r) { return r == CUDA_ERROR_OUT_OF_MEMORY; }
 int vrt_current_device_driver(void)
 {
 	static CUresult (*ctx_get_device)(CUdevice *);
-	if (!ctx_get_device)
+	static uint64_t next_try_ns;
+	if (!ctx_get_device && vrt_now_ns() >= next_try_ns) {
+		/* The driver may not be reachable yet: retry, but not on every allocation. */
 		*(void **)&ctx_get_device = vrt_driver_fn("cuCtxGetDevice", 2000);
+		next_try_ns = vrt_now_ns() + 100000000ull;
+	}
 	CUdevice dev;
 	if (ctx_get_device && ctx_get_device(&dev) == CUDA_SUCCESS)
 		return dev;

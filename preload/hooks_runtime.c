@@ -17,7 +17,8 @@ static bool is_oom(cudaError_t r) { return r == cudaErrorMemoryAllocation; }
 int vrt_current_device_runtime(void)
 {
 	static cudaError_t (*get_device)(int *);
-	if (!get_device)
+	static _Atomic int looked;
+	if (!get_device && !atomic_exchange(&looked, 1)) /* once: a failed dlsym costs microseconds */
 		*(void **)&get_device = vrt_real_dlsym(RTLD_NEXT, "cudaGetDevice");
 	int dev;
 	if (get_device && get_device(&dev) == cudaSuccess)

@@ -225,7 +225,8 @@ static bool read_version(const char *lib, char *version, size_t len)
 	char line[256];
 	bool found = false;
 	while (!found && fgets(line, sizeof(line), f)) {
-		char *q = strstr(line, "__version__");
+		/* The assignment itself, not "__all__ = ['__version__', ...]" above it. */
+		char *q = strncmp(line, "__version__", 11) ? NULL : line;
 		char *open = q ? strchr(q, '\'') : NULL;
 		char *close = open ? strchr(open + 1, '\'') : NULL;
 		if (close) {
@@ -246,9 +247,19 @@ static void refuse(const char *why)
 static void attach(void)
 {
 	static unsigned long long searched_adds = ~0ull;
+	static uint64_t next_search_ns;
 	static char c10_path[4096];
-	struct find_c10 f = { "" };
+	struct find_c10 f;
+	f.path[0] = 0;
 	if (!c10_path[0]) {
+		/* Without PyTorch loaded, look again at most every 20 ms: dl_iterate_phdr takes the
+		 * loader's lock, and a process that never imports PyTorch allocates all day. */
+		uint64_t now = vrt_now_ns();
+		if (now < next_search_ns) {
+			atomic_store(&torch_state, 0);
+			return;
+		}
+		next_search_ns = now + 20000000ull;
 		unsigned long long adds = 0;
 		dl_iterate_phdr(read_adds, &adds);
 		if (!adds || adds != searched_adds)
