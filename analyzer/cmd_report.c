@@ -53,27 +53,36 @@ static void collect_peaks(struct report *r)
 		}
 }
 
-/* Second pass: stop at each peak's event and group what is live then. */
+static int by_event(const void *a, const void *b)
+{
+	const struct peak_target *x = *(const struct peak_target *const *)a, *y = *(const struct peak_target *const *)b;
+	return x->event < y->event ? -1 : x->event > y->event;
+}
+
+/* Second pass: stop at each peak's event (in event order) and group what is live then. */
 static int snapshot_peaks(struct report *r)
 {
+	struct peak_target *order[(VRT_MAX_DEVICES + 1) * (VRT_KIND_LAST + 1)];
+	int n = 0;
+	for (int d = 0; d <= VRT_MAX_DEVICES; d++)
+		for (int k = 0; k <= VRT_KIND_LAST; k++)
+			if (!r->peaks[d][k].taken)
+				order[n++] = &r->peaks[d][k];
+	qsort(order, (size_t)n, sizeof(order[0]), by_event);
 	struct vrt_model m;
 	if (vrt_model_init(&m))
 		return VRT_EXIT_INTERNAL;
 	struct vrt_replay rp;
 	struct vrt_record rec;
 	vrt_replay_begin(&rp, r->t);
-	int left = r->n_peaks;
-	while (left && vrt_replay_next(&rp, &rec)) {
+	int next = 0;
+	while (next < n && vrt_replay_next(&rp, &rec)) {
 		vrt_model_apply(&m, &rec, NULL);
-		for (int d = 0; d <= VRT_MAX_DEVICES && left; d++)
-			for (int k = 0; k <= VRT_KIND_LAST; k++) {
-				struct peak_target *p = &r->peaks[d][k];
-				if (p->taken || p->event != m.events)
-					continue;
-				vrt_report_group_live(r->t, &m, &p->sites, d, p->kind);
-				p->taken = true;
-				left--;
-			}
+		for (; next < n && order[next]->event == m.events; next++) {
+			struct peak_target *p = order[next];
+			vrt_report_group_live(r->t, &m, &p->sites, p->slot, p->kind);
+			p->taken = true;
+		}
 	}
 	vrt_model_free(&m);
 	return 0;
