@@ -362,26 +362,57 @@ static const char *verdict(const struct vrt_trace *t, const struct vrt_site *s, 
 	return "grows sometimes";
 }
 
+/* Steady growth: from the second call on, so that what the first call sets up once (cuBLAS
+ * workspaces, the allocator's first segments, lazily built optimizer state) is not averaged
+ * into a per-call figure. With one call there is nothing else to go by. */
 static double growth_per_invocation(const struct leaks *lk)
 {
 	if (lk->n_inv < 2)
 		return lk->n_inv ? (double)(lk->inv[0].live_at_next - lk->inv[0].live_at_entry) : 0;
+	return (double)(lk->inv[lk->n_inv - 1].live_at_next - lk->inv[1].live_at_entry) / (double)(lk->n_inv - 1);
+}
+
+static double growth_including_first(const struct leaks *lk)
+{
+	if (!lk->n_inv)
+		return 0;
 	return (double)(lk->inv[lk->n_inv - 1].live_at_next - lk->inv[0].live_at_entry) / (double)lk->n_inv;
+}
+
+static bool persistent_by_design(const struct vrt_trace *t, const struct vrt_site *s)
+{
+	const char *rule;
+	const char *category = vrt_site_category(t, s, &rule);
+	return !strcmp(category, "nccl") || !strcmp(category, "workspace") || !strcmp(category, "allocator_cache");
+}
+
+/* The blamed site holding the most: persistent-by-design memory is labelled, not blamed. */
+static const struct vrt_site *top_blamed(const struct leaks *lk, const struct vrt_sites *s, int64_t *total)
+{
+	const struct vrt_site *top = NULL;
+	*total = 0;
+	for (size_t i = 0; i < s->n; i++) {
+		if (persistent_by_design(lk->t, &s->v[i]))
+			continue;
+		*total += s->v[i].bytes;
+		if (!top)
+			top = &s->v[i];
+	}
+	return top;
 }
 
 static void headline(const struct leaks *lk, const struct vrt_sites *s, char *buf, size_t len)
 {
 	double growth = growth_per_invocation(lk);
-	int64_t survivors = 0;
-	for (size_t i = 0; i < lk->n_inv; i++)
-		survivors += lk->inv[i].survivors;
-	if (growth <= 0 || !s->n || survivors <= 0) {
-		snprintf(buf, len, "no growth: memory at each %s() entry stays level", lk->name);
+	int64_t survivors;
+	const struct vrt_site *top = top_blamed(lk, s, &survivors);
+	if (growth <= 0 || !top || survivors <= 0) {
+		snprintf(buf, len, "no growth: from the second %s() call on, memory at each entry stays level", lk->name);
 		return;
 	}
 	struct vrt_frame f;
 	char where[512];
-	vrt_stack_headline(lk->t, s->v[0].stack, &f);
+	vrt_stack_headline(lk->t, top->stack, &f);
 	if (f.type == VRT_FT_PYTHON) {
 		const char *base = strrchr(f.file, '/');
 		snprintf(where, sizeof(where), "%s:%d in %s", base ? base + 1 : f.file, f.line, f.function);
@@ -389,7 +420,7 @@ static void headline(const struct leaks *lk, const struct vrt_sites *s, char *bu
 		vrt_frame_format(&f, where, sizeof(where));
 	}
 	snprintf(buf, len, "%s%s per %s() call, %.0f%% from %s", growth >= 0 ? "+" : "", vrt_bytes((int64_t)growth),
-		 lk->name, 100.0 * (double)s->v[0].bytes / (double)survivors, where);
+		 lk->name, 100.0 * (double)top->bytes / (double)survivors, where);
 }
 
 static void print_text(struct leaks *lk, struct vrt_sites *sites)
@@ -406,18 +437,29 @@ static void print_text(struct leaks *lk, struct vrt_sites *sites)
 	}
 	headline(lk, sites, line, sizeof(line));
 	printf("\n%s\n\nsurvivors by site (allocated inside a call, still live when the next call starts):\n", line);
-	for (size_t i = 0; i < sites->n && i < (size_t)lk->o->top; i++) {
+	int64_t persistent = 0;
+	size_t shown = 0;
+	for (size_t i = 0; i < sites->n; i++) {
 		const struct vrt_site *s = &sites->v[i];
 		const char *why;
 		const char *v = verdict(t, s, lk->n_inv, &why);
+		if (persistent_by_design(t, s)) {
+			persistent += s->bytes;
+			continue;
+		}
+		if (shown++ >= (size_t)lk->o->top)
+			continue;
 		vrt_site_print(stdout, t, s, 8);
 		printf("%24s born in call%s %llu", "", s->first == s->last ? "" : "s", (unsigned long long)s->first);
 		if (s->last != s->first)
 			printf("..%llu", (unsigned long long)s->last);
 		printf(", %s (%s)\n", v, why);
 	}
-	if (!sites->n)
+	if (!shown)
 		printf("  none: every allocation made inside a call was freed before the next one started\n");
+	if (persistent)
+		printf("\npersistent by design, labelled and not blamed: %s (workspaces, NCCL buffers, allocator "
+		       "cache; set up once)\n", vrt_bytes(persistent));
 }
 
 static void print_json(struct leaks *lk, struct vrt_sites *sites)
@@ -440,7 +482,8 @@ static void print_json(struct leaks *lk, struct vrt_sites *sites)
 		       (long long)v->live_at_exit, (long long)v->live_at_next, (long long)v->survivors);
 	}
 	headline(lk, sites, line, sizeof(line));
-	printf("], \"growth_per_invocation_bytes\": %.0f, \"summary\": ", growth_per_invocation(lk));
+	printf("], \"growth_per_invocation_bytes\": %.0f, \"growth_including_first_bytes\": %.0f, \"summary\": ",
+	       growth_per_invocation(lk), growth_including_first(lk));
 	json_string(stdout, line);
 	printf(", \"survivors\": [");
 	qsort(lk->groups, lk->n_groups, sizeof(*lk->groups), by_bytes);
@@ -455,7 +498,8 @@ static void print_json(struct leaks *lk, struct vrt_sites *sites)
 		const char *v = total ? verdict(t, total, lk->n_inv, &why) : "";
 		printf("%s", first ? "" : ", ");
 		vrt_site_json(stdout, t, &s, true);
-		printf(", \"phase_index\": %u, \"outlived_invocations\": %u, \"verdict\": ", g->invocation, g->outlived + 1);
+		printf(", \"phase_index\": %u, \"outlived_invocations\": %u, \"persistent\": %s, \"verdict\": ",
+		       g->invocation, g->outlived + 1, total && persistent_by_design(t, total) ? "true" : "false");
 		json_string(stdout, v);
 		printf("}");
 		first = false;
