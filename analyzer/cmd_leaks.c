@@ -364,19 +364,25 @@ static const char *verdict(const struct vrt_trace *t, const struct vrt_site *s, 
 
 /* Steady growth: from the second call on, so that what the first call sets up once (cuBLAS
  * workspaces, the allocator's first segments, lazily built optimizer state) is not averaged
- * into a per-call figure. With one call there is nothing else to go by. */
+ * into a per-call figure. Measured between call entries where there are enough of them: the
+ * last call has no next entry, and the trace end that stands in for it may fall before or
+ * after interpreter teardown freed things. */
 static double growth_per_invocation(const struct leaks *lk)
 {
-	if (lk->n_inv < 2)
-		return lk->n_inv ? (double)(lk->inv[0].live_at_next - lk->inv[0].live_at_entry) : 0;
-	return (double)(lk->inv[lk->n_inv - 1].live_at_next - lk->inv[1].live_at_entry) / (double)(lk->n_inv - 1);
+	size_t n = lk->n_inv;
+	if (n >= 3)
+		return (double)(lk->inv[n - 1].live_at_entry - lk->inv[1].live_at_entry) / (double)(n - 2);
+	if (n == 2)
+		return (double)(lk->inv[1].live_at_next - lk->inv[1].live_at_entry);
+	return n ? (double)(lk->inv[0].live_at_next - lk->inv[0].live_at_entry) : 0;
 }
 
 static double growth_including_first(const struct leaks *lk)
 {
-	if (!lk->n_inv)
-		return 0;
-	return (double)(lk->inv[lk->n_inv - 1].live_at_next - lk->inv[0].live_at_entry) / (double)lk->n_inv;
+	size_t n = lk->n_inv;
+	if (n >= 2)
+		return (double)(lk->inv[n - 1].live_at_entry - lk->inv[0].live_at_entry) / (double)(n - 1);
+	return n ? (double)(lk->inv[0].live_at_next - lk->inv[0].live_at_entry) : 0;
 }
 
 static bool persistent_by_design(const struct vrt_trace *t, const struct vrt_site *s)
@@ -429,12 +435,16 @@ static void print_text(struct leaks *lk, struct vrt_sites *sites)
 	char line[1024];
 	printf("vramtrace leaks: %s, phase %s%s (%zu invocations; %s)\n\n", t->path, lk->by_mark ? "mark:" : "", lk->name,
 	       lk->n_inv, lk->blocks ? "tensors" : "CUDA device allocations");
-	printf("  call  live at entry      allocated          freed   live at exit  live at next entry   left behind\n");
+	printf("  call  live at entry      allocated          freed   live at exit  live at next entry    left behind\n");
 	for (size_t i = 0; i < lk->n_inv; i++) {
 		const struct invocation *v = &lk->inv[i];
-		printf("  %4zu %14s %14s %14s %14s %19s %13s\n", i + 1, vrt_bytes(v->live_at_entry), vrt_bytes(v->allocated),
-		       vrt_bytes(v->freed), vrt_bytes(v->live_at_exit), vrt_bytes(v->live_at_next), vrt_bytes(v->survivors));
+		bool last = i + 1 == lk->n_inv;
+		printf("  %4zu %14s %14s %14s %14s %19s%s %13s\n", i + 1, vrt_bytes(v->live_at_entry),
+		       vrt_bytes(v->allocated), vrt_bytes(v->freed), vrt_bytes(v->live_at_exit), vrt_bytes(v->live_at_next),
+		       last ? "*" : " ", vrt_bytes(v->survivors));
 	}
+	if (lk->n_inv)
+		printf("  * no next call: measured where the trace (or --until-mark) ends\n");
 	headline(lk, sites, line, sizeof(line));
 	printf("\n%s\n\nsurvivors by site (allocated inside a call, still live when the next call starts):\n", line);
 	int64_t persistent = 0;

@@ -1,0 +1,135 @@
+"""The analyzer against traces recorded on a real GPU (an NVIDIA H200, torch 2.11.0+cu130,
+Python 3.12), kept in tests/golden/h200/ with what each program measured about itself at the
+same instant (tests/golden/h200/TRUTH.json: memory_allocated(), memory_reserved(), CuPy's and
+XLA's pool figures, the sizes a static-cudart binary allocated).
+
+These pin the reading of real traces: native stacks through libc10_cuda/libcublas/libnccl,
+PyTorch's tensor events, the driver's VMM calls behind expandable segments and JAX, Python
+frames from CPython 3.12. They were recorded by scripts/gpu_verify.py and scripts/gpu/run_all.py;
+the comparisons of the former are reused here as they are.
+
+The traces cupy, jax, nccl, static-binary and torch-* were recorded before the build attached
+PyTorch's tensor events; they are checked at the CUDA layer only.
+"""
+import importlib.util
+import json
+import re
+
+import pytest
+
+from conftest import GOLDEN, SOURCE, analyze
+
+H200 = GOLDEN / "h200"
+TRUTH = json.loads((H200 / "TRUTH.json").read_text())
+
+
+def _gpu_verify():
+    spec = importlib.util.spec_from_file_location("gpu_verify", SOURCE / "scripts" / "gpu_verify.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+gpu_verify = _gpu_verify()
+CHECKS = {name: check for name, _argv, _env, check in gpu_verify.SCENARIOS}
+
+
+def report_at_truth(name):
+    return json.loads(analyze("report", "--json", "-q", "--top", "20", "--until-mark", "vramtrace-truth",
+                              H200 / f"{name}.vrt").stdout)
+
+
+def leaks_json(name, *args):
+    return json.loads(analyze("leaks", "--json", "-q", *args, H200 / f"{name}.vrt").stdout)
+
+
+@pytest.mark.parametrize("name", ["torch-expandable", "torch-pinned", "torch-async", "cupy", "jax",
+                                  "static-binary"])
+def test_cuda_layer_equals_what_the_framework_reports(name):
+    rows = CHECKS[name](name, TRUTH[name], report_at_truth(name))
+    checked = [r for r in rows if r["must_match"] and not r["what"].startswith("tensor bytes")]
+    assert checked, rows
+    for r in checked:
+        assert r["traced"] == r["truth"], r
+
+
+def test_nccl_buffers_are_attributed_to_libnccl():
+    report = report_at_truth("nccl")
+    not_pytorchs = gpu_verify.device_live(report) - gpu_verify.device_live(report, key="pytorch_allocator_bytes")
+    pinned = gpu_verify.device_live(report, kind="host_pinned", device=-1)
+    # every device byte outside PyTorch's pool, and every pinned host byte, was allocated by
+    # libnccl (through cuMem* with NCCL_CUMEM_ENABLE's default, and its static cudart)
+    assert gpu_verify.site_bytes(report, "libnccl") == not_pytorchs + pinned
+    assert not_pytorchs > 100 << 20
+    truth = TRUTH["nccl"]
+    # the device's own count also holds context and module growth, which are no allocations
+    assert not_pytorchs <= truth["meminfo_delta"] - truth["torch_reserved_delta"]
+
+
+def test_tensor_layer_equals_memory_allocated_at_every_phase_boundary():
+    truth = TRUTH["tensor-default"]
+    phases = leaks_json("tensor-default", "--phase", "step", "--layer", "tensors")["phases"]
+    entries = [b["allocated"] for b in truth["boundaries"] if b["at"] == "entry"]
+    exits = [b["allocated"] for b in truth["boundaries"] if b["at"] == "exit"]
+    assert [p["live_bytes_at_entry"] for p in phases] == entries
+    assert [p["live_bytes_at_exit"] for p in phases] == exits
+
+
+def test_tensor_layer_names_the_leaking_line():
+    found = leaks_json("tensor-default", "--phase", "step", "--layer", "tensors")
+    assert found["growth_per_invocation_bytes"] == 262656
+    assert "tensor_proof.py:31 in leak_this" in found["summary"]
+
+
+def python_lines(survivor):
+    return {(f["file"].rsplit("/", 1)[-1], f["line"]) for f in survivor["frames"] if f["kind"] == "python"}
+
+
+@pytest.mark.parametrize("name", ["leak-registry", "leak-cycle"])
+def test_leaks_growth_per_call_equals_pytorch_and_names_every_leaking_line(name):
+    truth = TRUTH[name]
+    found = leaks_json(name, "--phase", "train", "--until-mark", "vramtrace-truth")
+    entries = truth["allocated_at_entry"]
+    assert [p["live_bytes_at_entry"] for p in found["phases"]] == entries
+    steady = (entries[-1] - entries[1]) / (len(entries) - 2)
+    assert found["growth_per_invocation_bytes"] == pytest.approx(steady, abs=1)
+    blamed = set().union(*(python_lines(s) for s in found["survivors"] if not s["persistent"]))
+    # the lines of Engine.__init__ that allocate fp32_master, exp_avg, exp_avg_sq and flat_grads:
+    # every one of them is left behind each call
+    lines = {("leak_repro.py", n) for n in truth["leak_lines"]}
+    assert lines <= blamed
+    m = re.match(r"\+\d+ MiB per train\(\) call, \d+% from (leak_repro\.py):(\d+) in Engine\.__init__", found["summary"])
+    assert m and (m[1], int(m[2])) in lines, found["summary"]
+
+
+def test_fixed_engine_blames_nothing_and_labels_the_cublas_workspace():
+    found = leaks_json("leak-fixed", "--phase", "train", "--until-mark", "vramtrace-truth")
+    assert TRUTH["leak-fixed"]["growth_per_call"] == 0
+    assert found["growth_per_invocation_bytes"] == 0
+    assert found["summary"].startswith("no growth")
+    assert found["survivors"] and all(s["persistent"] for s in found["survivors"])
+    assert all(s["phase_index"] == 1 for s in found["survivors"])
+
+
+def test_oom_matches_pytorchs_own_message():
+    oom = json.loads(analyze("oom", "--json", "-q", H200 / "oom.vrt").stdout)["oom"]
+    message = TRUTH["oom"]["message"]
+    requested = float(re.search(r"Tried to allocate ([\d.]+) MiB", message)[1])
+    by_pytorch = float(re.search(r"([\d.]+) GiB is allocated by PyTorch", message)[1])
+    cached = float(re.search(r"([\d.]+) MiB is reserved by PyTorch but unallocated", message)[1])
+    assert oom["requested_bytes"] == requested * (1 << 20)
+    assert oom["tensor_bytes"] / (1 << 30) == pytest.approx(by_pytorch, abs=0.005)
+    assert oom["by_category"]["allocator_cache"] / (1 << 20) == pytest.approx(cached, abs=0.005)
+    categories = oom["by_category"]
+    assert max(categories, key=categories.get) == "activations"
+    # the optimizer state offloaded to pinned host memory is shown, and not on the device
+    assert oom["host_by_category"] == {"optimizer_state": oom["host_pinned_bytes"]} and oom["host_pinned_bytes"] > 0
+
+
+def test_attached_trace_finds_the_leak_between_marks():
+    found = leaks_json("attach", "--phase", "mark:step")
+    assert len(found["phases"]) == TRUTH["attach"]["marks"]
+    top = found["survivors"][0]
+    assert (TRUTH["attach"]["file"], TRUTH["attach"]["leak_line"]) in python_lines(top)
+    report = json.loads(analyze("report", "--json", "-q", H200 / "attach.vrt").stdout)
+    assert report["end"] == "tracing stopped (attach --stop)"
