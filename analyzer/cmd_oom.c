@@ -37,6 +37,7 @@ struct open_phase {
 
 struct oom {
 	struct vrt_record rec;  /* the OOM record explained */
+	uint32_t thread;        /* the thread index it was recorded on */
 	uint64_t event;         /* its position: events applied before it */
 	uint64_t cuda_free, cuda_total;
 	struct open_phase phases[MAX_OPEN_PHASES];
@@ -67,6 +68,7 @@ static int find_oom(struct vrt_trace *t, int index, struct oom *out, int *count)
 		}
 		if (index && n == index) {
 			out->rec = r;
+			out->thread = rp.thread;
 			out->event = events - 1;
 		}
 		if (torch) {
@@ -74,12 +76,14 @@ static int find_oom(struct vrt_trace *t, int index, struct oom *out, int *count)
 			last_torch = events - 1;
 			if (!index) {
 				out->rec = r;
+				out->thread = rp.thread;
 				out->event = last_torch;
 			}
 		} else if (!have_torch || last_cuda < last_torch) {
 			last_cuda = events - 1;
 			if (!index && !have_torch) {
 				out->rec = r;
+				out->thread = rp.thread;
 				out->event = last_cuda;
 			}
 		}
@@ -202,6 +206,15 @@ static void print_phases(const struct vrt_trace *t, const struct oom *o, FILE *o
 			(unsigned long long)o->phases[i].invocation);
 }
 
+/* The name the failing thread had ("pt_autograd_0": the failure came from backward), or "". */
+static const char *thread_name(const struct vrt_trace *t, const struct oom *o)
+{
+	const struct vrt_tables *tb = &t->tables;
+	if (o->thread >= tb->n_threads || !tb->threads[o->thread].tid)
+		return "";
+	return vrt_string(t, tb->threads[o->thread].name);
+}
+
 static void print_text(const struct vrt_trace *t, const struct oom *o, const struct explanation *x,
 		       const struct oom_options *opt, int count)
 {
@@ -225,6 +238,8 @@ static void print_text(const struct vrt_trace *t, const struct oom *o, const str
 	print_phases(t, o, stdout);
 	if (o->last_mark)
 		printf("; last mark \"%s\" at %.3f s", vrt_string(t, o->last_mark), o->mark_s);
+	if (*thread_name(t, o))
+		printf("; on thread \"%s\"", thread_name(t, o));
 	printf("\n\nlive on device %d: %s in CUDA allocations", x->device, vrt_bytes(x->live));
 	if (x->tensors)
 		printf(", %s of it in tensors", vrt_bytes(x->tensors));
@@ -272,6 +287,8 @@ static void print_json(const struct vrt_trace *t, const struct oom *o, const str
 	printf(", \"oom\": {\"requested_bytes\": %llu, \"device\": %d, \"time_s\": %.6f, \"api\": ",
 	       (unsigned long long)r->size, r->device, vrt_ts_seconds(t, r->ts));
 	json_string(stdout, vrt_api_name(r->api));
+	printf(", \"thread\": ");
+	json_string(stdout, thread_name(t, o));
 	printf(", \"free_bytes\": %llu, \"total_bytes\": %llu, \"live_bytes\": %lld, \"tensor_bytes\": %lld, "
 	       "\"by_category\": ",
 	       (unsigned long long)(o->cuda_total ? o->cuda_free : r->aux), (unsigned long long)o->cuda_total,

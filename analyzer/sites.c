@@ -200,9 +200,10 @@ void vrt_site_print(FILE *out, const struct vrt_trace *t, const struct vrt_site 
 	bool python = false;
 	for (int i = 0; i < n && !python; i++)
 		python = frames[i].type == VRT_FT_PYTHON;
-	/* With Python frames, the Python stack tells the story; otherwise the native one does. */
-	for (int i = 0, shown = 0; i < n && shown < max_frames; i++) {
-		if (python && frames[i].type != VRT_FT_PYTHON)
+	/* With Python frames, the Python stack tells the story; otherwise the native one does, from
+	 * the headline down, past the allocator above it and the operator dispatch in between. */
+	for (int i = python ? 0 : vrt_headline_index(frames, n), shown = 0; i >= 0 && i < n && shown < max_frames; i++) {
+		if (python ? frames[i].type != VRT_FT_PYTHON : vrt_frame_is_dispatch(&frames[i]))
 			continue;
 		vrt_frame_format(&frames[i], line, sizeof(line));
 		fprintf(out, "%24s %s\n", python ? "at" : "in", line);

@@ -217,26 +217,40 @@ static bool plumbing(const struct vrt_frame *f)
 	return false;
 }
 
+int vrt_headline_index(const struct vrt_frame *frames, int n)
+{
+	for (int i = 0; i < n; i++)
+		if (frames[i].type == VRT_FT_PYTHON || frames[i].type == VRT_FT_LABEL)
+			return i;
+	for (int i = 0; i < n; i++)
+		if (!plumbing(&frames[i]) && strcmp(frames[i].function, "??"))
+			return i;
+	return n ? 0 : -1;
+}
+
 int vrt_stack_headline(const struct vrt_trace *t, uint32_t stack, struct vrt_frame *out)
 {
 	static struct vrt_frame frames[VRT_MAX_FRAMES];
 	int n = vrt_stack_frames(t, stack, VRT_VIEW_MERGED, frames, VRT_MAX_FRAMES);
-	for (int i = 0; i < n; i++)
-		if (frames[i].type == VRT_FT_PYTHON || frames[i].type == VRT_FT_LABEL) {
-			*out = frames[i];
-			return 1;
-		}
-	for (int i = 0; i < n; i++)
-		if (!plumbing(&frames[i]) && strcmp(frames[i].function, "??")) {
-			*out = frames[i];
-			return 1;
-		}
-	if (n) {
-		*out = frames[0];
-		return 1;
+	int i = vrt_headline_index(frames, n);
+	if (i < 0) {
+		*out = (struct vrt_frame){ VRT_FT_LABEL, "[no stack]", "", 0, "", 0, 0 };
+		return 0;
 	}
-	*out = (struct vrt_frame){ VRT_FT_LABEL, "[no stack]", "", 0, "", 0, 0 };
-	return 0;
+	*out = frames[i];
+	return 1;
+}
+
+bool vrt_frame_is_dispatch(const struct vrt_frame *f)
+{
+	static const char *const prefixes[] = { "c10::impl::", "at::_ops::", "c10::Dispatcher", "c10::KernelFunction",
+						"at::TensorIteratorBase::", "at::TensorIterator::" };
+	if (f->type != VRT_FT_NATIVE)
+		return false;
+	for (size_t i = 0; i < sizeof(prefixes) / sizeof(prefixes[0]); i++)
+		if (!strncmp(f->function, prefixes[i], strlen(prefixes[i])))
+			return true;
+	return false;
 }
 
 void vrt_frame_format(const struct vrt_frame *f, char *buf, size_t len)

@@ -38,6 +38,11 @@ int vrt_stack_frames(const struct vrt_trace *t, uint32_t stack, enum vrt_stack_v
 /* The frame a person should see first: the innermost Python frame, or the innermost native
  * frame outside the CUDA libraries and the allocator. */
 int vrt_stack_headline(const struct vrt_trace *t, uint32_t stack, struct vrt_frame *out);
+/* Index in frames of the one that says why the memory was taken: the first Python frame, else
+ * the first native one past the allocation plumbing (CUDA, the caching allocator); -1 if n is 0. */
+int vrt_headline_index(const struct vrt_frame *frames, int n);
+/* PyTorch's operator dispatch and TensorIterator set-up: true of a frame no reader needs. */
+bool vrt_frame_is_dispatch(const struct vrt_frame *f);
 /* "function (file:line)" or "function (module+0x..)" */
 void vrt_frame_format(const struct vrt_frame *f, char *buf, size_t len);
 void vrt_frame_json(FILE *out, const struct vrt_frame *f);

@@ -122,6 +122,12 @@ def test_oom_matches_pytorchs_own_message():
     assert oom["by_category"]["allocator_cache"] / (1 << 20) == pytest.approx(cached, abs=0.005)
     categories = oom["by_category"]
     assert max(categories, key=categories.get) == "activations"
+    # it failed in backward, on autograd's thread, which has no Python stack: the native one says
+    # which backward function asked
+    assert oom["thread"] == "pt_autograd_0"
+    text = analyze("oom", "-q", H200 / "oom.vrt").stdout
+    requested_by = text.split("requested by\n", 1)[1].split("\nwhere", 1)[0]
+    assert "pow_backward" in requested_by and "CUDACachingAllocator" not in requested_by
     # the optimizer state offloaded to pinned host memory is shown, and not on the device
     assert oom["host_by_category"] == {"optimizer_state": oom["host_pinned_bytes"]} and oom["host_pinned_bytes"] > 0
 
