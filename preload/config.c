@@ -117,6 +117,8 @@ void vrt_config_load(struct vrt_config *cfg)
 		vrt_log("VRAMTRACE_RING below 4M; using 4M");
 		cfg->ring_bytes = 4u << 20;
 	}
+	if (cfg->python_depth > 255) /* a raw event counts its Python frames in a uint8_t */
+		cfg->python_depth = 255;
 	uint64_t tb = 65536;
 	while (tb < cfg->thread_buffer)
 		tb <<= 1;

@@ -134,9 +134,14 @@ void vrt_emit_label(uint8_t op, const char *label)
 
 static void device_memory_info(uint64_t *free_bytes, uint64_t *total_bytes)
 {
-	static int (*mem_get_info)(size_t *, size_t *);
-	if (!mem_get_info)
-		*(void **)&mem_get_info = vrt_driver_fn("cuMemGetInfo", 3020);
+	/* Looked up once; hooks on several threads may race to do it (atomic: the same answer). */
+	static _Atomic(void *) mem_get_info_fn;
+	void *fn = atomic_load_explicit(&mem_get_info_fn, memory_order_relaxed);
+	if (!fn) {
+		fn = vrt_driver_fn("cuMemGetInfo", 3020);
+		atomic_store_explicit(&mem_get_info_fn, fn, memory_order_relaxed);
+	}
+	int (*mem_get_info)(size_t *, size_t *) = (int (*)(size_t *, size_t *))fn;
 	size_t f = 0, t = 0;
 	if (mem_get_info && mem_get_info(&f, &t) != 0)
 		f = t = 0;

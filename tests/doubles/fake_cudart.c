@@ -239,10 +239,14 @@ static bool resolve_all(bool ptsz)
     return true;
 }
 
+static void fork_handlers(void);
+
 static void driver_load(void)
 {
     const char *ptsz = getenv("FAKECUDART_PTSZ");
     void *lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+
+    fork_handlers();
 
     if (lib)
         drv.GetProcAddress = (PFN_cuGetProcAddress_v12000)dlsym(lib, "cuGetProcAddress_v2");
@@ -260,10 +264,14 @@ static cudaError_t load(void)
 }
 
 static pthread_mutex_t primary_lock = PTHREAD_MUTEX_INITIALIZER;
-/* Fork-safe, like the driver double (fake_cuda.c). */
+
+/* Fork-safe, like the driver double (fake_cuda.c): primary_lock is held across driver calls
+ * that take the driver's lock, so it must be taken first. Prepare handlers run in the reverse
+ * order of registration: registering after libcuda.so.1 is loaded (its constructor registers
+ * the driver's) makes ours run first. */
 static void fork_prepare(void) { pthread_mutex_lock(&primary_lock); }
 static void fork_done(void) { pthread_mutex_unlock(&primary_lock); }
-__attribute__((constructor)) static void fork_handlers(void) { pthread_atfork(fork_prepare, fork_done, fork_done); }
+static void fork_handlers(void) { pthread_atfork(fork_prepare, fork_done, fork_done); }
 static CUcontext primary[MAX_DEVICES];   /* retained once per process */
 static _Atomic unsigned reset_epoch;     /* bumped by cudaDeviceReset */
 

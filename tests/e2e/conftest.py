@@ -253,6 +253,9 @@ STRESS = os.environ.get("VRAMTRACE_STRESS") == "1"
 def pytest_configure(config):
     config.addinivalue_line("markers", "slow: a stress test of several seconds; runs only with VRAMTRACE_STRESS=1 "
                                        "(meson test --suite stress)")
+    config.addinivalue_line("markers", "forks: forks a process that has threads running (the preload's collector "
+                                       "at least); scripts/test-sanitizers.sh leaves these out under ASan, whose "
+                                       "allocator (GCC 12) is not fork-safe")
 
 
 def pytest_collection_modifyitems(config, items):

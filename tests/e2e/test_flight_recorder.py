@@ -168,6 +168,7 @@ def launch(tmp_path, mode, n, rank):
     return out, workers
 
 
+@pytest.mark.forks
 @pytest.mark.parametrize("mode", ["fork", "exec"])
 @pytest.mark.parametrize("rank", [False, True], ids=["no-rank", "rank"])
 def test_launcher_one_trace_per_worker_named_by_pid_and_rank(tmp_path, mode, rank):

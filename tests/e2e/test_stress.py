@@ -17,7 +17,7 @@ import sys
 
 import pytest
 
-from conftest import BUILD, CUDART, MiB, TIMEOUT, VRAMTRACE, clean_env, frame_functions, program
+from conftest import CUDART, MiB, VRAMTRACE, clean_env, frame_functions, program
 from stress_helpers import (ATEXIT_LIB, PRELOAD, SIGSHIM, can_mount_tmpfs, fields, info, last_line, live_by_leaf,
                             op_counts, preload_lines, report, run, run_command, run_plain_prog, traced)
 
@@ -66,12 +66,13 @@ def test_64_threads_tiny_buffers_count_every_lost_event(tmp_path, seconds):
     written = ops.get("alloc", 0) + ops.get("free", 0)
     assert written + t.info["events_lost"] == made["allocs"] + made["frees"]
     lost_records = [line.split() for line in t.dump_text.splitlines() if line.split()[2:3] == ["lost"]]
-    assert sum(int(fields[3]) for fields in lost_records) == t.info["events_lost"]
+    assert sum(int(record[3]) for record in lost_records) == t.info["events_lost"]
     assert t.info["events_written"] == written + len(lost_records)
 
 
 # ---- fork while other threads allocate --------------------------------------------------------
 
+FORKS = pytest.mark.forks
 F1_FLAKY = pytest.mark.xfail(strict=False, reason="BUG (RELIABILITY.md F1): intermittent: a child forked while "
                              "another thread holds dl_load_write_lock (dl_iterate_phdr from libunwind, torch.c, "
                              "symbols.c) or python.c's intern_lock hangs at its first CUDA call")
@@ -103,12 +104,14 @@ def check_fork_traces(p, out, made):
 
 
 @F1_FLAKY
+@FORKS
 def test_fork_while_threads_allocate_child_traced_into_its_own_file(tmp_path):
     p, out, made = fork_run(tmp_path, 8, 10)
     check_fork_traces(p, out, made)
 
 
 @F1_FLAKY
+@FORKS
 def test_fork_with_follow_fork_off_children_untraced_and_unharmed(tmp_path):
     p, out, made = fork_run(tmp_path, 8, 10, env={"VRAMTRACE_FOLLOW_FORK": "0"})
     assert [f.name for f in out.iterdir()] == [f"vramtrace.{made['parent_pid']}.vrt"]
@@ -117,6 +120,7 @@ def test_fork_with_follow_fork_off_children_untraced_and_unharmed(tmp_path):
 
 @pytest.mark.xfail(strict=True, reason="BUG (RELIABILITY.md F5): a forked child's trace lacks the module records "
                    "its parent had already written (symbols.c 'reported' flags survive fork): frames have no module")
+@FORKS
 def test_fork_child_trace_names_the_modules_of_its_frames(tmp_path):
     p, out, made = fork_run(tmp_path, 1, 3, snapshot=tmp_path / "parent-flushed.vrt")
     for f in out.iterdir():
@@ -126,6 +130,7 @@ def test_fork_child_trace_names_the_modules_of_its_frames(tmp_path):
 
 @pytest.mark.slow
 @F1_FLAKY
+@FORKS
 def test_fork_200_children_while_16_threads_allocate(tmp_path):
     p, out, made = fork_run(tmp_path, 16, 200)
     check_fork_traces(p, out, made)
@@ -158,6 +163,7 @@ print("forked", sys.argv[2])
 
 @pytest.mark.slow
 @F1_FLAKY
+@FORKS
 def test_python_fork_while_threads_allocate_never_hangs(tmp_path):
     script = tmp_path / "forky.py"
     script.write_text(PY_FORK)
@@ -400,6 +406,33 @@ def test_bad_setting_one_clear_message_default_used_program_unaffected(tmp_path,
         assert "ring       256 MiB" in t.info_text
     if name == "VRAMTRACE_MODE":
         assert "# mode = full" in t.dump_text.splitlines()
+
+
+DEEP_PY = """
+import ctypes, sys
+rt = ctypes.PyDLL(sys.argv[1])
+rt.cudaMalloc.argtypes = [ctypes.POINTER(ctypes.c_void_p), ctypes.c_size_t]
+sys.setrecursionlimit(10000)
+def leaf():
+    p = ctypes.c_void_p()
+    assert rt.cudaMalloc(ctypes.byref(p), 1 << 20) == 0
+def deep(n):
+    return leaf() if n == 0 else deep(n - 1)
+deep(400)
+"""
+
+
+@pytest.mark.parametrize("depth", [255, 256])
+def test_largest_python_depths_keep_the_python_frames_of_a_deep_stack(tmp_path, depth):
+    """256 is a valid VRAMTRACE_PYTHON_DEPTH; a raw event counts its Python frames in a uint8_t,
+    so the preload takes at most 255 (before that clamp a 400-deep stack recorded none)."""
+    script = tmp_path / "deep.py"
+    script.write_text(DEEP_PY)
+    p, out = run(tmp_path, [sys.executable, script, CUDART], "t.vrt", env={"VRAMTRACE_PYTHON_DEPTH": str(depth)})
+    assert p.returncode == 0, p.stderr
+    site, = report(out)["live_at_end"]
+    assert sum(f["kind"] == "python" for f in site["frames"]) == 255
+    assert [f["function"] for f in site["frames"] if f["kind"] == "python"][:2] == ["leaf", "deep"]
 
 
 def test_empty_output_setting_means_the_default_file(tmp_path):

@@ -3,10 +3,12 @@
  *
  *   stress_launcher fork N       N children, each allocates (i + 1) MiB from worker_site
  *   stress_launcher exec N       N children exec "stress_launcher worker i"
+ *   stress_launcher inherit N    like fork, but the children keep the environment as it is
  *   stress_launcher worker I     allocates (I + 1) MiB from worker_site, prints, exits 0
  *
- * Child i has RANK=i in its environment (set in the child before it allocates, or passed to
- * exec) when the launcher itself was started with RANK set, as torchrun-like launchers do.
+ * With fork and exec, child i has RANK=i in its environment (set in the child before it
+ * allocates, or passed to exec) when the launcher itself was started with RANK set, as
+ * torchrun-like launchers do.
  * Every worker prints "worker i pid=P rank=R bytes=B". The launcher allocates nothing itself,
  * waits for all children (exit 3 if one failed) and prints "launcher: N workers".
  */
@@ -46,7 +48,7 @@ int main(int argc, char **argv)
 	if (!strcmp(argv[1], "worker"))
 		return worker(n);
 	bool exec = !strcmp(argv[1], "exec");
-	bool ranks = getenv("RANK") != NULL;
+	bool ranks = getenv("RANK") != NULL && strcmp(argv[1], "inherit");
 	fflush(stdout);
 	for (int i = 0; i < n; i++) {
 		pid_t pid = fork();

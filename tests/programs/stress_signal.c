@@ -13,14 +13,15 @@
  * Output, after the timer is stopped (one line):
  *   stress_signal: handler_allocs=A handler_frees=F handler_bytes=B handler_calls=C main_allocs=M
  *     main_frees=N main_bytes=1048576
- * handler_bytes: what the handler still holds; a handler call that found its slot's CUDA call
- * failing exits 3 (prog.h's rule).
+ * handler_bytes: what the handler still holds. A CUDA call failing in the handler prints
+ * "stress_signal: handler cudaMalloc|cudaFree RC" and exits 3 (prog.h's rule).
  */
 #define _GNU_SOURCE
 #include <cuda_runtime_api.h>
 #include <errno.h>
 #include <signal.h>
 #include <stdint.h>
+#include <string.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -31,10 +32,28 @@
 static void *slot[HANDLER_SLOTS];
 static volatile sig_atomic_t handler_allocs, handler_frees, handler_calls;
 
+/* In the handler: one line with write(2) (async-signal-safe), then _exit(3). */
+static void handler_failed(const char *what, int rc)
+{
+	char line[64] = "stress_signal: handler ";
+	size_t n = strlen(line);
+	for (const char *p = what; *p && n < sizeof(line) - 8; p++)
+		line[n++] = *p;
+	line[n++] = ' ';
+	line[n++] = (char)('0' + rc / 100 % 10);
+	line[n++] = (char)('0' + rc / 10 % 10);
+	line[n++] = (char)('0' + rc % 10);
+	line[n++] = '\n';
+	ssize_t ignored = write(2, line, n);
+	(void)ignored;
+	_exit(3);
+}
+
 SITE void handler_site(int k)
 {
-	if (cudaMalloc(&slot[k], 8 * KiB + (size_t)k * 256) != cudaSuccess)
-		_exit(3);
+	int rc = cudaMalloc(&slot[k], 8 * KiB + (size_t)k * 256);
+	if (rc != cudaSuccess)
+		handler_failed("cudaMalloc", rc);
 }
 
 static void signal_handler(int sig)
@@ -43,8 +62,9 @@ static void signal_handler(int sig)
 	int saved = errno;
 	int k = handler_calls++ % HANDLER_SLOTS;
 	if (slot[k]) {
-		if (cudaFree(slot[k]) != cudaSuccess)
-			_exit(3);
+		int rc = cudaFree(slot[k]);
+		if (rc != cudaSuccess)
+			handler_failed("cudaFree", rc);
 		slot[k] = NULL;
 		handler_frees++;
 	} else {

@@ -1,0 +1,204 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
+#
+# The sanitizer runs (scripts/test.sh runs this when it is executable). About 6-8 minutes on two
+# cores, builds included; later runs rebuild only what changed.
+#
+#  1. build-asan (-Db_sanitize=address,undefined): the unit, doubles and fuzz-replay suites, then
+#     the end-to-end suite (tests/e2e, without the slow tests) with the ASan runtime preloaded
+#     into every traced program, so libvramtrace.so runs instrumented inside the test programs.
+#  2. build-tsan (-Db_sanitize=thread): the threaded paths of the preload - 8 and 64 threads
+#     allocating at once, a thread allocating while the trace closes at exit, a signal handler
+#     calling CUDA inside the hooks, the control socket under load, a fatal-signal flush - each
+#     under `vramtrace run`, checked for exact accounting as well as for TSan reports.
+#
+# Every sanitizer report goes to a log file (log_path); any report fails the run and is printed.
+# Usage: scripts/test-sanitizers.sh [asan|tsan]... (default both). Environment: CC (the compiler
+# meson uses; its runtime libraries are found with `$CC -print-file-name`), SANITIZER_JOBS.
+#
+# What cannot run under a sanitizer, and why:
+#  - ASan: tests marked `forks` (a forked child of a threaded process allocates in its atfork
+#    handler; GCC 12's ASan allocator is not fork-safe, so the child can hang in calloc), and
+#    `attach` injection (it dlopens an ASan-instrumented library into an uninstrumented process).
+#  - TSan: forking programs (TSan does not support a child that starts threads, which the
+#    preload's collector does), and native stacks (VRAMTRACE_STACK_DEPTH=0: libunwind's
+#    per-thread cache destructor runs after TSan has finished the thread and crashes it).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+root=$PWD
+cc=${CC:-gcc}
+jobs=${SANITIZER_JOBS:-2}
+which=("$@")
+[ ${#which[@]} -eq 0 ] && which=(asan tsan)
+failed=0
+
+note() { printf '\n== %s\n' "$*"; }
+fail() { echo "test-sanitizers: FAILED: $*" >&2; failed=1; }
+
+cuda_include() {
+  for d in "${CUDA_HOME:-}/include" "$(dirname "$(command -v nvcc 2>/dev/null || echo /x/x)")/../include" \
+           /usr/local/cuda/include /usr/include; do
+    if [ -f "$d/cuda.h" ] && [ -f "$d/cuda_runtime_api.h" ]; then (cd "$d" && pwd); return 0; fi
+  done
+  echo "test-sanitizers: the CUDA Toolkit headers were not found; set CUDA_HOME" >&2
+  return 1
+}
+
+build() { # DIR SANITIZERS
+  local dir=$1 san=$2
+  if [ ! -f "$dir/build.ninja" ]; then
+    local log
+    log=$(mktemp)
+    CC=$cc meson setup "$dir" -Db_sanitize="$san" -Db_lundef=false -Dtoolkit_include="$(cuda_include)" \
+      >"$log" 2>&1 || { cat "$log"; rm -f "$log"; return 1; }
+    rm -f "$log"
+  fi
+  ninja -C "$dir" -j "$jobs" >/dev/null || { ninja -C "$dir" -j 1 | tail -30; return 1; }
+}
+
+# Prints the sanitizer reports in a log directory; false if there were any.
+no_reports() { # DIR WHAT
+  local logs=("$1"/*)
+  [ -e "${logs[0]}" ] || return 0
+  for f in "${logs[@]}"; do echo "---- $f"; head -60 "$f"; done
+  fail "$2: ${#logs[@]} sanitizer report(s) above"
+  return 1
+}
+
+runtime() { # asan|tsan -> path of the shared runtime
+  local lib
+  lib=$("$cc" -print-file-name="lib$1.so")
+  [ -f "$lib" ] || { echo "test-sanitizers: no lib$1.so for $cc (install the compiler's sanitizer runtime)" >&2; return 1; }
+  echo "$lib"
+}
+
+# ---- ASan + UBSan ------------------------------------------------------------------------------
+
+asan() {
+  local dir=$root/build-asan logs lib
+  note "ASan+UBSan: building $dir"
+  build "$dir" address,undefined || { fail "build-asan"; return; }
+  lib=$(runtime asan) || { fail "asan runtime"; return; }
+
+  note "ASan+UBSan: unit, doubles and fuzz-replay suites"
+  meson test -C "$dir" --suite unit --suite doubles --suite fuzz-replay --num-processes "$jobs" \
+    --print-errorlogs --timeout-multiplier 3 || fail "meson test (unit, doubles, fuzz-replay) under ASan"
+
+  logs=$(mktemp -d)
+  # The traced programs get the runtime first in LD_PRELOAD (conftest's VRAMTRACE_TEST_PRELOAD);
+  # `vramtrace run` then puts libvramtrace.so in front of it, hence verify_asan_link_order=0.
+  # ASan's dlopen interceptor hides the caller's RUNPATH: the runtime double finds the driver
+  # double through LD_LIBRARY_PATH. Signals stay the programs' own (the suite crashes some on
+  # purpose), leaks are not checked (the preload keeps its tables to the end on purpose).
+  local env=(VRAMTRACE_BUILD="$dir" VRAMTRACE_SOURCE="$root" VRAMTRACE_TEST_PRELOAD="$lib"
+             LD_LIBRARY_PATH="$dir/tests/doubles${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+             ASAN_OPTIONS="detect_leaks=0:verify_asan_link_order=0:handle_segv=0:handle_sigbus=0:handle_sigfpe=0:handle_abort=0:log_path=$logs/asan"
+             UBSAN_OPTIONS="print_stacktrace=1:log_path=$logs/ubsan")
+
+  note "ASan+UBSan: the preload starts inside an instrumented program"
+  local probe out
+  probe=$(mktemp -d)
+  out=$(env "${env[@]}" LD_PRELOAD="$lib" "$dir/analyzer/vramtrace" run -q -o "$probe/t.vrt" -- \
+        "$dir/tests/mt_alloc" 2>&1)
+  local rc=$?
+  if [ $rc -ne 0 ] || [ ! -s "$probe/t.vrt" ]; then
+    echo "$out"
+    fail "a traced program under ASan exited $rc without a trace. If it is 139 (SIGSEGV) at start:" \
+         "the sanitizer runtime calls dlsym while it initializes, before its shadow memory exists, and" \
+         "dlsym is the preload's vrt_dlsym_filter (preload/lookup.c), which must not be instrumented" \
+         "(docs/RELIABILITY.md F8)"
+    rm -rf "$probe" "$logs"
+    return
+  fi
+  rm -rf "$probe"
+
+  note "ASan+UBSan: the end-to-end suite"
+  env "${env[@]}" python3 -m pytest -q -p no:cacheprovider -m "not slow and not forks" -k "not inject" tests/e2e \
+    || fail "the e2e suite under ASan+UBSan"
+  no_reports "$logs" "e2e under ASan+UBSan"
+  rm -rf "$logs"
+}
+
+# ---- TSan ------------------------------------------------------------------------------------
+
+# One program under `vramtrace run` with TSan: its exit status, the trace's live bytes against
+# what the program says it holds (its "held_bytes=", if it prints one), and no report.
+tsan_case() { # NAME EXPECTED_STATUS EXTRA_PRELOAD ARGV...
+  local name=$1 want=$2 extra=$3
+  shift 3
+  local work logs
+  work=$(mktemp -d)
+  logs=$(mktemp -d)
+  env LD_LIBRARY_PATH="$tdir/tests/doubles${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \
+      LD_PRELOAD="$tlib${extra:+:$extra}" VRAMTRACE_STACK_DEPTH=0 VRAMTRACE_THREAD_BUFFER=16M \
+      TSAN_OPTIONS="log_path=$logs/tsan:second_deadlock_stack=1${tsan_extra:+:$tsan_extra}" \
+      timeout -k 5 300 "$tdir/analyzer/vramtrace" run -q -o "$work/t.vrt" -- "$@" >"$work/out" 2>"$work/err"
+  local rc=$?
+  if [ $rc -ne "$want" ]; then
+    cat "$work/err"
+    fail "tsan $name: exit $rc, expected $want"
+  elif ! python3 - "$work/out" "$work/t.vrt" "$tdir/analyzer/vramtrace" <<'EOF'
+import json, re, subprocess, sys
+out, trace, vramtrace = sys.argv[1:]
+said = {k: int(v) for k, v in re.findall(r"(\w+)=(\d+)", open(out).read())}
+rep = json.loads(subprocess.run([vramtrace, "report", "--json", "-q", trace], capture_output=True, text=True,
+                                check=True).stdout)
+live = sum(d["live_bytes_at_end"] for d in rep["devices"])
+if "held_bytes" in said and live != said["held_bytes"]:
+    sys.exit(f"live at end {live} != held {said['held_bytes']}")
+if "main_bytes" in said and live < said["main_bytes"]:  # the handler's part: RELIABILITY.md F2
+    sys.exit(f"live at end {live} < {said['main_bytes']} held by the main thread")
+EOF
+  then
+    fail "tsan $name: the trace does not match what the program holds"
+  else
+    echo "tsan $name: ok"
+  fi
+  no_reports "$logs" "tsan $name"
+  rm -rf "$work" "$logs"
+}
+
+tsan_extra=
+tsan() {
+  tdir=$root/build-tsan
+  note "TSan: building $tdir"
+  build "$tdir" thread || { fail "build-tsan"; return; }
+  tlib=$(runtime tsan) || { fail "tsan runtime"; return; }
+  local t=$tdir/tests probe rc
+  note "TSan: the preload starts inside an instrumented program"
+  probe=$(mktemp -d)
+  LD_LIBRARY_PATH="$tdir/tests/doubles${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" LD_PRELOAD="$tlib" \
+    "$tdir/analyzer/vramtrace" run -q -o "$probe/t.vrt" -- "$t/stress_churn" 10 10 >/dev/null 2>&1
+  rc=$?
+  rm -rf "$probe"
+  if [ $rc -ne 0 ]; then
+    fail "a traced program under TSan exited $rc (139: the sanitizer runtime calls dlsym while it" \
+         "initializes, and the preload's vrt_dlsym_filter must not be instrumented: docs/RELIABILITY.md F8)"
+    return
+  fi
+  note "TSan: threaded paths of the preload"
+  tsan_case "8 threads" 0 "" "$t/mt_alloc"
+  tsan_case "64 threads" 0 "" "$t/stress_threads" 64 2
+  for i in 1 2 3; do
+    tsan_case "allocating while the trace closes ($i)" 0 "" "$t/stress_atexit" busy
+  done
+  # The runtime double allocates (calloc) inside the handler's CUDA call: the double is not
+  # async-signal-safe, and that is not what this case is about.
+  tsan_extra=report_signal_unsafe=0 tsan_case "signal handler in hooks" 0 "$tdir/tests/libstress_sigshim.so" \
+    "$t/stress_signal" 2000
+  tsan_case "control socket under load" 0 "$tdir/tests/libstress_fastrt.so" "$t/stress_churn" 100000 100
+  tsan_case "fatal-signal flush" 134 "" "$t/stress_crash" abort 300
+}
+
+for w in "${which[@]}"; do
+  case $w in
+    asan) asan ;;
+    tsan) tsan ;;
+    *) echo "usage: $0 [asan|tsan]..." >&2; exit 2 ;;
+  esac
+done
+if [ $failed -ne 0 ]; then
+  echo "test-sanitizers: FAILED"
+  exit 1
+fi
+echo "test-sanitizers: all passed"
