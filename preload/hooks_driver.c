@@ -15,13 +15,15 @@ static bool is_oom(CUresult r) { return r == CUDA_ERROR_OUT_OF_MEMORY; }
 
 int vrt_current_device_driver(void)
 {
-	static CUresult (*ctx_get_device)(CUdevice *);
-	static uint64_t next_try_ns;
-	if (!ctx_get_device && vrt_now_ns() >= next_try_ns) {
+	static _Atomic(void *) ctx_get_device_fn;
+	static _Atomic uint64_t next_try_ns;
+	if (!atomic_load_explicit(&ctx_get_device_fn, memory_order_acquire) && vrt_now_ns() >= atomic_load(&next_try_ns)) {
 		/* The driver may not be reachable yet: retry, but not on every allocation. */
-		*(void **)&ctx_get_device = vrt_driver_fn("cuCtxGetDevice", 2000);
-		next_try_ns = vrt_now_ns() + 100000000ull;
+		atomic_store_explicit(&ctx_get_device_fn, vrt_driver_fn("cuCtxGetDevice", 2000), memory_order_release);
+		atomic_store(&next_try_ns, vrt_now_ns() + 100000000ull);
 	}
+	CUresult (*ctx_get_device)(CUdevice *) =
+		(CUresult (*)(CUdevice *))atomic_load_explicit(&ctx_get_device_fn, memory_order_acquire);
 	CUdevice dev;
 	if (ctx_get_device && ctx_get_device(&dev) == CUDA_SUCCESS)
 		return dev;
@@ -348,9 +350,11 @@ VRT_DEFINE_HOOK(cuMemImportFromShareableHandle, CUresult,
 
 static uint64_t range_size(CUdeviceptr p)
 {
-	static CUresult (*get_range)(CUdeviceptr *, size_t *, CUdeviceptr);
-	if (!get_range)
-		*(void **)&get_range = vrt_driver_fn("cuMemGetAddressRange", 3020);
+	static _Atomic(void *) get_range_fn;
+	if (!atomic_load_explicit(&get_range_fn, memory_order_acquire))
+		atomic_store_explicit(&get_range_fn, vrt_driver_fn("cuMemGetAddressRange", 3020), memory_order_release);
+	CUresult (*get_range)(CUdeviceptr *, size_t *, CUdeviceptr) =
+		(CUresult (*)(CUdeviceptr *, size_t *, CUdeviceptr))atomic_load_explicit(&get_range_fn, memory_order_acquire);
 	CUdeviceptr base;
 	size_t size = 0;
 	if (get_range && get_range(&base, &size, p) != CUDA_SUCCESS)

@@ -16,10 +16,11 @@ static bool is_oom(cudaError_t r) { return r == cudaErrorMemoryAllocation; }
 
 int vrt_current_device_runtime(void)
 {
-	static cudaError_t (*get_device)(int *);
+	static _Atomic(void *) get_device_fn;
 	static _Atomic int looked;
-	if (!get_device && !atomic_exchange(&looked, 1)) /* once: a failed dlsym costs microseconds */
-		*(void **)&get_device = vrt_real_dlsym(RTLD_NEXT, "cudaGetDevice");
+	if (!atomic_load_explicit(&get_device_fn, memory_order_acquire) && !atomic_exchange(&looked, 1))
+		atomic_store_explicit(&get_device_fn, vrt_real_dlsym(RTLD_NEXT, "cudaGetDevice"), memory_order_release);
+	cudaError_t (*get_device)(int *) = (cudaError_t (*)(int *))atomic_load_explicit(&get_device_fn, memory_order_acquire);
 	int dev;
 	if (get_device && get_device(&dev) == cudaSuccess)
 		return dev;
@@ -224,9 +225,11 @@ static cudaError_t hook_cudaIpcOpenMemHandle(void *real, void **p, cudaIpcMemHan
 		return fn(p, h, flags);
 	cudaError_t r = fn(p, h, flags);
 	if (r == cudaSuccess) {
-		static int (*get_range)(unsigned long long *, size_t *, unsigned long long);
-		if (!get_range)
-			*(void **)&get_range = vrt_driver_fn("cuMemGetAddressRange", 3020);
+		static _Atomic(void *) get_range_fn;
+		if (!atomic_load_explicit(&get_range_fn, memory_order_acquire))
+			atomic_store_explicit(&get_range_fn, vrt_driver_fn("cuMemGetAddressRange", 3020), memory_order_release);
+		int (*get_range)(unsigned long long *, size_t *, unsigned long long) =
+			(int (*)(unsigned long long *, size_t *, unsigned long long))atomic_load_explicit(&get_range_fn, memory_order_acquire);
 		unsigned long long base;
 		size_t size = 0;
 		if (get_range && get_range(&base, &size, (uintptr_t)*p))

@@ -27,7 +27,11 @@ CUresult cuGetProcAddress(const char *symbol, void **pfn, int version, cuuint64_
 __attribute__((visibility("hidden"))) void *vrt_real_dlsym_ptr;
 static _Atomic(void *) real_get_proc_v2; /* the driver's own cuGetProcAddress_v2 */
 
-static void init_real_dlsym(void)
+/* Runs inside dlsym, which a sanitizer runtime calls while it initializes, before its shadow
+ * memory exists: never instrumented. */
+#define VRT_NO_SANITIZE __attribute__((no_sanitize("address", "thread", "undefined")))
+
+VRT_NO_SANITIZE static void init_real_dlsym(void)
 {
 	if (vrt_real_dlsym_ptr)
 		return;
@@ -252,7 +256,7 @@ static cudaError_t hook_cudaGetDriverEntryPointByVersion_ptsz(void *real, const 
 /* ---- dlsym ------------------------------------------------------------------------------ */
 
 /* Called by the dlsym stub. Returns VRT_PASS for "let the real dlsym answer". */
-__attribute__((visibility("hidden"))) void *vrt_dlsym_filter(void *handle, const char *name)
+VRT_NO_SANITIZE __attribute__((visibility("hidden"))) void *vrt_dlsym_filter(void *handle, const char *name)
 {
 	init_real_dlsym();
 	if (handle == RTLD_NEXT || !name || name[0] != 'c' || name[1] != 'u')
