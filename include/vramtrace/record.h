@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Record codec shared by the writer (preload) and the reader (analyzer): LEB128 varints and the
- * generic, layout-driven encoding of one record (see format.h, VRT_RECORD_LAYOUTS).
+ * generic, layout-driven encoding of one record (see format.h, VRT_RECORD_LAYOUTS); decoding
+ * also has a straight-line path for the hot event ops.
  * Header-only so both sides compile the exact same code.
  */
 #ifndef VRAMTRACE_RECORD_H
@@ -128,11 +129,12 @@ static inline bool vrt_fits_u32(uint64_t v) { return v <= UINT32_MAX; }
 static inline bool vrt_fits_i32(int64_t v) { return v >= INT32_MIN && v <= INT32_MAX; }
 
 /*
- * Decodes one record starting at *pp. On success advances *pp and returns 0; otherwise returns
- * VRT_E_RECORD (unknown opcode, truncated field, or a value out of its field's range).
+ * The layout interpreter behind vrt_record_decode, for every op. Decodes one record starting at
+ * *pp. On success advances *pp and returns 0; otherwise returns VRT_E_RECORD (unknown opcode,
+ * truncated field, or a value out of its field's range).
  */
-static inline int vrt_record_decode(const uint8_t **pp, const uint8_t *end, struct vrt_record *r,
-				    struct vrt_delta *d)
+static inline int vrt_record_decode_generic(const uint8_t **pp, const uint8_t *end, struct vrt_record *r,
+					    struct vrt_delta *d)
 {
 	const uint8_t *p = *pp;
 	if (p >= end)
@@ -197,6 +199,119 @@ static inline int vrt_record_decode(const uint8_t **pp, const uint8_t *end, stru
 	}
 	*pp = p;
 	return 0;
+}
+
+/* Input that vrt_record_decode_hot reads without bounds checks: the opcode and 9 varints of at
+ * most 10 bytes, the longest hot layout. */
+#define VRT_RECORD_HOT_MIN_INPUT (1u + 9u * 10u)
+
+/*
+ * vrt_get_uvarint for input known to hold 10 more bytes. Returns the end of the varint, or NULL
+ * where vrt_get_uvarint returns 0 (the value exceeds 64 bits).
+ */
+static inline const uint8_t *vrt_get_uvarint_unchecked(const uint8_t *p, uint64_t *out)
+{
+	uint64_t b = *p++;
+	if (b < 0x80) {
+		*out = b;
+		return p;
+	}
+	uint64_t v = b & 0x7f;
+	for (unsigned shift = 7; shift < 63; shift += 7) {
+		b = *p++;
+		v |= (b & 0x7f) << shift;
+		if (b < 0x80) {
+			*out = v;
+			return p;
+		}
+	}
+	b = *p++;
+	if (b > 1)
+		return NULL;
+	*out = v | b << 63;
+	return p;
+}
+
+/*
+ * Straight-line decoding of the ops that make up nearly every event chunk, whose layouts are
+ *   ALLOC, SEED   t p d k a s x q S
+ *   FREE          t p d k a s q S T
+ *   BLOCK_ALLOC   t p d a s x q S
+ *   BLOCK_FREE    t p d a s q S T
+ * (format.h, VRT_RECORD_LAYOUTS). Returns true with the same record, cursor and delta state as
+ * vrt_record_decode_generic; false, having changed nothing, for any other op, input shorter than
+ * VRT_RECORD_HOT_MIN_INPUT, or a record the generic decoder rejects, so that the caller can run
+ * the generic decoder and get its verdict. tests/unit/test_decode_hot.c holds the two equal.
+ */
+static inline bool vrt_record_decode_hot(const uint8_t **pp, const uint8_t *end, struct vrt_record *r,
+					 struct vrt_delta *d)
+{
+	const uint8_t *p = *pp;
+	if (end - p < (ptrdiff_t)VRT_RECORD_HOT_MIN_INPUT)
+		return false;
+	uint8_t op = *p++;
+	bool blocks = op == VRT_OP_BLOCK_ALLOC || op == VRT_OP_BLOCK_FREE;
+	bool ends = op == VRT_OP_FREE || op == VRT_OP_BLOCK_FREE; /* T instead of x */
+	if (!blocks && !ends && op != VRT_OP_ALLOC && op != VRT_OP_SEED)
+		return false;
+	uint64_t ts, api, dev, kind = 0, addr, size, aux = 0, stream, stack, stack2 = 0;
+#define VRT_HOT_FIELD(v)                                            \
+	do {                                                        \
+		if (!(p = vrt_get_uvarint_unchecked(p, &(v)))) \
+			return false;                               \
+	} while (0)
+	VRT_HOT_FIELD(ts);
+	VRT_HOT_FIELD(api);
+	VRT_HOT_FIELD(dev);
+	if (!blocks)
+		VRT_HOT_FIELD(kind);
+	VRT_HOT_FIELD(addr);
+	VRT_HOT_FIELD(size);
+	if (!ends)
+		VRT_HOT_FIELD(aux);
+	VRT_HOT_FIELD(stream);
+	VRT_HOT_FIELD(stack);
+	if (ends)
+		VRT_HOT_FIELD(stack2);
+#undef VRT_HOT_FIELD
+	int64_t device = vrt_unzigzag(dev);
+	if (api >= VRT_API_LAST || !vrt_fits_i32(device) || kind >= VRT_KIND_LAST || !vrt_fits_u32(stack) ||
+	    !vrt_fits_u32(stack2))
+		return false;
+	d->ts += (uint64_t)vrt_unzigzag(ts);
+	d->addr += (uint64_t)vrt_unzigzag(addr);
+	/* Field by field: a struct assignment zeroes the whole record first (rep stos, slower). */
+	r->op = op;
+	r->ts = d->ts;
+	r->addr = d->addr;
+	r->size = size;
+	r->aux = aux;
+	r->aux2 = 0;
+	r->stream = stream;
+	r->id = 0;
+	r->id2 = 0;
+	r->api = (uint32_t)api;
+	r->device = (int32_t)device;
+	r->kind = (uint32_t)kind;
+	r->stack = (uint32_t)stack;
+	r->stack2 = (uint32_t)stack2;
+	r->result = 0;
+	r->bytes_len = 0;
+	r->bytes = NULL;
+	*pp = p;
+	return true;
+}
+
+/*
+ * Decodes one record starting at *pp. On success advances *pp and returns 0; otherwise returns
+ * VRT_E_RECORD (unknown opcode, truncated field, or a value out of its field's range).
+ */
+static inline int vrt_record_decode(const uint8_t **pp, const uint8_t *end, struct vrt_record *r,
+				    struct vrt_delta *d)
+{
+	if (vrt_record_decode_hot(pp, end, r, d))
+		return 0;
+	return vrt_record_decode_generic(pp, end, r, d);
 }
 
 /* crc32c (Castagnoli). The SSE4.2 instruction does 8 bytes a cycle; the bitwise loop is the
