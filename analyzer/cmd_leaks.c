@@ -67,40 +67,70 @@ struct leaks {
 	uint32_t scan;           /* index of the current scan (entry K+1, or the end) */
 };
 
-/* ---- choosing the phase ----------------------------------------------------------------- */
+/* ---- choosing the phase and the layer ------------------------------------------------- */
 
 struct phase_count {
 	uint32_t name;
 	uint64_t enters;
 };
 
-/* The phase the user named, or the one entered most often (at least twice). */
-static const char *pick_phase(struct vrt_trace *t, const char *wanted, bool *by_mark)
-{
-	*by_mark = wanted && !strncmp(wanted, "mark:", 5);
-	if (wanted)
-		return *by_mark ? wanted + 5 : wanted;
+/* What one pass over the trace learns before the replay that counts. */
+struct survey {
 	struct phase_count counts[64];
-	int n = 0;
+	int n_counts;
+	struct vrt_blocks_probe blocks; /* up to --until-mark, as the replay will see it */
+};
+
+static void count_phase(struct survey *s, uint32_t name)
+{
+	int i = 0;
+	while (i < s->n_counts && s->counts[i].name != name)
+		i++;
+	if (i == s->n_counts && s->n_counts < 64)
+		s->counts[s->n_counts++] = (struct phase_count){ name, 0 };
+	if (i < s->n_counts)
+		s->counts[i].enters++;
+}
+
+/*
+ * One pass for what the replay needs to know first: the phases entered (over the whole trace)
+ * when none was named, and whether tensor blocks exist when --layer does not say. A bad record
+ * before --until-mark fails here, as the replay would.
+ */
+static int survey(struct vrt_trace *t, const struct leaks_options *o, bool want_phases, struct survey *s)
+{
+	bool want_blocks = !o->layer, before_mark = true;
 	struct vrt_replay rp;
 	struct vrt_record r;
 	vrt_replay_begin(&rp, t);
-	while (vrt_replay_next(&rp, &r)) {
-		if (r.op != VRT_OP_PHASE_ENTER)
-			continue;
-		int i = 0;
-		while (i < n && counts[i].name != r.id)
-			i++;
-		if (i == n && n < 64)
-			counts[n++] = (struct phase_count){ (uint32_t)r.id, 0 };
-		if (i < n)
-			counts[i].enters++;
+	while ((want_phases || (want_blocks && before_mark && !s->blocks.any_blocks)) && vrt_replay_next(&rp, &r)) {
+		if (want_phases && r.op == VRT_OP_PHASE_ENTER)
+			count_phase(s, (uint32_t)r.id);
+		before_mark = before_mark && !vrt_is_mark(t, &r, o->until_mark);
+		if (before_mark)
+			vrt_blocks_probe_apply(&s->blocks, &r);
 	}
+	if (rp.error && before_mark)
+		return vrt_fail(rp.error, "%s: stopped at a bad record after %llu events", t->path,
+				(unsigned long long)s->blocks.events);
+	return 0;
+}
+
+/* The phase (or, after "mark:", the mark label) the user named. */
+static const char *phase_named(const char *wanted, bool *by_mark)
+{
+	*by_mark = !strncmp(wanted, "mark:", 5);
+	return *by_mark ? wanted + 5 : wanted;
+}
+
+/* The phase entered most often (at least twice). */
+static const char *most_entered(const struct vrt_trace *t, const struct survey *s)
+{
 	int best = -1;
-	for (int i = 0; i < n; i++)
-		if (counts[i].enters >= 2 && (best < 0 || counts[i].enters > counts[best].enters))
+	for (int i = 0; i < s->n_counts; i++)
+		if (s->counts[i].enters >= 2 && (best < 0 || s->counts[i].enters > s->counts[best].enters))
 			best = i;
-	return best < 0 ? NULL : vrt_string(t, counts[best].name);
+	return best < 0 ? NULL : vrt_string(t, s->counts[best].name);
 }
 
 /* ---- counting --------------------------------------------------------------------------- */
@@ -269,9 +299,9 @@ static int replay(struct leaks *lk, struct vrt_model *m)
 		if (vrt_is_mark(lk->t, &r, lk->o->until_mark))
 			break;
 		vrt_model_apply(m, &r, &e);
-		double now = vrt_ts_seconds(lk->t, r.ts);
 		int kind;
 		if (is_boundary(lk, &r, &kind)) {
+			double now = vrt_ts_seconds(lk->t, r.ts);
 			if (kind == 1 && lk->depth++ == 0) {
 				int rc = open_invocation(lk, m, now);
 				if (rc)
@@ -300,7 +330,8 @@ static int replay(struct leaks *lk, struct vrt_model *m)
 	}
 	vrt_progress_end(&pr);
 	if (rp.error)
-		return vrt_fail(rp.error, "%s: stopped at a bad record", lk->t->path);
+		return vrt_fail(rp.error, "%s: stopped at a bad record after %llu events", lk->t->path,
+				(unsigned long long)m->events);
 	if (lk->n_inv) {
 		struct invocation *last = &lk->inv[lk->n_inv - 1];
 		if (!last->exit_event)
@@ -664,7 +695,13 @@ static int leaks_one(const char *path, const struct leaks_options *o, bool many,
 		vrt_trace_close(&t);
 		return vrt_fail(VRT_E_NOMEM, "leaks");
 	}
-	lk.name = pick_phase(&t, o->phase, &lk.by_mark);
+	/* Surveyed to pick the phase, or to learn the layer of a named phase that exists. */
+	const char *named = o->phase ? phase_named(o->phase, &lk.by_mark) : NULL;
+	struct survey sv = { 0 };
+	int survey_rc = 0;
+	if (!named || (!o->layer && string_id_of(&t, named)))
+		survey_rc = survey(&t, o, !named, &sv);
+	lk.name = named ? named : most_entered(&t, &sv);
 	lk.name_id = lk.name ? string_id_of(&t, lk.name) : 0;
 	if (o->json && many)
 		fputs(first ? "{\"processes\": [" : ", ", stdout);
@@ -673,14 +710,11 @@ static int leaks_one(const char *path, const struct leaks_options *o, bool many,
 	if (lk.name && !lk.name_id && !o->quiet)
 		fprintf(stderr, "vramtrace: %s: no phase or mark named \"%s\"; looking for growth without phases\n", path,
 			lk.name);
-	if (lk.name_id) {
-		/* A first pass tells whether tensors exist before counting anything. */
-		struct vrt_model probe;
-		if (!(rc = vrt_model_init(&probe)) && !(rc = vrt_report_replay(&t, &probe, true, o->until_mark)))
-			lk.blocks = o->layer ? !strcmp(o->layer, "tensors") : probe.any_blocks;
-		vrt_model_free(&probe);
-		if (!rc)
-			rc = replay(&lk, &m);
+	if (survey_rc) {
+		rc = survey_rc;
+	} else if (lk.name_id) {
+		lk.blocks = o->layer ? !strcmp(o->layer, "tensors") : sv.blocks.any_blocks;
+		rc = replay(&lk, &m);
 		if (!rc) {
 			struct vrt_sites sites;
 			sites_total(&lk, &sites);

@@ -253,6 +253,15 @@ static void context_reset(struct vrt_model *m, int device, struct vrt_effect *e)
 	}
 }
 
+/* Whether checkpoint items are taken in after r: at the start of a wrapped ring, or when tracing
+ * began late (attach). */
+static bool seeding_after(bool seeding, uint64_t events, const struct vrt_record *r)
+{
+	if (r->op == VRT_OP_CP_BEGIN)
+		return !events || r->id == VRT_CP_ATTACH;
+	return r->op == VRT_OP_CP_END ? false : seeding;
+}
+
 void vrt_model_apply(struct vrt_model *m, const struct vrt_record *r, struct vrt_effect *out)
 {
 	struct vrt_effect scratch, *e = out ? out : &scratch;
@@ -267,13 +276,12 @@ void vrt_model_apply(struct vrt_model *m, const struct vrt_record *r, struct vrt
 			m->phase_seq = r->aux;
 		return;
 	case VRT_OP_CP_BEGIN:
-		/* Take the items in at the start of a wrapped ring, or when tracing began late. */
-		m->seeding = !m->events || r->id == VRT_CP_ATTACH;
+		m->seeding = seeding_after(m->seeding, m->events, r);
 		if (!m->events)
 			m->last_ts = r->ts;
 		return;
 	case VRT_OP_CP_END:
-		m->seeding = false;
+		m->seeding = seeding_after(m->seeding, m->events, r);
 		return;
 	}
 	m->events++;
@@ -317,6 +325,20 @@ void vrt_model_apply(struct vrt_model *m, const struct vrt_record *r, struct vrt
 		m->tensor_events[vrt_device_slot(e->item.device)]++;
 	if (e->kind == VRT_EFFECT_DIED && e->item.space == VRT_IS_BLOCK)
 		m->tensor_events[vrt_device_slot(e->item.device)]++;
+}
+
+/*
+ * A block is born by every BLOCK_ALLOC, and by a block's CP_LIVE while seeding. born() skips one
+ * only when a block already holds its address, which set any_blocks when it was born; so these
+ * two rules give vrt_model_apply's any_blocks exactly.
+ */
+void vrt_blocks_probe_apply(struct vrt_blocks_probe *p, const struct vrt_record *r)
+{
+	bool cp = r->op >= VRT_OP_CP_BEGIN && r->op <= VRT_OP_CP_END;
+	p->seeding = seeding_after(p->seeding, p->events, r);
+	p->events += !cp;
+	p->any_blocks |= r->op == VRT_OP_BLOCK_ALLOC ||
+			 (r->op == VRT_OP_CP_LIVE && p->seeding && space_of((uint32_t)r->id2) == VRT_IS_BLOCK);
 }
 
 void vrt_model_each(const struct vrt_model *m, void (*fn)(void *ctx, const struct vrt_item *it), void *ctx)

@@ -71,6 +71,12 @@ void vrt_model_free(struct vrt_model *m);
 /* Applies one record; fills *e when non-NULL. Checkpoint records seed the model only while it
  * is empty (the start of a ring that wrapped); later ones are consistency points. */
 void vrt_model_apply(struct vrt_model *m, const struct vrt_record *r, struct vrt_effect *e);
+/* What vrt_model_apply would set any_blocks to, learnt without a live set (a cheap first pass). */
+struct vrt_blocks_probe {
+	uint64_t events;
+	bool seeding, any_blocks;
+};
+void vrt_blocks_probe_apply(struct vrt_blocks_probe *p, const struct vrt_record *r);
 /* Calls fn for every live item. */
 void vrt_model_each(const struct vrt_model *m, void (*fn)(void *ctx, const struct vrt_item *it), void *ctx);
 int vrt_device_slot(int device);
