@@ -570,6 +570,8 @@ static int find_lows(struct leaks *lk, struct lows *lw, uint64_t total_events)
 	vrt_replay_begin(&rp, lk->t);
 	while (vrt_replay_next(&rp, &r)) {
 		vrt_model_apply(&m, &r, NULL);
+		if (!m.events)
+			continue; /* a checkpoint before the first event belongs to no window */
 		int w = (int)((m.events - 1) * WINDOWS / (total_events ? total_events : 1));
 		int64_t live = live_total(lk, &m);
 		if (w < WINDOWS && live < lw->min_live[w]) {
