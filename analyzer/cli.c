@@ -4,6 +4,7 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -147,6 +148,19 @@ static long number_after(const char *name, const char *tag)
 	return p ? strtol(p + strlen(tag), NULL, 10) : -1;
 }
 
+/* NAME.vrt, or NAME.vrt.N: older preloads added ".N" after the extension when a name was taken. */
+static bool trace_name(const char *name)
+{
+	size_t len = strlen(name), digits = 0;
+	while (digits < len && name[len - 1 - digits] >= '0' && name[len - 1 - digits] <= '9')
+		digits++;
+	if (digits && digits < len && name[len - 1 - digits] == '.')
+		len -= digits + 1;
+	return len > 4 && !strncmp(name + len - 4, ".vrt", 4);
+}
+
+/* The traces in a directory: regular files only. The preload never makes a link, so a link
+ * there was planted or made by hand; name it to read it. */
 static int add_dir(const char *dir, struct input **in, int *n, int *cap)
 {
 	DIR *d = opendir(dir);
@@ -154,9 +168,14 @@ static int add_dir(const char *dir, struct input **in, int *n, int *cap)
 		return VRT_E_IO;
 	struct dirent *e;
 	while ((e = readdir(d))) {
-		size_t len = strlen(e->d_name);
-		if (len < 5 || strcmp(e->d_name + len - 4, ".vrt"))
+		struct stat st;
+		if (!trace_name(e->d_name))
 			continue;
+		const char *sep = dir[0] && dir[strlen(dir) - 1] == '/' ? "" : "/";
+		if (fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) || !S_ISREG(st.st_mode)) {
+			fprintf(stderr, "vramtrace: note: %s%s%s is not a regular file; skipped\n", dir, sep, e->d_name);
+			continue;
+		}
 		if (*n == *cap) {
 			*cap = *cap ? *cap * 2 : 16;
 			struct input *ni = realloc(*in, (size_t)*cap * sizeof(**in));
@@ -167,7 +186,7 @@ static int add_dir(const char *dir, struct input **in, int *n, int *cap)
 			*in = ni;
 		}
 		struct input *it = &(*in)[(*n)++];
-		if (asprintf(&it->path, "%s/%s", dir, e->d_name) < 0)
+		if (asprintf(&it->path, "%s%s%s", dir, sep, e->d_name) < 0)
 			it->path = NULL;
 		long rank = number_after(e->d_name, "rank");
 		it->rank = rank < 0 ? 1L << 30 : rank;

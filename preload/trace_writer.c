@@ -67,8 +67,10 @@ static int pwrite_all(int fd, const void *buf, size_t len, uint64_t off)
 int vrt_trace_create(const char *path, char *chosen, size_t chosen_len)
 {
 	char name[4096];
+	size_t len = strlen(path), stem = len > 4 && !strcmp(path + len - 4, ".vrt") ? len - 4 : len;
 	for (int attempt = 0; attempt < 100; attempt++) {
-		int n = attempt ? snprintf(name, sizeof(name), "%s.%d", path, attempt)
+		/* The suffix goes before the extension: a directory's traces are its *.vrt files. */
+		int n = attempt ? snprintf(name, sizeof(name), "%.*s.%d%s", (int)stem, path, attempt, path + stem)
 				: snprintf(name, sizeof(name), "%s", path);
 		if (n < 0 || (size_t)n >= sizeof(name))
 			return VRT_E_ARG;

@@ -46,8 +46,9 @@ int vrt_writer_fd(const struct vrt_writer *w);
 uint64_t vrt_writer_file_bytes(const struct vrt_writer *w);
 void vrt_writer_close(struct vrt_writer *w);
 
-/* Opens path for a new trace: O_EXCL|O_NOFOLLOW, mode 0600; if it exists, tries path.1, .2...
- * Writes the chosen name to chosen (if not NULL). Returns fd or a negative vrt_error. */
+/* Opens path for a new trace: O_EXCL|O_NOFOLLOW, mode 0600; if it exists, tries NAME.1.vrt,
+ * NAME.2.vrt... for a path NAME.vrt (path.1, path.2... for any other path). Writes the chosen
+ * name to chosen (if not NULL). Returns fd or a negative vrt_error. */
 int vrt_trace_create(const char *path, char *chosen, size_t chosen_len);
 
 #endif /* VRAMTRACE_TRACE_WRITER_H */
