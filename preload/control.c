@@ -46,6 +46,21 @@ static bool same_user(int fd)
 	return !getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) && cred.uid == getuid();
 }
 
+/*
+ * A refused peer's request is read (and dropped) before the refusal is sent: closing a socket
+ * with unread data resets the connection, and the peer would read that instead of the reply.
+ * The wait is short: a peer of another user must not hold up the collector.
+ */
+static void drop_request(int fd)
+{
+	struct pollfd p = { fd, POLLIN, 0 };
+	char byte;
+	if (poll(&p, 1, 100) == 1) {
+		ssize_t ignored = recv(fd, &byte, 1, MSG_DONTWAIT | MSG_TRUNC); /* the whole datagram goes */
+		(void)ignored;
+	}
+}
+
 static const char *mode_name(int mode)
 {
 	return mode == VRT_MODE_FULL ? "full" : mode == VRT_MODE_ARMED ? "armed" : "off";
@@ -144,6 +159,7 @@ void vrt_control_serve(struct collector *c, int listen_fd)
 	char reply[512] = "";
 	int status = VRT_E_PERM;
 	if (!same_user(fd)) {
+		drop_request(fd);
 		snprintf(reply, sizeof(reply), "refused: not the same user");
 	} else if (poll(&p, 1, 1000) == 1) {
 		ssize_t n = recv(fd, buf, sizeof(buf), MSG_DONTWAIT | MSG_TRUNC);
