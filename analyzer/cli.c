@@ -102,6 +102,8 @@ int vrt_open_or_fail(struct vrt_trace *t, const char *path)
 	return vrt_fail(rc, "cannot read %s", path);
 }
 
+const char *vrt_write_error_text(int32_t detail) { return detail > 0 ? strerror(detail) : vrt_strerror(detail); }
+
 void vrt_warn_trace_state(const struct vrt_trace *t, bool quiet)
 {
 	if (quiet)
@@ -110,6 +112,10 @@ void vrt_warn_trace_state(const struct vrt_trace *t, bool quiet)
 	if (!t->state_valid)
 		fprintf(stderr, "vramtrace: warning: %s: the state block is damaged; reading what the chunks hold\n",
 			t->path);
+	else if (s->end_reason == VRT_END_WRITE_FAILED)
+		fprintf(stderr, "vramtrace: warning: %s: the trace was cut short at %.3f s: writing it failed (%s); "
+				"the process went on untraced\n",
+			t->path, (double)s->end_ts * t->hdr.ts_unit_ns / 1e9, vrt_write_error_text(s->end_detail));
 	else if (s->end_reason != VRT_END_EXIT)
 		fprintf(stderr, "vramtrace: note: %s: process %s%s\n", t->path, vrt_end_reason_text(s->end_reason),
 			s->end_reason == VRT_END_SIGNAL || s->end_reason == VRT_END_KILLED ? " (see `vramtrace info`)" : "");

@@ -44,6 +44,8 @@ const char *vrt_bytes(int64_t bytes);
 int vrt_open_or_fail(struct vrt_trace *t, const char *path);
 /* Warnings about a trace that was cut short, wrapped, or damaged; to stderr unless quiet. */
 void vrt_warn_trace_state(const struct vrt_trace *t, bool quiet);
+/* Why writing a trace failed, from its VRT_END_WRITE_FAILED end_detail (an errno or a vrt_error). */
+const char *vrt_write_error_text(int32_t detail);
 
 /* Expands arguments into trace files: directories give their *.vrt files (sorted by rank, pid). */
 int vrt_collect_inputs(int argc, char **argv, char ***paths, int *n);

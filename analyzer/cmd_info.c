@@ -30,6 +30,8 @@ static void print_text(const struct vrt_trace *t)
 			printf(" (signal %d)", s->end_detail);
 		else if (s->end_reason == VRT_END_EXIT && s->end_detail >= 0)
 			printf(" (status %d)", s->end_detail);
+		else if (s->end_reason == VRT_END_WRITE_FAILED)
+			printf(" (%s)", vrt_write_error_text(s->end_detail));
 		printf(" after %.3f s\n", vrt_ts_seconds(t, s->end_ts));
 		printf("events     %" PRIu64 " written, %" PRIu64 " lost\n", s->events_written, s->events_lost);
 	} else {

@@ -10,6 +10,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "cli.h"
@@ -150,37 +151,67 @@ static void forward(int sig)
 		kill(child, sig);
 }
 
-/* Records how the process ended: its exit status, or the signal that killed it before it
- * could close its trace. */
-static void record_end(const char *path, int status)
+static uint64_t monotonic_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/*
+ * Records how the process ended in a trace that does not say: its exit status, or the signal
+ * that killed it before it could close its trace, and when (ended_ns: CLOCK_MONOTONIC, the
+ * preload's clock too). An end the trace states is left alone, except an exit status the
+ * preload could not know. Returns whether the file is a trace; *s is its state block then.
+ */
+static bool record_end(const char *path, int status, uint64_t ended_ns, struct vrt_file_state *s)
 {
 	int fd = open(path, O_RDWR | O_CLOEXEC | O_NOFOLLOW);
 	if (fd < 0)
-		return;
-	struct vrt_file_state s;
-	if (pread(fd, &s, sizeof(s), VRT_STATE_OFFSET) == sizeof(s) &&
-	    s.crc == vrt_crc32c(0, &s, offsetof(struct vrt_file_state, crc))) {
-		if (WIFSIGNALED(status) && s.end_reason == VRT_END_RUNNING) {
-			s.end_reason = VRT_END_KILLED;
-			s.end_detail = WTERMSIG(status);
-		} else if (WIFEXITED(status) && (s.end_reason == VRT_END_RUNNING ||
-						     (s.end_reason == VRT_END_EXIT && s.end_detail < 0))) {
-			/* RUNNING here: it left through _exit(), skipping the preload's destructor. */
-			s.end_reason = VRT_END_EXIT;
-			s.end_detail = WEXITSTATUS(status);
-		} else {
-			close(fd);
-			return;
-		}
-		s.generation++;
-		s.crc = vrt_crc32c(0, &s, offsetof(struct vrt_file_state, crc));
-		ssize_t ignored = pwrite(fd, &s, sizeof(s), VRT_STATE_OFFSET);
-		(void)ignored;
+		return false;
+	struct vrt_file_header h;
+	bool trace = pread(fd, &h, sizeof(h), 0) == sizeof(h) && !memcmp(h.magic, VRT_FILE_MAGIC, VRT_FILE_MAGIC_LEN) &&
+		     h.header_crc == vrt_crc32c(0, &h, offsetof(struct vrt_file_header, header_crc)) && h.ts_unit_ns &&
+		     h.state.crc == vrt_crc32c(0, &h.state, offsetof(struct vrt_file_state, crc));
+	*s = h.state;
+	bool running = s->end_reason == VRT_END_RUNNING;
+	if (!trace) {
+		close(fd);
+		return false;
 	}
+	if (WIFSIGNALED(status) && running) {
+		s->end_reason = VRT_END_KILLED;
+		s->end_detail = WTERMSIG(status);
+	} else if (WIFEXITED(status) && (running || (s->end_reason == VRT_END_EXIT && s->end_detail < 0))) {
+		/* RUNNING here: it left through _exit(), skipping the preload's destructor. */
+		s->end_reason = VRT_END_EXIT;
+		s->end_detail = WEXITSTATUS(status);
+	} else {
+		close(fd);
+		return true;
+	}
+	if (running && ended_ns > h.start_monotonic_ns)
+		s->end_ts = (ended_ns - h.start_monotonic_ns) / h.ts_unit_ns;
+	s->generation++;
+	s->crc = vrt_crc32c(0, s, offsetof(struct vrt_file_state, crc));
+	ssize_t ignored = pwrite(fd, s, sizeof(*s), VRT_STATE_OFFSET);
+	(void)ignored;
 	close(fd);
+	return true;
 }
 
-static void report_trace(const struct run_options *o, bool is_dir, int status)
+/* Whether the preload could have created path: its directory is writable and searchable. */
+static bool creatable(const char *path)
+{
+	char dir[PATH_MAX];
+	snprintf(dir, sizeof(dir), "%s", path);
+	char *slash = strrchr(dir, '/');
+	if (slash)
+		slash[slash == dir] = 0; /* "/x" -> "/" */
+	return !access(slash ? dir : ".", W_OK | X_OK);
+}
+
+static void report_trace(const struct run_options *o, bool is_dir, int status, uint64_t ended_ns)
 {
 	char path[PATH_MAX];
 	if (o->output && !is_dir)
@@ -188,11 +219,19 @@ static void report_trace(const struct run_options *o, bool is_dir, int status)
 	else
 		snprintf(path, sizeof(path), "%s%svramtrace.%d.vrt", o->output ? o->output : ".",
 			 o->output && o->output[strlen(o->output) - 1] != '/' ? "/" : o->output ? "" : "/", (int)child);
-	record_end(path, status);
+	struct vrt_file_state s;
+	bool trace = record_end(path, status, ended_ns, &s);
 	if (o->quiet)
 		return;
-	if (access(path, R_OK) == 0)
+	if (trace && s.end_reason == VRT_END_WRITE_FAILED)
+		fprintf(stderr, "vramtrace: trace: %s (cut short: writing it failed: %s)\n", path,
+			vrt_write_error_text(s.end_detail));
+	else if (trace)
 		fprintf(stderr, "vramtrace: trace: %s\n", path);
+	else if (access(path, F_OK) == 0)
+		fprintf(stderr, "vramtrace: %s is not a complete trace: the preload could not write it (see above)\n", path);
+	else if (!creatable(path))
+		fprintf(stderr, "vramtrace: no trace was written: %s cannot be created (%s)\n", path, strerror(errno));
 	else if (is_dir)
 		fprintf(stderr, "vramtrace: traces: %s (one file per process)\n", o->output);
 	else
@@ -231,7 +270,7 @@ int vrt_cmd_run(int argc, char **argv)
 	int status = 0;
 	while (waitpid(child, &status, 0) < 0 && errno == EINTR)
 		;
-	report_trace(&o, is_dir, status);
+	report_trace(&o, is_dir, status, monotonic_ns());
 	if (WIFSIGNALED(status))
 		return 128 + WTERMSIG(status);
 	return WEXITSTATUS(status);

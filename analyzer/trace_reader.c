@@ -421,7 +421,9 @@ static size_t find_replay_start(const struct vrt_trace *t)
 
 int vrt_trace_open(struct vrt_trace *t, const char *path)
 {
+	static uint64_t opened;
 	memset(t, 0, sizeof(*t));
+	t->serial = ++opened;
 	snprintf(t->path, sizeof(t->path), "%s", path);
 	t->fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (t->fd < 0)
@@ -520,6 +522,7 @@ const char *vrt_end_reason_text(uint32_t reason)
 	case VRT_END_DISABLED: return "tracing disabled itself after an internal error";
 	case VRT_END_EXEC: return "replaced by exec";
 	case VRT_END_DETACHED: return "tracing stopped (attach --stop)";
+	case VRT_END_WRITE_FAILED: return "continued untraced: writing the trace failed";
 	}
 	return "unknown";
 }

@@ -88,6 +88,7 @@ struct vrt_trace {
 	uint64_t garbage_bytes;       /* bytes skipped while resynchronising */
 	bool truncated;               /* the log ends in a partial chunk */
 	struct vrt_tables tables;
+	uint64_t serial;              /* distinct for every trace opened by this process */
 	void *dctx;
 	uint8_t *raw;
 	size_t raw_cap;

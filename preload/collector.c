@@ -29,11 +29,31 @@ struct collector vrt_collector = { .wake_fd = -1, .control_fd = -1 };
 void vrt_collector_wake(void)
 {
 	uint64_t one = 1;
-	if (vrt_collector.wake_fd >= 0) {
-		ssize_t ignored = write(vrt_collector.wake_fd, &one, sizeof(one));
+	int fd = atomic_load_explicit(&vrt_collector.wake_fd, memory_order_relaxed);
+	if (fd >= 0) {
+		ssize_t ignored = write(fd, &one, sizeof(one));
 		(void)ignored;
 	}
 }
+
+/* ---- fork sections (internal.h, "Fork safety") -------------------------------------------- */
+
+static _Atomic int fork_section; /* the collector's mark */
+static int fork_section_depth;   /* whoever runs the collector's work: one thread at a time */
+
+void vrt_collector_section_enter(void)
+{
+	if (!fork_section_depth++)
+		vrt_fork_park(&fork_section);
+}
+
+void vrt_collector_section_leave(void)
+{
+	if (!--fork_section_depth)
+		vrt_fork_section_leave(&fork_section);
+}
+
+bool vrt_collector_wait_parked(uint64_t deadline_ns) { return vrt_fork_wait_clear(&fork_section, deadline_ns); }
 
 static uint64_t to_units(const struct collector *c, uint64_t ns)
 {
@@ -458,7 +478,9 @@ void vrt_collector_drain(struct collector *c)
 	for (int i = 0; i < n; i++)
 		atomic_store_explicit(&cur[i].b->tail, cur[i].pos, memory_order_release);
 	report_unflushed_losses(c);
+	vrt_collector_section_enter(); /* a fork's prepare handler walks the list we unlink from */
 	vrt_tbuf_reclaim_dead();
+	vrt_collector_section_leave();
 }
 
 /* ---- mode changes ----------------------------------------------------------------------- */
@@ -488,8 +510,11 @@ static void wait_for_work(struct collector *c, int timeout_ms)
 		ssize_t ignored = read(c->wake_fd, &v, sizeof(v));
 		(void)ignored;
 	}
-	if (n > 0 && c->control_fd >= 0 && (fds[1].revents & POLLIN))
+	if (n > 0 && c->control_fd >= 0 && (fds[1].revents & POLLIN)) {
+		vrt_collector_section_enter(); /* attach and detach walk the loaded objects */
 		vrt_control_serve(c, c->control_fd);
+		vrt_collector_section_leave();
+	}
 }
 
 static void finish_crash(struct collector *c)
@@ -501,6 +526,46 @@ static void finish_crash(struct collector *c)
 	syscall(SYS_futex, &c->crash_done, FUTEX_WAKE, 1, NULL, NULL, 0);
 }
 
+/*
+ * After a failed exec, a new file continues the trace. The old file's definitions are written
+ * again (encoded as intern.c does) under the same ids, so the threads' stack caches, the live
+ * set and events already published stay valid; the file starts with the live set.
+ */
+static void redefine_all(struct collector *c)
+{
+	struct vrt_intern *in = &c->intern;
+	struct vrt_buf *all = in->all;
+	in->all = NULL; /* it holds them already */
+	for (size_t id = 1; id < in->n_strings; id++) {
+		struct vrt_record r = { .op = VRT_OP_STRING, .id = id, .bytes = (const uint8_t *)in->strings[id],
+					.bytes_len = in->string_lens[id] };
+		vrt_intern_emit(in, &r);
+	}
+	if (c->symbolized)
+		memset(c->symbolized, 0, c->symbolized_cap * sizeof(*c->symbolized));
+	c->symbolized_used = 0;
+	for (size_t id = 1; id < in->n_nodes; id++) {
+		const struct vrt_node *nd = &in->nodes[id];
+		struct vrt_record r = { .op = VRT_OP_STACK, .id = id, .id2 = nd->parent, .aux2 = nd->kind,
+					.aux = nd->value };
+		vrt_intern_emit(in, &r);
+		if (nd->kind == VRT_FRAME_NATIVE)
+			queue_symbol(c, nd->value);
+	}
+	in->all = all;
+	vrt_symbols_forget_reported();
+	c->py_codes_done = c->py_frames_done = 0;
+	if (c->threads_described)
+		memset(c->threads_described, 0, c->cap_threads * sizeof(*c->threads_described));
+}
+
+static void reopen_file(struct collector *c)
+{
+	redefine_all(c);
+	if (!vrt_output_ensure(c))
+		vrt_output_checkpoint(c, VRT_CP_ATTACH);
+}
+
 static void *collector_main(void *arg)
 {
 	struct collector *c = arg;
@@ -509,6 +574,10 @@ static void *collector_main(void *arg)
 	sigset_t all;
 	sigfillset(&all);
 	pthread_sigmask(SIG_BLOCK, &all, NULL); /* never steal the application's signals */
+	if (c->reopen_file) {
+		c->reopen_file = false;
+		reopen_file(c);
+	}
 	while (!atomic_load(&c->stop)) {
 		wait_for_work(c, vrt_cfg.flush_ms);
 		if (atomic_load(&c->crash_signal)) {
@@ -527,7 +596,10 @@ static void *collector_main(void *arg)
 		}
 	}
 	vrt_collector_drain(c);
+	c->closed_file = c->writer != NULL;
 	vrt_output_finish(c, c->end_reason, c->end_detail);
+	atomic_store(&c->finished, 1);
+	syscall(SYS_futex, &c->finished, FUTEX_WAKE, 1, NULL, NULL, 0);
 	return NULL;
 }
 
@@ -538,7 +610,7 @@ static int collector_init(struct collector *c)
 	clock_gettime(CLOCK_REALTIME, &rt);
 	c->t0_realtime_ns = (uint64_t)rt.tv_sec * 1000000000ull + (uint64_t)rt.tv_nsec;
 	c->last_flush_ns = c->t0_ns;
-	c->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	atomic_store(&c->wake_fd, eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
 	if (c->wake_fd < 0 || vrt_live_init(&c->live) ||
 	    vrt_intern_init(&c->intern, &c->pending_tables, c->writer || vrt_cfg.ring_bytes ? &c->all_tables : NULL))
 		return -1;
@@ -547,11 +619,14 @@ static int collector_init(struct collector *c)
 	return 0;
 }
 
-int vrt_collector_start(void)
+/* Starting, stopping and restarting the thread: one at a time (exit, exec, a forked child's
+ * first event may race). Never taken by the collector itself. */
+static pthread_mutex_t lifecycle_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static int spawn(struct collector *c)
 {
-	struct collector *c = &vrt_collector;
-	if (collector_init(c))
-		return -1;
+	atomic_store(&c->stop, 0);
+	atomic_store(&c->finished, 0);
 	pthread_attr_t attr;
 	pthread_attr_init(&attr);
 	pthread_attr_setstacksize(&attr, 1u << 20);
@@ -563,18 +638,32 @@ int vrt_collector_start(void)
 	return 0;
 }
 
-void vrt_collector_stop(int end_reason, int end_detail)
+int vrt_collector_start(void)
 {
 	struct collector *c = &vrt_collector;
-	if (!c->running)
-		return;
+	return collector_init(c) || spawn(c) ? -1 : 0;
+}
+
+/* The thread now stopping us: its buffer is as still as a dead thread's (see stopping_buf). */
+static void request_stop(struct collector *c, int end_reason, int end_detail)
+{
 	c->end_reason = end_reason;
 	c->end_detail = end_detail;
 	atomic_store(&stopping_buf, vrt_tls.buf);
 	atomic_store(&c->stop, 1);
 	vrt_collector_wake();
-	pthread_join(c->thread, NULL);
-	c->running = false;
+}
+
+void vrt_collector_stop(int end_reason, int end_detail)
+{
+	struct collector *c = &vrt_collector;
+	pthread_mutex_lock(&lifecycle_lock);
+	if (c->running) {
+		request_stop(c, end_reason, end_detail);
+		pthread_join(c->thread, NULL);
+		c->running = false;
+	}
+	pthread_mutex_unlock(&lifecycle_lock);
 }
 
 void vrt_collector_crash_flush(int signo)
@@ -594,16 +683,92 @@ void vrt_collector_crash_flush(int signo)
 	}
 }
 
+/* ---- fork ------------------------------------------------------------------------------- */
+
+static _Atomic int start_pending;
+
 void vrt_collector_after_fork_child(void)
 {
 	/* The parent's collector thread does not exist here. Leak its state, start over with a new
 	 * file (named by our pid), an empty live set (CUDA state does not survive fork), the same
-	 * Python tables (this process still holds those code objects). */
+	 * Python tables (this process still holds those code objects), every module described
+	 * again. Only plain stores here; the thread starts with the first event. */
 	struct collector *c = &vrt_collector;
 	memset(c, 0, sizeof(*c));
 	memset(replaced, 0, sizeof(replaced));
 	atomic_store(&stopping_buf, NULL);
-	c->wake_fd = c->control_fd = -1;
-	if (vrt_collector_start())
+	atomic_store(&c->wake_fd, -1);
+	c->control_fd = -1;
+	fork_section_depth = 0;
+	atomic_store(&fork_section, 0);
+	lifecycle_lock = (pthread_mutex_t)PTHREAD_MUTEX_INITIALIZER; /* maybe held by a thread gone here */
+	vrt_symbols_forget_reported();
+	atomic_store(&start_pending, 1);
+}
+
+void vrt_collector_start_pending(void)
+{
+	if (VRT_LIKELY(!atomic_load_explicit(&start_pending, memory_order_relaxed)) || !atomic_exchange(&start_pending, 0))
+		return;
+	pthread_mutex_lock(&lifecycle_lock);
+	bool failed = atomic_load(&vrt_state) == VRT_STATE_READY && vrt_collector_start();
+	pthread_mutex_unlock(&lifecycle_lock);
+	if (failed)
 		vrt_disable("could not start the collector in a forked child");
+}
+
+/* ---- exec ------------------------------------------------------------------------------- */
+
+/* Bounded, like a crash flush: exec may be called where the collector cannot finish (from a
+ * signal handler that interrupted the allocator the collector needs). */
+#define EXEC_WAIT_S 5
+
+static bool wait_finished(struct collector *c)
+{
+	struct timespec limit = { EXEC_WAIT_S, 0 };
+	while (!atomic_load(&c->finished)) {
+		long r = syscall(SYS_futex, &c->finished, FUTEX_WAIT, 0, &limit, NULL, 0);
+		if (r && errno == ETIMEDOUT)
+			return atomic_load(&c->finished);
+	}
+	return true;
+}
+
+bool vrt_collector_close_for_exec(void)
+{
+	struct collector *c = &vrt_collector;
+	bool closed = false;
+	pthread_mutex_lock(&lifecycle_lock);
+	if (c->running) {
+		request_stop(c, VRT_END_EXEC, 0);
+		closed = wait_finished(c);
+		if (closed) {
+			pthread_join(c->thread, NULL);
+			c->running = false;
+		}
+	}
+	pthread_mutex_unlock(&lifecycle_lock);
+	return closed;
+}
+
+/* The exec failed: the process goes on, and so does its trace, in a new file. */
+void vrt_collector_reopen_after_exec(void)
+{
+	struct collector *c = &vrt_collector;
+	pthread_mutex_lock(&lifecycle_lock);
+	if (!c->running && atomic_load(&vrt_state) == VRT_STATE_READY) {
+		atomic_store(&stopping_buf, NULL);
+		if (c->closed_file) { /* else: no file yet (armed, or nothing recorded), or a write error */
+			c->output_failed = false;
+			c->path[0] = 0;
+			c->events_written = c->events_lost = 0;
+			c->reopen_file = true;
+		}
+		if (spawn(c)) {
+			pthread_mutex_unlock(&lifecycle_lock);
+			vrt_disable("could not restart the collector after a failed exec");
+			return;
+		}
+	}
+	pthread_mutex_unlock(&lifecycle_lock);
 }

@@ -18,13 +18,16 @@ struct phase_state {
 
 struct collector {
 	pthread_t thread;
-	bool running;
-	int wake_fd;    /* eventfd: hooks and signal handlers write to wake us */
+	bool running;   /* changed under collector.c's lifecycle lock */
+	_Atomic int wake_fd; /* eventfd: hooks and signal handlers write to wake us (-1: none yet) */
 	int control_fd; /* listening socket, or -1 */
 	_Atomic int stop;
+	_Atomic int finished; /* the thread is done with the file and about to return */
 	_Atomic int crash_signal;
 	_Atomic int crash_done;
 	int end_reason, end_detail;
+	bool closed_file; /* the thread's last act was to close a trace file */
+	bool reopen_file; /* restarted after a failed exec: continue in a new file */
 
 	uint64_t t0_ns;  /* CLOCK_MONOTONIC at ts 0 */
 	uint64_t t0_realtime_ns;

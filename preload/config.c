@@ -92,6 +92,20 @@ static void store(struct vrt_config *cfg, int id, const char *s, long long v)
 	}
 }
 
+static void load_from_env(struct vrt_config *cfg, int id)
+{
+	const struct option_def *d = &option_defs[id];
+	const char *s = getenv(d->name);
+	long long v = 0;
+	if (!s)
+		return;
+	if (parse_value(d, s, &v)) {
+		vrt_log("%s=%s is not valid; using the default %s", d->name, s, d->def);
+		return;
+	}
+	store(cfg, id, s, v);
+}
+
 void vrt_config_load(struct vrt_config *cfg)
 {
 	memset(cfg, 0, sizeof(*cfg));
@@ -101,18 +115,10 @@ void vrt_config_load(struct vrt_config *cfg)
 		parse_value(d, d->def, &v);
 		store(cfg, id, d->def, v);
 	}
-	for (int id = 0; id < VRT_OPTION_COUNT; id++) {
-		const struct option_def *d = &option_defs[id];
-		const char *s = getenv(d->name);
-		long long v = 0;
-		if (!s)
-			continue;
-		if (parse_value(d, s, &v)) {
-			vrt_log("%s=%s is not valid; using the default %s", d->name, s, d->def);
-			continue;
-		}
-		store(cfg, id, s, v);
-	}
+	load_from_env(cfg, VRT_OPTION_QUIET); /* first: it silences the warnings about the others */
+	for (int id = 0; id < VRT_OPTION_COUNT; id++)
+		if (id != VRT_OPTION_QUIET)
+			load_from_env(cfg, id);
 	if (cfg->ring_bytes && cfg->ring_bytes < (4u << 20)) {
 		vrt_log("VRAMTRACE_RING below 4M; using 4M");
 		cfg->ring_bytes = 4u << 20;

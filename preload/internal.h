@@ -42,11 +42,46 @@ enum vrt_state {
 extern _Atomic int vrt_state;
 extern _Atomic int vrt_mode; /* enum vrt_mode */
 
+extern pid_t vrt_pid;                      /* the traced process (a vfork child is not it) */
+
 void vrt_disable(const char *why);          /* one stderr line, then pass-through forever */
 void vrt_log(const char *fmt, ...);         /* "vramtrace: ..." on stderr unless quiet */
 uint64_t vrt_now_ns(void);                  /* CLOCK_MONOTONIC */
 bool vrt_addr_is_ours(const void *addr);    /* inside libvramtrace.so's own text */
 const char *vrt_self_path(void);            /* path of libvramtrace.so */
+
+/*
+ * Fork safety (lifecycle.c). A forked child inherits every lock as it was, held by threads that
+ * do not exist there: glibc does not reset dl_iterate_phdr's lock, libunwind has its own, and
+ * python.c's intern_lock is a spinlock. Code that may hold one runs inside a fork section. The
+ * pthread_atfork prepare handler raises vrt_forking, then waits until every section is left
+ * (bounded: a fork is never held up for more than VRT_FORK_WAIT_NS); an application thread that
+ * sees the flag skips its section (the event goes without a stack), the collector waits for the
+ * fork to pass (vrt_fork_park).
+ *
+ * Dekker: the thread stores its mark, then loads the flag; the forking thread stores the flag,
+ * then loads the marks. Both seq_cst, so one of them sees the other's store.
+ */
+#define VRT_FORK_WAIT_NS 2000000000ull
+
+extern _Atomic int vrt_forking; /* forks being prepared in this process */
+
+/* An application thread's section: false if a fork is being prepared (skip the section). */
+static inline bool vrt_fork_section_enter(_Atomic int *mark)
+{
+	atomic_store_explicit(mark, 1, memory_order_seq_cst);
+	if (VRT_LIKELY(!atomic_load_explicit(&vrt_forking, memory_order_seq_cst)))
+		return true;
+	atomic_store_explicit(mark, 0, memory_order_release);
+	return false;
+}
+
+static inline void vrt_fork_section_leave(_Atomic int *mark) { atomic_store_explicit(mark, 0, memory_order_release); }
+
+/* The collector's section: waits while a fork is being prepared, then enters. */
+void vrt_fork_park(_Atomic int *mark);
+/* Waits until *mark is 0; false if deadline (CLOCK_MONOTONIC ns) passed first. */
+bool vrt_fork_wait_clear(_Atomic int *mark, uint64_t deadline_ns);
 
 /* ---- configuration (config.c) ----------------------------------------------------------- */
 
@@ -116,7 +151,8 @@ struct vrt_stack_cache_entry {
 
 struct vrt_tbuf {
 	_Atomic uint64_t head; /* bytes published by the owning thread */
-	uint8_t pad0[56];
+	_Atomic int in_section; /* owner inside a fork section (stack capture, PyTorch probe) */
+	uint8_t pad0[52];
 	_Atomic uint64_t tail; /* bytes consumed by the collector */
 	uint8_t pad1[56];
 	struct vrt_tbuf *next; /* registry list, see tbuf.c */
@@ -141,6 +177,8 @@ struct vrt_tbuf *vrt_tbuf_list(void);
 void vrt_tbuf_reclaim_dead(void);
 void vrt_tbuf_after_fork_child(void);
 void vrt_tbuf_init(void);
+/* Fork prepare: waits until no other thread is inside a fork section; false on timeout. */
+bool vrt_tbuf_wait_sections(uint64_t deadline_ns);
 
 /* ---- hook helpers (event.c) ------------------------------------------------------------- */
 
@@ -221,6 +259,10 @@ uint32_t vrt_python_code_count(void);
 const struct vrt_pycode *vrt_python_code(uint32_t i);
 uint32_t vrt_python_frame_count(void);
 const struct vrt_pyframe *vrt_python_frame(uint32_t i);
+/* Fork: the prepare handler takes the intern lock (false if it could not by the deadline). */
+bool vrt_python_fork_prepare(uint64_t deadline_ns);
+void vrt_python_fork_parent(bool locked);
+void vrt_python_fork_child(bool locked);
 
 /* ---- lookup paths (lookup.c) ------------------------------------------------------------ */
 
@@ -241,7 +283,18 @@ void vrt_record_oom(uint16_t api, int result, uint64_t size, int device, int wit
 
 int vrt_collector_start(void);
 void vrt_collector_stop(int end_reason, int end_detail);
+/* Fork prepare: waits until the collector is parked outside its fork sections. */
+bool vrt_collector_wait_parked(uint64_t deadline_ns);
+/* Forgets the parent's collector; the child's starts at its first event (see tbuf.c). */
 void vrt_collector_after_fork_child(void);
+void vrt_collector_start_pending(void);
+/* The collector's fork section (internal.h, "Fork safety"); nests. Collector thread only. */
+void vrt_collector_section_enter(void);
+void vrt_collector_section_leave(void);
+/* Exec: finishes the trace (end reason VRT_END_EXEC) before the real call; true if it did, and
+ * then vrt_collector_reopen_after_exec must follow if the call returns. */
+bool vrt_collector_close_for_exec(void);
+void vrt_collector_reopen_after_exec(void);
 /* Flush and finish the trace from a fatal-signal handler (bounded wait). */
 void vrt_collector_crash_flush(int signo);
 
@@ -268,12 +321,19 @@ int vrt_symbolize(uint64_t addr, struct vrt_symbol *out);
 /* Modules discovered since the last call, for the writer to emit. */
 int vrt_symbols_new_modules(const struct vrt_module_info **out, int max);
 void vrt_symbols_invalidate(void); /* after dlopen/dlclose */
+/* A new trace file (forked child, failed exec): every module is described again. */
+void vrt_symbols_forget_reported(void);
+
+/* ---- exec (hooks_exec.c) ----------------------------------------------------------------- */
+
+void vrt_exec_hooks_init(void);
 
 /* ---- NVTX, PyTorch, control, phases ----------------------------------------------------- */
 
 void vrt_nvtx_setup_env(void);
 void vrt_torch_maybe_attach(void);
 void vrt_torch_settle(void);
+void vrt_torch_fork_child(void);
 
 
 #endif /* VRAMTRACE_PRELOAD_INTERNAL_H */

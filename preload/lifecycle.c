@@ -6,13 +6,17 @@
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <link.h>
+#include <linux/futex.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -21,6 +25,8 @@
 
 _Atomic int vrt_state = VRT_STATE_UNINIT;
 _Atomic int vrt_mode = VRT_MODE_OFF;
+_Atomic int vrt_forking;
+pid_t vrt_pid;
 
 static uintptr_t self_text_start, self_text_end;
 static char self_path[4096];
@@ -130,8 +136,66 @@ static void install_fatal_handlers(void)
 	}
 }
 
+/* ---- fork (see "Fork safety" in internal.h) ------------------------------------------------ */
+
+bool vrt_fork_wait_clear(_Atomic int *mark, uint64_t deadline_ns)
+{
+	for (int spins = 0; atomic_load_explicit(mark, memory_order_seq_cst); spins++) {
+		if (spins < 64) {
+			sched_yield(); /* sections are short: most waits end here */
+			continue;
+		}
+		if (vrt_now_ns() > deadline_ns)
+			return false;
+		struct timespec pause = { 0, 50000 };
+		nanosleep(&pause, NULL);
+	}
+	return true;
+}
+
+void vrt_fork_park(_Atomic int *mark)
+{
+	for (;;) {
+		atomic_store_explicit(mark, 1, memory_order_seq_cst);
+		int forking = atomic_load_explicit(&vrt_forking, memory_order_seq_cst);
+		if (VRT_LIKELY(!forking))
+			return;
+		atomic_store_explicit(mark, 0, memory_order_release);
+		struct timespec limit = { 0, 10000000 }; /* a missed wake costs 10 ms, not a hang */
+		syscall(SYS_futex, &vrt_forking, FUTEX_WAIT_PRIVATE, forking, &limit, NULL, 0);
+	}
+}
+
+static bool python_locked; /* by this fork's prepare handler; forks are serialized by glibc */
+
+static void atfork_prepare(void)
+{
+	atomic_fetch_add_explicit(&vrt_forking, 1, memory_order_seq_cst);
+	uint64_t deadline = vrt_now_ns() + VRT_FORK_WAIT_NS;
+	/* The collector first: parked, it unlinks no thread buffer while we walk the list. */
+	vrt_collector_wait_parked(deadline);
+	vrt_tbuf_wait_sections(deadline);
+	python_locked = vrt_python_fork_prepare(deadline);
+}
+
+static void fork_done(void)
+{
+	atomic_fetch_sub_explicit(&vrt_forking, 1, memory_order_seq_cst);
+	syscall(SYS_futex, &vrt_forking, FUTEX_WAKE_PRIVATE, INT_MAX, NULL, NULL, 0);
+}
+
+static void atfork_parent(void)
+{
+	vrt_python_fork_parent(python_locked);
+	fork_done();
+}
+
 static void atfork_child(void)
 {
+	atomic_store(&vrt_forking, 0);
+	vrt_python_fork_child(python_locked);
+	vrt_torch_fork_child();
+	vrt_pid = getpid();
 	if (atomic_load(&vrt_state) != VRT_STATE_READY)
 		return;
 	vrt_tls.buf = NULL;
@@ -140,6 +204,8 @@ static void atfork_child(void)
 		atomic_store(&vrt_state, VRT_STATE_DISABLED);
 		return;
 	}
+	/* Nothing is started here: an allocator that is not fork-safe may hang a thread created
+	 * by an atfork handler, and most children exec right away. */
 	vrt_collector_after_fork_child();
 }
 
@@ -229,11 +295,12 @@ int vrt_lifecycle_begin(int initial_mode)
 	if (vrt_cfg.nvtx)
 		vrt_nvtx_setup_env();
 	atomic_store(&vrt_mode, initial_mode);
+	vrt_pid = getpid();
 	if (vrt_collector_start()) {
 		vrt_disable("could not start the collector thread");
 		return -1;
 	}
-	pthread_atfork(NULL, NULL, atfork_child);
+	pthread_atfork(atfork_prepare, atfork_parent, atfork_child);
 	install_fatal_handlers();
 	atomic_store(&vrt_state, VRT_STATE_READY);
 	return 0;
@@ -259,11 +326,13 @@ __attribute__((constructor)) static void vrt_start(void)
 		/* State stays UNINIT: every hook passes through until vramtrace_attach_start. */
 		load_config_quietly();
 		vrt_lookup_init();
+		vrt_exec_hooks_init();
 		vrt_tls.busy = 0;
 		return;
 	}
 	vrt_config_load(&vrt_cfg);
 	vrt_lookup_init();
+	vrt_exec_hooks_init();
 	if (vrt_cfg.mode == VRT_MODE_OFF) {
 		atomic_store(&vrt_state, VRT_STATE_DISABLED);
 		vrt_tls.busy = 0;

@@ -23,9 +23,12 @@
  * The intern tables are shared by all threads and guarded by a spinlock, which a thread takes
  * only when its own small cache of (code, offset) -> frame id misses: once per code location
  * and thread, so allocating threads do not contend in steady state. The collector reads only
- * the published prefix [0, count) of the entry arrays, which never move.
+ * the published prefix [0, count) of the entry arrays, which never move. A fork's prepare
+ * handler holds the lock across fork(), so a child never inherits it taken (or half-updated
+ * tables).
  */
 #define _GNU_SOURCE
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -360,6 +363,34 @@ static void lock_tables(void)
 }
 
 static void unlock_tables(void) { atomic_store_explicit(&intern_lock, 0, memory_order_release); }
+
+/* Bounded: the forking thread may itself hold the lock (fork() from a signal handler). */
+bool vrt_python_fork_prepare(uint64_t deadline_ns)
+{
+	for (int spins = 0;; spins++) {
+		int expected = 0;
+		if (atomic_compare_exchange_weak_explicit(&intern_lock, &expected, 1, memory_order_acquire,
+							  memory_order_relaxed))
+			return true;
+		if (spins > 64 && vrt_now_ns() > deadline_ns)
+			return false;
+		sched_yield();
+	}
+}
+
+void vrt_python_fork_parent(bool locked)
+{
+	if (locked)
+		unlock_tables();
+}
+
+void vrt_python_fork_child(bool locked)
+{
+	/* Not ours yet still held: by a thread gone here, maybe mid-update. */
+	if (!locked && atomic_load(&intern_lock))
+		atomic_store(&py_state, -1);
+	atomic_store(&intern_lock, 0);
+}
 
 /* Frame id of (code, lasti): from this thread's cache, else interned under the lock. */
 static int frame_id(PyObject *code, int lasti)

@@ -44,10 +44,19 @@ static int capture_native(uint64_t *out, int depth)
 
 void vrt_stacks_init(void) { unw_set_caching_policy(unw_local_addr_space, UNW_CACHE_PER_THREAD); }
 
+/*
+ * A fork section (internal.h): libunwind takes dl_iterate_phdr's lock and its own, the Python
+ * walk python.c's intern lock. While a fork is being prepared the event goes without a stack.
+ */
 void vrt_stack_capture(struct vrt_capture *c)
 {
-	c->n_native = vrt_cfg.stack_depth ? capture_native(c->native, vrt_cfg.stack_depth) : 0;
-	c->n_python = vrt_cfg.python ? vrt_python_capture(c->python, vrt_cfg.python_depth) : 0;
+	struct vrt_tbuf *b = vrt_tls.buf;
+	c->n_native = c->n_python = 0;
+	if (VRT_LIKELY(b) && vrt_fork_section_enter(&b->in_section)) {
+		c->n_native = vrt_cfg.stack_depth ? capture_native(c->native, vrt_cfg.stack_depth) : 0;
+		c->n_python = vrt_cfg.python ? vrt_python_capture(c->python, vrt_cfg.python_depth) : 0;
+		vrt_fork_section_leave(&b->in_section);
+	}
 	c->hash = vrt_hash_frames(c->native, c->n_native, c->python, c->n_python);
 }
 

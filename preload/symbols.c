@@ -202,19 +202,23 @@ static const struct func_sym *nearest(const struct module *m, uint64_t addr)
 
 void vrt_symbols_invalidate(void) { dl_iterate_phdr(add_module, NULL); }
 
+/* In the collector's fork section: dl_iterate_phdr's lock, and a module table a forked child
+ * goes on using, are never caught in the middle by fork(). */
 int vrt_symbolize(uint64_t return_addr, struct vrt_symbol *out)
 {
 	uint64_t addr = return_addr - 1; /* the call instruction, not the one after it */
+	vrt_collector_section_enter();
 	struct module *m = find_module(addr);
 	if (!m) {
 		vrt_symbols_invalidate();
 		m = find_module(addr);
 	}
+	if (m && !m->loaded)
+		load_symbols(m);
+	vrt_collector_section_leave();
 	memset(out, 0, sizeof(*out));
 	if (!m)
 		return 0;
-	if (!m->loaded)
-		load_symbols(m);
 	out->module_id = m->id;
 	const struct func_sym *s = nearest(m, addr);
 	if (s) {
@@ -222,6 +226,12 @@ int vrt_symbolize(uint64_t return_addr, struct vrt_symbol *out)
 		out->offset = return_addr - s->addr;
 	}
 	return 0;
+}
+
+void vrt_symbols_forget_reported(void)
+{
+	for (size_t i = 0; i < n_modules; i++)
+		modules[i].reported = false;
 }
 
 /* Modules whose symbols were used and that the trace has not described yet. */

@@ -50,11 +50,12 @@ static struct vrt_tbuf *tbuf_create(void)
 	b->capacity = cap;
 	b->tid = (pid_t)syscall(SYS_gettid);
 	b->index = atomic_fetch_add(&next_thread_index, 1);
+	/* seq_cst: a fork prepare that misses this buffer in the list is ordered before the
+	 * owner's first fork section, which then sees vrt_forking (internal.h). */
 	struct vrt_tbuf *head = atomic_load(&registry);
 	do
 		b->next = head;
-	while (!atomic_compare_exchange_weak_explicit(&registry, &head, b, memory_order_release,
-						      memory_order_relaxed));
+	while (!atomic_compare_exchange_weak(&registry, &head, b));
 	return b;
 }
 
@@ -68,6 +69,8 @@ struct vrt_tbuf *vrt_tbuf_self(void)
 		return NULL;
 	vrt_tls.buf = b;
 	pthread_setspecific(exit_key, b);
+	/* A forked child's first event starts its collector (a thread's first event comes here). */
+	vrt_collector_start_pending();
 	return b;
 }
 
@@ -131,6 +134,16 @@ void vrt_tbuf_reclaim_dead(void)
 		}
 		prev = b;
 	}
+}
+
+/* Only while the collector is parked (see atfork_prepare): nothing is unlinked under us. */
+bool vrt_tbuf_wait_sections(uint64_t deadline_ns)
+{
+	bool all = true;
+	for (struct vrt_tbuf *b = atomic_load(&registry); b; b = b->next)
+		if (b != vrt_tls.buf) /* our own: fork() from a signal handler inside a section */
+			all &= vrt_fork_wait_clear(&b->in_section, deadline_ns);
+	return all;
 }
 
 void vrt_tbuf_after_fork_child(void)

@@ -313,10 +313,17 @@ void vrt_torch_maybe_attach(void)
 	/* Whoever loses this race goes on without waiting: the winner may need locks they hold. */
 	if (!atomic_compare_exchange_strong(&torch_state, &expected, 2))
 		return;
+	/* A fork section (internal.h): dl_iterate_phdr and dlopen take the loader's locks. */
+	struct vrt_tbuf *b = vrt_tls.buf;
+	if (!b || !vrt_fork_section_enter(&b->in_section)) {
+		atomic_store(&torch_state, 0); /* next time */
+		return;
+	}
 	int busy = vrt_tls.busy;
 	vrt_tls.busy = 1;
 	attach();
 	vrt_tls.busy = busy;
+	vrt_fork_section_leave(&b->in_section);
 }
 
 /* Called where no allocator lock is held (phase boundaries): settle pending ALLOCs now. */
@@ -334,4 +341,13 @@ void vrt_torch_settle(void)
 		settle_locked(dev, d, &s);
 		unlock(d);
 	}
+}
+
+/* The device locks may be held by threads that are gone here; what they guard only refines
+ * block sizes, so a child starts it over. An attach cut short by the fork is tried again. */
+void vrt_torch_fork_child(void)
+{
+	memset(devices, 0, sizeof(devices));
+	int attaching = 2;
+	atomic_compare_exchange_strong(&torch_state, &attaching, 0);
 }

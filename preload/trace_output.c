@@ -226,13 +226,31 @@ static long dump_tables(void *ctx, uint8_t **out)
 
 /* ---- the file --------------------------------------------------------------------------- */
 
+static uint64_t now_ts(const struct collector *c) { return (vrt_now_ns() - c->t0_ns) / (uint64_t)vrt_cfg.ts_unit_ns; }
+
+/*
+ * The trace ends at the first error, and its state block says so (rewriting the header's page
+ * works on a full disk and under a file size limit too). Events encoded but not written count
+ * as lost. Then the preload disables itself: its one line is printed even when quiet.
+ */
 static void output_error(struct collector *c, int err)
 {
+	int detail = err == VRT_E_IO || err == VRT_E_PERM ? errno : err;
 	if (c->output_failed)
 		return;
 	c->output_failed = true;
-	vrt_log("cannot write the trace %s: %s; the program continues, the trace ends here",
-		c->path[0] ? c->path : vrt_cfg.output, err == VRT_E_IO ? strerror(errno) : vrt_strerror(err));
+	if (c->writer) {
+		uint64_t written = vrt_writer_events_written(c->writer);
+		vrt_writer_count_events(c->writer, written, c->events_lost + (c->events_written - written));
+		vrt_writer_set_end(c->writer, VRT_END_WRITE_FAILED, detail, now_ts(c));
+		vrt_writer_close(c->writer);
+		c->writer = NULL;
+	}
+	char why[1024];
+	snprintf(why, sizeof(why), "cannot write the trace %.900s: %s", c->path[0] ? c->path : vrt_cfg.output,
+		 detail > 0 ? strerror(detail) : vrt_strerror(detail));
+	atomic_store(&vrt_mode, VRT_MODE_OFF);
+	vrt_disable(why);
 }
 
 int vrt_output_ensure(struct collector *c)
@@ -259,7 +277,9 @@ int vrt_output_ensure(struct collector *c)
 		c->intern.all = &c->all_tables;
 	int rc = vrt_writer_open(&c->writer, &o);
 	if (rc) {
+		int e = errno;
 		close(fd);
+		errno = e;
 		output_error(c, rc);
 		return rc;
 	}
@@ -277,10 +297,10 @@ static void put_chunk(struct collector *c, enum vrt_chunk_type type, struct vrt_
 	b->len = 0;
 	if (rc < 0) {
 		output_error(c, rc);
-		vrt_writer_close(c->writer);
-		c->writer = NULL;
 		return;
 	}
+	if (type == VRT_CHUNK_EVENTS) /* every event encoded so far is in the file now */
+		vrt_writer_count_events(c->writer, c->events_written, c->events_lost);
 	if (rc == VRT_HINT_CHECKPOINT)
 		vrt_output_checkpoint(c, VRT_CP_PERIODIC);
 }
@@ -351,8 +371,7 @@ void vrt_output_checkpoint(struct collector *c, int reason)
 	uint32_t unknown = 0;
 	struct vrt_buf cp = { 0 };
 	struct vrt_delta d = { 0, 0 };
-	uint64_t now = (vrt_now_ns() - c->t0_ns) / (uint64_t)vrt_cfg.ts_unit_ns;
-	struct vrt_record begin = { .op = VRT_OP_CP_BEGIN, .ts = now, .id = (uint64_t)reason,
+	struct vrt_record begin = { .op = VRT_OP_CP_BEGIN, .ts = now_ts(c), .id = (uint64_t)reason,
 				    .aux = c->events_written, .aux2 = c->events_lost };
 	encode(&cp, &begin, &d);
 	uint64_t count = 0;
@@ -393,7 +412,7 @@ void vrt_output_finish(struct collector *c, int reason, int detail)
 	vrt_output_flush(c);
 	if (!c->writer)
 		return;
-	vrt_writer_set_end(c->writer, (uint32_t)reason, detail, (vrt_now_ns() - c->t0_ns) / (uint64_t)vrt_cfg.ts_unit_ns);
+	vrt_writer_set_end(c->writer, (uint32_t)reason, detail, now_ts(c));
 	vrt_writer_close(c->writer);
 	c->writer = NULL;
 	c->output_failed = true; /* nothing more goes to this process's trace */

@@ -55,8 +55,11 @@ static int pwrite_all(int fd, const void *buf, size_t len, uint64_t off)
 		ssize_t n = pwrite(fd, p, len, (off_t)off);
 		if (n < 0 && errno == EINTR)
 			continue;
-		if (n <= 0)
+		if (n <= 0) {
+			if (!n)
+				errno = EIO; /* the caller reports errno */
 			return VRT_E_IO;
+		}
 		p += n;
 		len -= (size_t)n;
 		off += (uint64_t)n;
@@ -330,6 +333,8 @@ void vrt_writer_set_end(struct vrt_writer *w, uint32_t reason, int32_t detail, u
 	w->hdr.state.end_detail = detail;
 	w->hdr.state.end_ts = end_ts;
 }
+
+uint64_t vrt_writer_events_written(const struct vrt_writer *w) { return w->hdr.state.events_written; }
 
 int vrt_writer_fd(const struct vrt_writer *w) { return w->fd; }
 

@@ -35,9 +35,11 @@ enum vrt_writer_hint {
 };
 
 int vrt_writer_open(struct vrt_writer **out, const struct vrt_writer_options *opt);
-/* Compresses raw and writes it as one chunk; returns 0 or a hint (>0), or an error (<0). */
+/* Compresses raw and writes it as one chunk; returns 0 or a hint (>0), or an error (<0):
+ * VRT_E_IO leaves errno as the failed write set it. */
 int vrt_writer_put(struct vrt_writer *w, enum vrt_chunk_type type, const void *raw, size_t raw_len);
 void vrt_writer_count_events(struct vrt_writer *w, uint64_t written, uint64_t lost);
+uint64_t vrt_writer_events_written(const struct vrt_writer *w); /* as last counted */
 void vrt_writer_set_end(struct vrt_writer *w, uint32_t reason, int32_t detail, uint64_t end_ts);
 /* Rewrites the state block; called after put() by the writer itself, exposed for set_end. */
 int vrt_writer_sync(struct vrt_writer *w);

@@ -20,7 +20,7 @@
 #define VRT_FILE_MAGIC "VRAMTRC\0"
 #define VRT_FILE_MAGIC_LEN 8
 #define VRT_FORMAT_MAJOR 1
-#define VRT_FORMAT_MINOR 0
+#define VRT_FORMAT_MINOR 1
 #define VRT_FILE_HEADER_SIZE 4096u
 #define VRT_STATE_OFFSET 512u
 #define VRT_CHUNK_MAGIC 0x4b484356u /* "VCHK" */
@@ -44,6 +44,7 @@ enum vrt_end_reason {
 	VRT_END_DISABLED = 4, /* the preload disabled itself after an internal error */
 	VRT_END_EXEC = 5,     /* the process called exec; the new image writes its own trace */
 	VRT_END_DETACHED = 6, /* tracing stopped by `vramtrace attach --stop` */
+	VRT_END_WRITE_FAILED = 7, /* writing the trace failed; end_detail = errno, or a vrt_error (< 0) */
 	VRT_END_REASON_LAST   /* not part of the ABI */
 };
 

@@ -9,7 +9,10 @@ meson suite (VRAMTRACE_STRESS=1); the rest take a second or two each.
 Known bugs are strict xfails (they fail the suite once fixed, so the marker gets removed); each
 names its entry in docs/RELIABILITY.md.
 """
+import errno
+import json
 import os
+import re
 import resource
 import shutil
 import subprocess
@@ -17,7 +20,7 @@ import sys
 
 import pytest
 
-from conftest import CUDART, MiB, VRAMTRACE, clean_env, frame_functions, program
+from conftest import CUDART, MiB, VRAMTRACE, analyze, clean_env, frame_functions, program
 from stress_helpers import (ATEXIT_LIB, PRELOAD, SIGSHIM, can_mount_tmpfs, fields, info, last_line, live_by_leaf,
                             op_counts, preload_lines, report, run, run_command, run_plain_prog, traced)
 
@@ -73,9 +76,6 @@ def test_64_threads_tiny_buffers_count_every_lost_event(tmp_path, seconds):
 # ---- fork while other threads allocate --------------------------------------------------------
 
 FORKS = pytest.mark.forks
-F1_FLAKY = pytest.mark.xfail(strict=False, reason="BUG (RELIABILITY.md F1): intermittent: a child forked while "
-                             "another thread holds dl_load_write_lock (dl_iterate_phdr from libunwind, torch.c, "
-                             "symbols.c) or python.c's intern_lock hangs at its first CUDA call")
 
 
 def fork_run(tmp_path, threads, children, env=None, snapshot=None):
@@ -103,14 +103,12 @@ def check_fork_traces(p, out, made):
     assert parent.info["events_lost"] == 0
 
 
-@F1_FLAKY
 @FORKS
 def test_fork_while_threads_allocate_child_traced_into_its_own_file(tmp_path):
     p, out, made = fork_run(tmp_path, 8, 10)
     check_fork_traces(p, out, made)
 
 
-@F1_FLAKY
 @FORKS
 def test_fork_with_follow_fork_off_children_untraced_and_unharmed(tmp_path):
     p, out, made = fork_run(tmp_path, 8, 10, env={"VRAMTRACE_FOLLOW_FORK": "0"})
@@ -118,8 +116,6 @@ def test_fork_with_follow_fork_off_children_untraced_and_unharmed(tmp_path):
     assert sum(line.startswith("child ") for line in p.stdout.splitlines()) == 10
 
 
-@pytest.mark.xfail(strict=True, reason="BUG (RELIABILITY.md F5): a forked child's trace lacks the module records "
-                   "its parent had already written (symbols.c 'reported' flags survive fork): frames have no module")
 @FORKS
 def test_fork_child_trace_names_the_modules_of_its_frames(tmp_path):
     p, out, made = fork_run(tmp_path, 1, 3, snapshot=tmp_path / "parent-flushed.vrt")
@@ -129,7 +125,6 @@ def test_fork_child_trace_names_the_modules_of_its_frames(tmp_path):
 
 
 @pytest.mark.slow
-@F1_FLAKY
 @FORKS
 def test_fork_200_children_while_16_threads_allocate(tmp_path):
     p, out, made = fork_run(tmp_path, 16, 200)
@@ -162,7 +157,6 @@ print("forked", sys.argv[2])
 
 
 @pytest.mark.slow
-@F1_FLAKY
 @FORKS
 def test_python_fork_while_threads_allocate_never_hangs(tmp_path):
     script = tmp_path / "forky.py"
@@ -234,8 +228,6 @@ def test_exec_chain_runs_every_image_unharmed(exec_chain):
     assert any(out.iterdir())
 
 
-@pytest.mark.xfail(strict=True, reason="BUG (RELIABILITY.md F3): no exec hook: an image that execs before the "
-                   "collector's next flush leaves no trace, and none ends 'replaced by exec'")
 def test_exec_chain_one_trace_per_image_each_closed(exec_chain):
     p, out, images = exec_chain
     traces = [info(f) for f in sorted(out.iterdir())]
@@ -244,6 +236,24 @@ def test_exec_chain_one_trace_per_image_each_closed(exec_chain):
     assert ends == ["exited normally"] + ["replaced by exec"] * (len(images) - 1)
     lives = sorted(report(f)["devices"][0]["live_bytes_at_end"] for f in out.iterdir())
     assert lives == sorted(i["bytes"] for i in images)
+
+
+def test_failed_exec_trace_goes_on_in_a_new_file_with_the_live_set(tmp_path):
+    """The trace is closed before exec; when exec fails the process goes on, and so does its
+    trace, in a new file that starts with everything still live."""
+    p, out = run(tmp_path, [program("stress_exec"), 1, "fail-first"], "d/")
+    assert p.returncode == 0, p.stderr
+    after = fields(last_line(p.stdout, "after-failed-exec"))
+    files = sorted(out.iterdir())
+    assert len(files) == 3, [f.name for f in files]  # image 1 before and after the failed exec, image 0
+    ends = sorted(info(f)["end_reason"] for f in files)
+    assert ends == ["exited normally", "replaced by exec", "replaced by exec"]
+    went_on, = [f for f in files if any(s["frames"][0]["function"] == "after_failed_exec_site"
+                                        for s in report(f)["live_at_end"])]
+    rep = report(went_on)
+    assert rep["devices"][0]["live_bytes_at_end"] == after["bytes"] == 2 * MiB + 512 * 1024
+    assert {s["frames"][0]["function"] for s in rep["live_at_end"]} == {"image_site", "after_failed_exec_site"}
+    assert info(went_on)["events_lost"] == 0
 
 
 # ---- CUDA from exit handlers -----------------------------------------------------------------
@@ -308,6 +318,10 @@ def test_unwritable_output_directory_job_runs_one_line(tmp_path, target):
     lines = preload_lines(p.stderr)
     assert len(lines) == 1 and "cannot write the trace" in lines[0], p.stderr
     assert list(ro.iterdir()) == []
+    # `run` does not blame the command ("made no CUDA allocation") for what the directory refused.
+    assert "made no CUDA allocation" not in p.stderr
+    assert re.search(r"^vramtrace: no trace was written: \S+/ro/\S+ cannot be created \(Permission denied\)$",
+                     p.stderr, re.M), p.stderr
 
 
 # ---- the disk fills up -----------------------------------------------------------------------
@@ -357,13 +371,45 @@ def test_file_size_limit_job_runs_partial_trace_reads(tmp_path, ring):
     check_cut_short(p, out, "File too large")
 
 
-@pytest.mark.xfail(strict=True, reason="BUG (RELIABILITY.md F4): a trace cut short by a write error reads as "
-                   "'exited normally' with nothing to say it is incomplete")
-def test_trace_cut_short_by_a_write_error_says_so(tmp_path):
+CUT_SHORT = "continued untraced: writing the trace failed"
+
+
+@pytest.mark.parametrize("ring", ["256M", "0"])
+def test_trace_cut_short_by_a_write_error_says_so(tmp_path, ring):
+    """`run -q`: the preload's one line is still printed; the trace's state block says how and
+    when it ended (run leaves that alone), and info and report say so."""
     def limit():
         resource.setrlimit(resource.RLIMIT_FSIZE, (256 << 10, 256 << 10))
-    p, out = run(tmp_path, [program(CHURN[0]), *CHURN[1:]], "t.vrt", preexec_fn=limit)
-    assert info(out)["end_reason"] != "exited normally"
+    p, out = run(tmp_path, [program(CHURN[0]), *CHURN[1:]], "t.vrt", preexec_fn=limit, run_args=["--ring", ring])
+    assert p.returncode == 0, p.stderr
+    line, = preload_lines(p.stderr)
+    assert line.endswith(f": disabled: cannot write the trace {out}: File too large; the program continues untraced")
+    t = info(out)
+    assert (t["end_reason"], t["end_code"], t["end_detail"]) == (CUT_SHORT, 7, errno.EFBIG)
+    after = float(re.search(r"^ended +continued untraced: writing the trace failed \(File too large\) after "
+                            r"(\d+\.\d+) s$", analyze("info", out).stdout, re.M)[1])
+    assert after > 0
+    # Events encoded but not written count as lost; the trace holds exactly the others.
+    assert t["events_lost"] > 0 and t["events_written"] + t["events_lost"] <= 2 * CHURN[1]
+    r = analyze("report", "--json", out)
+    assert json.loads(r.stdout)["end"] == CUT_SHORT and json.loads(r.stdout)["events"] == t["events_written"]
+    assert f"vramtrace: warning: {out}: the trace was cut short at {after:.3f} s: writing it failed (File too large); " \
+           "the process went on untraced" in r.stderr.splitlines()
+    # Without -q, run names the trace and says it was cut short.
+    p, out = run(tmp_path, [program(CHURN[0]), *CHURN[1:]], "u.vrt", preexec_fn=limit, run_args=["--ring", ring],
+                 quiet=False)
+    assert f"vramtrace: trace: {out} (cut short: writing it failed: File too large)" in p.stderr.splitlines()
+
+
+def test_quiet_silences_the_warning_about_a_bad_setting(tmp_path):
+    """VRAMTRACE_QUIET is read first: a bad value of another setting is not reported (only a
+    bad VRAMTRACE_QUIET itself is)."""
+    argv = [program("stress_churn"), 2000, 10]
+    p, out = run(tmp_path, argv, "t.vrt", env={"VRAMTRACE_STACK_DEPTH": "-5"})
+    assert p.returncode == 0 and preload_lines(p.stderr) == [], p.stderr
+    p, out = run(tmp_path, argv, "u.vrt", env={"VRAMTRACE_QUIET": "very"}, quiet=False)
+    assert [line.split(": ", 1)[1] for line in preload_lines(p.stderr)] == [
+        "VRAMTRACE_QUIET=very is not valid; using the default 0", f"tracing to {out}"], p.stderr
 
 
 # ---- bad settings ----------------------------------------------------------------------------

@@ -1,14 +1,19 @@
 /*
  * stress_exec.c - a chain of images: the program execs itself N times.
  *
- *   stress_exec N
+ *   stress_exec N [fail-first]
  *
  * Image k (N, N-1, ..., 0 counts down) allocates (k + 1) MiB from image_site and keeps it,
  * prints "image k pid=P bytes=B" and, while k > 0, execs "stress_exec k-1" (through
  * /proc/self/exe) right away: the allocation is the last thing before exec, so a trace that
  * holds it has recorded everything. Image 0 returns 0. All images have the same pid.
+ *
+ * With fail-first, image N first execs a path that does not exist; the call fails, and the
+ * image allocates 512 KiB more from after_failed_exec_site (printing "after-failed-exec
+ * bytes=B", B its total) before it goes on with the chain.
  */
 #include <cuda_runtime_api.h>
+#include <string.h>
 #include <unistd.h>
 
 #include "prog.h"
@@ -17,6 +22,20 @@ SITE void image_site(size_t size)
 {
 	void *p;
 	CHECK(cudaMalloc(&p, size));
+}
+
+SITE void after_failed_exec_site(size_t size)
+{
+	void *p;
+	CHECK(cudaMalloc(&p, size));
+}
+
+static void exec_nothing(size_t held)
+{
+	execl("/nonexistent/vramtrace-stress-exec", "nothing", (char *)NULL);
+	after_failed_exec_site(512 * 1024);
+	printf("after-failed-exec bytes=%zu\n", held + 512 * 1024);
+	fflush(stdout);
 }
 
 int main(int argc, char **argv)
@@ -31,6 +50,8 @@ int main(int argc, char **argv)
 	image_site(size);
 	printf("image %d pid=%d bytes=%zu\n", k, (int)getpid(), size);
 	fflush(stdout);
+	if (argc > 2 && !strcmp(argv[2], "fail-first"))
+		exec_nothing(size);
 	if (k == 0)
 		return 0;
 	char next[16];

@@ -101,6 +101,7 @@ int main(void)
 	MEMBER(vrt_end_reason, VRT_END_DISABLED);
 	MEMBER(vrt_end_reason, VRT_END_EXEC);
 	MEMBER(vrt_end_reason, VRT_END_DETACHED);
+	MEMBER(vrt_end_reason, VRT_END_WRITE_FAILED);
 	MEMBER(vrt_end_reason, VRT_END_REASON_LAST);
 
 	MEMBER(vrt_chunk_type, VRT_CHUNK_EVENTS);

@@ -1,0 +1,197 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * exec: the image that calls it is replaced, and with it everything the collector has not
+ * written yet. Before the real call the trace is finished, complete and with end reason
+ * VRT_END_EXEC (the new image, preloaded again, writes its own file). If the call returns, it
+ * failed: the process goes on and so does its trace, in a new file (collector.c).
+ *
+ * Every entry point is hooked: glibc's exec functions reach the system call through internal
+ * aliases, never through each other's exported symbols. The execl forms build their argv and
+ * go through the hooked execve/execvp here.
+ */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <errno.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "internal.h"
+
+enum real_fn { EXECVE, EXECV, EXECVP, EXECVPE, FEXECVE, EXECVEAT, N_REAL };
+
+static const char *const real_names[N_REAL] = { "execve", "execv", "execvp", "execvpe", "fexecve", "execveat" };
+static _Atomic(void *) reals[N_REAL];
+
+/* Looked up at load, so a vfork child never has to call dlsym here; lazily if exec comes first. */
+void vrt_exec_hooks_init(void)
+{
+	for (int i = 0; i < N_REAL; i++)
+		atomic_store_explicit(&reals[i], vrt_real_dlsym(RTLD_NEXT, real_names[i]), memory_order_release);
+}
+
+static void *real(enum real_fn which)
+{
+	void *fn = atomic_load_explicit(&reals[which], memory_order_acquire);
+	if (VRT_UNLIKELY(!fn)) {
+		fn = vrt_real_dlsym(RTLD_NEXT, real_names[which]);
+		atomic_store_explicit(&reals[which], fn, memory_order_release);
+	}
+	return fn;
+}
+
+/* Before the real call: true if the trace was finished and must go on should the call return. */
+static bool exec_begin(void)
+{
+	/* A vfork child shares our memory, collector included, but it is not the traced process:
+	 * its exec must leave the parent's trace alone. */
+	if (atomic_load(&vrt_state) != VRT_STATE_READY || getpid() != vrt_pid || !vrt_enter())
+		return false;
+	if (vrt_collector_close_for_exec())
+		return true; /* still busy: this thread records nothing until exec_failed */
+	vrt_leave();
+	return false;
+}
+
+static int exec_failed(bool closed, int rc)
+{
+	if (!closed)
+		return rc;
+	int saved = errno;
+	vrt_collector_reopen_after_exec();
+	vrt_leave();
+	errno = saved;
+	return rc;
+}
+
+static int missing(void)
+{
+	errno = ENOSYS;
+	return -1;
+}
+
+VRT_EXPORT int execve(const char *path, char *const argv[], char *const envp[])
+{
+	int (*fn)(const char *, char *const[], char *const[]) = real(EXECVE);
+	if (!fn)
+		return missing();
+	bool closed = exec_begin();
+	return exec_failed(closed, fn(path, argv, envp));
+}
+
+VRT_EXPORT int execv(const char *path, char *const argv[])
+{
+	int (*fn)(const char *, char *const[]) = real(EXECV);
+	if (!fn)
+		return missing();
+	bool closed = exec_begin();
+	return exec_failed(closed, fn(path, argv));
+}
+
+VRT_EXPORT int execvp(const char *file, char *const argv[])
+{
+	int (*fn)(const char *, char *const[]) = real(EXECVP);
+	if (!fn)
+		return missing();
+	bool closed = exec_begin();
+	return exec_failed(closed, fn(file, argv));
+}
+
+VRT_EXPORT int execvpe(const char *file, char *const argv[], char *const envp[])
+{
+	int (*fn)(const char *, char *const[], char *const[]) = real(EXECVPE);
+	if (!fn)
+		return missing();
+	bool closed = exec_begin();
+	return exec_failed(closed, fn(file, argv, envp));
+}
+
+VRT_EXPORT int fexecve(int fd, char *const argv[], char *const envp[])
+{
+	int (*fn)(int, char *const[], char *const[]) = real(FEXECVE);
+	if (!fn)
+		return missing();
+	bool closed = exec_begin();
+	return exec_failed(closed, fn(fd, argv, envp));
+}
+
+VRT_EXPORT int execveat(int dirfd, const char *path, char *const argv[], char *const envp[], int flags)
+{
+	int (*fn)(int, const char *, char *const[], char *const[], int) = real(EXECVEAT);
+	bool closed = exec_begin();
+	/* glibc before 2.34 has no wrapper: the system call is the same thing. */
+	int rc = fn ? fn(dirfd, path, argv, envp, flags) : (int)syscall(SYS_execveat, dirfd, path, argv, envp, flags);
+	return exec_failed(closed, rc);
+}
+
+/* ---- the execl forms: argv from the variable arguments, as glibc builds it ---------------- */
+
+/* Entries of argv, the terminating NULL included. */
+static size_t count_argv(const char *arg, va_list *ap)
+{
+	size_t n = 1;
+	if (arg)
+		while (n++, va_arg(*ap, char *))
+			;
+	return n;
+}
+
+static void fill_argv(char **argv, size_t n, const char *arg, va_list *ap)
+{
+	argv[0] = (char *)arg;
+	for (size_t i = 1; i < n; i++)
+		argv[i] = va_arg(*ap, char *);
+}
+
+static int too_many(void)
+{
+	errno = E2BIG;
+	return -1;
+}
+
+VRT_EXPORT int execl(const char *path, const char *arg, ...)
+{
+	va_list ap;
+	va_start(ap, arg);
+	size_t n = count_argv(arg, &ap);
+	va_end(ap);
+	if (n > INT_MAX)
+		return too_many();
+	char *argv[n];
+	va_start(ap, arg);
+	fill_argv(argv, n, arg, &ap);
+	va_end(ap);
+	return execve(path, argv, environ);
+}
+
+VRT_EXPORT int execlp(const char *file, const char *arg, ...)
+{
+	va_list ap;
+	va_start(ap, arg);
+	size_t n = count_argv(arg, &ap);
+	va_end(ap);
+	if (n > INT_MAX)
+		return too_many();
+	char *argv[n];
+	va_start(ap, arg);
+	fill_argv(argv, n, arg, &ap);
+	va_end(ap);
+	return execvp(file, argv);
+}
+
+VRT_EXPORT int execle(const char *path, const char *arg, ...)
+{
+	va_list ap;
+	va_start(ap, arg);
+	size_t n = count_argv(arg, &ap);
+	va_end(ap);
+	if (n > INT_MAX)
+		return too_many();
+	char *argv[n];
+	va_start(ap, arg);
+	fill_argv(argv, n, arg, &ap);
+	char *const *envp = va_arg(ap, char *const *); /* after the NULL */
+	va_end(ap);
+	return execve(path, argv, envp);
+}
