@@ -16,10 +16,19 @@ int vrt_device_slot(int device) { return device >= 0 && device < VRT_MAX_DEVICES
 
 bool vrt_item_counted(const struct vrt_item *it) { return it->space == VRT_IS_ADDR || it->space == VRT_IS_HANDLE; }
 
+/*
+ * The live set is a linear-probing table of 96-byte items with a parallel array of 8-byte tags:
+ * probes walk the tags (a cache line holds 8) and touch an item only where its tag matches. A tag
+ * is the key's hash with bit 0 set, so that 0 marks an empty slot; equal tags are confirmed
+ * against the item. Items sit where they always did, so live-set walks see the same order.
+ */
+static uint64_t key_hash(uint8_t space, uint64_t addr) { return (addr ^ ((uint64_t)space << 59)) * 0x9e3779b97f4a7c15ull; }
+
+static size_t home_of(size_t cap, uint64_t h) { return (size_t)(h ^ (h >> 31)) & (cap - 1); }
+
 static size_t slot_of(const struct vrt_model *m, uint8_t space, uint64_t addr)
 {
-	uint64_t h = (addr ^ ((uint64_t)space << 59)) * 0x9e3779b97f4a7c15ull;
-	return (size_t)(h ^ (h >> 31)) & (m->cap - 1);
+	return home_of(m->cap, key_hash(space, addr));
 }
 
 int vrt_model_init(struct vrt_model *m)
@@ -27,43 +36,59 @@ int vrt_model_init(struct vrt_model *m)
 	memset(m, 0, sizeof(*m));
 	m->cap = 4096;
 	m->slots = calloc(m->cap, sizeof(*m->slots));
-	return m->slots ? 0 : VRT_E_NOMEM;
+	m->tags = calloc(m->cap, sizeof(*m->tags));
+	if (m->slots && m->tags)
+		return 0;
+	vrt_model_free(m);
+	return VRT_E_NOMEM;
 }
 
 void vrt_model_free(struct vrt_model *m)
 {
 	free(m->slots);
+	free(m->tags);
 	m->slots = NULL;
+	m->tags = NULL;
 }
 
 static struct vrt_item *find(struct vrt_model *m, uint8_t space, uint64_t addr)
 {
-	for (size_t i = slot_of(m, space, addr);; i = (i + 1) & (m->cap - 1)) {
-		struct vrt_item *it = &m->slots[i];
-		if (!it->space)
+	uint64_t h = key_hash(space, addr), tag = h | 1;
+	for (size_t i = home_of(m->cap, h);; i = (i + 1) & (m->cap - 1)) {
+		if (!m->tags[i])
 			return NULL;
-		if (it->space == space && it->addr == addr)
-			return it;
+		if (m->tags[i] == tag && m->slots[i].space == space && m->slots[i].addr == addr)
+			return &m->slots[i];
 	}
+}
+
+/* A free slot for (space, addr), its tag set; the caller fills the item. */
+static size_t claim(uint64_t *tags, size_t cap, uint8_t space, uint64_t addr)
+{
+	uint64_t h = key_hash(space, addr);
+	size_t i = home_of(cap, h);
+	while (tags[i])
+		i = (i + 1) & (cap - 1);
+	tags[i] = h | 1;
+	return i;
 }
 
 static bool grow(struct vrt_model *m)
 {
 	size_t cap = m->cap * 2;
 	struct vrt_item *slots = calloc(cap, sizeof(*slots));
-	if (!slots)
+	uint64_t *tags = calloc(cap, sizeof(*tags));
+	if (!slots || !tags) {
+		free(slots);
+		free(tags);
 		return false;
-	for (size_t i = 0; i < m->cap; i++) {
-		if (!m->slots[i].space)
-			continue;
-		size_t j = (size_t)((m->slots[i].addr ^ ((uint64_t)m->slots[i].space << 59)) * 0x9e3779b97f4a7c15ull);
-		j = (j ^ (j >> 31)) & (cap - 1);
-		while (slots[j].space)
-			j = (j + 1) & (cap - 1);
-		slots[j] = m->slots[i];
 	}
-	free(m->slots);
+	for (size_t i = 0; i < m->cap; i++)
+		if (m->tags[i])
+			slots[claim(tags, cap, m->slots[i].space, m->slots[i].addr)] = m->slots[i];
+	vrt_model_free(m);
 	m->slots = slots;
+	m->tags = tags;
 	m->cap = cap;
 	return true;
 }
@@ -72,25 +97,24 @@ static struct vrt_item *insert(struct vrt_model *m, uint8_t space, uint64_t addr
 {
 	if ((m->used + 1) * 4 > m->cap * 3 && !grow(m))
 		return NULL;
-	size_t i = slot_of(m, space, addr);
-	while (m->slots[i].space)
-		i = (i + 1) & (m->cap - 1);
 	m->used++;
-	return &m->slots[i];
+	return &m->slots[claim(m->tags, m->cap, space, addr)];
 }
 
 static void erase(struct vrt_model *m, struct vrt_item *it)
 {
 	size_t hole = (size_t)(it - m->slots), mask = m->cap - 1;
-	for (size_t i = (hole + 1) & mask; m->slots[i].space; i = (i + 1) & mask) {
+	for (size_t i = (hole + 1) & mask; m->tags[i]; i = (i + 1) & mask) {
 		size_t home = slot_of(m, m->slots[i].space, m->slots[i].addr);
 		bool stays = hole <= i ? (home > hole && home <= i) : (home > hole || home <= i);
 		if (stays)
 			continue;
 		m->slots[hole] = m->slots[i];
+		m->tags[hole] = m->tags[i];
 		hole = i;
 	}
 	m->slots[hole].space = 0;
+	m->tags[hole] = 0;
 	m->used--;
 }
 
@@ -184,10 +208,25 @@ static void born(struct vrt_model *m, const struct vrt_record *r, uint8_t op, bo
 	struct vrt_item *it = insert(m, space, r->addr);
 	if (!it)
 		return;
-	*it = (struct vrt_item){ .addr = r->addr, .size = r->size, .ts = r->ts, .aux = r->aux, .aux2 = r->aux2,
-				 .stream = r->stream, .born_event = m->events, .born_phase = m->phase_seq,
-				 .stack = r->stack, .refs = 1, .api = (uint16_t)r->api, .device = (int16_t)r->device,
-				 .space = space, .op = op, .kind = (uint8_t)r->kind, .seeded = seeded };
+	/* Every field, one by one: a struct assignment zeroes all 96 bytes first (rep stos), which
+	 * cost a quarter of born(). */
+	it->addr = r->addr;
+	it->size = r->size;
+	it->ts = r->ts;
+	it->aux = r->aux;
+	it->aux2 = r->aux2;
+	it->stream = r->stream;
+	it->born_event = m->events;
+	it->born_phase = m->phase_seq;
+	it->stack = r->stack;
+	it->refs = 1;
+	it->maps = 0;
+	it->api = (uint16_t)r->api;
+	it->device = (int16_t)r->device;
+	it->space = space;
+	it->op = op;
+	it->kind = (uint8_t)r->kind;
+	it->seeded = seeded;
 	if (space == VRT_IS_HANDLE && seeded && r->aux2)
 		it->refs = (uint32_t)r->aux2; /* checkpoints carry the reference count there */
 	if (space == VRT_IS_MAP) {
@@ -265,7 +304,9 @@ static bool seeding_after(bool seeding, uint64_t events, const struct vrt_record
 void vrt_model_apply(struct vrt_model *m, const struct vrt_record *r, struct vrt_effect *out)
 {
 	struct vrt_effect scratch, *e = out ? out : &scratch;
-	memset(e, 0, sizeof(*e));
+	e->kind = VRT_EFFECT_NONE; /* e->item is written with the kind that makes it valid */
+	e->delta = 0;
+	e->tensor = false;
 	switch (r->op) {
 	case VRT_OP_CP_LIVE:
 		if (m->seeding && space_of((uint32_t)r->id2) && !find(m, space_of((uint32_t)r->id2), r->addr))

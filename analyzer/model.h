@@ -41,13 +41,14 @@ enum vrt_effect_kind { VRT_EFFECT_NONE, VRT_EFFECT_BORN, VRT_EFFECT_DIED, VRT_EF
 
 struct vrt_effect {
 	enum vrt_effect_kind kind;
-	struct vrt_item item; /* copy of the item born or died */
+	struct vrt_item item; /* copy of the item born, died or resized; unset with VRT_EFFECT_NONE */
 	int64_t delta;        /* change of the counted total (bytes), 0 if not counted */
 	bool tensor;          /* the counted total is the tensor layer */
 };
 
 struct vrt_model {
-	struct vrt_item *slots;
+	struct vrt_item *slots; /* open addressing; space 0: empty */
+	uint64_t *tags;         /* per slot: 0 empty, else a hash of (space, addr), probed first */
 	size_t cap, used;
 	/* Counted totals: memory actually held, per device slot (host = VRT_HOST_SLOT) and kind. */
 	int64_t live[VRT_MAX_DEVICES + 1][VRT_KIND_LAST];

@@ -99,9 +99,15 @@ int64_t vrt_sites_total(const struct vrt_sites *s)
 
 static uint8_t *torch_memo; /* per stack: 0 unknown, 1 no, 2 yes */
 static size_t torch_memo_cap;
+static uint64_t torch_memo_serial; /* the trace whose stack ids it holds */
 
 bool vrt_stack_is_torch_segment(const struct vrt_trace *t, uint32_t stack)
 {
+	if (torch_memo_serial != t->serial) {
+		if (torch_memo)
+			memset(torch_memo, 0, torch_memo_cap);
+		torch_memo_serial = t->serial;
+	}
 	if (stack >= torch_memo_cap) {
 		size_t cap = t->tables.n_nodes + 1;
 		uint8_t *m = realloc(torch_memo, cap);

@@ -12,13 +12,14 @@ extern char *__cxa_demangle(const char *mangled, char *buf, size_t *len, int *st
 
 struct demangled {
 	const char *mangled;
+	uint64_t serial; /* of the trace whose string table mangled points into */
 	char *text;
 };
 
 static struct demangled *cache;
 static size_t cache_cap, cache_used;
 
-const char *vrt_demangle(const char *name)
+const char *vrt_demangle(const struct vrt_trace *t, const char *name)
 {
 	if (!name || name[0] != '_' || name[1] != 'Z')
 		return name;
@@ -42,14 +43,15 @@ const char *vrt_demangle(const char *name)
 		}
 		free(prev);
 	}
-	/* Keyed by pointer: names come from the trace's string table, which never moves. */
+	/* Keyed by pointer: names come from the trace's string table, which never moves while the
+	 * trace is open; and by trace, because a later trace's strings may reuse the addresses. */
 	size_t i = ((uintptr_t)name >> 4) & (cache_cap - 1);
 	for (; cache[i].mangled; i = (i + 1) & (cache_cap - 1))
-		if (cache[i].mangled == name)
+		if (cache[i].mangled == name && cache[i].serial == t->serial)
 			return cache[i].text;
 	int status = 0;
 	char *text = __cxa_demangle(name, NULL, NULL, &status);
-	cache[i] = (struct demangled){ name, status == 0 && text ? text : (char *)name };
+	cache[i] = (struct demangled){ name, t->serial, status == 0 && text ? text : (char *)name };
 	cache_used++;
 	return cache[i].text;
 }
@@ -67,7 +69,7 @@ static void native_frame(const struct vrt_trace *t, uint64_t addr, struct vrt_fr
 	const char *module = "";
 	if (s && s->module && s->module < t->tables.n_modules)
 		module = vrt_string(t, t->tables.modules[s->module].path);
-	*f = (struct vrt_frame){ VRT_FT_NATIVE, *name ? vrt_demangle(name) : "??", "", 0, module, addr,
+	*f = (struct vrt_frame){ VRT_FT_NATIVE, *name ? vrt_demangle(t, name) : "??", "", 0, module, addr,
 				 s ? s->offset : 0 };
 }
 

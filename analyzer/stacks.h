@@ -46,8 +46,8 @@ bool vrt_frame_is_dispatch(const struct vrt_frame *f);
 /* "function (file:line)" or "function (module+0x..)" */
 void vrt_frame_format(const struct vrt_frame *f, char *buf, size_t len);
 void vrt_frame_json(FILE *out, const struct vrt_frame *f);
-/* A demangled copy of a symbol, cached for the life of the process. */
-const char *vrt_demangle(const char *name);
+/* A demangled copy of a symbol name from t's string table, cached while t is the trace read. */
+const char *vrt_demangle(const struct vrt_trace *t, const char *name);
 /* True when a frame's function, file or module contains needle (ignoring case). */
 bool vrt_stack_mentions(const struct vrt_trace *t, uint32_t stack, const char *needle);
 
