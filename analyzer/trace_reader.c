@@ -53,6 +53,28 @@ static int header_check(struct vrt_trace *t)
 	return 0;
 }
 
+/*
+ * Gives back the pages of a range read once (a chunk's payload, checksummed or decompressed):
+ * the mapping is read-only and private, so a later read faults them in again from the page
+ * cache. Without this a command's resident memory grows with the trace it reads.
+ */
+static void release_pages(const struct vrt_trace *t, uint64_t off, uint64_t len)
+{
+	uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE);
+	uint64_t start = (off + page - 1) & ~(page - 1), end = (off + len) & ~(page - 1);
+	if (end > start)
+		madvise((void *)(t->map + start), end - start, MADV_DONTNEED);
+}
+
+/* While scanning: gives back what lies behind off, every few MiB. */
+static void release_behind(const struct vrt_trace *t, uint64_t *released, uint64_t off)
+{
+	if (off > *released + (8u << 20)) {
+		release_pages(t, *released, off - *released);
+		*released = off;
+	}
+}
+
 /* A valid chunk header at off (absolute) that fits in [off, limit)? */
 static bool chunk_at(const struct vrt_trace *t, uint64_t off, uint64_t limit, struct vrt_chunk_ref *out)
 {
@@ -86,13 +108,14 @@ static int add_chunk(struct vrt_trace *t, const struct vrt_chunk_ref *c, size_t 
 
 static int scan_log(struct vrt_trace *t, uint64_t from, size_t *cap)
 {
-	uint64_t off = from;
+	uint64_t off = from, released = from;
 	struct vrt_chunk_ref c;
 	while (chunk_at(t, off, t->size, &c) && c.type != VRT_CHUNK_PADDING) {
 		int rc = add_chunk(t, &c, cap);
 		if (rc)
 			return rc;
 		off += align8(sizeof(struct vrt_chunk_header) + c.stored);
+		release_behind(t, &released, off);
 	}
 	if (off < t->size && off + sizeof(struct vrt_chunk_header) <= t->size) {
 		/* Bytes remain that are not a valid chunk: a crash mid-write or damage. */
@@ -112,7 +135,8 @@ static int scan_ring(struct vrt_trace *t, size_t *cap)
 	if (end > t->size)
 		end = t->size; /* the ring had not filled when the file was written */
 	struct vrt_chunk_ref c;
-	for (uint64_t off = base; off < end;) {
+	uint64_t released = base;
+	for (uint64_t off = base; off < end; release_behind(t, &released, off)) {
 		if (!chunk_at(t, off, end, &c)) {
 			off += 8;
 			t->garbage_bytes += 8;
@@ -175,7 +199,11 @@ static bool payload_ok(const struct vrt_trace *t, const struct vrt_chunk_ref *c)
 	struct vrt_chunk_header ch;
 	memcpy(&ch, t->map + c->offset, sizeof(ch));
 	const uint8_t *payload = t->map + c->offset + sizeof(ch);
-	if (c->offset + sizeof(ch) + c->stored > t->size || ch.payload_crc != vrt_crc32c(0, payload, c->stored))
+	if (c->offset + sizeof(ch) + c->stored > t->size)
+		return false;
+	bool crc_ok = ch.payload_crc == vrt_crc32c(0, payload, c->stored);
+	release_pages(t, c->offset + sizeof(ch), c->stored);
+	if (!crc_ok)
 		return false;
 	if (ch.codec == VRT_CODEC_NONE)
 		return c->raw == c->stored;
@@ -239,6 +267,7 @@ int vrt_trace_chunk(struct vrt_trace *t, size_t i, const uint8_t **data, size_t 
 		t->raw_cap = c->raw;
 	}
 	size_t got = ZSTD_decompressDCtx(t->dctx, t->raw, c->raw, payload, c->stored);
+	release_pages(t, c->offset + sizeof(ch), c->stored);
 	if (ZSTD_isError(got) || got != c->raw)
 		return VRT_E_DECOMPRESS;
 	*data = t->raw;
