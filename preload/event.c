@@ -7,18 +7,43 @@
 
 __thread struct vrt_tls vrt_tls VRT_TLS;
 
-/* Kept out of line so the compiler cannot hoist the TLS access above the state check. */
-__attribute__((noinline)) bool vrt_enter(void)
+/* A signal handler's hook (enum vrt_busy): it interrupted the state busy, restored by vrt_leave. */
+static bool enter_nested(int busy, int state)
 {
-	if (VRT_UNLIKELY(atomic_load_explicit(&vrt_state, memory_order_acquire) != VRT_STATE_READY))
+	if (VRT_UNLIKELY(vrt_tls.nested == VRT_MAX_NESTED)) {
+		atomic_fetch_add_explicit(&vrt_tls.missed, 1, memory_order_relaxed);
 		return false;
-	if (VRT_UNLIKELY(vrt_tls.busy))
-		return false;
-	vrt_tls.busy = 1;
+	}
+	vrt_tls.outer[vrt_tls.nested++] = (uint8_t)busy;
+	vrt_tls.busy = state | (busy & (VRT_BUSY_EMITTING | VRT_BUSY_DEFERRING) ? VRT_BUSY_DEFERRING : 0);
 	return true;
 }
 
-__attribute__((noinline)) void vrt_leave(void) { vrt_tls.busy = 0; }
+static bool enter(int state)
+{
+	if (VRT_UNLIKELY(atomic_load_explicit(&vrt_state, memory_order_acquire) != VRT_STATE_READY))
+		return false;
+	int busy = vrt_tls.busy;
+	if (VRT_LIKELY(!busy)) {
+		vrt_tls.busy = state;
+		return true;
+	}
+	if ((busy & VRT_BUSY_STATE) == VRT_BUSY_SELF)
+		return false;
+	if ((busy & VRT_BUSY_EMITTING) || state == VRT_BUSY_RUNTIME)
+		return enter_nested(busy, state);
+	return false; /* a driver call made by the real call under way */
+}
+
+/* Kept out of line so the compiler cannot hoist the TLS access above the state check. */
+__attribute__((noinline)) bool vrt_enter(void) { return enter(VRT_BUSY_HOOK); }
+
+__attribute__((noinline)) bool vrt_enter_runtime(void) { return enter(VRT_BUSY_RUNTIME); }
+
+__attribute__((noinline)) void vrt_leave(void)
+{
+	vrt_tls.busy = VRT_UNLIKELY(vrt_tls.nested) ? vrt_tls.outer[--vrt_tls.nested] : VRT_BUSY_NO;
+}
 
 static size_t raw_length(int n_native, int n_python, size_t label)
 {
@@ -62,11 +87,13 @@ static void flush_lost(struct vrt_tbuf *b)
 	vrt_tbuf_publish(b, r);
 }
 
-void vrt_emit(const struct vrt_event *ev, bool with_stack)
+static void emit(const struct vrt_event *ev, bool with_stack)
 {
 	struct vrt_tbuf *b = vrt_tbuf_self();
 	if (VRT_UNLIKELY(!b))
 		return;
+	if (VRT_UNLIKELY(atomic_load_explicit(&vrt_tls.missed, memory_order_relaxed)))
+		b->lost += atomic_exchange_explicit(&vrt_tls.missed, 0, memory_order_relaxed);
 	if (VRT_UNLIKELY(b->lost))
 		flush_lost(b);
 	struct vrt_capture cap;
@@ -95,7 +122,57 @@ void vrt_emit(const struct vrt_event *ev, bool with_stack)
 	vrt_tbuf_publish(b, r);
 }
 
-void vrt_emit_label(uint8_t op, const char *label)
+/*
+ * A signal handler's event while the buffer is mid-write: kept in a deferred slot (claimed
+ * atomically: handlers nest) until the interrupted emit publishes it.
+ */
+static void defer(const struct vrt_event *ev)
+{
+	struct vrt_tbuf *b = vrt_tls.buf;
+	uint32_t n = b ? atomic_fetch_add_explicit(&b->n_deferred, 1, memory_order_relaxed) : VRT_DEFERRED_SLOTS;
+	if (n >= VRT_DEFERRED_SLOTS) {
+		atomic_fetch_add_explicit(&vrt_tls.missed, 1, memory_order_relaxed);
+		return;
+	}
+	b->deferred[n] = *ev;
+	if (!ev->ts_ns)
+		b->deferred[n].ts_ns = vrt_now_ns();
+}
+
+/* Publishes the deferred events, oldest first, while EMITTING. Copies them out before the slots
+ * are released: a handler may claim slot 0 again as soon as they are. */
+static void publish_deferred(struct vrt_tbuf *b)
+{
+	struct vrt_event copy[VRT_DEFERRED_SLOTS];
+	uint32_t n = atomic_load_explicit(&b->n_deferred, memory_order_relaxed), kept;
+	do {
+		kept = n < VRT_DEFERRED_SLOTS ? n : VRT_DEFERRED_SLOTS;
+		memcpy(copy, b->deferred, kept * sizeof(copy[0]));
+	} while (!atomic_compare_exchange_weak_explicit(&b->n_deferred, &n, 0, memory_order_relaxed,
+							memory_order_relaxed));
+	for (uint32_t i = 0; i < kept; i++)
+		emit(&copy[i], false);
+}
+
+void vrt_emit(const struct vrt_event *ev, bool with_stack)
+{
+	int busy = vrt_tls.busy;
+	if (VRT_UNLIKELY(busy & VRT_BUSY_DEFERRING)) {
+		defer(ev);
+		return;
+	}
+	vrt_tls.busy = busy | VRT_BUSY_EMITTING;
+	struct vrt_tbuf *b = vrt_tls.buf;
+	if (VRT_UNLIKELY(b && atomic_load_explicit(&b->n_deferred, memory_order_relaxed)))
+		publish_deferred(b); /* before ev: they happened first */
+	emit(ev, with_stack);
+	b = vrt_tls.buf;
+	if (VRT_UNLIKELY(b && atomic_load_explicit(&b->n_deferred, memory_order_relaxed)))
+		publish_deferred(b); /* those that interrupted ev */
+	vrt_tls.busy = busy;
+}
+
+static void emit_label(uint8_t op, const char *label)
 {
 	struct vrt_tbuf *b = vrt_tbuf_self();
 	if (!b || !label)
@@ -128,6 +205,18 @@ void vrt_emit_label(uint8_t op, const char *label)
 	memcpy(p + (size_t)n_python * 4, label, n);
 	p[(size_t)n_python * 4 + n] = 0;
 	vrt_tbuf_publish(b, r);
+}
+
+void vrt_emit_label(uint8_t op, const char *label)
+{
+	int busy = vrt_tls.busy;
+	if (VRT_UNLIKELY(busy & VRT_BUSY_DEFERRING)) {
+		atomic_fetch_add_explicit(&vrt_tls.missed, 1, memory_order_relaxed);
+		return;
+	}
+	vrt_tls.busy = busy | VRT_BUSY_EMITTING;
+	emit_label(op, label);
+	vrt_tls.busy = busy;
 }
 
 /* ---- helpers for the hook bodies -------------------------------------------------------- */

@@ -2,7 +2,8 @@
 /*
  * Runtime API hooks. A shared libcudart call reaches us here first; the nested driver call it
  * makes finds the thread busy and passes straight through, so each allocation is recorded once,
- * under the name the program used. Static runtimes never come here: the driver hooks see them.
+ * under the name the program used. A runtime call from a signal handler that interrupted one of
+ * these is recorded too (enum vrt_busy). Static runtimes never come here: the driver hooks see them.
  */
 #define _GNU_SOURCE
 #include <cuda_runtime_api.h>
@@ -42,7 +43,7 @@ static cudaError_t release(uint16_t api, void *real, void *p, cudaStream_t s, bo
 {
 	cudaError_t (*fn1)(void *) = real;
 	cudaError_t (*fn2)(void *, cudaStream_t) = real;
-	if (!p || !vrt_enter())
+	if (!p || !vrt_enter_runtime())
 		return with_stream ? fn2(p, s) : fn1(p);
 	uint64_t ts = vrt_now_ns();
 	cudaError_t r = with_stream ? fn2(p, s) : fn1(p);
@@ -57,7 +58,7 @@ static cudaError_t release(uint16_t api, void *real, void *p, cudaStream_t s, bo
 static cudaError_t hook_cudaMalloc(void *real, void **p, size_t size)
 {
 	cudaError_t (*fn)(void **, size_t) = real;
-	if (!vrt_enter())
+	if (!vrt_enter_runtime())
 		return fn(p, size);
 	cudaError_t r = fn(p, size);
 	alloc_done(VRT_API_CUDA_MALLOC, r, VRT_KIND_DEVICE, vrt_current_device_runtime(), r ? NULL : *p, size, 0, 0);
@@ -69,7 +70,7 @@ VRT_DEFINE_HOOK(cudaMalloc, cudaError_t, (void **p, size_t size), (p, size), MIS
 static cudaError_t hook_cudaMallocPitch(void *real, void **p, size_t *pitch, size_t width, size_t height)
 {
 	cudaError_t (*fn)(void **, size_t *, size_t, size_t) = real;
-	if (!vrt_enter())
+	if (!vrt_enter_runtime())
 		return fn(p, pitch, width, height);
 	cudaError_t r = fn(p, pitch, width, height);
 	uint64_t size = r ? (uint64_t)width * height : (uint64_t)*pitch * height;
@@ -84,7 +85,7 @@ VRT_DEFINE_HOOK(cudaMallocPitch, cudaError_t, (void **p, size_t *pitch, size_t w
 static cudaError_t hook_cudaMalloc3D(void *real, struct cudaPitchedPtr *pp, struct cudaExtent extent)
 {
 	cudaError_t (*fn)(struct cudaPitchedPtr *, struct cudaExtent) = real;
-	if (!vrt_enter())
+	if (!vrt_enter_runtime())
 		return fn(pp, extent);
 	cudaError_t r = fn(pp, extent);
 	uint64_t rows = (uint64_t)extent.height * (extent.depth ? extent.depth : 1);
@@ -100,7 +101,7 @@ VRT_DEFINE_HOOK(cudaMalloc3D, cudaError_t, (struct cudaPitchedPtr * pp, struct c
 static cudaError_t hook_cudaMallocManaged(void *real, void **p, size_t size, unsigned int flags)
 {
 	cudaError_t (*fn)(void **, size_t, unsigned int) = real;
-	if (!vrt_enter())
+	if (!vrt_enter_runtime())
 		return fn(p, size, flags);
 	cudaError_t r = fn(p, size, flags);
 	alloc_done(VRT_API_CUDA_MALLOC_MANAGED, r, VRT_KIND_MANAGED, vrt_current_device_runtime(), r ? NULL : *p, size,
@@ -120,7 +121,7 @@ static cudaError_t alloc_async(uint16_t api, void *real, void **p, size_t size, 
 {
 	cudaError_t (*fn)(void **, size_t, cudaStream_t) = real;
 	cudaError_t (*fn_pool)(void **, size_t, cudaMemPool_t, cudaStream_t) = real;
-	if (!vrt_enter())
+	if (!vrt_enter_runtime())
 		return pool ? fn_pool(p, size, pool, s) : fn(p, size, s);
 	cudaError_t r = pool ? fn_pool(p, size, pool, s) : fn(p, size, s);
 	alloc_done(api, r, VRT_KIND_DEVICE, vrt_current_device_runtime(), r ? NULL : *p, size, (uint64_t)(uintptr_t)pool,
@@ -173,7 +174,7 @@ VRT_DEFINE_HOOK(cudaFreeAsync_ptsz, cudaError_t, (void *p, cudaStream_t s), (p, 
 static cudaError_t hook_cudaMallocHost(void *real, void **p, size_t size)
 {
 	cudaError_t (*fn)(void **, size_t) = real;
-	if (!vrt_enter())
+	if (!vrt_enter_runtime())
 		return fn(p, size);
 	cudaError_t r = fn(p, size);
 	alloc_done(VRT_API_CUDA_MALLOC_HOST, r, VRT_KIND_HOST_PINNED, -1, r ? NULL : *p, size, 0, 0);
@@ -185,7 +186,7 @@ VRT_DEFINE_HOOK(cudaMallocHost, cudaError_t, (void **p, size_t size), (p, size),
 static cudaError_t hook_cudaHostAlloc(void *real, void **p, size_t size, unsigned int flags)
 {
 	cudaError_t (*fn)(void **, size_t, unsigned int) = real;
-	if (!vrt_enter())
+	if (!vrt_enter_runtime())
 		return fn(p, size, flags);
 	cudaError_t r = fn(p, size, flags);
 	alloc_done(VRT_API_CUDA_HOST_ALLOC, r, VRT_KIND_HOST_PINNED, -1, r ? NULL : *p, size, flags, 0);
@@ -197,7 +198,7 @@ VRT_DEFINE_HOOK(cudaHostAlloc, cudaError_t, (void **p, size_t size, unsigned int
 static cudaError_t hook_cudaHostRegister(void *real, void *p, size_t size, unsigned int flags)
 {
 	cudaError_t (*fn)(void *, size_t, unsigned int) = real;
-	if (!vrt_enter())
+	if (!vrt_enter_runtime())
 		return fn(p, size, flags);
 	cudaError_t r = fn(p, size, flags);
 	alloc_done(VRT_API_CUDA_HOST_REGISTER, r, VRT_KIND_HOST_PINNED, -1, p, size, flags, 0);
@@ -221,7 +222,7 @@ VRT_DEFINE_HOOK(cudaHostUnregister, cudaError_t, (void *p), (p), MISSING)
 static cudaError_t hook_cudaIpcOpenMemHandle(void *real, void **p, cudaIpcMemHandle_t h, unsigned int flags)
 {
 	cudaError_t (*fn)(void **, cudaIpcMemHandle_t, unsigned int) = real;
-	if (!vrt_enter())
+	if (!vrt_enter_runtime())
 		return fn(p, h, flags);
 	cudaError_t r = fn(p, h, flags);
 	if (r == cudaSuccess) {
@@ -248,7 +249,7 @@ VRT_DEFINE_HOOK(cudaIpcOpenMemHandle, cudaError_t, (void **p, cudaIpcMemHandle_t
 static cudaError_t hook_cudaIpcCloseMemHandle(void *real, void *p)
 {
 	cudaError_t (*fn)(void *) = real;
-	if (!vrt_enter())
+	if (!vrt_enter_runtime())
 		return fn(p);
 	uint64_t ts = vrt_now_ns();
 	cudaError_t r = fn(p);
@@ -262,7 +263,7 @@ VRT_DEFINE_HOOK(cudaIpcCloseMemHandle, cudaError_t, (void *p), (p), MISSING)
 static cudaError_t hook_cudaDeviceReset(void *real)
 {
 	cudaError_t (*fn)(void) = real;
-	if (!vrt_enter())
+	if (!vrt_enter_runtime())
 		return fn();
 	int dev = vrt_current_device_runtime();
 	cudaError_t r = fn();

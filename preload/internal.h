@@ -149,6 +149,23 @@ struct vrt_stack_cache_entry {
 	uint32_t pad;
 };
 
+/* One event as a hook reports it (event.c turns it into a vrt_raw). */
+struct vrt_event {
+	uint8_t op;
+	uint8_t kind;
+	uint16_t api;
+	int16_t device;
+	int32_t result;
+	uint64_t ts_ns;
+	uint64_t addr;
+	uint64_t size;
+	uint64_t aux;
+	uint64_t aux2;
+	uint64_t stream;
+};
+
+#define VRT_DEFERRED_SLOTS 16
+
 struct vrt_tbuf {
 	_Atomic uint64_t head; /* bytes published by the owning thread */
 	_Atomic int in_section; /* owner inside a fork section (stack capture, PyTorch probe) */
@@ -162,6 +179,8 @@ struct vrt_tbuf {
 	pid_t tid;
 	_Atomic int dead;      /* owning thread exited; collector reclaims after draining */
 	uint32_t lost;         /* events dropped, not yet reported (owner only) */
+	_Atomic uint32_t n_deferred; /* signal handlers' events waiting in deferred (owner only) */
+	struct vrt_event deferred[VRT_DEFERRED_SLOTS]; /* see enum vrt_busy; owner only */
 	uint64_t name_checked_ns; /* collector only */
 	uint32_t name_id;      /* collector only */
 	struct vrt_stack_cache_entry cache[VRT_STACK_CACHE_SLOTS];
@@ -182,31 +201,52 @@ bool vrt_tbuf_wait_sections(uint64_t deadline_ns);
 
 /* ---- hook helpers (event.c) ------------------------------------------------------------- */
 
+/*
+ * What a thread is doing inside vramtrace (vrt_tls.busy) decides what a hook entered meanwhile
+ * does. A hook is entered again only by a nested call of the real function it wraps or by a
+ * signal handler that interrupted the thread. The state of the innermost hook:
+ *  - SELF: vramtrace's own work (collector, attach, probes): hooks pass straight through.
+ *  - HOOK: a driver hook or API call, around its real call: driver hooks pass through
+ *    (libcuda's own calls), runtime hooks record (only a signal handler gets there).
+ *  - RUNTIME: a runtime hook, around its real call: driver hooks pass through (the runtime's
+ *    own driver calls); runtime hooks record, since libcudart binds its own symbols
+ *    (DT_SYMBOLIC, no relocations against them): only a signal handler gets there.
+ * and two flags:
+ *  - EMITTING: vramtrace code that calls no CUDA and may not be re-entered is running (the
+ *    thread's buffer is mid-write, or the PyTorch probe holds the loader's lock): every hook
+ *    entered is a signal handler's. It records into the buffer's deferred slots, published by
+ *    the thread's next emit (without stacks: libunwind is not re-entrant).
+ *  - DEFERRING: an interrupted level is EMITTING: this level records into the deferred slots.
+ * Signal handlers nest: a nested entry saves the state it interrupted, its vrt_leave restores it.
+ */
+enum vrt_busy {
+	VRT_BUSY_NO = 0,
+	VRT_BUSY_SELF = 1,
+	VRT_BUSY_HOOK = 2,
+	VRT_BUSY_RUNTIME = 3,
+	VRT_BUSY_STATE = 3, /* mask */
+	VRT_BUSY_EMITTING = 4,
+	VRT_BUSY_DEFERRING = 8,
+};
+#define VRT_MAX_NESTED 4
+
 /* Per-thread state; initial-exec TLS, kept small for late dlopen (attach). */
 struct vrt_tls {
-	int busy;                /* inside vramtrace: nested hooks pass straight through */
+	int busy;                /* enum vrt_busy: a state and flags */
 	int phase_depth;
 	struct vrt_tbuf *buf;
+	uint8_t nested;          /* hooks entered by signal handlers, still running */
+	uint8_t outer[VRT_MAX_NESTED]; /* the busy each of them interrupted */
+	_Atomic uint32_t missed; /* signal handlers' events that found no room, not yet counted lost */
 };
 extern __thread struct vrt_tls vrt_tls VRT_TLS;
 
-/* Fail-closed guard: true when this call may record (sets busy); always pair with vrt_leave. */
+/* Fail-closed guards: true when this call may record; always pair with vrt_leave. Driver hooks
+ * and API calls use vrt_enter, runtime hooks vrt_enter_runtime. */
 bool vrt_enter(void);
+bool vrt_enter_runtime(void);
 void vrt_leave(void);
 
-struct vrt_event {
-	uint8_t op;
-	uint8_t kind;
-	uint16_t api;
-	int16_t device;
-	int32_t result;
-	uint64_t ts_ns;
-	uint64_t addr;
-	uint64_t size;
-	uint64_t aux;
-	uint64_t aux2;
-	uint64_t stream;
-};
 
 /* Publishes ev with the caller's stack (if with_stack and the mode records stacks). */
 void vrt_emit(const struct vrt_event *ev, bool with_stack);

@@ -319,8 +319,10 @@ void vrt_torch_maybe_attach(void)
 		atomic_store(&torch_state, 0); /* next time */
 		return;
 	}
+	/* EMITTING, not SELF: attach makes no CUDA call, so a hook entered meanwhile is a signal
+	 * handler's, and it defers its event rather than lose it (enum vrt_busy). */
 	int busy = vrt_tls.busy;
-	vrt_tls.busy = 1;
+	vrt_tls.busy = busy | VRT_BUSY_EMITTING;
 	attach();
 	vrt_tls.busy = busy;
 	vrt_fork_section_leave(&b->in_section);

@@ -195,8 +195,6 @@ def test_signal_handler_calling_cuda_main_thread_accounting_exact(signals):
     assert t.info["events_lost"] == 0
 
 
-@pytest.mark.xfail(strict=True, reason="BUG (RELIABILITY.md F2): a CUDA call from a signal handler that "
-                   "interrupts a hook finds the thread busy and passes through unrecorded (not even counted lost)")
 def test_signal_handler_allocations_inside_hooks_are_recorded(signals):
     made, t = signals
     handler = [r for r in t.events("alloc") if r["size"] not in (4096, 64 * 1024, MiB)]
