@@ -127,71 +127,60 @@ VRT_EXPORT int execveat(int dirfd, const char *path, char *const argv[], char *c
 
 /* ---- the execl forms: argv from the variable arguments, as glibc builds it ---------------- */
 
-/* Entries of argv, the terminating NULL included. */
-static size_t count_argv(const char *arg, va_list *ap)
-{
-	size_t n = 1;
-	if (arg)
-		while (n++, va_arg(*ap, char *))
-			;
-	return n;
-}
+enum list_form { LIST_PATH, LIST_SEARCH, LIST_ENV };
 
-static void fill_argv(char **argv, size_t n, const char *arg, va_list *ap)
+/*
+ * The execl forms: argv from the variable arguments after arg (entries, then NULL, then for
+ * execle the environment), on this frame's stack as glibc builds it, then the hooked call.
+ */
+static int exec_list(enum list_form form, const char *file, const char *arg, va_list ap)
 {
+	va_list count;
+	va_copy(count, ap);
+	size_t n = 1; /* the terminating NULL */
+	if (arg)
+		while (n++, va_arg(count, char *))
+			;
+	va_end(count);
+	if (n > INT_MAX) {
+		errno = E2BIG;
+		return -1;
+	}
+	char *argv[n];
 	argv[0] = (char *)arg;
 	for (size_t i = 1; i < n; i++)
-		argv[i] = va_arg(*ap, char *);
-}
-
-static int too_many(void)
-{
-	errno = E2BIG;
-	return -1;
+		argv[i] = va_arg(ap, char *);
+	switch (form) {
+	case LIST_SEARCH: return execvp(file, argv);
+	case LIST_ENV: return execve(file, argv, va_arg(ap, char *const *));
+	case LIST_PATH: break;
+	}
+	return execve(file, argv, environ);
 }
 
 VRT_EXPORT int execl(const char *path, const char *arg, ...)
 {
 	va_list ap;
 	va_start(ap, arg);
-	size_t n = count_argv(arg, &ap);
+	int rc = exec_list(LIST_PATH, path, arg, ap);
 	va_end(ap);
-	if (n > INT_MAX)
-		return too_many();
-	char *argv[n];
-	va_start(ap, arg);
-	fill_argv(argv, n, arg, &ap);
-	va_end(ap);
-	return execve(path, argv, environ);
+	return rc;
 }
 
 VRT_EXPORT int execlp(const char *file, const char *arg, ...)
 {
 	va_list ap;
 	va_start(ap, arg);
-	size_t n = count_argv(arg, &ap);
+	int rc = exec_list(LIST_SEARCH, file, arg, ap);
 	va_end(ap);
-	if (n > INT_MAX)
-		return too_many();
-	char *argv[n];
-	va_start(ap, arg);
-	fill_argv(argv, n, arg, &ap);
-	va_end(ap);
-	return execvp(file, argv);
+	return rc;
 }
 
 VRT_EXPORT int execle(const char *path, const char *arg, ...)
 {
 	va_list ap;
 	va_start(ap, arg);
-	size_t n = count_argv(arg, &ap);
+	int rc = exec_list(LIST_ENV, path, arg, ap);
 	va_end(ap);
-	if (n > INT_MAX)
-		return too_many();
-	char *argv[n];
-	va_start(ap, arg);
-	fill_argv(argv, n, arg, &ap);
-	char *const *envp = va_arg(ap, char *const *); /* after the NULL */
-	va_end(ap);
-	return execve(path, argv, envp);
+	return rc;
 }
