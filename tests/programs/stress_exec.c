@@ -5,13 +5,14 @@
  *
  * Image k (N, N-1, ..., 0 counts down) allocates (k + 1) MiB from image_site and keeps it,
  * prints "image k pid=P bytes=B" and, while k > 0, execs "stress_exec k-1" (through
- * /proc/self/exe) right away: the allocation is the last thing before exec, so a trace that
+ * /proc/self/exe, with execl, execlp or execle by k mod 3) right away: the allocation is the last thing before exec, so a trace that
  * holds it has recorded everything. Image 0 returns 0. All images have the same pid.
  *
  * With fail-first, image N first execs a path that does not exist; the call fails, and the
  * image allocates 512 KiB more from after_failed_exec_site (printing "after-failed-exec
  * bytes=B", B its total) before it goes on with the chain.
  */
+#define _GNU_SOURCE /* environ */
 #include <cuda_runtime_api.h>
 #include <string.h>
 #include <unistd.h>
@@ -56,7 +57,13 @@ int main(int argc, char **argv)
 		return 0;
 	char next[16];
 	snprintf(next, sizeof(next), "%d", k - 1);
-	execl("/proc/self/exe", argv[0], next, (char *)NULL);
+	/* Each of the execl forms in turn (they build argv from their arguments). */
+	if (k % 3 == 0)
+		execl("/proc/self/exe", argv[0], next, (char *)NULL);
+	else if (k % 3 == 1)
+		execlp("/proc/self/exe", argv[0], next, (char *)NULL);
+	else
+		execle("/proc/self/exe", argv[0], next, (char *)NULL, environ);
 	perror("exec");
 	return 3;
 }
