@@ -17,8 +17,9 @@
 # meson uses; its runtime libraries are found with `$CC -print-file-name`), SANITIZER_JOBS.
 #
 # What cannot run under a sanitizer, and why:
-#  - ASan: tests marked `forks` (a forked child of a threaded process allocates in its atfork
-#    handler; GCC 12's ASan allocator is not fork-safe, so the child can hang in calloc), and
+#  - ASan: tests marked `forks` (the child of a threaded process allocates: the preload starts
+#    its collector at the child's first event; GCC 12's ASan allocator holds no lock across
+#    fork, so that calloc can hang on a lock a parent thread held), and
 #    `attach` injection (it dlopens an ASan-instrumented library into an uninstrumented process).
 #  - TSan: forking programs (TSan does not support a child that starts threads, which the
 #    preload's collector does), and native stacks (VRAMTRACE_STACK_DEPTH=0: libunwind's
