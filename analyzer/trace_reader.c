@@ -438,12 +438,71 @@ static int load_tables(struct vrt_trace *t)
 	return 0;
 }
 
-static size_t find_replay_start(const struct vrt_trace *t)
+/* What one CHECKPOINT chunk holds of its checkpoint. */
+struct cp_part {
+	bool begins, ends;  /* it holds the CP_BEGIN (first), the CP_END (last) */
+	uint64_t items;     /* CP_LIVE records */
+	uint64_t declared;  /* CP_END's count */
+};
+
+static int cp_part_read(struct vrt_trace *t, size_t i, struct cp_part *part)
+{
+	const uint8_t *p, *end;
+	size_t len;
+	int rc = vrt_trace_chunk(t, i, &p, &len);
+	if (rc)
+		return rc;
+	*part = (struct cp_part){ 0 };
+	end = p + len;
+	struct vrt_delta d = { 0, 0 };
+	for (bool first = true; p < end;) {
+		struct vrt_record r;
+		if ((rc = vrt_record_decode(&p, end, &r, &d)))
+			return rc;
+		if (r.op == VRT_OP_THREAD)
+			continue;
+		if (part->ends || (!first && r.op == VRT_OP_CP_BEGIN))
+			return VRT_E_RECORD; /* a second checkpoint in one chunk */
+		part->begins |= first && r.op == VRT_OP_CP_BEGIN;
+		part->items += r.op == VRT_OP_CP_LIVE;
+		part->ends = r.op == VRT_OP_CP_END;
+		part->declared = part->ends ? r.id : 0;
+		first = false;
+	}
+	return 0;
+}
+
+/*
+ * Whether chunk i begins a checkpoint that the file holds whole: its parts are the CHECKPOINT
+ * chunks that follow it (TABLES chunks of the log may come between, in sequence order), the
+ * last one holds CP_END, and together they hold as many items as CP_END says. A checkpoint
+ * whose beginning the ring overwrote, one cut short by a crash, and one with a damaged part
+ * are not whole.
+ */
+static bool checkpoint_whole(struct vrt_trace *t, size_t i)
+{
+	uint64_t items = 0;
+	for (size_t j = i; j < t->n_chunks; j++) {
+		uint8_t type = t->chunks[j].type;
+		if (type == VRT_CHUNK_TABLES && j > i)
+			continue;
+		struct cp_part part;
+		if (type != VRT_CHUNK_CHECKPOINT || cp_part_read(t, j, &part) || part.begins != (j == i))
+			return false;
+		items += part.items;
+		if (part.ends)
+			return items == part.declared;
+	}
+	return false;
+}
+
+/* With lost history, replay starts at the oldest whole checkpoint; without one, nowhere. */
+static size_t find_replay_start(struct vrt_trace *t)
 {
 	if (!t->history_lost)
 		return 0;
 	for (size_t i = 0; i < t->n_chunks; i++)
-		if (t->chunks[i].type == VRT_CHUNK_CHECKPOINT)
+		if (t->chunks[i].type == VRT_CHUNK_CHECKPOINT && checkpoint_whole(t, i))
 			return i;
 	return t->n_chunks;
 }

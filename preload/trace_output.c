@@ -231,11 +231,10 @@ static uint64_t now_ts(const struct collector *c) { return (vrt_now_ns() - c->t0
 /*
  * The trace ends at the first error, and its state block says so (rewriting the header's page
  * works on a full disk and under a file size limit too). Events encoded but not written count
- * as lost. Then the preload disables itself: its one line is printed even when quiet.
+ * as lost. Then the preload disables itself: its one line (why) is printed even when quiet.
  */
-static void output_error(struct collector *c, int err)
+static void end_output(struct collector *c, int detail, const char *why)
 {
-	int detail = err == VRT_E_IO || err == VRT_E_PERM ? errno : err;
 	if (c->output_failed)
 		return;
 	c->output_failed = true;
@@ -246,11 +245,28 @@ static void output_error(struct collector *c, int err)
 		vrt_writer_close(c->writer);
 		c->writer = NULL;
 	}
+	atomic_store(&vrt_mode, VRT_MODE_OFF);
+	vrt_disable(why);
+}
+
+static void output_error(struct collector *c, int err)
+{
+	int detail = err == VRT_E_IO || err == VRT_E_PERM ? errno : err;
 	char why[1024];
 	snprintf(why, sizeof(why), "cannot write the trace %.900s: %s", c->path[0] ? c->path : vrt_cfg.output,
 		 detail > 0 ? strerror(detail) : vrt_strerror(detail));
-	atomic_store(&vrt_mode, VRT_MODE_OFF);
-	vrt_disable(why);
+	end_output(c, detail, why);
+}
+
+/* A checkpoint that the ring cannot hold would leave a window with no complete one in it. */
+static void ring_too_small(struct collector *c, uint64_t items, uint64_t ring_needed)
+{
+	char why[1024];
+	unsigned long long mib = (ring_needed + (1u << 20) - 1) >> 20;
+	snprintf(why, sizeof(why),
+		 "the trace %.900s ends here: the live set (%llu allocations) needs --ring of at least %lluM", c->path,
+		 (unsigned long long)items, mib);
+	end_output(c, VRT_E_SIZE, why);
 }
 
 int vrt_output_ensure(struct collector *c)
@@ -356,10 +372,92 @@ uint32_t vrt_output_label_stack(struct collector *c, const char *label)
 
 /* ---- checkpoints ------------------------------------------------------------------------ */
 
-static void encode(struct vrt_buf *b, const struct vrt_record *r, struct vrt_delta *d)
+/*
+ * A checkpoint is encoded into one buffer, cut at record boundaries into parts that each make
+ * one chunk (docs/trace-format.md, "Checkpoints"); every part starts a fresh delta state.
+ */
+struct cp_encoder {
+	struct vrt_buf buf;
+	struct vrt_delta delta;
+	size_t part_start, part_max;
+	size_t *ends;
+	size_t n_ends, cap_ends;
+	bool failed;
+};
+
+static void cp_cut(struct cp_encoder *e)
 {
-	if (vrt_buf_reserve(b, VRT_RECORD_MAX_FIXED))
-		b->len = (size_t)(vrt_record_encode(b->data + b->len, r, d) - b->data);
+	if (e->n_ends == e->cap_ends) {
+		size_t cap = e->cap_ends ? 2 * e->cap_ends : 16;
+		size_t *n = realloc(e->ends, cap * sizeof(*n));
+		if (!n) {
+			e->failed = true;
+			return;
+		}
+		e->ends = n;
+		e->cap_ends = cap;
+	}
+	e->ends[e->n_ends++] = e->buf.len;
+	e->part_start = e->buf.len;
+	e->delta = (struct vrt_delta){ 0, 0 };
+}
+
+static void cp_encode(struct cp_encoder *e, const struct vrt_record *r)
+{
+	if (e->buf.len - e->part_start + VRT_RECORD_MAX_FIXED > e->part_max && e->buf.len > e->part_start)
+		cp_cut(e);
+	if (e->failed || !vrt_buf_reserve(&e->buf, VRT_RECORD_MAX_FIXED)) {
+		e->failed = true;
+		return;
+	}
+	e->buf.len = (size_t)(vrt_record_encode(e->buf.data + e->buf.len, r, &e->delta) - e->buf.data);
+}
+
+/* Encodes every live item; returns how many. */
+static uint64_t cp_encode_live(struct collector *c, struct cp_encoder *e)
+{
+	uint32_t unknown = 0;
+	uint64_t count = 0;
+	for (size_t i = 0; i < c->live.cap; i++) {
+		const struct vrt_live *l = &c->live.slots[i];
+		if (!l->space)
+			continue;
+		uint32_t stack = l->stack;
+		if (!stack) {
+			if (!unknown)
+				unknown = vrt_output_label_stack(c, "[allocated before tracing started]");
+			stack = unknown;
+		}
+		struct vrt_record r = { .op = VRT_OP_CP_LIVE, .id2 = l->op, .ts = l->ts, .api = l->api, .device = l->device,
+					.kind = l->kind, .addr = l->addr, .size = l->size, .aux = l->aux,
+					.aux2 = l->space == VRT_SPACE_HANDLE ? l->refs : l->aux2, .stream = l->stream,
+					.stack = stack };
+		cp_encode(e, &r);
+		count++;
+	}
+	return count;
+}
+
+static void cp_encode_phases(struct collector *c, struct cp_encoder *e)
+{
+	for (size_t i = 0; i < c->n_phases; i++) {
+		struct vrt_record r = { .op = VRT_OP_CP_PHASE, .id = c->phases[i].name_id, .aux = c->phases[i].entered,
+					.aux2 = (uint64_t)(c->phases[i].depth > 0 ? c->phases[i].depth : 0) };
+		cp_encode(e, &r);
+	}
+}
+
+/* Writes the parts back to back; a live set too large for the ring ends the trace, cleanly. */
+static void cp_put(struct collector *c, struct cp_encoder *e, uint64_t items)
+{
+	uint64_t ring_needed = 0;
+	int rc = e->failed ? VRT_E_NOMEM
+			   : vrt_writer_put_parts(c->writer, VRT_CHUNK_CHECKPOINT, e->buf.data, e->ends, e->n_ends,
+						  &ring_needed);
+	if (rc == VRT_E_SIZE && ring_needed)
+		ring_too_small(c, items, ring_needed);
+	else if (rc < 0)
+		output_error(c, rc);
 }
 
 void vrt_output_checkpoint(struct collector *c, int reason)
@@ -368,40 +466,24 @@ void vrt_output_checkpoint(struct collector *c, int reason)
 		return;
 	put_tables(c);
 	put_events(c);
-	uint32_t unknown = 0;
-	struct vrt_buf cp = { 0 };
-	struct vrt_delta d = { 0, 0 };
+	if (!c->writer)
+		return;
+	/* Parts no larger than event chunks, so that the padding before a wrap stays as small. */
+	size_t max_raw = vrt_writer_max_raw(c->writer);
+	struct cp_encoder e = { .part_max = max_raw < EVENTS_CHUNK_BYTES ? max_raw : EVENTS_CHUNK_BYTES };
 	struct vrt_record begin = { .op = VRT_OP_CP_BEGIN, .ts = now_ts(c), .id = (uint64_t)reason,
 				    .aux = c->events_written, .aux2 = c->events_lost };
-	encode(&cp, &begin, &d);
-	uint64_t count = 0;
-	for (size_t i = 0; i < c->live.cap; i++) {
-		const struct vrt_live *e = &c->live.slots[i];
-		if (!e->space)
-			continue;
-		uint32_t stack = e->stack;
-		if (!stack) {
-			if (!unknown)
-				unknown = vrt_output_label_stack(c, "[allocated before tracing started]");
-			stack = unknown;
-		}
-		struct vrt_record r = { .op = VRT_OP_CP_LIVE, .id2 = e->op, .ts = e->ts, .api = e->api, .device = e->device,
-					.kind = e->kind, .addr = e->addr, .size = e->size, .aux = e->aux,
-					.aux2 = e->space == VRT_SPACE_HANDLE ? e->refs : e->aux2, .stream = e->stream,
-					.stack = stack };
-		encode(&cp, &r, &d);
-		count++;
-	}
-	for (size_t i = 0; i < c->n_phases; i++) {
-		struct vrt_record r = { .op = VRT_OP_CP_PHASE, .id = c->phases[i].name_id, .aux = c->phases[i].entered,
-					.aux2 = (uint64_t)(c->phases[i].depth > 0 ? c->phases[i].depth : 0) };
-		encode(&cp, &r, &d);
-	}
+	cp_encode(&e, &begin);
+	uint64_t count = cp_encode_live(c, &e);
+	cp_encode_phases(c, &e);
 	struct vrt_record end = { .op = VRT_OP_CP_END, .id = count };
-	encode(&cp, &end, &d);
+	cp_encode(&e, &end);
+	cp_cut(&e);
 	put_tables(c); /* the label stack, if one was just made */
-	put_chunk(c, VRT_CHUNK_CHECKPOINT, &cp);
-	vrt_buf_free(&cp);
+	if (c->writer)
+		cp_put(c, &e, count);
+	vrt_buf_free(&e.buf);
+	free(e.ends);
 }
 
 void vrt_output_finish(struct collector *c, int reason, int detail)

@@ -155,18 +155,25 @@ int vrt_writer_sync(struct vrt_writer *w)
 	return pwrite_all(w->fd, s, sizeof(*s), VRT_STATE_OFFSET);
 }
 
-/* Compresses raw into w->zbuf; returns the stored size or a negative error. */
-static long compress_payload(struct vrt_writer *w, const void *raw, size_t raw_len)
+static uint64_t chunk_span(uint64_t stored)
 {
-	size_t bound = ZSTD_compressBound(raw_len);
-	if (bound > w->zbuf_cap) {
-		uint8_t *nb = realloc(w->zbuf, bound);
+	return align_up(sizeof(struct vrt_chunk_header) + stored, VRT_CHUNK_ALIGN);
+}
+
+/* Compresses raw into w->zbuf at offset at, keeping what is before it; returns the stored size
+ * or a negative error. */
+static long compress_payload(struct vrt_writer *w, size_t at, const void *raw, size_t raw_len)
+{
+	size_t need = at + ZSTD_compressBound(raw_len);
+	if (need > w->zbuf_cap) {
+		size_t cap = need > 2 * w->zbuf_cap ? need : 2 * w->zbuf_cap;
+		uint8_t *nb = realloc(w->zbuf, cap);
 		if (!nb)
 			return VRT_E_NOMEM;
 		w->zbuf = nb;
-		w->zbuf_cap = bound;
+		w->zbuf_cap = cap;
 	}
-	size_t n = ZSTD_compress2(w->zc, w->zbuf, w->zbuf_cap, raw, raw_len);
+	size_t n = ZSTD_compress2(w->zc, w->zbuf + at, w->zbuf_cap - at, raw, raw_len);
 	if (ZSTD_isError(n))
 		return VRT_E_DECOMPRESS;
 	return (long)n;
@@ -263,7 +270,7 @@ static int ring_place(struct vrt_writer *w, enum vrt_chunk_type type, const void
 		      uint32_t raw_len, int *hint)
 {
 	struct vrt_file_state *s = &w->hdr.state;
-	uint64_t span = align_up(sizeof(struct vrt_chunk_header) + stored, VRT_CHUNK_ALIGN);
+	uint64_t span = chunk_span(stored);
 	if (span > w->hdr.ring_size / 4)
 		return VRT_E_SIZE;
 	if (s->ring_head + span > w->hdr.ring_size) {
@@ -297,28 +304,115 @@ static int ring_place(struct vrt_writer *w, enum vrt_chunk_type type, const void
 		w->log_end = w->hdr.ring_offset + s->ring_head + span;
 	s->ring_head += span;
 	uint64_t segment = s->ring_laps * RING_SEGMENTS + s->ring_head * RING_SEGMENTS / w->hdr.ring_size;
+	/* A checkpoint (every part of one) never asks for another: each one follows a chunk of
+	 * events or tables, so a ring that holds little but checkpoints still moves on. */
 	if (segment != w->segment && type != VRT_CHUNK_CHECKPOINT)
 		*hint = VRT_HINT_CHECKPOINT;
 	w->segment = segment;
 	return 0;
 }
 
-int vrt_writer_put(struct vrt_writer *w, enum vrt_chunk_type type, const void *raw, size_t raw_len)
+static bool to_log(const struct vrt_writer *w, enum vrt_chunk_type type)
 {
-	if (raw_len > VRT_CHUNK_MAX_RAW)
-		return VRT_E_SIZE;
-	long stored = compress_payload(w, raw, raw_len);
-	if (stored < 0)
-		return (int)stored;
+	return !w->hdr.ring_size || (type == VRT_CHUNK_TABLES && w->wrapped);
+}
+
+/* Writes one compressed chunk where its type goes; returns 0, a hint or an error. */
+static int place(struct vrt_writer *w, enum vrt_chunk_type type, const uint8_t *payload, uint32_t stored,
+		 uint32_t raw_len)
+{
 	int hint = 0, rc;
-	bool to_log = !w->hdr.ring_size || (type == VRT_CHUNK_TABLES && w->wrapped);
-	if (to_log)
-		rc = append_log(w, type, VRT_CODEC_ZSTD, w->zbuf, (uint32_t)stored, (uint32_t)raw_len);
+	if (to_log(w, type))
+		rc = append_log(w, type, VRT_CODEC_ZSTD, payload, stored, raw_len);
 	else
-		rc = ring_place(w, type, w->zbuf, (uint32_t)stored, (uint32_t)raw_len, &hint);
+		rc = ring_place(w, type, payload, stored, raw_len, &hint);
 	if (!rc)
 		rc = vrt_writer_sync(w);
 	return rc ? rc : hint;
+}
+
+/* The smallest ring that takes a group of chunks spanning span bytes, the largest one max_span. */
+static uint64_t ring_for(uint64_t span, uint64_t max_span)
+{
+	return 2 * span > 4 * max_span ? 2 * span : 4 * max_span;
+}
+
+static bool parts_valid(const size_t *ends, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if ((i && ends[i] < ends[i - 1]) || ends[i] - (i ? ends[i - 1] : 0) > VRT_CHUNK_MAX_RAW)
+			return false;
+	return n > 0;
+}
+
+size_t vrt_writer_max_raw(const struct vrt_writer *w)
+{
+	if (!w->hdr.ring_size)
+		return VRT_CHUNK_MAX_RAW;
+	uint64_t quarter = w->hdr.ring_size / 4 & ~(uint64_t)(VRT_CHUNK_ALIGN - 1);
+	size_t room = (size_t)quarter - sizeof(struct vrt_chunk_header);
+	size_t n = room; /* the bound grows by more than 1 per byte: this ends after a step or two */
+	while (ZSTD_compressBound(n) > room)
+		n -= ZSTD_compressBound(n) - room;
+	return n < VRT_CHUNK_MAX_RAW ? n : VRT_CHUNK_MAX_RAW;
+}
+
+/* Compresses the parts into w->zbuf one after the other; stored[i] gets part i's size, *span
+ * and *max_span the bytes they will take in the file. */
+static int compress_parts(struct vrt_writer *w, const uint8_t *raw, const size_t *ends, size_t n, uint32_t *stored,
+			  uint64_t *span, uint64_t *max_span)
+{
+	size_t used = 0;
+	*span = *max_span = 0;
+	for (size_t i = 0; i < n; i++) {
+		size_t from = i ? ends[i - 1] : 0;
+		long got = compress_payload(w, used, raw + from, ends[i] - from);
+		if (got < 0)
+			return (int)got;
+		stored[i] = (uint32_t)got;
+		used += (size_t)got;
+		*span += chunk_span((uint64_t)got);
+		if (chunk_span((uint64_t)got) > *max_span)
+			*max_span = chunk_span((uint64_t)got);
+	}
+	return 0;
+}
+
+/*
+ * Every part is compressed before any is written, so that a group the ring cannot take is
+ * refused whole, leaving the ring as it was. Half the ring is the bound: the ring then holds a
+ * whole group, the segment or so of events before the next group begins, and the padding of a
+ * wrap.
+ */
+int vrt_writer_put_parts(struct vrt_writer *w, enum vrt_chunk_type type, const void *raw, const size_t *ends,
+			 size_t n, uint64_t *ring_needed)
+{
+	if (!parts_valid(ends, n))
+		return VRT_E_SIZE;
+	uint32_t *stored = malloc(n * sizeof(*stored));
+	if (!stored)
+		return VRT_E_NOMEM;
+	uint64_t span, max_span;
+	int rc = compress_parts(w, raw, ends, n, stored, &span, &max_span), hint = 0;
+	if (!rc && !to_log(w, type) && (span > w->hdr.ring_size / 2 || max_span > w->hdr.ring_size / 4)) {
+		if (ring_needed)
+			*ring_needed = ring_for(span, max_span);
+		rc = VRT_E_SIZE;
+	}
+	for (size_t i = 0, at = 0; i < n && !rc; at += stored[i++]) {
+		int placed = place(w, type, w->zbuf + at, stored[i], (uint32_t)(ends[i] - (i ? ends[i - 1] : 0)));
+		if (placed < 0)
+			rc = placed;
+		else
+			hint |= placed;
+	}
+	free(stored);
+	return rc ? rc : hint;
+}
+
+int vrt_writer_put(struct vrt_writer *w, enum vrt_chunk_type type, const void *raw, size_t raw_len)
+{
+	return vrt_writer_put_parts(w, type, raw, &raw_len, 1, NULL);
 }
 
 void vrt_writer_count_events(struct vrt_writer *w, uint64_t written, uint64_t lost)

@@ -38,6 +38,18 @@ int vrt_writer_open(struct vrt_writer **out, const struct vrt_writer_options *op
 /* Compresses raw and writes it as one chunk; returns 0 or a hint (>0), or an error (<0):
  * VRT_E_IO leaves errno as the failed write set it. */
 int vrt_writer_put(struct vrt_writer *w, enum vrt_chunk_type type, const void *raw, size_t raw_len);
+/* The largest raw payload sure to make one chunk, whatever it compresses to (a ring's chunks
+ * span at most a quarter of it). */
+size_t vrt_writer_max_raw(const struct vrt_writer *w);
+/*
+ * Writes raw as n chunks of one type, back to back: part i is raw[ends[i-1], ends[i]) (part 0
+ * starts at 0), at most vrt_writer_max_raw bytes. In a ring, parts that together span more than
+ * half of it are refused (VRT_E_SIZE) before any is written, and *ring_needed (if not NULL) gets
+ * the ring size that would take them. Returns like vrt_writer_put; after an I/O error, the
+ * parts before the failed one are in the file.
+ */
+int vrt_writer_put_parts(struct vrt_writer *w, enum vrt_chunk_type type, const void *raw, const size_t *ends,
+			 size_t n, uint64_t *ring_needed);
 void vrt_writer_count_events(struct vrt_writer *w, uint64_t written, uint64_t lost);
 uint64_t vrt_writer_events_written(const struct vrt_writer *w); /* as last counted */
 void vrt_writer_set_end(struct vrt_writer *w, uint32_t reason, int32_t detail, uint64_t end_ts);

@@ -20,7 +20,7 @@
 #define VRT_FILE_MAGIC "VRAMTRC\0"
 #define VRT_FILE_MAGIC_LEN 8
 #define VRT_FORMAT_MAJOR 1
-#define VRT_FORMAT_MINOR 1
+#define VRT_FORMAT_MINOR 2
 #define VRT_FILE_HEADER_SIZE 4096u
 #define VRT_STATE_OFFSET 512u
 #define VRT_CHUNK_MAGIC 0x4b484356u /* "VCHK" */
@@ -95,7 +95,7 @@ struct vrt_file_header {
 enum vrt_chunk_type {
 	VRT_CHUNK_EVENTS = 1,     /* event records */
 	VRT_CHUNK_TABLES = 2,     /* definitions: strings, modules, symbols, stacks, threads... */
-	VRT_CHUNK_CHECKPOINT = 3, /* the complete live state at one instant */
+	VRT_CHUNK_CHECKPOINT = 3, /* the complete live state at one instant, or a part of it */
 	VRT_CHUNK_PADDING = 4,    /* ring filler before a wrap; payload is ignored */
 	VRT_CHUNK_TYPE_LAST       /* not part of the ABI */
 };

@@ -72,6 +72,18 @@ static void vt_collect_item(void *ctx, const struct vrt_item *it)
 	c->bytes += it->size;
 }
 
+/* Whether exp[i] is the first part of a checkpoint whose every part survived. */
+static inline bool vt_whole_checkpoint(const struct vt_chunk **exp, size_t n_exp, size_t i)
+{
+	const struct vt_chunk *c = exp[i];
+	if (c->type != VRT_CHUNK_CHECKPOINT || c->cp_part || !c->cp_parts)
+		return false;
+	uint32_t parts = 0;
+	for (size_t j = i; j < n_exp; j++)
+		parts += exp[j]->type == VRT_CHUNK_CHECKPOINT && exp[j]->cp_first == c->seq;
+	return parts == c->cp_parts;
+}
+
 /*
  * The full comparison: the chunks found are exactly the ones not overwritten (seq, offset,
  * type, seq order), lost history and the replay start are right, every definition is there,
@@ -131,13 +143,13 @@ static inline void vt_check_trace(const struct vt_gen *g, const char *what)
 			  vrt_strerror(crc));
 	}
 
-	/* Lost history: replay starts at the first checkpoint that survived. */
+	/* Lost history: replay starts at the first checkpoint that survived whole. */
 	bool lost = n_exp && exp[0]->seq != 1;
 	VT_CHECKF(t.history_lost == lost, "%s: history_lost %d, expected %d", what, t.history_lost, lost);
 	size_t start = 0;
 	uint64_t first_event = 0;
 	if (lost) {
-		while (start < n_exp && exp[start]->type != VRT_CHUNK_CHECKPOINT)
+		while (start < n_exp && !vt_whole_checkpoint(exp, n_exp, start))
 			start++;
 		first_event = start < n_exp ? exp[start]->cp_events : g->n_ev;
 	}

@@ -405,32 +405,79 @@ void vt_gen_events(struct vt_gen *g, size_t n)
 	vt_gen_flush(g);
 }
 
-void vt_gen_checkpoint(struct vt_gen *g, uint32_t reason)
+/* A checkpoint's records, cut into parts of at most part_max bytes, each with its own delta state. */
+struct cp_parts {
+	struct vt_buf buf;
+	struct vrt_delta delta;
+	size_t part_max, part_start;
+	size_t ends[4096];
+	size_t n;
+};
+
+static void cp_add(struct cp_parts *cp, const struct vrt_record *r)
 {
-	g->want_checkpoint = false;
-	if (g->pending.len || g->events.len)
-		vt_gen_flush(g);
-	struct vt_buf cp = { 0 };
-	struct vrt_delta d = { 0, 0 };
+	if (cp->buf.len - cp->part_start + VRT_RECORD_MAX_FIXED > cp->part_max && cp->buf.len > cp->part_start &&
+	    cp->n < sizeof(cp->ends) / sizeof(cp->ends[0]) - 1) {
+		cp->ends[cp->n++] = cp->part_start = cp->buf.len;
+		cp->delta = (struct vrt_delta){ 0, 0 };
+	}
+	buf_encode(&cp->buf, r, &cp->delta);
+}
+
+static void cp_encode(struct vt_gen *g, struct cp_parts *cp, uint32_t reason)
+{
 	struct vrt_record begin = { .op = VRT_OP_CP_BEGIN, .ts = g->ts, .id = reason, .aux = g->n_ev };
-	buf_encode(&cp, &begin, &d);
+	cp_add(cp, &begin);
 	for (size_t i = 0; i < g->n_live; i++) {
 		const struct vt_live *e = &g->live[i];
 		struct vrt_record r = { .op = VRT_OP_CP_LIVE, .id2 = VRT_OP_ALLOC, .ts = e->ts, .api = e->api,
 					.device = e->device, .kind = e->kind, .addr = e->addr, .size = e->size,
 					.stack = e->stack };
-		buf_encode(&cp, &r, &d);
+		cp_add(cp, &r);
 	}
 	struct vrt_record end = { .op = VRT_OP_CP_END, .id = g->n_live };
-	buf_encode(&cp, &end, &d);
+	cp_add(cp, &end);
+	cp->ends[cp->n++] = cp->buf.len;
+}
+
+static void checkpoint(struct vt_gen *g, uint32_t reason, size_t max_parts)
+{
+	g->want_checkpoint = false;
+	if (g->pending.len || g->events.len)
+		vt_gen_flush(g);
+	if (!g->w)
+		return;
+	struct cp_parts *cp = calloc(1, sizeof(*cp));
+	cp->part_max = g->cp_part_bytes ? g->cp_part_bytes : vrt_writer_max_raw(g->w);
+	cp_encode(g, cp, reason);
 	if (g->pending.len) /* nothing above defines anything, but keep the rule: tables first */
 		put(g, VRT_CHUNK_TABLES, &g->pending);
-	struct vt_chunk *c = put(g, VRT_CHUNK_CHECKPOINT, &cp);
-	if (c)
+	/* One put per part (so that put() can tell where each went); the writer's
+	 * vrt_writer_put_parts places them the same way (test_roundtrip.c checks it). */
+	size_t n = cp->n < max_parts ? cp->n : max_parts;
+	uint64_t first = 0;
+	for (size_t i = 0; i < n; i++) {
+		size_t from = i ? cp->ends[i - 1] : 0;
+		struct vt_buf part = { cp->buf.data + from, cp->ends[i] - from, cp->ends[i] - from };
+		struct vt_chunk *c = put(g, VRT_CHUNK_CHECKPOINT, &part);
+		if (!c)
+			break;
+		first = i ? first : c->seq;
 		c->cp_events = g->n_ev;
-	free(cp.data);
-	if (g->want_checkpoint) /* it crossed a segment itself: the next one will do */
-		g->want_checkpoint = false;
+		c->cp_first = first;
+		c->cp_part = (uint32_t)i;
+		c->cp_parts = n == cp->n ? (uint32_t)n : 0;
+	}
+	free(cp->buf.data);
+	free(cp);
+	g->want_checkpoint = false; /* the tables put above may have asked: this one answers it */
+}
+
+void vt_gen_checkpoint(struct vt_gen *g, uint32_t reason) { checkpoint(g, reason, SIZE_MAX); }
+
+void vt_gen_checkpoint_cut(struct vt_gen *g, uint32_t reason, size_t max_parts)
+{
+	checkpoint(g, reason, max_parts);
 }
 
 void vt_gen_close(struct vt_gen *g)

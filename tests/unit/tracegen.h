@@ -33,6 +33,8 @@ struct vt_chunk {
 	bool overwritten;  /* a later ring write (or a padding's reach) overlapped it */
 	size_t first_event, n_events; /* EVENTS: the events it holds (indexes into events) */
 	uint64_t cp_events;           /* CHECKPOINT: events written before it */
+	uint64_t cp_first;            /* CHECKPOINT: seq of the checkpoint's first part */
+	uint32_t cp_part, cp_parts;   /* CHECKPOINT: this part's index; parts written (0: cut short) */
 };
 
 struct vt_event {
@@ -76,6 +78,7 @@ struct vt_gen {
 	size_t n_live;
 	uint64_t ts, next_addr;
 	bool want_checkpoint;  /* the writer asked for one */
+	size_t cp_part_bytes;  /* raw bytes per checkpoint part (0: vrt_writer_max_raw) */
 	int error;             /* first error from the writer */
 	uint32_t pool[256];    /* stacks to reuse: real programs allocate from few call sites */
 	size_t n_pool;
@@ -96,7 +99,10 @@ void vt_gen_events(struct vt_gen *g, size_t n);
 /* One specific event record (added to the current, unflushed EVENTS buffer). */
 void vt_gen_event(struct vt_gen *g, uint32_t thread, const struct vrt_record *r);
 void vt_gen_flush(struct vt_gen *g);
+/* A checkpoint in as many CHECKPOINT chunks as cp_part_bytes makes it. */
 void vt_gen_checkpoint(struct vt_gen *g, uint32_t reason);
+/* Only the first max_parts parts of one, as a process that dies while writing it leaves. */
+void vt_gen_checkpoint_cut(struct vt_gen *g, uint32_t reason, size_t max_parts);
 /* Ends the trace (exit status 0) and closes the writer. The truth stays for checking. */
 void vt_gen_close(struct vt_gen *g);
 void vt_gen_free(struct vt_gen *g);
