@@ -102,7 +102,12 @@ int vrt_open_or_fail(struct vrt_trace *t, const char *path)
 	return vrt_fail(rc, "cannot read %s", path);
 }
 
-const char *vrt_write_error_text(int32_t detail) { return detail > 0 ? strerror(detail) : vrt_strerror(detail); }
+const char *vrt_write_error_text(int32_t detail)
+{
+	if (detail == VRT_E_SIZE) /* the writer's only size refusal: a checkpoint over half the ring */
+		return "the live set outgrew the ring; run with a larger --ring";
+	return detail > 0 ? strerror(detail) : vrt_strerror(detail);
+}
 
 void vrt_warn_trace_state(const struct vrt_trace *t, bool quiet)
 {
@@ -119,7 +124,12 @@ void vrt_warn_trace_state(const struct vrt_trace *t, bool quiet)
 	else if (s->end_reason != VRT_END_EXIT)
 		fprintf(stderr, "vramtrace: note: %s: process %s%s\n", t->path, vrt_end_reason_text(s->end_reason),
 			s->end_reason == VRT_END_SIGNAL || s->end_reason == VRT_END_KILLED ? " (see `vramtrace info`)" : "");
-	if (t->history_lost)
+	if (t->history_lost && t->replay_from >= t->n_chunks)
+		fprintf(stderr, "vramtrace: warning: %s: the ring overwrote the oldest history and holds no whole "
+				"checkpoint (one was being written when the trace ended): there is nothing to replay; "
+				"a larger --ring keeps one\n",
+			t->path);
+	else if (t->history_lost)
 		fprintf(stderr, "vramtrace: note: %s: the ring overwrote the oldest history; reports cover the retained "
 				"window (live set and stacks are exact)\n",
 			t->path);

@@ -12,6 +12,7 @@
 """
 import os
 import re
+import struct
 
 import pytest
 
@@ -50,6 +51,34 @@ def test_ring_wrapped_twice_keeps_exact_survivors_and_stacks(tmp_path):
     p, out, sites, made = churn(tmp_path, 600000, 100)
     assert ring_laps(out) >= 2
     check_survivors(out, sites, made)
+
+
+def damage_checkpoints(path):
+    """Flips a payload byte of every CHECKPOINT chunk in the ring (a header's crc still holds)."""
+    data = bytearray(path.read_bytes())
+    ring_offset, ring_size = struct.unpack_from("<QQ", data, 24)
+    damaged, off = 0, ring_offset
+    while off + 32 <= ring_offset + ring_size and off + 32 <= len(data):
+        magic, kind, _, _, stored = struct.unpack_from("<IBBHI", data, off)
+        if magic != 0x4b484356:
+            off += 8
+            continue
+        if kind == 3 and stored:
+            data[off + 32] ^= 0xff
+            damaged += 1
+        off += (32 + stored + 7) & ~7
+    path.write_bytes(bytes(data))
+    return damaged
+
+
+def test_a_wrapped_ring_without_a_whole_checkpoint_says_there_is_nothing_to_replay(tmp_path):
+    """As after a kill while the only checkpoint the ring could hold was being written: the
+    reader must not present an empty replay as the exact live set."""
+    p, out, sites, made = churn(tmp_path, 600000, 100)
+    assert ring_laps(out) >= 2 and damage_checkpoints(out) > 0
+    r = analyze("report", "--json", out)
+    assert r.returncode == 0, r.stderr
+    assert "holds no whole checkpoint" in r.stderr and "live set and stacks are exact" not in r.stderr, r.stderr
 
 
 @pytest.mark.slow
@@ -101,6 +130,10 @@ def test_a_live_set_too_large_for_the_ring_ends_the_trace_with_one_line(tmp_path
     assert 50000 < n < 300000 and need > 4, lines[0]
     t = info(out)
     assert (t["end_code"], t["events_written"], t["events_lost"]) == (7, n, 0)  # VRT_END_WRITE_FAILED
+    # run and the analyzer say why, in the same words
+    why = "the live set outgrew the ring; run with a larger --ring"
+    assert f"vramtrace: trace: {out} (cut short: writing it failed: {why})" in p.stderr.splitlines(), p.stderr
+    assert f"({why})" in analyze("info", out).stdout
     rep = report(out)
     assert sum(s["count"] for s in rep["live_at_end"]) == n
     assert [d["live_bytes_at_end"] for d in rep["devices"]] == [churn_bytes(n)]
