@@ -598,8 +598,6 @@ const char *vrt_info(const struct vrt_trace *t, const char *key)
 	return NULL;
 }
 
-bool vrt_stack_valid(const struct vrt_trace *t, uint64_t id) { return id < t->tables.n_nodes && (!id || t->tables.nodes[id].parent < id); }
-
 const char *vrt_end_reason_text(uint32_t reason)
 {
 	switch (reason) {
