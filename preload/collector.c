@@ -717,10 +717,10 @@ void vrt_collector_start_pending(void)
 		vrt_disable("could not start the collector in a forked child");
 }
 
-/* ---- exec ------------------------------------------------------------------------------- */
+/* ---- exec and _exit ---------------------------------------------------------------------- */
 
-/* Bounded, like a crash flush: exec may be called where the collector cannot finish (from a
- * signal handler that interrupted the allocator the collector needs). */
+/* Bounded, like a crash flush: exec and _exit may be called where the collector cannot finish
+ * (from a signal handler that interrupted the allocator the collector needs). */
 #define EXEC_WAIT_S 5
 
 static bool wait_finished(struct collector *c)
@@ -734,13 +734,15 @@ static bool wait_finished(struct collector *c)
 	return true;
 }
 
-bool vrt_collector_close_for_exec(void)
+bool vrt_collector_close_now(int end_reason, int end_detail)
 {
 	struct collector *c = &vrt_collector;
 	bool closed = false;
-	pthread_mutex_lock(&lifecycle_lock);
+	/* try: the caller may be a signal handler that interrupted the lock's holder */
+	if (pthread_mutex_trylock(&lifecycle_lock))
+		return false;
 	if (c->running) {
-		request_stop(c, VRT_END_EXEC, 0);
+		request_stop(c, end_reason, end_detail);
 		closed = wait_finished(c);
 		if (closed) {
 			pthread_join(c->thread, NULL);

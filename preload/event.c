@@ -154,22 +154,47 @@ static void publish_deferred(struct vrt_tbuf *b)
 		emit(&copy[i], false);
 }
 
-void vrt_emit(const struct vrt_event *ev, bool with_stack)
+int vrt_emitting_begin(void)
 {
 	int busy = vrt_tls.busy;
-	if (VRT_UNLIKELY(busy & VRT_BUSY_DEFERRING)) {
+	vrt_tls.busy = busy | VRT_BUSY_EMITTING;
+	atomic_signal_fence(memory_order_seq_cst); /* set before anything it guards is touched */
+	return busy;
+}
+
+/*
+ * Restores busy, then publishes what signal handlers deferred meanwhile. The check comes after
+ * the restore: a handler that runs later records directly (and publishes these first), so none
+ * is left in a slot until the thread's next event. Not when the restored state is itself
+ * inside a write (an interrupted level publishes them).
+ */
+void vrt_emitting_end(int busy)
+{
+	for (;;) {
+		atomic_signal_fence(memory_order_seq_cst);
+		vrt_tls.busy = busy;
+		atomic_signal_fence(memory_order_seq_cst);
+		struct vrt_tbuf *b = vrt_tls.buf;
+		if (VRT_LIKELY(!b || !atomic_load_explicit(&b->n_deferred, memory_order_relaxed)) ||
+		    (busy & (VRT_BUSY_EMITTING | VRT_BUSY_DEFERRING)))
+			return;
+		vrt_emitting_begin();
+		publish_deferred(b);
+	}
+}
+
+void vrt_emit(const struct vrt_event *ev, bool with_stack)
+{
+	if (VRT_UNLIKELY(vrt_tls.busy & VRT_BUSY_DEFERRING)) {
 		defer(ev);
 		return;
 	}
-	vrt_tls.busy = busy | VRT_BUSY_EMITTING;
+	int busy = vrt_emitting_begin();
 	struct vrt_tbuf *b = vrt_tls.buf;
 	if (VRT_UNLIKELY(b && atomic_load_explicit(&b->n_deferred, memory_order_relaxed)))
 		publish_deferred(b); /* before ev: they happened first */
 	emit(ev, with_stack);
-	b = vrt_tls.buf;
-	if (VRT_UNLIKELY(b && atomic_load_explicit(&b->n_deferred, memory_order_relaxed)))
-		publish_deferred(b); /* those that interrupted ev */
-	vrt_tls.busy = busy;
+	vrt_emitting_end(busy); /* and those that interrupted ev */
 }
 
 static void emit_label(uint8_t op, const char *label)
@@ -209,14 +234,13 @@ static void emit_label(uint8_t op, const char *label)
 
 void vrt_emit_label(uint8_t op, const char *label)
 {
-	int busy = vrt_tls.busy;
-	if (VRT_UNLIKELY(busy & VRT_BUSY_DEFERRING)) {
+	if (VRT_UNLIKELY(vrt_tls.busy & VRT_BUSY_DEFERRING)) {
 		atomic_fetch_add_explicit(&vrt_tls.missed, 1, memory_order_relaxed);
 		return;
 	}
-	vrt_tls.busy = busy | VRT_BUSY_EMITTING;
+	int busy = vrt_emitting_begin();
 	emit_label(op, label);
-	vrt_tls.busy = busy;
+	vrt_emitting_end(busy);
 }
 
 /* ---- helpers for the hook bodies -------------------------------------------------------- */

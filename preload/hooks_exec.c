@@ -1,5 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
+ * exec and _exit: the image ends without vramtrace's destructor. _exit is how Python's
+ * os._exit and multiprocessing's forked workers leave; the trace is finished first (end
+ * reason VRT_END_EXIT with the status), so a short-lived worker still leaves a complete file.
+ *
  * exec: the image that calls it is replaced, and with it everything the collector has not
  * written yet. Before the real call the trace is finished, complete and with end reason
  * VRT_END_EXEC (the new image, preloaded again, writes its own file). If the call returns, it
@@ -19,9 +23,10 @@
 
 #include "internal.h"
 
-enum real_fn { EXECVE, EXECV, EXECVP, EXECVPE, FEXECVE, EXECVEAT, N_REAL };
+enum real_fn { EXECVE, EXECV, EXECVP, EXECVPE, FEXECVE, EXECVEAT, EXIT, EXIT_C99, N_REAL };
 
-static const char *const real_names[N_REAL] = { "execve", "execv", "execvp", "execvpe", "fexecve", "execveat" };
+static const char *const real_names[N_REAL] = { "execve",  "execv",    "execvp", "execvpe",
+						 "fexecve", "execveat", "_exit",  "_Exit" };
 static _Atomic(void *) reals[N_REAL];
 
 /* Looked up at load, so a vfork child never has to call dlsym here; lazily if exec comes first. */
@@ -41,14 +46,16 @@ static void *real(enum real_fn which)
 	return fn;
 }
 
+/* A vfork child shares our memory, collector included, but it is not the traced process: its
+ * exec or _exit must leave the parent's trace alone. */
+static bool is_traced_process(void) { return atomic_load(&vrt_state) == VRT_STATE_READY && getpid() == vrt_pid; }
+
 /* Before the real call: true if the trace was finished and must go on should the call return. */
 static bool exec_begin(void)
 {
-	/* A vfork child shares our memory, collector included, but it is not the traced process:
-	 * its exec must leave the parent's trace alone. */
-	if (atomic_load(&vrt_state) != VRT_STATE_READY || getpid() != vrt_pid || !vrt_enter())
+	if (!is_traced_process() || !vrt_enter())
 		return false;
-	if (vrt_collector_close_for_exec())
+	if (vrt_collector_close_now(VRT_END_EXEC, 0))
 		return true; /* still busy: this thread records nothing until exec_failed */
 	vrt_leave();
 	return false;
@@ -124,6 +131,21 @@ VRT_EXPORT int execveat(int dirfd, const char *path, char *const argv[], char *c
 	int rc = fn ? fn(dirfd, path, argv, envp, flags) : (int)syscall(SYS_execveat, dirfd, path, argv, envp, flags);
 	return exec_failed(closed, rc);
 }
+
+static _Noreturn void exit_now(enum real_fn which, int status)
+{
+	void (*fn)(int) = real(which);
+	if (is_traced_process() && vrt_enter())
+		vrt_collector_close_now(VRT_END_EXIT, status); /* no vrt_leave: nothing runs after */
+	if (fn)
+		fn(status);
+	syscall(SYS_exit_group, status);
+	__builtin_unreachable();
+}
+
+VRT_EXPORT _Noreturn void _exit(int status) { exit_now(EXIT, status); }
+
+VRT_EXPORT _Noreturn void _Exit(int status) { exit_now(EXIT_C99, status); }
 
 /* ---- the execl forms: argv from the variable arguments, as glibc builds it ---------------- */
 

@@ -248,6 +248,10 @@ bool vrt_enter_runtime(void);
 void vrt_leave(void);
 
 
+/* Brackets code that must not be re-entered by a signal handler's hook (EMITTING, see enum
+ * vrt_busy): begin returns the state that end restores; end publishes what was deferred. */
+int vrt_emitting_begin(void);
+void vrt_emitting_end(int busy);
 /* Publishes ev with the caller's stack (if with_stack and the mode records stacks). */
 void vrt_emit(const struct vrt_event *ev, bool with_stack);
 /* Publishes a MARK / PHASE_ENTER / PHASE_EXIT with its label. */
@@ -331,9 +335,9 @@ void vrt_collector_start_pending(void);
 /* The collector's fork section (internal.h, "Fork safety"); nests. Collector thread only. */
 void vrt_collector_section_enter(void);
 void vrt_collector_section_leave(void);
-/* Exec: finishes the trace (end reason VRT_END_EXEC) before the real call; true if it did, and
- * then vrt_collector_reopen_after_exec must follow if the call returns. */
-bool vrt_collector_close_for_exec(void);
+/* exec and _exit: finishes the trace with this end before the real call (bounded wait); true if
+ * it did. After an exec that returns, vrt_collector_reopen_after_exec must follow. */
+bool vrt_collector_close_now(int end_reason, int end_detail);
 void vrt_collector_reopen_after_exec(void);
 /* Flush and finish the trace from a fatal-signal handler (bounded wait). */
 void vrt_collector_crash_flush(int signo);
@@ -364,7 +368,7 @@ void vrt_symbols_invalidate(void); /* after dlopen/dlclose */
 /* A new trace file (forked child, failed exec): every module is described again. */
 void vrt_symbols_forget_reported(void);
 
-/* ---- exec (hooks_exec.c) ----------------------------------------------------------------- */
+/* ---- exec and _exit (hooks_exec.c) ----------------------------------------------------------------- */
 
 void vrt_exec_hooks_init(void);
 

@@ -321,10 +321,9 @@ void vrt_torch_maybe_attach(void)
 	}
 	/* EMITTING, not SELF: attach makes no CUDA call, so a hook entered meanwhile is a signal
 	 * handler's, and it defers its event rather than lose it (enum vrt_busy). */
-	int busy = vrt_tls.busy;
-	vrt_tls.busy = busy | VRT_BUSY_EMITTING;
+	int busy = vrt_emitting_begin();
 	attach();
-	vrt_tls.busy = busy;
+	vrt_emitting_end(busy);
 	vrt_fork_section_leave(&b->in_section);
 }
 

@@ -165,6 +165,37 @@ def test_python_fork_while_threads_allocate_never_hangs(tmp_path):
     assert (p.returncode, p.stdout) == (0, "forked 300\n")
 
 
+PY_EXIT_WORKERS = """
+import ctypes, os, sys
+rt = ctypes.CDLL(sys.argv[1])
+rt.cudaMalloc.argtypes = [ctypes.POINTER(ctypes.c_void_p), ctypes.c_size_t]
+for i in range(int(sys.argv[2])):
+    pid = os.fork()
+    if pid == 0:                       # a worker that allocates and leaves at once, as
+        p = ctypes.c_void_p()          # multiprocessing's forked workers do: os._exit
+        rc = rt.cudaMalloc(ctypes.byref(p), 65536 * (i + 1))
+        os._exit(rc or 7)
+    print("child", pid, os.WEXITSTATUS(os.waitpid(pid, 0)[1]), flush=True)
+"""
+
+
+@FORKS
+def test_workers_that_leave_with_os_exit_each_leave_a_complete_trace(tmp_path):
+    """_exit skips vramtrace's destructor: the hook finishes the trace first, with the status."""
+    script = tmp_path / "workers.py"
+    script.write_text(PY_EXIT_WORKERS)
+    p, out = run(tmp_path, [sys.executable, script, CUDART, 4], "d/", limit=30)
+    assert p.returncode == 0, p.stderr
+    children = [int(line.split()[1]) for line in p.stdout.splitlines() if line.startswith("child ")]
+    assert len(children) == 4 and all(line.endswith(" 7") for line in p.stdout.splitlines()), p.stdout
+    for i, pid in enumerate(children):
+        f = out / f"vramtrace.{pid}.vrt"
+        assert f.exists(), sorted(x.name for x in out.iterdir())
+        t = info(f)
+        assert (t["end_reason"], t["end_detail"], t["events_lost"]) == ("exited normally", 7, 0)
+        assert [d["live_bytes_at_end"] for d in report(f)["devices"]] == [65536 * (i + 1)]
+
+
 # ---- a signal handler that calls CUDA while the thread is inside a hook ----------------------
 
 def signal_run(tmp_path, iterations):
