@@ -173,12 +173,12 @@ static bool record_end(const char *path, int status, uint64_t ended_ns, struct v
 	bool trace = pread(fd, &h, sizeof(h), 0) == sizeof(h) && !memcmp(h.magic, VRT_FILE_MAGIC, VRT_FILE_MAGIC_LEN) &&
 		     h.header_crc == vrt_crc32c(0, &h, offsetof(struct vrt_file_header, header_crc)) && h.ts_unit_ns &&
 		     h.state.crc == vrt_crc32c(0, &h.state, offsetof(struct vrt_file_state, crc));
-	*s = h.state;
-	bool running = s->end_reason == VRT_END_RUNNING;
 	if (!trace) {
 		close(fd);
 		return false;
 	}
+	*s = h.state;
+	bool running = s->end_reason == VRT_END_RUNNING;
 	if (WIFSIGNALED(status) && running) {
 		s->end_reason = VRT_END_KILLED;
 		s->end_detail = WTERMSIG(status);

@@ -128,7 +128,7 @@ static void count(struct vrt_model *m, const struct vrt_item *it, int64_t delta,
 			m->tensor_peak_ts[d] = m->last_ts;
 			m->tensor_peak_event[d] = m->events;
 		}
-		e->delta = delta;
+		e->delta += delta; /* born() may have added the death of an item it replaced */
 		e->tensor = true;
 		return;
 	}
@@ -149,7 +149,7 @@ static void count(struct vrt_model *m, const struct vrt_item *it, int64_t delta,
 		m->peak_ts[d][it->kind] = m->last_ts;
 		m->peak_event[d][it->kind] = m->events;
 	}
-	e->delta = delta;
+	e->delta += delta;
 }
 
 static uint8_t space_of(uint32_t op)

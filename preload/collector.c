@@ -734,23 +734,34 @@ static bool wait_finished(struct collector *c)
 	return true;
 }
 
+/* The thread is told to stop but has not finished yet (close_now timed out): after a failed
+ * exec it is waited for again before the trace goes on. Under lifecycle_lock. */
+static bool stop_pending;
+
+static void join_finished(struct collector *c)
+{
+	pthread_join(c->thread, NULL);
+	c->running = false;
+	stop_pending = false;
+}
+
 bool vrt_collector_close_now(int end_reason, int end_detail)
 {
 	struct collector *c = &vrt_collector;
-	bool closed = false;
+	bool asked = false;
 	/* try: the caller may be a signal handler that interrupted the lock's holder */
 	if (pthread_mutex_trylock(&lifecycle_lock))
 		return false;
-	if (c->running) {
+	if (c->running && !stop_pending) {
 		request_stop(c, end_reason, end_detail);
-		closed = wait_finished(c);
-		if (closed) {
-			pthread_join(c->thread, NULL);
-			c->running = false;
-		}
+		asked = true;
+		if (wait_finished(c))
+			join_finished(c);
+		else
+			stop_pending = true;
 	}
 	pthread_mutex_unlock(&lifecycle_lock);
-	return closed;
+	return asked;
 }
 
 /* The exec failed: the process goes on, and so does its trace, in a new file. */
@@ -758,6 +769,13 @@ void vrt_collector_reopen_after_exec(void)
 {
 	struct collector *c = &vrt_collector;
 	pthread_mutex_lock(&lifecycle_lock);
+	if (stop_pending && wait_finished(c))
+		join_finished(c);
+	if (stop_pending) {
+		pthread_mutex_unlock(&lifecycle_lock);
+		vrt_disable("the collector did not finish before exec; the trace ends there");
+		return;
+	}
 	if (!c->running && atomic_load(&vrt_state) == VRT_STATE_READY) {
 		atomic_store(&stopping_buf, NULL);
 		if (c->closed_file) { /* else: no file yet (armed, or nothing recorded), or a write error */

@@ -183,6 +183,13 @@ void vrt_emitting_end(int busy)
 	}
 }
 
+void vrt_emit_deferred(void)
+{
+	struct vrt_tbuf *b = vrt_tls.buf;
+	if (b && atomic_load_explicit(&b->n_deferred, memory_order_relaxed) && !vrt_tls.busy)
+		vrt_emitting_end(vrt_emitting_begin());
+}
+
 void vrt_emit(const struct vrt_event *ev, bool with_stack)
 {
 	if (VRT_UNLIKELY(vrt_tls.busy & VRT_BUSY_DEFERRING)) {

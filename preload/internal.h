@@ -252,6 +252,8 @@ void vrt_leave(void);
  * vrt_busy): begin returns the state that end restores; end publishes what was deferred. */
 int vrt_emitting_begin(void);
 void vrt_emitting_end(int busy);
+/* Publishes what signal handlers deferred on this thread (at thread exit). */
+void vrt_emit_deferred(void);
 /* Publishes ev with the caller's stack (if with_stack and the mode records stacks). */
 void vrt_emit(const struct vrt_event *ev, bool with_stack);
 /* Publishes a MARK / PHASE_ENTER / PHASE_EXIT with its label. */
@@ -336,7 +338,8 @@ void vrt_collector_start_pending(void);
 void vrt_collector_section_enter(void);
 void vrt_collector_section_leave(void);
 /* exec and _exit: finishes the trace with this end before the real call (bounded wait); true if
- * it did. After an exec that returns, vrt_collector_reopen_after_exec must follow. */
+ * the collector was told to (it may still be finishing after the wait): after an exec that
+ * returns, vrt_collector_reopen_after_exec must follow. */
 bool vrt_collector_close_now(int end_reason, int end_detail);
 void vrt_collector_reopen_after_exec(void);
 /* Flush and finish the trace from a fatal-signal handler (bounded wait). */

@@ -172,9 +172,10 @@ static void atfork_prepare(void)
 {
 	atomic_fetch_add_explicit(&vrt_forking, 1, memory_order_seq_cst);
 	uint64_t deadline = vrt_now_ns() + VRT_FORK_WAIT_NS;
-	/* The collector first: parked, it unlinks no thread buffer while we walk the list. */
-	vrt_collector_wait_parked(deadline);
-	vrt_tbuf_wait_sections(deadline);
+	/* The collector first: parked, it unlinks no thread buffer while we walk the list (not
+	 * parked in time, it might: the list is not walked then). */
+	if (vrt_collector_wait_parked(deadline))
+		vrt_tbuf_wait_sections(deadline);
 	python_locked = vrt_python_fork_prepare(deadline);
 }
 

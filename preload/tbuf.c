@@ -30,6 +30,7 @@ static pthread_key_t exit_key;
 static void thread_exit(void *p)
 {
 	struct vrt_tbuf *b = p;
+	vrt_emit_deferred(); /* what signal handlers left, before the buffer is given up */
 	atomic_store_explicit(&b->dead, 1, memory_order_release);
 	vrt_tls.buf = NULL;
 }

@@ -307,7 +307,9 @@ static void attach(void)
 void vrt_torch_maybe_attach(void)
 {
 	int expected = 0;
-	if (atomic_load_explicit(&torch_state, memory_order_relaxed) != 0 || !vrt_cfg.torch ||
+	/* Never from a signal handler's hook (nested): the probe takes the loader's locks and
+	 * PyTorch's allocator mutex, and marks the thread's fork section, which is not nestable. */
+	if (atomic_load_explicit(&torch_state, memory_order_relaxed) != 0 || !vrt_cfg.torch || vrt_tls.nested ||
 	    atomic_load(&vrt_state) != VRT_STATE_READY)
 		return;
 	/* Whoever loses this race goes on without waiting: the winner may need locks they hold. */
