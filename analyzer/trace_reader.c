@@ -453,6 +453,8 @@ static int cp_part_read(struct vrt_trace *t, size_t i, struct cp_part *part)
 	if (rc)
 		return rc;
 	*part = (struct cp_part){ 0 };
+	if (!len)
+		return 0; /* holds nothing: neither begins nor ends a checkpoint */
 	end = p + len;
 	struct vrt_delta d = { 0, 0 };
 	for (bool first = true; p < end;) {

@@ -199,11 +199,12 @@ static bool python_ready(void)
 		return true;
 	if (s < 0)
 		return false;
-	uint64_t now = vrt_now_ns();
-	if (now < atomic_load(&py_next_try_ns))
+	/* dlsym takes the loader lock: try at most once a second until a Python shows up, one
+	 * thread at a time (the winner of the exchange writes py; the others read it only once
+	 * py_state says it is complete) */
+	uint64_t now = vrt_now_ns(), next = atomic_load(&py_next_try_ns);
+	if (now < next || !atomic_compare_exchange_strong(&py_next_try_ns, &next, now + 1000000000ull))
 		return false;
-	/* dlsym takes the loader lock: try at most once a second until a Python shows up */
-	atomic_store(&py_next_try_ns, now + 1000000000ull);
 	if (!resolve_api() || !py.Py_IsInitialized())
 		return false;
 	char why[160];
