@@ -26,6 +26,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "internal.h"
@@ -244,22 +245,34 @@ static void refuse(const char *why)
 	vrt_log("PyTorch tensor events off: %s; recording CUDA segments only", why);
 }
 
+/* Without PyTorch loaded, look again at most every 20 ms: dl_iterate_phdr takes the loader's
+ * lock, and a process that never imports PyTorch allocates all day. The coarse clock (a few ms
+ * of resolution) keeps the check to a load per allocation in between. */
+#define SEARCH_EVERY_NS 20000000ull
+static _Atomic uint64_t next_search_ns;
+static _Atomic bool c10_found;
+
+static uint64_t coarse_now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static bool search_due(void)
+{
+	return atomic_load_explicit(&c10_found, memory_order_relaxed) ||
+	       coarse_now_ns() >= atomic_load_explicit(&next_search_ns, memory_order_relaxed);
+}
+
 static void attach(void)
 {
 	static unsigned long long searched_adds = ~0ull;
-	static uint64_t next_search_ns;
 	static char c10_path[4096];
 	struct find_c10 f;
 	f.path[0] = 0;
 	if (!c10_path[0]) {
-		/* Without PyTorch loaded, look again at most every 20 ms: dl_iterate_phdr takes the
-		 * loader's lock, and a process that never imports PyTorch allocates all day. */
-		uint64_t now = vrt_now_ns();
-		if (now < next_search_ns) {
-			atomic_store(&torch_state, 0);
-			return;
-		}
-		next_search_ns = now + 20000000ull;
+		atomic_store_explicit(&next_search_ns, coarse_now_ns() + SEARCH_EVERY_NS, memory_order_relaxed);
 		unsigned long long adds = 0;
 		dl_iterate_phdr(read_adds, &adds);
 		if (!adds || adds != searched_adds)
@@ -270,6 +283,7 @@ static void attach(void)
 			return;
 		}
 		snprintf(c10_path, sizeof(c10_path), "%s", f.path);
+		atomic_store_explicit(&c10_found, true, memory_order_relaxed);
 	}
 	snprintf(f.path, sizeof(f.path), "%s", c10_path);
 	char version[64], why[256];
@@ -310,7 +324,7 @@ void vrt_torch_maybe_attach(void)
 	/* Never from a signal handler's hook (nested): the probe takes the loader's locks and
 	 * PyTorch's allocator mutex, and marks the thread's fork section, which is not nestable. */
 	if (atomic_load_explicit(&torch_state, memory_order_relaxed) != 0 || !vrt_cfg.torch || vrt_tls.nested ||
-	    atomic_load(&vrt_state) != VRT_STATE_READY)
+	    atomic_load(&vrt_state) != VRT_STATE_READY || !search_due())
 		return;
 	/* Whoever loses this race goes on without waiting: the winner may need locks they hold. */
 	if (!atomic_compare_exchange_strong(&torch_state, &expected, 2))
