@@ -31,6 +31,7 @@ static void thread_exit(void *p)
 {
 	struct vrt_tbuf *b = p;
 	vrt_emit_deferred(); /* what signal handlers left, before the buffer is given up */
+	b->lost += atomic_exchange_explicit(&vrt_tls.missed, 0, memory_order_relaxed); /* reported by the collector */
 	atomic_store_explicit(&b->dead, 1, memory_order_release);
 	vrt_tls.buf = NULL;
 }
