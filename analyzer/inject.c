@@ -43,6 +43,7 @@
 #include <unistd.h>
 
 #include "vramtrace/error.h"
+#include "vramtrace/small_file.h"
 
 #if defined(__x86_64__)
 #ifdef VRT_HAVE_UNWIND_PTRACE
@@ -58,26 +59,13 @@
 
 /* ---- small /proc readers ---------------------------------------------------------------- */
 
-static size_t read_file(const char *path, char *buf, size_t cap)
-{
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return 0;
-	size_t n = 0;
-	ssize_t r;
-	while (n < cap - 1 && (r = read(fd, buf + n, cap - 1 - n)) > 0)
-		n += (size_t)r;
-	close(fd);
-	buf[n] = 0;
-	return n;
-}
 
 /* "Uid:" or "Gid:" line of /proc/PID/status: real, effective, saved, fs. */
 static bool status_ids(int pid, const char *key, unsigned ids[4])
 {
 	char path[64], buf[8192];
 	snprintf(path, sizeof(path), "/proc/%d/status", pid);
-	if (!read_file(path, buf, sizeof(buf)))
+	if (!vrt_read_small_file(path, buf, sizeof(buf)))
 		return false;
 	const char *line = strstr(buf, key);
 	return line && sscanf(line + strlen(key), "%u %u %u %u", &ids[0], &ids[1], &ids[2], &ids[3]) == 4;
@@ -87,7 +75,7 @@ static bool have_cap_sys_ptrace(void)
 {
 	char buf[8192];
 	unsigned long long caps = 0;
-	if (!read_file("/proc/self/status", buf, sizeof(buf)))
+	if (!vrt_read_small_file("/proc/self/status", buf, sizeof(buf)))
 		return false;
 	const char *line = strstr(buf, "CapEff:");
 	return line && sscanf(line + 7, "%llx", &caps) == 1 && (caps >> 19 & 1); /* CAP_SYS_PTRACE */
@@ -97,7 +85,7 @@ static int parent_of(int pid)
 {
 	char path[64], buf[1024];
 	snprintf(path, sizeof(path), "/proc/%d/stat", pid);
-	if (!read_file(path, buf, sizeof(buf)))
+	if (!vrt_read_small_file(path, buf, sizeof(buf)))
 		return 0;
 	const char *close = strrchr(buf, ')'); /* the command name may hold spaces and parentheses */
 	int ppid = 0;
@@ -119,7 +107,7 @@ static char process_state(int pid)
 {
 	char path[64], buf[1024], state = '?';
 	snprintf(path, sizeof(path), "/proc/%d/stat", pid);
-	const char *close = read_file(path, buf, sizeof(buf)) ? strrchr(buf, ')') : NULL;
+	const char *close = vrt_read_small_file(path, buf, sizeof(buf)) ? strrchr(buf, ')') : NULL;
 	if (close)
 		sscanf(close + 1, " %c", &state);
 	return state;
@@ -128,7 +116,7 @@ static char process_state(int pid)
 static int yama_scope(void)
 {
 	char buf[32];
-	return read_file("/proc/sys/kernel/yama/ptrace_scope", buf, sizeof(buf)) ? atoi(buf) : -1;
+	return vrt_read_small_file("/proc/sys/kernel/yama/ptrace_scope", buf, sizeof(buf)) ? atoi(buf) : -1;
 }
 
 /* ---- permission ------------------------------------------------------------------------- */
@@ -609,7 +597,7 @@ static bool blocked_in_syscall(int pid, int tid)
 {
 	char path[96], buf[256];
 	snprintf(path, sizeof(path), "/proc/%d/task/%d/syscall", pid, tid);
-	if (!read_file(path, buf, sizeof(buf)) || !isdigit((unsigned char)buf[0]))
+	if (!vrt_read_small_file(path, buf, sizeof(buf)) || !isdigit((unsigned char)buf[0]))
 		return false; /* "running", "-1 ..." (not in a system call), or unreadable */
 	return blocking_syscall(strtol(buf, NULL, 10));
 }

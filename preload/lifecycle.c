@@ -22,6 +22,7 @@
 
 #include "attach.h"
 #include "internal.h"
+#include "vramtrace/small_file.h"
 
 _Atomic int vrt_state = VRT_STATE_UNINIT;
 _Atomic int vrt_mode = VRT_MODE_OFF;
@@ -246,19 +247,6 @@ static bool list_names_self(const char *list, size_t n, const struct stat *self)
 	return false;
 }
 
-static size_t read_small_file(const char *path, char *buf, size_t cap)
-{
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return 0;
-	size_t n = 0;
-	ssize_t r;
-	while (n < cap - 1 && (r = read(fd, buf + n, cap - 1 - n)) > 0)
-		n += (size_t)r;
-	close(fd);
-	buf[n] = 0;
-	return n;
-}
 
 /*
  * Preloaded or dlopen'ed later? The loader only preloads what LD_PRELOAD (as the process was
@@ -273,7 +261,7 @@ static bool preloaded(void)
 	if (!self_path[0] || stat(self_path, &self))
 		return true; /* cannot tell: keep the behaviour of a preload */
 	static char env[1 << 18]; /* .bss: only the bytes read are touched */
-	size_t n = read_small_file("/proc/self/environ", env, sizeof(env));
+	size_t n = vrt_read_small_file("/proc/self/environ", env, sizeof(env));
 	for (size_t i = 0; i < n; i += strlen(env + i) + 1)
 		if (!strncmp(env + i, "LD_PRELOAD=", 11)) {
 			const char *v = env + i + 11;
@@ -284,7 +272,7 @@ static bool preloaded(void)
 	if (live && list_names_self(live, strlen(live), &self))
 		return true;
 	char etc[4096];
-	n = read_small_file("/etc/ld.so.preload", etc, sizeof(etc));
+	n = vrt_read_small_file("/etc/ld.so.preload", etc, sizeof(etc));
 	return list_names_self(etc, n, &self);
 }
 
