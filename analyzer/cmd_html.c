@@ -688,6 +688,7 @@ static int pass_buckets(struct html *h)
 			vrt_progress_update(&pr, rp.bytes_done, rp.bytes_total);
 	}
 	vrt_progress_end(&pr);
+	vrt_warn_model(h->t, &m, h->o->quiet);
 	roll_to(h, bucket_of(h, h->to));
 	for (int i = 0; i < h->n_phases; i++) /* still open at the end */
 		if (h->phases[i].depth > 0)

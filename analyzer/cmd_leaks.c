@@ -320,15 +320,17 @@ static int replay(struct leaks *lk, struct vrt_model *m)
 									  e.kind == VRT_EFFECT_RESIZED) &&
 		    counts(lk, &e.item)) {
 			struct invocation *v = &lk->inv[lk->n_inv - 1];
-			if (e.delta > 0)
-				v->allocated += e.delta;
-			else
-				v->freed -= e.delta;
+			/* Sums over events, not over the live set: they saturate instead of wrapping. */
+			if (e.delta > 0 && __builtin_add_overflow(v->allocated, e.delta, &v->allocated))
+				v->allocated = INT64_MAX;
+			else if (e.delta < 0 && __builtin_sub_overflow(v->freed, e.delta, &v->freed))
+				v->freed = INT64_MAX;
 		}
 		if (!(m->events & 0xfffff))
 			vrt_progress_update(&pr, rp.bytes_done, rp.bytes_total);
 	}
 	vrt_progress_end(&pr);
+	vrt_warn_model(lk->t, m, lk->o->quiet);
 	if (rp.error)
 		return vrt_fail(rp.error, "%s: stopped at a bad record after %llu events", lk->t->path,
 				(unsigned long long)m->events);

@@ -363,6 +363,7 @@ int vrt_cmd_oom(int argc, char **argv)
 	struct vrt_model m;
 	if (!rc && !(rc = vrt_model_init(&m))) {
 		rc = replay_to(&t, &o, &m);
+		vrt_warn_model(&t, &m, opt.quiet);
 		if (!rc) {
 			struct explanation x;
 			explain(&t, &m, o.rec.device, &x);

@@ -7,6 +7,7 @@
 
 #include "cli.h"
 #include "model.h"
+#include "report_common.h"
 #include "series.h"
 
 struct timeline_options {
@@ -58,6 +59,7 @@ static int fill(struct vrt_trace *t, const struct timeline_options *o, struct vr
 			vrt_progress_update(&pr, rp.bytes_done, rp.bytes_total);
 	}
 	vrt_progress_end(&pr);
+	vrt_warn_model(t, &m, o->quiet);
 	vrt_model_free(&m);
 	vrt_series_finish(s);
 	return rp.error ? vrt_fail(rp.error, "%s: stopped at a bad record", t->path) : 0;

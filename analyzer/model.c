@@ -103,6 +103,7 @@ static struct vrt_item *insert(struct vrt_model *m, uint8_t space, uint64_t addr
 
 static void erase(struct vrt_model *m, struct vrt_item *it)
 {
+	m->held -= it->size;
 	size_t hole = (size_t)(it - m->slots), mask = m->cap - 1;
 	for (size_t i = (hole + 1) & mask; m->tags[i]; i = (i + 1) & mask) {
 		size_t home = slot_of(m, m->slots[i].space, m->slots[i].addr);
@@ -205,9 +206,14 @@ static void born(struct vrt_model *m, const struct vrt_record *r, uint8_t op, bo
 		died(m, old, &ignored); /* its release was lost or comes late: it cannot still live */
 		e->delta += ignored.delta;
 	}
+	if (r->size > VRT_HELD_MAX - m->held) {
+		m->implausible++;
+		return;
+	}
 	struct vrt_item *it = insert(m, space, r->addr);
 	if (!it)
 		return;
+	m->held += r->size;
 	/* Every field, one by one: a struct assignment zeroes all 96 bytes first (rep stos), which
 	 * cost a quarter of born(). */
 	it->addr = r->addr;
@@ -342,7 +348,10 @@ void vrt_model_apply(struct vrt_model *m, const struct vrt_record *r, struct vrt
 		break;
 	case VRT_OP_BLOCK_SIZE: {
 		struct vrt_item *it = find(m, VRT_IS_BLOCK, r->addr);
-		if (it && r->size != it->size) {
+		if (it && r->size > it->size && r->size - it->size > VRT_HELD_MAX - m->held) {
+			m->implausible++;
+		} else if (it && r->size != it->size) {
+			m->held = m->held - it->size + r->size;
 			int64_t delta = (int64_t)r->size - (int64_t)it->size;
 			it->size = r->size;
 			e->kind = VRT_EFFECT_RESIZED;

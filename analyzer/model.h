@@ -14,6 +14,10 @@
 
 #define VRT_MAX_DEVICES 64
 #define VRT_HOST_SLOT VRT_MAX_DEVICES /* totals index for device -1 (host) */
+/* The most bytes all live items together may hold (1 EiB, far beyond any machine). Items that
+ * would cross it come from a damaged trace and are not taken in, so that every sum of live sizes
+ * (the model's totals, the reports' per-site sums) fits an int64_t. */
+#define VRT_HELD_MAX (1ull << 60)
 
 enum vrt_item_space {
 	VRT_IS_ADDR = 1,
@@ -63,6 +67,8 @@ struct vrt_model {
 	uint64_t phase_seq;   /* phase invocations entered so far, all names */
 	uint64_t last_ts;
 	uint64_t unknown_frees, lost;
+	uint64_t held;        /* sum of the sizes of all live items, every space: <= VRT_HELD_MAX */
+	uint64_t implausible; /* allocations and resizes refused: their size would cross VRT_HELD_MAX */
 	bool any_blocks;
 	bool seeding;         /* inside a checkpoint whose items are to be taken in */
 };

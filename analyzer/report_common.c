@@ -28,10 +28,19 @@ int vrt_report_replay(struct vrt_trace *t, struct vrt_model *m, bool quiet, cons
 			vrt_progress_update(&pr, rp.bytes_done, rp.bytes_total);
 	}
 	vrt_progress_end(&pr);
+	vrt_warn_model(t, m, quiet);
 	if (rp.error)
 		return vrt_fail(rp.error, "%s: stopped at a bad record after %llu events", t->path,
 				(unsigned long long)m->events);
 	return 0;
+}
+
+void vrt_warn_model(const struct vrt_trace *t, const struct vrt_model *m, bool quiet)
+{
+	if (!quiet && m->implausible)
+		fprintf(stderr, "vramtrace: warning: %s: %llu allocations were left out: together with what was live "
+				"they would hold more than %s (a damaged trace?)\n",
+			t->path, (unsigned long long)m->implausible, vrt_bytes((int64_t)VRT_HELD_MAX));
 }
 
 const char *vrt_device_name(int slot)

@@ -9,6 +9,8 @@
 /* Replays the trace into m, to the end or to the first mark labelled until_mark (when not
  * NULL). Returns 0 or an exit code (after printing why). */
 int vrt_report_replay(struct vrt_trace *t, struct vrt_model *m, bool quiet, const char *until_mark);
+/* Warns (stderr, unless quiet) about records the model refused after a replay. */
+void vrt_warn_model(const struct vrt_trace *t, const struct vrt_model *m, bool quiet);
 bool vrt_is_mark(const struct vrt_trace *t, const struct vrt_record *r, const char *label);
 
 /*

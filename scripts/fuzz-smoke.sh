@@ -7,7 +7,10 @@
 #   scripts/fuzz-smoke.sh [SECONDS]      (default 30 seconds per target)
 #
 # Environment: FUZZ_BUILD_DIR (default build-fuzz), FUZZ_JOBS (parallel fuzzing jobs per target,
-# default 1), FUZZ_ARGS (extra libFuzzer flags). Findings land in $FUZZ_BUILD_DIR/artifacts/;
+# default 1), FUZZ_SEED (libFuzzer's -seed; unset: a new random seed each run), FUZZ_ARGS (extra
+# libFuzzer flags). scripts/test.sh fixes the seed, so that a red CI run names the change that
+# broke something rather than a lucky draw; hunting for new bugs means runs without it:
+#   FUZZ_JOBS=2 scripts/fuzz-smoke.sh 600 Findings land in $FUZZ_BUILD_DIR/artifacts/;
 # the exit status is non-zero when any target found something. Reproduce a finding with
 #   $FUZZ_BUILD_DIR/tests/fuzz/fuzz_<target> $FUZZ_BUILD_DIR/artifacts/<target>/crash-...
 # Needs clang with libFuzzer (Debian/Ubuntu: clang, and libclang-rt-14-dev for clang 14).
@@ -61,7 +64,7 @@ for t in "${targets[@]}"; do
 	# shellcheck disable=SC2086
 	if ! "$bin/fuzz_$t" -max_total_time="$secs" -timeout=20 -rss_limit_mb=2048 -max_len=1048576 \
 		-print_final_stats=1 -artifact_prefix="$art/" -jobs="$jobs" -workers="$jobs" \
-		${FUZZ_ARGS:-} "$work" "${seeds[@]}" 2>"$bdir/fuzz_$t.log"; then
+		${FUZZ_SEED:+-seed=$FUZZ_SEED} ${FUZZ_ARGS:-} "$work" "${seeds[@]}" 2>"$bdir/fuzz_$t.log"; then
 		status=1
 		echo "fuzz_$t: FOUND A PROBLEM (see $bdir/fuzz_$t.log and $art/)"
 		grep -E "ERROR|SUMMARY|runtime error|Test unit written" "$bdir/fuzz_$t.log" | head -20 || true

@@ -23,6 +23,7 @@ count() { # $1 = meson build dir: adds its test results to the totals
 meson test -C build --print-errorlogs --num-processes 2 --timeout-multiplier 3
 count build
 
+export FUZZ_SEED=${FUZZ_SEED-20261202} # reproducible fuzz smoke runs (see scripts/fuzz-smoke.sh)
 for extra in scripts/test-sanitizers.sh scripts/fuzz-smoke.sh scripts/test-wheel.sh; do
   if [ -x "$extra" ]; then
     if "$extra"; then passed=$((passed + 1)); else failed=$((failed + 1)); echo "FAILED: $extra"; fi

@@ -602,6 +602,12 @@ static void record_cases(struct bytes base, const struct vt_gen *g)
 	APPEND(VRT_CHUNK_EVENTS, { .op = VRT_OP_ALLOC, .ts = 1, .addr = 0x1000, .api = 200 });
 	bad("api-out-of-range", b, 3, MSG_RECORD, NULL);
 	free(b.p);
+	/* Read, with a warning: sizes that together pass what any machine holds (found by fuzz_chunks
+	 * as a signed overflow in the model's totals). */
+	APPEND(VRT_CHUNK_EVENTS, { .op = VRT_OP_ALLOC, .ts = 1, .addr = 0x1000, .size = 2, .kind = VRT_KIND_DEVICE },
+	       { .op = VRT_OP_ALLOC, .ts = 2, .addr = 0x2000, .size = (uint64_t)INT64_MAX, .kind = VRT_KIND_DEVICE });
+	bad("sizes-beyond-any-machine", b, 0, "1 allocations were left out", NULL);
+	free(b.p);
 
 	/* Raw bytes: an unknown opcode, a record cut short, an over-long varint, a huge B length. */
 	static const struct {

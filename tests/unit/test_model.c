@@ -118,10 +118,51 @@ static void test_table_keeps_every_item_across_growth_and_deletion(void)
 	vrt_model_free(&m);
 }
 
+/* A damaged trace can carry any size: what would take the held total past VRT_HELD_MAX is left
+ * out and counted, so that no sum of live sizes overflows (a fuzzer found 2 + INT64_MAX). */
+static void test_sizes_no_machine_holds_are_left_out(void)
+{
+	struct vrt_model m;
+	VT_REQUIRE(vrt_model_init(&m) == 0);
+	struct vrt_effect e;
+	struct vrt_record r = alloc_at(10, 0x1000, 2);
+	vrt_model_apply(&m, &r, &e);
+	r = alloc_at(20, 0x2000, (uint64_t)INT64_MAX);
+	vrt_model_apply(&m, &r, &e);
+	VT_EQ(e.delta, 0);
+	r = alloc_at(30, 0x3000, UINT64_MAX);
+	vrt_model_apply(&m, &r, &e);
+	r = alloc_at(40, 0x4000, VRT_HELD_MAX - 2); /* exactly fills the limit */
+	vrt_model_apply(&m, &r, &e);
+	VT_EQ(e.delta, (int64_t)(VRT_HELD_MAX - 2));
+	r = alloc_at(50, 0x5000, 1);
+	vrt_model_apply(&m, &r, &e);
+	VT_EQ(m.implausible, 3u);
+	VT_EQ(live_device_bytes(&m), (int64_t)VRT_HELD_MAX);
+	r = free_at(60, 0x4000);
+	vrt_model_apply(&m, &r, &e);
+	VT_EQ(live_device_bytes(&m), 2);
+	VT_EQ(m.held, 2u);
+
+	/* A tensor resized past the limit keeps its size. */
+	r = (struct vrt_record){ .op = VRT_OP_BLOCK_ALLOC, .ts = 70, .addr = 0x9000, .size = 512, .device = 0 };
+	vrt_model_apply(&m, &r, &e);
+	r = (struct vrt_record){ .op = VRT_OP_BLOCK_SIZE, .ts = 80, .addr = 0x9000, .size = UINT64_MAX, .device = 0 };
+	vrt_model_apply(&m, &r, &e);
+	VT_EQ(m.implausible, 4u);
+	VT_EQ(m.tensors[0], 512);
+	r = (struct vrt_record){ .op = VRT_OP_BLOCK_SIZE, .ts = 90, .addr = 0x9000, .size = 256, .device = 0 };
+	vrt_model_apply(&m, &r, &e);
+	VT_EQ(e.delta, -256);
+	VT_EQ(m.held, 258u);
+	vrt_model_free(&m);
+}
+
 int main(void)
 {
 	VT_RUN(test_replaced_allocation_delta_is_the_change_of_the_total);
 	VT_RUN(test_deltas_sum_to_the_live_total);
 	VT_RUN(test_table_keeps_every_item_across_growth_and_deletion);
+	VT_RUN(test_sizes_no_machine_holds_are_left_out);
 	return vt_summary();
 }
