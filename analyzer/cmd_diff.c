@@ -113,7 +113,8 @@ static size_t build_rows(struct side *sa, struct side *sb, struct row **out)
 			*(side ? &rows[k].stack_b : &rows[k].stack_a) = s->sites.v[i].stack;
 		}
 	}
-	qsort(rows, n, sizeof(*rows), cmp_rows);
+	if (n)
+		qsort(rows, n, sizeof(*rows), cmp_rows);
 	*out = rows;
 	return n;
 }

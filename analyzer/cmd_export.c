@@ -179,33 +179,82 @@ static void pk_frames(FILE *out, const struct vrt_trace *t, uint32_t stack)
 	pk_list_end(out);
 }
 
-static const char *viz_action(const struct vrt_record *r, bool blocks)
+/* The memory_viz action for what one record did, or NULL: device memory born or dead as the model
+ * saw it (a handle's last release frees it, not every cuMemRelease; checkpointed items are born
+ * at the start of the window), and OOMs. */
+static const char *viz_action(const struct vrt_record *r, const struct vrt_effect *e, bool blocks)
 {
-	switch (r->op) {
-	case VRT_OP_BLOCK_ALLOC: return "alloc";
-	case VRT_OP_BLOCK_FREE: return "free_completed";
-	case VRT_OP_ALLOC: case VRT_OP_PHYS_CREATE:
-		return r->kind != VRT_KIND_DEVICE ? NULL : blocks ? "segment_alloc" : "alloc";
-	case VRT_OP_FREE: case VRT_OP_PHYS_RELEASE:
-		return r->kind != VRT_KIND_DEVICE ? NULL : blocks ? "segment_free" : "free_completed";
-	case VRT_OP_OOM: return "oom";
-	}
-	return NULL;
+	if (r->op == VRT_OP_OOM)
+		return "oom";
+	if (e->kind != VRT_EFFECT_BORN && e->kind != VRT_EFFECT_DIED)
+		return NULL;
+	const struct vrt_item *it = &e->item;
+	bool born = e->kind == VRT_EFFECT_BORN;
+	if (it->space == VRT_IS_BLOCK)
+		return born ? "alloc" : "free_completed";
+	if (!vrt_item_counted(it) || it->kind != VRT_KIND_DEVICE)
+		return NULL;
+	return born ? (blocks ? "segment_alloc" : "alloc") : (blocks ? "segment_free" : "free_completed");
 }
 
-static void pk_trace_entry(FILE *out, const struct vrt_trace *t, const struct vrt_record *r, const char *action)
+/* The device a record's memory_viz entries belong to; -1: none (e->item is unset then). */
+static int viz_device(const struct vrt_record *r, const struct vrt_effect *e)
+{
+	if (r->op == VRT_OP_OOM)
+		return r->device;
+	return e->kind == VRT_EFFECT_NONE ? -1 : e->item.device;
+}
+
+struct viz_entry {
+	const char *action;
+	uint64_t addr, size, stream, ts, device_free;
+	uint32_t stack;
+	bool oom;
+};
+
+static void pk_trace_entry(FILE *out, const struct vrt_trace *t, const struct viz_entry *v)
 {
 	pk_dict_begin(out);
-	pk_key_str(out, "action", action);
-	pk_key_int(out, "addr", (int64_t)(r->op == VRT_OP_OOM ? r->aux : r->addr));
-	pk_key_int(out, "size", (int64_t)r->size);
-	pk_key_int(out, "stream", (int64_t)r->stream);
-	pk_key_int(out, "time_us", (int64_t)(vrt_ts_seconds(t, r->ts) * 1e6));
-	if (r->op == VRT_OP_OOM)
-		pk_key_int(out, "device_free", (int64_t)r->aux);
+	pk_key_str(out, "action", v->action);
+	pk_key_int(out, "addr", (int64_t)v->addr);
+	pk_key_int(out, "size", (int64_t)v->size);
+	pk_key_int(out, "stream", (int64_t)v->stream);
+	pk_key_int(out, "time_us", (int64_t)(vrt_ts_seconds(t, v->ts) * 1e6));
+	if (v->oom)
+		pk_key_int(out, "device_free", (int64_t)v->device_free);
 	pk_str(out, "frames");
-	pk_frames(out, t, r->stack ? r->stack : r->stack2);
+	pk_frames(out, t, v->stack);
 	pk_dict_end(out);
+}
+
+/* Writes the entries for one record's effect; returns how many. A tensor whose real size became
+ * known (BLOCK_SIZE) is freed at its estimated size and allocated again at the real one, since
+ * memory_viz has no resize: the totals it draws stay those of the model. */
+static int viz_entries(FILE *out, const struct vrt_trace *t, const struct vrt_record *r, const struct vrt_effect *e,
+		       bool blocks)
+{
+	const struct vrt_item *it = &e->item;
+	if (e->kind == VRT_EFFECT_RESIZED && it->space == VRT_IS_BLOCK) {
+		struct viz_entry gone = { "free_completed", it->addr, it->size - (uint64_t)e->delta, it->stream, r->ts, 0,
+					  it->stack, false };
+		struct viz_entry again = gone;
+		again.action = "alloc";
+		again.size = it->size;
+		pk_trace_entry(out, t, &gone);
+		pk_trace_entry(out, t, &again);
+		return 2;
+	}
+	const char *action = viz_action(r, e, blocks);
+	if (!action)
+		return 0;
+	struct viz_entry v = { action, it->addr, it->size, it->stream, r->ts, 0, r->stack2, false };
+	if (r->op == VRT_OP_OOM)
+		v = (struct viz_entry){ action, r->aux, r->size, r->stream, r->ts, r->aux, r->stack ? r->stack : r->stack2,
+					true };
+	else if (e->kind == VRT_EFFECT_BORN)
+		v.ts = it->ts, v.stack = it->stack;
+	pk_trace_entry(out, t, &v);
+	return 1;
 }
 
 struct viz_segments {
@@ -264,55 +313,79 @@ static void viz_tensor(void *ctx, const struct vrt_item *it)
 		pk_block(v->out, v->t, it);
 }
 
+/* The devices that have memory_viz events (bit d for device d), and whether the trace has
+ * tensor events: one pass before writing. */
+static int viz_survey(struct vrt_trace *t, bool *blocks, uint64_t *devices)
+{
+	struct vrt_model m;
+	if (vrt_model_init(&m))
+		return vrt_fail(VRT_E_NOMEM, "export");
+	struct vrt_replay rp;
+	struct vrt_record r;
+	struct vrt_effect e;
+	*devices = 0;
+	vrt_replay_begin(&rp, t);
+	while (vrt_replay_next(&rp, &r)) {
+		vrt_model_apply(&m, &r, &e);
+		int dev = viz_device(&r, &e);
+		if (viz_action(&r, &e, false) && dev >= 0 && dev < 64)
+			*devices |= 1ull << dev;
+	}
+	*blocks = m.any_blocks;
+	vrt_model_free(&m);
+	return rp.error ? vrt_fail(rp.error, "%s: stopped at a bad record", t->path) : 0;
+}
+
+/* One device's list of trace entries: a replay of the whole trace. */
+static int viz_device_trace(struct vrt_trace *t, FILE *out, const struct export_options *o, int dev, bool blocks)
+{
+	struct vrt_model m;
+	if (vrt_model_init(&m))
+		return vrt_fail(VRT_E_NOMEM, "export");
+	struct vrt_replay rp;
+	struct vrt_record r;
+	struct vrt_effect e;
+	uint64_t written = 0;
+	pk_list_begin(out);
+	vrt_replay_begin(&rp, t);
+	while (written < o->max_events && vrt_replay_next(&rp, &r)) {
+		vrt_model_apply(&m, &r, &e);
+		if (viz_device(&r, &e) == dev)
+			written += (uint64_t)viz_entries(out, t, &r, &e, blocks);
+	}
+	pk_list_end(out);
+	vrt_model_free(&m);
+	if (written >= o->max_events && !o->quiet)
+		fprintf(stderr, "vramtrace: device %d: only the first %llu events exported (--max-events)\n", dev,
+			(unsigned long long)o->max_events);
+	return 0;
+}
+
 static int export_memory_viz(struct vrt_trace *t, FILE *out, const struct export_options *o)
 {
-	struct vrt_model probe, m;
-	if (vrt_model_init(&probe) || vrt_model_init(&m))
-		return VRT_EXIT_INTERNAL;
-	int rc = vrt_report_replay(t, &probe, o->quiet, NULL);
-	bool blocks = probe.any_blocks;
-	vrt_model_free(&probe);
+	bool blocks = false;
+	uint64_t devices = 0;
+	int rc = viz_survey(t, &blocks, &devices);
 	if (rc)
 		return rc;
 	pk_begin(out);
 	pk_dict_begin(out);
 	pk_str(out, "device_traces");
 	pk_list_begin(out);
-	for (int dev = 0; dev < VRT_MAX_DEVICES; dev++) {
-		bool any = false;
-		struct vrt_replay rp;
-		struct vrt_record r;
-		uint64_t written = 0;
-		vrt_replay_begin(&rp, t);
-		while (vrt_replay_next(&rp, &r)) {
-			vrt_model_apply(&m, &r, NULL);
-			const char *action = viz_action(&r, blocks);
-			if (!action || r.device != dev || written >= o->max_events)
-				continue;
-			if (!any) {
-				pk_list_begin(out);
-				any = true;
-			}
-			pk_trace_entry(out, t, &r, action);
-			written++;
-		}
-		if (written >= o->max_events && !o->quiet)
-			fprintf(stderr, "vramtrace: device %d: only the first %llu events exported (--max-events)\n", dev,
-				(unsigned long long)o->max_events);
-		if (!any && dev > 0)
-			break;
-		if (!any)
-			pk_list_begin(out);
+	/* One list per device up to the highest one used (memory_viz indexes them by device). */
+	for (int dev = 0; !rc && dev < 64 && (devices >> dev); dev++)
+		rc = viz_device_trace(t, out, o, dev, blocks);
+	if (rc)
+		return rc;
+	if (!devices) { /* one empty list: device 0 */
+		pk_list_begin(out);
 		pk_list_end(out);
-		if (dev + 1 < VRT_MAX_DEVICES) {
-			vrt_model_free(&m);
-			vrt_model_init(&m);
-		}
 	}
 	pk_list_end(out);
 	/* The state at the end, from one more replay. */
-	vrt_model_free(&m);
-	vrt_model_init(&m);
+	struct vrt_model m;
+	if (vrt_model_init(&m))
+		return vrt_fail(VRT_E_NOMEM, "export");
 	rc = vrt_report_replay(t, &m, true, NULL);
 	pk_str(out, "segments");
 	pk_list_begin(out);

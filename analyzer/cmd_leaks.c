@@ -529,7 +529,8 @@ static void print_json(struct leaks *lk, struct vrt_sites *sites)
 	       growth_per_invocation(lk), growth_including_first(lk));
 	json_string(stdout, line);
 	printf(", \"survivors\": [");
-	qsort(lk->groups, lk->n_groups, sizeof(*lk->groups), by_bytes);
+	if (lk->n_groups)
+		qsort(lk->groups, lk->n_groups, sizeof(*lk->groups), by_bytes);
 	bool first = true;
 	for (size_t i = 0; i < lk->n_groups; i++) {
 		const struct group *g = &lk->groups[i];

@@ -183,6 +183,7 @@ struct explanation {
 static void explain(const struct vrt_trace *t, const struct vrt_model *m, int device, struct explanation *x)
 {
 	int slot = vrt_device_slot(device);
+	memset(x, 0, sizeof(*x));
 	x->device = device;
 	x->live = m->live[slot][VRT_KIND_DEVICE] + m->live[slot][VRT_KIND_MANAGED];
 	x->tensors = m->tensors[slot];

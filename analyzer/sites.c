@@ -83,7 +83,8 @@ static int by_bytes(const void *a, const void *b)
 
 void vrt_sites_sort(struct vrt_sites *s)
 {
-	qsort(s->v, s->n, sizeof(*s->v), by_bytes);
+	if (s->n) /* qsort's array must not be NULL, even empty */
+		qsort(s->v, s->n, sizeof(*s->v), by_bytes);
 	reindex(s);
 }
 
