@@ -59,7 +59,8 @@ for t in "${targets[@]}"; do
 	work=$bdir/corpus/$t
 	art=$bdir/artifacts/$t
 	mkdir -p "$work" "$art"
-	seeds=("$root/tests/fuzz/corpus/${t/reports/reader}") # reports reads the reader's traces
+	seeds=("$root/tests/fuzz/corpus/$t")
+	[ "$t" = reports ] && seeds=("$root/tests/fuzz/corpus/reader" "$root/tests/fuzz/corpus/chunks") # files and recipes
 	[ "$t" = ctl ] || seeds+=("$root/tests/fuzz/bad")
 	echo "== fuzz_$t for ${secs}s"
 	# -rss_limit_mb: the reader must not need gigabytes for a small file; that is a finding too.

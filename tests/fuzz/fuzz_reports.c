@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * libFuzzer target: every offline report over one trace, as a user would run them. The input is
- * a trace file (the same corpus as fuzz_reader); each subcommand runs in this process with its
+ * a trace file (fuzz_reader's corpus), or anything else: a recipe for one (fuzz_chunks' corpus,
+ * fuzz_recipe.h), which reaches deep into the records past the checksums. Each subcommand runs in this process with its
  * output sent to /dev/null, so that the sanitizers see the reports' own arithmetic, grouping and
  * printing (fuzz_reader stops at the model). `html` is left out: it runs `vramtrace` as child
  * processes for its leaks and OOM sections, and its own passes are timeline's and report's.
@@ -13,7 +14,7 @@
 
 #include "cli.h"
 #include "commands.h"
-#include "fuzz_common.h"
+#include "fuzz_recipe.h"
 
 /* The command table main.c defines; the reports only read it for help texts. */
 const struct vrt_command vrt_commands[] = { { NULL, NULL, NULL, NULL } };
@@ -64,7 +65,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		stdout_closed = true;
 	}
 	char path[64];
-	if (vrt_fuzz_file(data, size, path, sizeof(path)))
+	bool is_file = size >= VRT_FILE_MAGIC_LEN && !memcmp(data, VRT_FILE_MAGIC, VRT_FILE_MAGIC_LEN);
+	if (is_file ? vrt_fuzz_file(data, size, path, sizeof(path)) : vrt_fuzz_build_recipe(data, size, path, sizeof(path)))
 		return 0;
 	for (size_t i = 0; i < sizeof(runs) / sizeof(runs[0]); i++) {
 		char *argv[MAX_ARGS + 1] = { 0 };
