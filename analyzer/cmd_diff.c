@@ -40,22 +40,24 @@ static char *site_key(const struct vrt_trace *t, const struct vrt_site *s)
 		return NULL;
 	key[0] = 0;
 	for (int i = 0; i < n; i++) {
-		char part[1100];
 		const struct vrt_frame *f = &frames[i];
 		const char *mod = strrchr(f->module, '/');
-		int m = f->type == VRT_FT_PYTHON ? snprintf(part, sizeof(part), "%s@%s:%d|", f->function, f->file, f->line)
-						 : snprintf(part, sizeof(part), "%s@%s|", f->function, mod ? mod + 1 : f->module);
-		if (len + (size_t)m + 1 > cap) {
-			cap = (len + (size_t)m + 1) * 2;
-			char *nk = realloc(key, cap);
+		for (;;) { /* C++ names run to kilobytes: print in place, grow and print again if cut */
+			size_t room = cap - len;
+			int m = f->type == VRT_FT_PYTHON
+					? snprintf(key + len, room, "%s@%s:%d|", f->function, f->file, f->line)
+					: snprintf(key + len, room, "%s@%s|", f->function, mod ? mod + 1 : f->module);
+			if (m >= 0 && (size_t)m < room) {
+				len += (size_t)m;
+				break;
+			}
+			char *nk = m < 0 ? NULL : realloc(key, cap = (len + (size_t)m + 1) * 2);
 			if (!nk) {
 				free(key);
 				return NULL;
 			}
 			key = nk;
 		}
-		memcpy(key + len, part, (size_t)m + 1);
-		len += (size_t)m;
 	}
 	return key;
 }
