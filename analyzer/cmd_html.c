@@ -16,8 +16,8 @@
  *           series.c), so at most 2 x --buckets are kept. Phases, marks and OOMs are gathered
  *           on the same grid (runs closer than a bucket merge).
  *
- * The leaks and OOM sections are this same binary run as a child (`leaks --json`,
- * `oom --json`), their JSON embedded with long arrays cut short. Everything placed in the
+ * The leaks and OOM sections are `leaks --json` and `oom --json` run in forked children (a
+ * timeout and an output cap bound them), their JSON embedded with long arrays cut short. Everything placed in the
  * page's <script> has '<', '>' and '&' escaped as \u00XX, so nothing can close the element.
  */
 #define _GNU_SOURCE
@@ -32,6 +32,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "commands.h"
 #include "html_template.h"
 #include "json.h"
 #include "model.h"
@@ -699,10 +700,10 @@ static int pass_buckets(struct html *h)
 
 /* ---- leaks and oom, from this binary ----------------------------------------------------- */
 
-/* Runs `vramtrace ARGS` (this executable) and collects its stdout. Returns its exit status,
- * -1 when it could not run or died, -2 when it wrote more than the limit, -3 when it ran out
- * of time (it is killed then). */
-static int run_self(char *const args[], char **out, size_t *len)
+/* Runs command(argc, args) in a forked child (this binary's code: no exec, so no dependence on
+ * /proc/self/exe) and collects its stdout. Returns its exit status, -1 when it could not run or
+ * died, -2 when it wrote more than the limit, -3 when it ran out of time (it is killed then). */
+static int run_self(int (*command)(int, char **), int argc, char *args[], char **out, size_t *len)
 {
 	*out = NULL;
 	*len = 0;
@@ -721,8 +722,8 @@ static int run_self(char *const args[], char **out, size_t *len)
 		dup2(fds[1], STDOUT_FILENO);
 		if (null >= 0)
 			dup2(null, STDERR_FILENO);
-		execv("/proc/self/exe", args);
-		_exit(127);
+		int status = command(argc, args);
+		_exit(fflush(stdout) ? 127 : status);
 	}
 	close(fds[1]);
 	FILE *mem = open_memstream(out, len);
@@ -870,13 +871,13 @@ static bool copy_capped(FILE *out, const char *json, size_t len)
 }
 
 /* `vramtrace COMMAND --json -q TRACE` embedded as "key": {...}, or null with a note why. */
-static void embed_child(FILE *out, struct html *h, const char *key, const char *command, int absent_status,
-			FILE *notes)
+static void embed_child(FILE *out, struct html *h, const char *key, const char *command,
+			int (*run)(int, char **), int absent_status, FILE *notes)
 {
-	char *args[] = { "vramtrace", (char *)command, "--json", "-q", (char *)h->o->trace, NULL };
+	char *args[] = { (char *)command, "--json", "-q", (char *)h->o->trace, NULL };
 	char *text, *capped = NULL;
 	size_t len, capped_len = 0;
-	int status = run_self(args, &text, &len);
+	int status = run_self(run, 4, args, &text, &len);
 	FILE *mem = status == 0 ? open_memstream(&capped, &capped_len) : NULL;
 	bool ok = mem && copy_capped(mem, text, len);
 	if (mem)
@@ -1217,8 +1218,8 @@ static int build_data(struct html *h, char **data, size_t *len)
 	free(ft.keys);
 	free(ft.index);
 	write_markers(out, h);
-	embed_child(out, h, "leaks", "leaks", -100, notes);
-	embed_child(out, h, "oom", "oom", VRT_EXIT_FINDINGS, notes);
+	embed_child(out, h, "leaks", "leaks", vrt_cmd_leaks, -100, notes);
+	embed_child(out, h, "oom", "oom", vrt_cmd_oom, VRT_EXIT_FINDINGS, notes);
 	fclose(notes);
 	fprintf(out, ", \"notes\": [%s]}", notes_buf ? notes_buf : "");
 	free(notes_buf);

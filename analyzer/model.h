@@ -14,10 +14,11 @@
 
 #define VRT_MAX_DEVICES 64
 #define VRT_HOST_SLOT VRT_MAX_DEVICES /* totals index for device -1 (host) */
-/* The most bytes all live items together may hold (1 EiB, far beyond any machine). Items that
+/* The most bytes all live items together may hold (64 PiB, far beyond any machine). Items that
  * would cross it come from a damaged trace and are not taken in, so that every sum of live sizes
- * (the model's totals, the reports' per-site sums) fits an int64_t. */
-#define VRT_HELD_MAX (1ull << 60)
+ * (the model's totals, the reports' per-site sums) fits an int64_t with room to scale (the
+ * timeline's chart multiplies by 8). */
+#define VRT_HELD_MAX (1ull << 56)
 
 enum vrt_item_space {
 	VRT_IS_ADDR = 1,

@@ -80,9 +80,11 @@ void vrt_series_sample(struct vrt_series *s, const struct vrt_model *m, double s
 {
 	if (seconds < s->from || seconds > s->to)
 		return;
-	int b;
-	while ((b = (int)((seconds - s->from) / s->width)) >= s->n_buckets)
+	/* The bucket in double until it fits: a time far past the range (a damaged trace's) must not
+	 * be converted to int first. */
+	while ((seconds - s->from) / s->width >= s->n_buckets)
 		merge_pairs(s);
+	int b = (int)((seconds - s->from) / s->width);
 	add_new_series(s, m);
 	if (b + 1 > s->used)
 		s->used = b + 1;

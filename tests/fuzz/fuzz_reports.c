@@ -1,15 +1,18 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * libFuzzer target: every offline report over one trace, as a user would run them. The input is
- * a trace file (fuzz_reader's corpus), or anything else: a recipe for one (fuzz_chunks' corpus,
- * fuzz_recipe.h), which reaches deep into the records past the checksums. Each subcommand runs in this process with its
- * output sent to /dev/null, so that the sanitizers see the reports' own arithmetic, grouping and
- * printing (fuzz_reader stops at the model). `html` is left out: it runs `vramtrace` as child
- * processes for its leaks and OOM sections, and its own passes are timeline's and report's.
+ * a trace file (fuzz_reader's corpus, the H200 traces), or anything else: a recipe for one
+ * (fuzz_chunks' corpus, fuzz_recipe.h), which reaches deep into the records past the checksums.
+ * Each subcommand runs in this process with its output sent to /dev/null (html's to a file in a
+ * directory of its own), so that the sanitizers see the reports' own arithmetic, grouping and
+ * printing (fuzz_reader stops at the model). html's leaks and OOM sections run in forked
+ * children, whose coverage libFuzzer does not see; both commands also run here directly.
  */
 #define _GNU_SOURCE
 #include <fcntl.h>
+#include <limits.h>
 #include <stdbool.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cli.h"
@@ -19,7 +22,7 @@
 /* The command table main.c defines; the reports only read it for help texts. */
 const struct vrt_command vrt_commands[] = { { NULL, NULL, NULL, NULL } };
 
-#define MAX_ARGS 8
+#define MAX_ARGS 9 /* "@" stands for the trace, "#" for html's output file */
 
 static const char *const runs[][MAX_ARGS] = {
 	{ "report", "-q", "@" },
@@ -36,6 +39,7 @@ static const char *const runs[][MAX_ARGS] = {
 	{ "diff", "-q", "@", "@" },
 	{ "dump", "--stacks", "--tables", "@" },
 	{ "info", "--json", "@" },
+	{ "html", "-q", "--buckets", "16", "--sites", "3", "-o", "#", "@" },
 };
 
 static int (*command(const char *name))(int, char **)
@@ -46,7 +50,7 @@ static int (*command(const char *name))(int, char **)
 	} table[] = {
 		{ "report", vrt_cmd_report }, { "leaks", vrt_cmd_leaks }, { "oom", vrt_cmd_oom },
 		{ "timeline", vrt_cmd_timeline }, { "export", vrt_cmd_export }, { "diff", vrt_cmd_diff },
-		{ "dump", vrt_cmd_dump }, { "info", vrt_cmd_info },
+		{ "dump", vrt_cmd_dump }, { "info", vrt_cmd_info }, { "html", vrt_cmd_html },
 	};
 	for (size_t i = 0; i < sizeof(table) / sizeof(table[0]); i++)
 		if (!strcmp(table[i].name, name))
@@ -54,15 +58,32 @@ static int (*command(const char *name))(int, char **)
 	return NULL;
 }
 
+static char html_out[PATH_MAX];
+
+static void remove_html_out(void)
+{
+	unlink(html_out);
+	char *slash = strrchr(html_out, '/');
+	if (slash) {
+		*slash = 0;
+		rmdir(html_out);
+	}
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-	static bool stdout_closed;
-	if (!stdout_closed) {
+	if (!html_out[0]) {
 		int null = open("/dev/null", O_WRONLY);
 		if (null < 0 || dup2(null, STDOUT_FILENO) < 0)
 			return 0;
 		close(null);
-		stdout_closed = true;
+		const char *tmp = getenv("TMPDIR");
+		char dir[PATH_MAX - 16];
+		snprintf(dir, sizeof(dir), "%s/vrt-fuzz-html-XXXXXX", tmp && *tmp ? tmp : "/tmp");
+		if (!mkdtemp(dir))
+			return 0;
+		snprintf(html_out, sizeof(html_out), "%s/r.html", dir);
+		atexit(remove_html_out);
 	}
 	char path[64];
 	bool is_file = size >= VRT_FILE_MAGIC_LEN && !memcmp(data, VRT_FILE_MAGIC, VRT_FILE_MAGIC_LEN);
@@ -72,7 +93,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		char *argv[MAX_ARGS + 1] = { 0 };
 		int argc = 0;
 		for (; argc < MAX_ARGS && runs[i][argc]; argc++)
-			argv[argc] = (char *)(strcmp(runs[i][argc], "@") ? runs[i][argc] : path);
+			argv[argc] = (char *)(!strcmp(runs[i][argc], "@")   ? path
+					      : !strcmp(runs[i][argc], "#") ? html_out
+									    : runs[i][argc]);
 		(void)command(argv[0])(argc, argv);
 		fflush(stdout);
 	}
