@@ -17,8 +17,9 @@
  *           on the same grid (runs closer than a bucket merge).
  *
  * The leaks and OOM sections are `leaks --json` and `oom --json` run in forked children (a
- * timeout and an output cap bound them), their JSON embedded with long arrays cut short. Everything placed in the
- * page's <script> has '<', '>' and '&' escaped as \u00XX, so nothing can close the element.
+ * timeout and an output cap bound them), their JSON embedded with long arrays cut short.
+ * Everything placed in the page's <script> has '<', '>' and '&' escaped as \u00XX, so nothing
+ * can close the element.
  */
 #define _GNU_SOURCE
 #include <errno.h>
