@@ -350,8 +350,11 @@ static int viz_device_trace(struct vrt_trace *t, FILE *out, const struct export_
 	vrt_replay_begin(&rp, t);
 	while (written < o->max_events && vrt_replay_next(&rp, &r)) {
 		vrt_model_apply(&m, &r, &e);
-		if (viz_device(&r, &e) == dev)
-			written += (uint64_t)viz_entries(out, t, &r, &e, blocks);
+		if (viz_device(&r, &e) != dev)
+			continue;
+		if (e.kind == VRT_EFFECT_RESIZED && written + 2 > o->max_events)
+			break; /* a resize is two entries: both or neither */
+		written += (uint64_t)viz_entries(out, t, &r, &e, blocks);
 	}
 	pk_list_end(out);
 	vrt_model_free(&m);

@@ -138,7 +138,9 @@ static void print_chart(const struct vrt_trace *t, const struct vrt_series *s, c
 			free(row);
 		}
 	}
-	printf("%-22s 0 s%*s%.3f s\n", "", cols - 3 - 12 > 0 ? cols - 3 - 12 : 1, "", s->from + span);
+	char left[32];
+	int n = snprintf(left, sizeof(left), "%.3f s", s->from);
+	printf("%-22s %s%*s%.3f s\n", "", left, cols - n - 12 > 0 ? cols - n - 12 : 1, "", s->from + span);
 	free(v);
 }
 

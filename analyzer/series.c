@@ -78,8 +78,14 @@ static void add_new_series(struct vrt_series *s, const struct vrt_model *m)
 
 void vrt_series_sample(struct vrt_series *s, const struct vrt_model *m, double seconds)
 {
-	if (seconds < s->from || seconds > s->to)
+	if (seconds > s->to)
 		return;
+	if (seconds < s->from) { /* what is live when the range starts is carried into it */
+		add_new_series(s, m);
+		for (int i = 0; i < s->n_series; i++)
+			s->before[i] = s->current[i] = total_of(m, &s->keys[i]);
+		return;
+	}
 	/* The bucket in double until it fits: a time far past the range (a damaged trace's) must not
 	 * be converted to int first. */
 	while ((seconds - s->from) / s->width >= s->n_buckets)
@@ -100,7 +106,15 @@ void vrt_series_sample(struct vrt_series *s, const struct vrt_model *m, double s
 
 void vrt_series_finish(struct vrt_series *s)
 {
-	int64_t carry[VRT_SERIES_MAX] = { 0 };
+	/* A known range is shown to its end: memory stays until something changes it. */
+	if (s->to < 1e300 && s->width > 0) {
+		double span = (s->to - s->from) / s->width;
+		int through_end = span >= s->n_buckets ? s->n_buckets : (int)span + (span > (int)span);
+		if (through_end > s->used)
+			s->used = through_end;
+	}
+	int64_t carry[VRT_SERIES_MAX];
+	memcpy(carry, s->before, sizeof(carry));
 	for (int b = 0; b < s->used; b++)
 		for (int i = 0; i < s->n_series; i++) {
 			int64_t *last = &s->last[b * VRT_SERIES_MAX + i], *mx = &s->max[b * VRT_SERIES_MAX + i];

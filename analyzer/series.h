@@ -28,6 +28,7 @@ struct vrt_series {
 	int64_t *max;         /* [bucket][series]: highest live bytes inside the bucket */
 	int64_t *last;        /* [bucket][series]: live bytes at the bucket's end */
 	int64_t current[VRT_SERIES_MAX];
+	int64_t before[VRT_SERIES_MAX]; /* live bytes when the range starts (samples before from) */
 };
 
 int vrt_series_init(struct vrt_series *s, int buckets, double from, double to);
@@ -38,7 +39,8 @@ void vrt_series_sample(struct vrt_series *s, const struct vrt_model *m, double s
 int vrt_series_index(struct vrt_series *s, int slot, int kind);
 /* Name such as "dev0.device", "host.host_pinned", "dev0.tensors". */
 void vrt_series_name(const struct vrt_series_key *k, char *buf, size_t len);
-/* Fills the buckets nobody touched with the value before them (memory stays until it changes). */
+/* Fills the buckets nobody touched with the value before them (memory stays until it changes),
+ * through the end of the range when it is known. */
 void vrt_series_finish(struct vrt_series *s);
 
 #endif /* VRAMTRACE_SERIES_H */

@@ -117,3 +117,12 @@ def test_folded_peak_adds_up_to_the_busiest_device_peak(tmp_path, name):
     rep = report(name)
     peak = max(d["peak_bytes"] for d in rep["devices"] if d["kind"] == "device")
     assert folded_total(export(tmp_path, name, "folded-peak")) == peak
+
+
+@pytest.mark.parametrize("cap", [1, 10, 101])
+def test_memory_viz_max_events_caps_each_device_trace_and_says_so(tmp_path, cap):
+    out = tmp_path / "v.pickle"
+    p = analyze("export", "--format", "memory-viz", "--max-events", cap, H200 / "leak-cycle.vrt", "-o", out)
+    entries = pickle.loads(out.read_bytes())["device_traces"][0]
+    assert cap - 1 <= len(entries) <= cap  # a resize is written as two entries or not at all
+    assert "only the first" in p.stderr

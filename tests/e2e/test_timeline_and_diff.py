@@ -10,6 +10,7 @@
 import csv
 import io
 import json
+import re
 
 import pytest
 
@@ -83,3 +84,77 @@ def test_diff_at_two_times_of_one_trace():
     assert d["total_b"] == live_total(report("leak-cycle")), end
     text = analyze("diff", "-q", path, "--at", "0", "--at", "1000").stdout
     assert "Engine.__init__" in text
+
+
+def csv_rows(*args):
+    rows = list(csv.reader(io.StringIO(analyze("timeline", "--csv", "-q", *args).stdout)))
+    return rows[0], [[float(x) for x in r] for r in rows[1:]]
+
+
+def test_timeline_window_starts_with_what_is_live_then():
+    # 4.5 s is inside the first train() call: memory is live, and the first bucket shows it,
+    # equal to what diff says is live at that time.
+    path = H200 / "leak-cycle.vrt"
+    header, data = csv_rows("--from", "4.5", "--to", "5", path)
+    assert 4.5 < data[0][0] and data[-1][0] == pytest.approx(5.0)
+    at = diff_json(path, "--at", "4.5", "--at", "1000")["total_a"]
+    first = dict(zip(header[1:], data[0][1:]))
+    assert first["dev0.device"] + first["host.host_pinned"] >= at > 0
+
+
+def test_timeline_window_after_the_last_event_holds_the_end_state():
+    path = H200 / "leak-cycle.vrt"
+    header, data = csv_rows("--from", "6", "--to", "7", path)
+    assert data, "a window with no event still has buckets"
+    end = {("host" if d["device"] < 0 else f"dev{d['device']}") + "." + d["kind"]: d["live_bytes_at_end"]
+           for d in report("leak-cycle")["devices"]}
+    for row in data:
+        values = dict(zip(header[1:], row[1:]))
+        for series, live in end.items():
+            assert values[series] == live
+    assert data[-1][0] == pytest.approx(7.0)
+
+
+def test_timeline_runs_to_the_end_of_the_process():
+    # not just to the last allocation event (5.52 s): the process ran until 5.876 s
+    _, data = csv_rows(H200 / "leak-cycle.vrt")
+    ended = re.search(r"^ended .* after ([0-9.]+) s$", analyze("info", H200 / "leak-cycle.vrt").stdout, re.M)
+    assert data[-1][0] == pytest.approx(float(ended.group(1)), abs=1e-3)
+
+
+@pytest.mark.parametrize("name, grows", [("leak-cycle", True), ("leak-registry", True), ("leak-fixed", False)])
+def test_leaks_fail_on_growth_exit_status(name, grows):
+    p = analyze("leaks", "-q", "--fail-on-growth", H200 / f"{name}.vrt", check=False)
+    assert p.returncode == (1 if grows else 0), p.stderr
+
+
+@pytest.mark.parametrize("layer", ["tensors", "cuda"])
+def test_leaks_invocations_add_up_in_either_layer(layer):
+    d = json.loads(analyze("leaks", "--json", "-q", "--layer", layer, H200 / "leak-cycle.vrt").stdout)
+    assert d["layer"] == layer
+    calls = d["phases"]
+    assert len(calls) == 4
+    for i, c in enumerate(calls):
+        assert c["live_bytes_at_entry"] + c["allocated_bytes"] - c["freed_bytes"] == c["live_bytes_at_exit"]
+        if i + 1 < len(calls):
+            assert c["live_bytes_at_next_entry"] == calls[i + 1]["live_bytes_at_entry"]
+    # what memory_allocated() said at each call's entry (docs/gpu-results.md): 379162624 per call
+    if layer == "tensors":
+        assert d["growth_per_invocation_bytes"] == 379162624
+
+
+def test_report_frames_limits_the_frames_printed_per_site():
+    text = analyze("report", "-q", "--frames", "2", "--top", "3", H200 / "leak-cycle.vrt").stdout
+    sections = text.split("top sites")[1:]
+    assert sections
+    for section in sections:
+        lines = section.splitlines()[1:]
+        frames = 0
+        for line in lines:
+            if not line.strip():
+                break
+            if line.lstrip().startswith(("at ", "in ")):
+                frames += 1
+                assert frames <= 2, section
+            else:
+                frames = 0
