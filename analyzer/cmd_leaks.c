@@ -440,6 +440,40 @@ static const struct vrt_site *top_blamed(const struct leaks *lk, const struct vr
 	return top;
 }
 
+/* Where a stack's memory was allocated ("file.py:12 in f"), and its next Python caller the same
+ * way in caller (empty when there is none). */
+static void place_of(const struct vrt_trace *t, uint32_t stack, char *where, size_t len, char *caller, size_t clen)
+{
+	static struct vrt_frame frames[VRT_MAX_FRAMES];
+	int n = vrt_stack_frames(t, stack, VRT_VIEW_MERGED, frames, VRT_MAX_FRAMES);
+	int i = vrt_headline_index(frames, n);
+	*caller = 0;
+	if (i < 0) {
+		snprintf(where, len, "[no stack]");
+		return;
+	}
+	for (int k = i; k < n; k++) {
+		const struct vrt_frame *f = &frames[k];
+		char *out = k == i ? where : caller;
+		size_t room = k == i ? len : clen;
+		if (k > i && f->type != VRT_FT_PYTHON)
+			continue;
+		if (f->type == VRT_FT_PYTHON) {
+			const char *base = strrchr(f->file, '/');
+			snprintf(out, room, "%s:%d in %s", base ? base + 1 : f->file, f->line, f->function);
+		} else {
+			vrt_frame_format(f, out, room);
+		}
+		if (k > i)
+			break;
+	}
+}
+
+/*
+ * "+84 MiB per train() call, 60% from x.py:52 in Engine.__init__". The share counts every blamed
+ * site allocating at the same line: when that line is a helper called from several places (a
+ * wrapper around the allocator), the callers are named too, the largest first.
+ */
 static void headline(const struct leaks *lk, const struct vrt_sites *s, char *buf, size_t len)
 {
 	double growth = growth_per_invocation(lk);
@@ -449,17 +483,24 @@ static void headline(const struct leaks *lk, const struct vrt_sites *s, char *bu
 		snprintf(buf, len, "no growth: from the second %s() call on, memory at each entry stays level", lk->name);
 		return;
 	}
-	struct vrt_frame f;
-	char where[512];
-	vrt_stack_headline(lk->t, top->stack, &f);
-	if (f.type == VRT_FT_PYTHON) {
-		const char *base = strrchr(f.file, '/');
-		snprintf(where, sizeof(where), "%s:%d in %s", base ? base + 1 : f.file, f.line, f.function);
-	} else {
-		vrt_frame_format(&f, where, sizeof(where));
+	char where[512], caller[512], other[512], other_caller[512];
+	place_of(lk->t, top->stack, where, sizeof(where), caller, sizeof(caller));
+	int64_t at_line = 0;
+	int callers = 0;
+	for (size_t i = 0; i < s->n; i++) {
+		if (persistent_by_design(lk->t, &s->v[i]))
+			continue;
+		place_of(lk->t, s->v[i].stack, other, sizeof(other), other_caller, sizeof(other_caller));
+		if (strcmp(other, where))
+			continue;
+		at_line += s->v[i].bytes;
+		callers++;
 	}
-	snprintf(buf, len, "%s%s per %s() call, %.0f%% from %s", growth >= 0 ? "+" : "", vrt_bytes((int64_t)growth),
-		 lk->name, 100.0 * (double)top->bytes / (double)survivors, where);
+	int n = snprintf(buf, len, "%s%s per %s() call, %.0f%% from %s", growth >= 0 ? "+" : "",
+			 vrt_bytes((int64_t)growth), lk->name, 100.0 * (double)at_line / (double)survivors, where);
+	if (callers > 1 && caller[0] && n > 0 && (size_t)n < len)
+		snprintf(buf + n, len - (size_t)n, " (called from %d places; the largest, %.0f%%: %s)", callers,
+			 100.0 * (double)top->bytes / (double)survivors, caller);
 }
 
 static void print_text(struct leaks *lk, struct vrt_sites *sites)

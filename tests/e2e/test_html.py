@@ -267,6 +267,15 @@ def test_page_is_self_contained(demo):
     assert "<" not in text[text.index('id="vrt-data">') + len('id="vrt-data">'):text.index("</script>")]
 
 
+def test_leaks_headline_names_the_callers_of_an_allocating_helper(demo):
+    # Every engine buffer is allocated through one helper (cuda_malloc, line 35): the headline
+    # gives that line all it holds and names where it was called from.
+    t, _, _ = demo
+    text = analyze("leaks", "-q", t.trace).stdout
+    assert re.search(r"\+84\.0 MiB per train\(\) call, 100% from train_leak\.py:35 in cuda_malloc "
+                     r"\(called from 4 places; the largest, 29%: train_leak\.py:4[6-8] in Engine\.__init__\)", text), text
+
+
 def test_data_agrees_with_report_and_leaks(demo):
     t, out, _ = demo
     d = page_data(out)
