@@ -92,29 +92,60 @@ static int cmp_rows(const void *x, const void *y)
 	return da > db ? -1 : da < db ? 1 : strcmp(a->key, b->key);
 }
 
+static uint64_t key_hash(const char *key)
+{
+	uint64_t h = 0xcbf29ce484222325ull; /* FNV-1a */
+	for (; *key; key++)
+		h = (h ^ (uint8_t)*key) * 0x100000001b3ull;
+	return h;
+}
+
+/* The row for key, added when new: an open-addressing index of row numbers (+1), so that two
+ * traces of tens of thousands of sites match in linear time (keys are kilobytes long and share
+ * their allocator frames). Takes key; NULL when out of memory. */
+static struct row *row_of(struct row *rows, size_t *n, uint32_t *index, size_t index_cap, char *key)
+{
+	uint64_t h = key_hash(key);
+	for (size_t i = (size_t)h & (index_cap - 1);; i = (i + 1) & (index_cap - 1)) {
+		if (!index[i]) {
+			index[i] = (uint32_t)++*n;
+			rows[*n - 1] = (struct row){ .key = key };
+			return &rows[*n - 1];
+		}
+		struct row *r = &rows[index[i] - 1];
+		if (!strcmp(r->key, key)) {
+			free(key);
+			return r;
+		}
+	}
+}
+
 static size_t build_rows(struct side *sa, struct side *sb, struct row **out)
 {
-	size_t cap = sa->sites.n + sb->sites.n + 1, n = 0;
+	size_t cap = sa->sites.n + sb->sites.n + 1, n = 0, index_cap = 16;
+	while (index_cap < cap * 2)
+		index_cap *= 2;
 	struct row *rows = calloc(cap, sizeof(*rows));
-	if (!rows)
+	uint32_t *index = calloc(index_cap, sizeof(*index));
+	if (!rows || !index || cap > UINT32_MAX) {
+		free(rows);
+		free(index);
+		*out = NULL;
 		return 0;
+	}
 	for (int side = 0; side < 2; side++) {
 		struct side *s = side ? sb : sa;
 		for (size_t i = 0; i < s->sites.n; i++) {
 			char *key = site_key(&s->trace, &s->sites.v[i]);
 			if (!key)
 				continue;
-			size_t k = 0;
-			while (k < n && strcmp(rows[k].key, key))
-				k++;
-			if (k == n)
-				rows[n++] = (struct row){ .key = key, .label = s->sites.v[i].label };
-			else
-				free(key);
-			*(side ? &rows[k].b : &rows[k].a) += s->sites.v[i].bytes;
-			*(side ? &rows[k].stack_b : &rows[k].stack_a) = s->sites.v[i].stack;
+			struct row *r = row_of(rows, &n, index, index_cap, key);
+			r->label = s->sites.v[i].label;
+			*(side ? &r->b : &r->a) += s->sites.v[i].bytes;
+			*(side ? &r->stack_b : &r->stack_a) = s->sites.v[i].stack;
 		}
 	}
+	free(index);
 	if (n)
 		qsort(rows, n, sizeof(*rows), cmp_rows);
 	*out = rows;
