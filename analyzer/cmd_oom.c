@@ -164,6 +164,7 @@ static const char *category_rule(const char *name)
 		{ "allocator_cache", "reserved by PyTorch's caching allocator, no tensor in it" },
 		{ "non_pytorch", "CUDA allocations outside PyTorch's allocator" },
 		{ "unattributed", "allocated before tracing started" },
+		{ "user_tensors", "allocated by Python code outside modules, autograd and optimizers (inputs, losses)" },
 		{ "other", "no rule matched" },
 	};
 	for (size_t i = 0; i < sizeof(rules) / sizeof(rules[0]); i++)

@@ -92,8 +92,8 @@ int vrt_cmd_snapshot(int argc, char **argv);
 	"\n"                                                                                           \
 	"Explains the last out-of-memory failure in the trace: the request, free and total memory,\n"   \
 	"what was live by category (parameters, gradients, optimizer state, activations, workspaces,\n" \
-	"allocator cache, non-PyTorch) with the rule that put each site there, pinned host memory\n"    \
-	"beside it, the top sites, and the phase it happened in.\n"                                     \
+	"allocator cache, the step's own tensors, non-PyTorch) with the rule that put each site\n"     \
+	"there, pinned host memory beside it, the top sites, and the phase it happened in.\n"          \
 	"\n"                                                                                           \
 	"options:\n"                                                                                   \
 	"  --json        machine-readable output\n"                                                      \

@@ -184,6 +184,10 @@ const char *vrt_site_category(const struct vrt_trace *t, const struct vrt_site *
 		*rule = "not allocated through PyTorch's allocator";
 		return "non_pytorch";
 	}
+	if (vrt_stack_has_python(t, s->stack)) {
+		*rule = "allocated by Python code outside modules, autograd and optimizers";
+		return "user_tensors"; /* inputs, losses, what the step itself keeps */
+	}
 	*rule = "no rule matched";
 	return "other";
 }

@@ -300,3 +300,13 @@ bool vrt_stack_mentions(const struct vrt_trace *t, uint32_t stack, const char *n
 			return true;
 	return false;
 }
+
+bool vrt_stack_has_python(const struct vrt_trace *t, uint32_t stack)
+{
+	static struct vrt_frame frames[VRT_MAX_FRAMES];
+	int n = vrt_stack_frames(t, stack, VRT_VIEW_MERGED, frames, VRT_MAX_FRAMES);
+	for (int i = 0; i < n; i++)
+		if (frames[i].type == VRT_FT_PYTHON)
+			return true;
+	return false;
+}

@@ -50,5 +50,7 @@ void vrt_frame_json(FILE *out, const struct vrt_frame *f);
 const char *vrt_demangle(const struct vrt_trace *t, const char *name);
 /* True when a frame's function, file or module contains needle (ignoring case). */
 bool vrt_stack_mentions(const struct vrt_trace *t, uint32_t stack, const char *needle);
+/* Whether any frame of the stack is a Python frame. */
+bool vrt_stack_has_python(const struct vrt_trace *t, uint32_t stack);
 
 #endif /* VRAMTRACE_STACKS_H */

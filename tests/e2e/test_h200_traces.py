@@ -130,6 +130,9 @@ def test_oom_matches_pytorchs_own_message():
     assert "pow_backward" in requested_by and "CUDACachingAllocator" not in requested_by
     # the optimizer state offloaded to pinned host memory is shown, and not on the device
     assert oom["host_by_category"] == {"optimizer_state": oom["host_pinned_bytes"]} and oom["host_pinned_bytes"] > 0
+    # the input batch (oom_repro.py:60, 256 MiB), the output's float copy (:61, 512 MiB) and the
+    # loss (one 512-byte block) are the step's own tensors, not "no rule matched"
+    assert categories.get("user_tensors") == (768 << 20) + 512 and "other" not in categories
 
 
 def test_attached_trace_finds_the_leak_between_marks():
