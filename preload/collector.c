@@ -630,7 +630,15 @@ static int spawn(struct collector *c)
 	pthread_attr_t attr;
 	pthread_attr_init(&attr);
 	pthread_attr_setstacksize(&attr, 1u << 20);
+	/* Created with every signal blocked, not blocking them as its first act: the application's
+	 * process-directed signals go to any thread that does not block them, and its handlers must
+	 * run on its own threads (a handler that calls CUDA on ours is neither traced nor in the
+	 * right context). */
+	sigset_t all, old;
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
 	int rc = pthread_create(&c->thread, &attr, collector_main, c);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	pthread_attr_destroy(&attr);
 	if (rc)
 		return -1;
