@@ -9,9 +9,10 @@
 # Environment: FUZZ_BUILD_DIR (default build-fuzz), FUZZ_JOBS (parallel fuzzing jobs per target,
 # default 1), FUZZ_SEED (libFuzzer's -seed; unset: a new random seed each run), FUZZ_ARGS (extra
 # libFuzzer flags). scripts/test.sh fixes the seed, so that a red CI run names the change that
-# broke something rather than a lucky draw; hunting for new bugs means runs without it:
-#   FUZZ_JOBS=2 scripts/fuzz-smoke.sh 600 Findings land in $FUZZ_BUILD_DIR/artifacts/;
-# the exit status is non-zero when any target found something. Reproduce a finding with
+# broke something rather than a lucky draw; new bugs are hunted with random seeds:
+#   FUZZ_JOBS=2 scripts/fuzz-smoke.sh 600
+# Findings land in $FUZZ_BUILD_DIR/artifacts/; the exit status is non-zero when any target found
+# something. Reproduce a finding with
 #   $FUZZ_BUILD_DIR/tests/fuzz/fuzz_<target> $FUZZ_BUILD_DIR/artifacts/<target>/crash-...
 # Needs clang with libFuzzer (Debian/Ubuntu: clang, and libclang-rt-14-dev for clang 14).
 set -euo pipefail

@@ -83,8 +83,9 @@ asan() {
 
   note "ASan+UBSan: unit, doubles and fuzz-replay suites"
   # UBSan reports and carries on by default: halt, so that undefined behaviour fails the test.
-  UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1" meson test -C "$dir" --suite unit --suite doubles --suite fuzz-replay --num-processes "$jobs" \
-    --print-errorlogs --timeout-multiplier 3 || fail "meson test (unit, doubles, fuzz-replay) under ASan"
+  UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1" meson test -C "$dir" --suite unit --suite doubles \
+    --suite fuzz-replay --num-processes "$jobs" --print-errorlogs --timeout-multiplier 3 \
+    || fail "meson test (unit, doubles, fuzz-replay) under ASan"
 
   logs=$(mktemp -d)
   # The traced programs get the runtime first in LD_PRELOAD (conftest's VRAMTRACE_TEST_PRELOAD);
