@@ -63,6 +63,15 @@ void vrt_progress_update(struct vrt_progress *p, uint64_t done, uint64_t total);
 void vrt_progress_end(struct vrt_progress *p);
 
 double vrt_monotonic_seconds(void);
+/* FNV-1a of a NUL-terminated string, for the reports' string-keyed tables. */
+static inline uint64_t vrt_hash_string(const char *s)
+{
+	uint64_t h = 0xcbf29ce484222325ull;
+	for (; *s; s++)
+		h = (h ^ (uint8_t)*s) * 0x100000001b3ull;
+	return h;
+}
+
 /* The process label used when several traces are shown: "rank 1 (pid 123)" or "pid 123". */
 void vrt_process_label(const struct vrt_trace *t, char *buf, size_t len);
 

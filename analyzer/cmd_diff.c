@@ -92,20 +92,12 @@ static int cmp_rows(const void *x, const void *y)
 	return da > db ? -1 : da < db ? 1 : strcmp(a->key, b->key);
 }
 
-static uint64_t key_hash(const char *key)
-{
-	uint64_t h = 0xcbf29ce484222325ull; /* FNV-1a */
-	for (; *key; key++)
-		h = (h ^ (uint8_t)*key) * 0x100000001b3ull;
-	return h;
-}
-
 /* The row for key, added when new: an open-addressing index of row numbers (+1), so that two
  * traces of tens of thousands of sites match in linear time (keys are kilobytes long and share
  * their allocator frames). Takes key; NULL when out of memory. */
 static struct row *row_of(struct row *rows, size_t *n, uint32_t *index, size_t index_cap, char *key)
 {
-	uint64_t h = key_hash(key);
+	uint64_t h = vrt_hash_string(key);
 	for (size_t i = (size_t)h & (index_cap - 1);; i = (i + 1) & (index_cap - 1)) {
 		if (!index[i]) {
 			index[i] = (uint32_t)++*n;

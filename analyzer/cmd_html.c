@@ -956,14 +956,6 @@ struct frame_table {
 	size_t index_cap;
 };
 
-static uint64_t hash_str(const char *s)
-{
-	uint64_t x = 1469598103934665603ull;
-	for (; *s; s++)
-		x = (x ^ (uint8_t)*s) * 1099511628211ull;
-	return x;
-}
-
 static int frame_id(struct frame_table *ft, const char *key)
 {
 	if ((ft->n + 1) * 2 > ft->index_cap) {
@@ -972,7 +964,7 @@ static int frame_id(struct frame_table *ft, const char *key)
 		if (!ix)
 			return -1;
 		for (size_t i = 0; i < ft->n; i++) {
-			size_t j = hash_str(ft->keys[i]) & (cap - 1);
+			size_t j = vrt_hash_string(ft->keys[i]) & (cap - 1);
 			while (ix[j])
 				j = (j + 1) & (cap - 1);
 			ix[j] = (uint32_t)i + 1;
@@ -981,7 +973,7 @@ static int frame_id(struct frame_table *ft, const char *key)
 		ft->index = ix;
 		ft->index_cap = cap;
 	}
-	size_t j = hash_str(key) & (ft->index_cap - 1);
+	size_t j = vrt_hash_string(key) & (ft->index_cap - 1);
 	for (; ft->index[j]; j = (j + 1) & (ft->index_cap - 1))
 		if (!strcmp(ft->keys[ft->index[j] - 1], key))
 			return (int)ft->index[j] - 1;
