@@ -313,26 +313,21 @@ static void viz_tensor(void *ctx, const struct vrt_item *it)
 		pk_block(v->out, v->t, it);
 }
 
-/* The devices that have memory_viz events (bit d for device d), and whether the trace has
- * tensor events: one pass before writing. */
-static int viz_survey(struct vrt_trace *t, bool *blocks, uint64_t *devices)
+/* One pass before writing: the state at the end into end (its any_blocks says whether the trace
+ * has tensor events), and the devices that have memory_viz events (bit d for device d). */
+static int viz_survey(struct vrt_trace *t, struct vrt_model *end, uint64_t *devices)
 {
-	struct vrt_model m;
-	if (vrt_model_init(&m))
-		return vrt_fail(VRT_E_NOMEM, "export");
 	struct vrt_replay rp;
 	struct vrt_record r;
 	struct vrt_effect e;
 	*devices = 0;
 	vrt_replay_begin(&rp, t);
 	while (vrt_replay_next(&rp, &r)) {
-		vrt_model_apply(&m, &r, &e);
+		vrt_model_apply(end, &r, &e);
 		int dev = viz_device(&r, &e);
 		if (viz_action(&r, &e, false) && dev >= 0 && dev < 64)
 			*devices |= 1ull << dev;
 	}
-	*blocks = m.any_blocks;
-	vrt_model_free(&m);
 	return rp.error ? vrt_fail(rp.error, "%s: stopped at a bad record", t->path) : 0;
 }
 
@@ -366,30 +361,31 @@ static int viz_device_trace(struct vrt_trace *t, FILE *out, const struct export_
 
 static int export_memory_viz(struct vrt_trace *t, FILE *out, const struct export_options *o)
 {
-	bool blocks = false;
+	struct vrt_model m; /* the state at the end, for the segments */
+	if (vrt_model_init(&m))
+		return vrt_fail(VRT_E_NOMEM, "export");
 	uint64_t devices = 0;
-	int rc = viz_survey(t, &blocks, &devices);
-	if (rc)
-		return rc;
-	pk_begin(out);
-	pk_dict_begin(out);
-	pk_str(out, "device_traces");
-	pk_list_begin(out);
+	int rc = viz_survey(t, &m, &devices);
+	vrt_warn_model(t, &m, o->quiet);
+	bool blocks = m.any_blocks;
+	if (!rc) {
+		pk_begin(out);
+		pk_dict_begin(out);
+		pk_str(out, "device_traces");
+		pk_list_begin(out);
+	}
 	/* One list per device up to the highest one used (memory_viz indexes them by device). */
 	for (int dev = 0; !rc && dev < 64 && (devices >> dev); dev++)
 		rc = viz_device_trace(t, out, o, dev, blocks);
-	if (rc)
+	if (rc) {
+		vrt_model_free(&m);
 		return rc;
+	}
 	if (!devices) { /* one empty list: device 0 */
 		pk_list_begin(out);
 		pk_list_end(out);
 	}
 	pk_list_end(out);
-	/* The state at the end, from one more replay. */
-	struct vrt_model m;
-	if (vrt_model_init(&m))
-		return vrt_fail(VRT_E_NOMEM, "export");
-	rc = vrt_report_replay(t, &m, true, NULL);
 	pk_str(out, "segments");
 	pk_list_begin(out);
 	struct viz_segments v = { out, t, blocks };
