@@ -59,7 +59,6 @@
 
 /* ---- small /proc readers ---------------------------------------------------------------- */
 
-
 /* "Uid:" or "Gid:" line of /proc/PID/status: real, effective, saved, fs. */
 static bool status_ids(int pid, const char *key, unsigned ids[4])
 {

@@ -371,7 +371,7 @@ void vrt_symbols_invalidate(void); /* after dlopen/dlclose */
 /* A new trace file (forked child, failed exec): every module is described again. */
 void vrt_symbols_forget_reported(void);
 
-/* ---- exec and _exit (hooks_exec.c) ----------------------------------------------------------------- */
+/* ---- exec and _exit (hooks_exec.c) ------------------------------------------------------- */
 
 void vrt_exec_hooks_init(void);
 

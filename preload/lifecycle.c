@@ -247,7 +247,6 @@ static bool list_names_self(const char *list, size_t n, const struct stat *self)
 	return false;
 }
 
-
 /*
  * Preloaded or dlopen'ed later? The loader only preloads what LD_PRELOAD (as the process was
  * started: /proc/self/environ, which a later setenv/unsetenv does not change) or
