@@ -18,6 +18,7 @@
 #include "cli.h"
 #include "json.h"
 #include "model.h"
+#include "owners.h"
 #include "report_common.h"
 #include "sites.h"
 #include "stacks.h"
@@ -48,6 +49,8 @@ struct group {
 	uint64_t count;
 	uint32_t outlived;   /* later entries (and the end) at which some of it was still live */
 	uint32_t last_seen;  /* entry index of the last scan that saw it */
+	uint32_t held_scan;  /* the scan whose retention walk explained it, 0 while none has */
+	struct vrt_held_by held;
 };
 
 struct leaks {
@@ -65,6 +68,11 @@ struct leaks {
 	uint32_t *group_index;   /* open addressing: group position + 1, keyed by (stack, invocation) */
 	size_t index_cap;
 	uint32_t scan;           /* index of the current scan (entry K+1, or the end) */
+	struct vrt_owners owners; /* what the retention walks found */
+	bool walk_fresh;         /* a walk closed since the last scan: it explains this one */
+	bool ended;              /* the end was measured (at teardown's start, or the trace's end) */
+	double teardown_s;       /* when teardown began (EXITING), 0 if the trace does not say */
+	int64_t live_at_teardown, live_at_end;
 };
 
 /* ---- choosing the phase and the layer ------------------------------------------------- */
@@ -217,9 +225,26 @@ static struct group *group_of(struct leaks *lk, uint32_t stack, uint32_t invocat
 		lk->cap_groups = cap;
 	}
 	struct group *g = &lk->groups[lk->n_groups++];
-	*g = (struct group){ stack, invocation, 0, 0, 0, 0 };
+	*g = (struct group){ .stack = stack, .invocation = invocation };
 	lk->group_index[j] = (uint32_t)lk->n_groups;
 	return g;
+}
+
+/*
+ * What holds a group: the first walk that closed after it was born and before a scan that saw
+ * it (usually the walk at the next call's entry) explains it; a later walk is asked only while
+ * no walk has (the walk at that boundary was skipped, or did not ask about it).
+ */
+static void explain_survivor(struct leaks *lk, struct group *g, const struct vrt_item *it)
+{
+	if (!lk->walk_fresh || (g->held_scan && g->held_scan != lk->scan))
+		return;
+	const struct vrt_owner *first;
+	size_t n;
+	if (vrt_owners_of(&lk->owners.last, it, &first, &n) == VRT_HELD_OFF)
+		return;
+	vrt_held_add(&g->held, &lk->owners.last, it);
+	g->held_scan = lk->scan;
 }
 
 /* At the start of invocation `scan` (or the end), look at who is still live. */
@@ -244,12 +269,14 @@ static void survivor_visit(void *ctx, const struct vrt_item *it)
 		if (born + 1 < lk->scan)
 			g->outlived++;
 	}
+	explain_survivor(lk, g, it);
 }
 
 static void scan_survivors(struct leaks *lk, struct vrt_model *m, uint32_t scan)
 {
 	lk->scan = scan;
 	vrt_model_each(m, survivor_visit, lk);
+	lk->walk_fresh = false;
 }
 
 static bool is_boundary(const struct leaks *lk, const struct vrt_record *r, int *kind)
@@ -287,6 +314,22 @@ static int open_invocation(struct leaks *lk, struct vrt_model *m, double now)
 	return 0;
 }
 
+/* The end stands in for the next entry of the last call: where teardown began when the trace
+ * says (what the interpreter frees after that, the program did not), else where it ends. */
+static void measure_end(struct leaks *lk, struct vrt_model *m, double now)
+{
+	if (lk->ended)
+		return;
+	lk->ended = true;
+	if (!lk->n_inv)
+		return;
+	struct invocation *last = &lk->inv[lk->n_inv - 1];
+	if (!last->exit_event)
+		close_invocation(lk, m, now);
+	last->live_at_next = live_total(lk, m);
+	scan_survivors(lk, m, (uint32_t)lk->n_inv + 1);
+}
+
 static int replay(struct leaks *lk, struct vrt_model *m)
 {
 	struct vrt_replay rp;
@@ -299,8 +342,15 @@ static int replay(struct leaks *lk, struct vrt_model *m)
 		if (vrt_is_mark(lk->t, &r, lk->o->until_mark))
 			break;
 		vrt_model_apply(m, &r, &e);
+		if (vrt_owners_apply(&lk->owners, &r))
+			lk->walk_fresh = true;
+		if (r.op == VRT_OP_EXITING && !lk->ended) {
+			lk->teardown_s = vrt_ts_seconds(lk->t, r.ts);
+			lk->live_at_teardown = live_total(lk, m);
+			measure_end(lk, m, lk->teardown_s);
+		}
 		int kind;
-		if (is_boundary(lk, &r, &kind)) {
+		if (!lk->ended && is_boundary(lk, &r, &kind)) {
 			double now = vrt_ts_seconds(lk->t, r.ts);
 			if (kind == 1 && lk->depth++ == 0) {
 				int rc = open_invocation(lk, m, now);
@@ -334,13 +384,8 @@ static int replay(struct leaks *lk, struct vrt_model *m)
 	if (rp.error)
 		return vrt_fail(rp.error, "%s: stopped at a bad record after %llu events", lk->t->path,
 				(unsigned long long)m->events);
-	if (lk->n_inv) {
-		struct invocation *last = &lk->inv[lk->n_inv - 1];
-		if (!last->exit_event)
-			close_invocation(lk, m, vrt_ts_seconds(lk->t, m->last_ts));
-		last->live_at_next = live_total(lk, m);
-		scan_survivors(lk, m, (uint32_t)lk->n_inv + 1); /* the end stands in for the next entry */
-	}
+	measure_end(lk, m, vrt_ts_seconds(lk->t, m->last_ts));
+	lk->live_at_end = live_total(lk, m);
 	return 0;
 }
 
@@ -503,6 +548,108 @@ static void headline(const struct leaks *lk, const struct vrt_sites *s, char *bu
 			 100.0 * (double)top->bytes / (double)survivors, caller);
 }
 
+/* ---- what holds the survivors --------------------------------------------------------- */
+
+/* Per site of sites (same order): the merged holders of its groups. */
+static struct vrt_held_by *held_by_site(struct leaks *lk, struct vrt_sites *sites)
+{
+	struct vrt_held_by *held = calloc(sites->n ? sites->n : 1, sizeof(*held));
+	for (size_t i = 0; held && i < lk->n_groups; i++) {
+		const struct group *g = &lk->groups[i];
+		if (!g->count)
+			continue;
+		struct vrt_site *site = vrt_sites_get(sites, g->stack, NULL);
+		if (site && (size_t)(site - sites->v) < sites->n)
+			vrt_held_merge(&held[site - sites->v], &g->held);
+	}
+	return held;
+}
+
+/* What the survivors are: the owner's identity when a walk decided most of their bytes, else
+ * the allocating stack's rule. */
+static const char *survivor_category(const struct vrt_trace *t, const struct vrt_site *s, const struct vrt_held_by *h,
+				     bool *identity)
+{
+	int64_t bytes;
+	int c = h ? vrt_held_category(h, &bytes) : -1;
+	*identity = c > 0 && 2 * bytes >= s->bytes;
+	if (*identity)
+		return vrt_owner_category_name((unsigned)c);
+	const char *rule;
+	return vrt_site_category(t, s, &rule);
+}
+
+/* The kept chains, largest first. */
+static int sorted_chains(const struct vrt_held_by *h, int order[VRT_HELD_CHAINS])
+{
+	int n = 0;
+	for (int i = 0; i < VRT_HELD_CHAINS; i++)
+		if (h->bytes[i])
+			order[n++] = i;
+	for (int i = 1; i < n; i++)
+		for (int j = i; j > 0 && h->bytes[order[j]] > h->bytes[order[j - 1]]; j--) {
+			int x = order[j];
+			order[j] = order[j - 1];
+			order[j - 1] = x;
+		}
+	return n;
+}
+
+#define HELD_INDENT "                         "
+
+static void print_held(const struct leaks *lk, const struct vrt_site *s, const struct vrt_held_by *h)
+{
+	const struct vrt_trace *t = lk->t;
+	bool identity;
+	const char *category = survivor_category(t, s, h, &identity);
+	printf(HELD_INDENT "what it is: %s (%s)\n", category, identity ? "by identity" : "by the allocating stack's rule");
+	int order[VRT_HELD_CHAINS];
+	int n = sorted_chains(h, order);
+	enum vrt_held status = vrt_held_status(h);
+	if (!n) {
+		static const char *const why[VRT_HELD_KINDS] = {
+			"not looked for (no retention walk after this call)",
+			"a Python object (no chain recorded)",
+			"nothing any root reaches: a reference cycle, or native code",
+			"no Python object: memory that native code allocated and keeps",
+			"unknown: the retention walk ran out of time before it got here",
+		};
+		printf(HELD_INDENT "held by: %s\n", why[status]);
+		return;
+	}
+	const char *head = status == VRT_HELD_FOUND ? "held by" : "held only by a cycle or native code";
+	for (int k = 0; k < n && k < 2; k++) {
+		printf(HELD_INDENT "%s: ", k ? "    and" : head);
+		if (n > 1)
+			printf("%s  ", vrt_bytes(h->bytes[order[k]]));
+		vrt_chain_print(stdout, vrt_string(t, h->chain[order[k]]), " -> ");
+		putchar('\n');
+	}
+	if (n > 2 || h->other_chains)
+		printf(HELD_INDENT "    and more chains holding %s\n",
+		       vrt_bytes(h->other_chains + (n > 2 ? h->bytes[order[2]] : 0) + (n > 3 ? h->bytes[order[3]] : 0)));
+}
+
+static void held_json(const struct leaks *lk, const struct vrt_site *s, const struct vrt_held_by *h)
+{
+	const struct vrt_trace *t = lk->t;
+	int order[VRT_HELD_CHAINS];
+	int n = sorted_chains(h, order);
+	printf(", \"held_by\": [");
+	for (int k = 0; k < n; k++) {
+		printf("%s", k ? ", " : "");
+		vrt_chain_json(stdout, vrt_string(t, h->chain[order[k]]));
+	}
+	printf("], \"held_by_bytes\": [");
+	for (int k = 0; k < n; k++)
+		printf("%s%lld", k ? ", " : "", (long long)h->bytes[order[k]]);
+	bool identity;
+	const char *category = survivor_category(t, s, h, &identity);
+	printf("], \"held_by_status\": \"%s\", \"category\": ", vrt_held_name(vrt_held_status(h)));
+	json_string(stdout, category);
+	printf(", \"decided_by\": \"%s\"", identity ? "identity" : "rule");
+}
+
 static void print_text(struct leaks *lk, struct vrt_sites *sites)
 {
 	const struct vrt_trace *t = lk->t;
@@ -517,12 +664,16 @@ static void print_text(struct leaks *lk, struct vrt_sites *sites)
 		       vrt_bytes(v->allocated), vrt_bytes(v->freed), vrt_bytes(v->live_at_exit), vrt_bytes(v->live_at_next),
 		       last ? "*" : " ", vrt_bytes(v->survivors));
 	}
-	if (lk->n_inv)
+	if (lk->n_inv && lk->teardown_s)
+		printf("  * no next call: measured where teardown began (%.3f s); the interpreter's teardown then "
+		       "freed %s\n", lk->teardown_s, vrt_bytes(lk->live_at_teardown - lk->live_at_end));
+	else if (lk->n_inv)
 		printf("  * no next call: measured where the trace (or --until-mark) ends\n");
 	headline(lk, sites, line, sizeof(line));
 	printf("\n%s\n\nsurvivors by site (allocated inside a call, still live when the next call starts):\n", line);
 	int64_t persistent = 0;
 	size_t shown = 0;
+	struct vrt_held_by *held = lk->owners.walks ? held_by_site(lk, sites) : NULL;
 	for (size_t i = 0; i < sites->n; i++) {
 		const struct vrt_site *s = &sites->v[i];
 		const char *why;
@@ -538,7 +689,10 @@ static void print_text(struct leaks *lk, struct vrt_sites *sites)
 		if (s->last != s->first)
 			printf("..%llu", (unsigned long long)s->last);
 		printf(", %s (%s)\n", v, why);
+		if (held)
+			print_held(lk, s, &held[i]);
 	}
+	free(held);
 	if (!shown)
 		printf("  none: every allocation made inside a call was freed before the next one started\n");
 	if (persistent)
@@ -586,6 +740,7 @@ static void print_json(struct leaks *lk, struct vrt_sites *sites)
 		printf(", \"phase_index\": %u, \"outlived_invocations\": %u, \"persistent\": %s, \"verdict\": ",
 		       g->invocation, g->outlived + 1, total && persistent_by_design(t, total) ? "true" : "false");
 		json_string(stdout, v);
+		held_json(lk, &s, &g->held);
 		printf("}");
 		first = false;
 	}
@@ -781,6 +936,7 @@ static int leaks_one(const char *path, const struct leaks_options *o, bool many,
 	free(lk.inv);
 	free(lk.groups);
 	free(lk.group_index);
+	vrt_owners_free(&lk.owners);
 	vrt_model_free(&m);
 	vrt_trace_close(&t);
 	return rc;

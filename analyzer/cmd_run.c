@@ -25,6 +25,7 @@ struct run_options {
 	const char *phases[32];
 	int n_phases;
 	const char *depth;
+	const char *retain;
 	bool armed, no_python, free_stacks, quiet, no_torch;
 	char **command;
 };
@@ -51,6 +52,8 @@ static int parse(int argc, char **argv, struct run_options *o)
 			o->phases[o->n_phases++] = argv[++i];
 		else if (!strcmp(a, "--depth") && next)
 			o->depth = argv[++i];
+		else if (!strcmp(a, "--retain") && next)
+			o->retain = argv[++i];
 		else if (!strcmp(a, "--armed"))
 			o->armed = true;
 		else if (!strcmp(a, "--no-python"))
@@ -72,6 +75,10 @@ static int parse(int argc, char **argv, struct run_options *o)
 	uint64_t size;
 	if (o->ring && vrt_parse_size(o->ring, &size))
 		return vrt_usage("run", "--ring takes a size such as 64M, 2G or 0 (keep everything)");
+	char *end = NULL;
+	if (o->retain && strcmp(o->retain, "on") && strcmp(o->retain, "off") &&
+	    (strtod(o->retain, &end) <= 0 || end == o->retain || *end))
+		return vrt_usage("run", "--retain takes on, off, or the most seconds one retention walk may take");
 	return 0;
 }
 
@@ -123,6 +130,8 @@ static int configure_env(const struct run_options *o, const char *preload)
 		setenv("VRAMTRACE_FREE_STACKS", "1", 1);
 	if (o->quiet)
 		setenv("VRAMTRACE_QUIET", "1", 1);
+	if (o->retain)
+		setenv("VRAMTRACE_RETAIN", o->retain, 1);
 	if (o->n_phases) {
 		char list[1024] = "";
 		for (int i = 0; i < o->n_phases; i++) {
@@ -131,15 +140,19 @@ static int configure_env(const struct run_options *o, const char *preload)
 				strcat(list, ",");
 		}
 		setenv("VRAMTRACE_PHASE", list, 1);
-		char bootstrap[PATH_MAX], package[PATH_MAX];
-		if (vrt_find_python_dirs(bootstrap, sizeof(bootstrap), package, sizeof(package)))
+	}
+	/* A Python job gets the phase hooks and the retention walks through a sitecustomize. Only
+	 * the bootstrap goes on PYTHONPATH: the package's directory may be a whole site-packages,
+	 * which must not shadow the job's own path. */
+	char bootstrap[PATH_MAX], package[PATH_MAX];
+	if (vrt_find_python_dirs(bootstrap, sizeof(bootstrap), package, sizeof(package))) {
+		if (o->n_phases)
 			return vrt_fail(VRT_E_NOENT, "--phase needs the vramtrace Python package, which is not installed "
 						     "next to this binary");
-		/* Only the bootstrap goes on PYTHONPATH: the package's directory may be a whole
-		 * site-packages, which must not shadow the job's own path. */
-		setenv("VRAMTRACE_PYTHON_PACKAGE", package, 1);
-		prepend_env("PYTHONPATH", bootstrap, ':');
+		return 0;
 	}
+	setenv("VRAMTRACE_PYTHON_PACKAGE", package, 1);
+	prepend_env("PYTHONPATH", bootstrap, ':');
 	return 0;
 }
 

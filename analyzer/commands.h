@@ -33,6 +33,9 @@ int vrt_cmd_snapshot(int argc, char **argv);
 	"  --keep-all          keep every event (same as --ring 0)\n"                                    \
 	"  --phase NAME        make every call of the Python function NAME (or module:qualname) a\n"     \
 	"                      phase; repeatable; 'nvtx:NAME' selects NVTX ranges in reports\n"          \
+	"  --retain WHEN       retention walks in a Python job (what holds memory that survives a\n"   \
+	"                      phase call, what is live at an OOM): on (default), off, or the most\n"   \
+	"                      seconds one walk may take\n"                                             \
 	"  --armed             start armed: live set only, until `vramtrace attach PID`\n"              \
 	"  --depth N           native frames per stack (default 48; 0: none)\n"                          \
 	"  --no-python         no Python frames\n"                                                        \

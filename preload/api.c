@@ -3,6 +3,7 @@
 #define _GNU_SOURCE
 #define VRT_CTL_CLIENT
 #include <stdio.h>
+#include <string.h>
 #include <unistd.h>
 
 #include "collector.h"
@@ -44,4 +45,62 @@ VRT_EXPORT int vramtrace_snapshot(const char *path)
 	struct vrt_ctl_msg reply;
 	int rc = vrt_ctl_request((int)getpid(), VRT_CTL_SNAPSHOT, path, &reply, 30000);
 	return rc ? rc : reply.status;
+}
+
+/* ---- retention walks (python/vramtrace/_retention.py) ----------------------------------- */
+
+static bool recording(void)
+{
+	return atomic_load(&vrt_state) == VRT_STATE_READY && atomic_load(&vrt_mode) == VRT_MODE_FULL;
+}
+
+VRT_EXPORT long vramtrace_live_query(unsigned long long born_ns, struct vramtrace_live_item *out, unsigned long cap)
+{
+	if (!recording() || (cap && !out))
+		return VRT_E_UNSUPPORTED;
+	return vrt_collector_query_live(born_ns, out, cap);
+}
+
+/* The records' fields travel in the event's general slots; collector.c's retention_fields maps
+ * them to the layout. */
+static void record(const struct vrt_event *ev, const char *text)
+{
+	if (!recording() || !vrt_enter())
+		return;
+	vrt_emit_text(ev, text, text ? strlen(text) : 0);
+	vrt_leave();
+}
+
+VRT_EXPORT void vramtrace_record_owner(int device, unsigned long long addr, unsigned long long size, int category,
+				       int status, const char *chain)
+{
+	struct vrt_event ev = { .op = VRT_OP_OWNER, .api = VRT_API_USER_API, .device = (int16_t)device, .addr = addr,
+				.size = size, .aux = (uint64_t)category, .aux2 = (uint64_t)status };
+	record(&ev, chain);
+}
+
+VRT_EXPORT void vramtrace_record_walk(int reason, int status, unsigned long long born_ns,
+				      unsigned long long duration_ns, unsigned long long objects)
+{
+	struct vrt_event ev = { .op = VRT_OP_WALK, .api = VRT_API_USER_API, .aux = (uint64_t)reason,
+				.aux2 = (uint64_t)status, .addr = born_ns, .size = objects,
+				.stream = duration_ns / 1000 };
+	record(&ev, NULL);
+}
+
+VRT_EXPORT void vramtrace_record_oom_limits(int device, unsigned long long requested, unsigned long long allowed,
+					    unsigned long long device_free, unsigned long long reserved,
+					    unsigned long long allocated, int capped)
+{
+	struct vrt_event ev = { .op = VRT_OP_OOM_LIMITS, .api = VRT_API_TORCH_OOM, .device = (int16_t)device,
+				.size = requested, .aux = allowed, .aux2 = device_free, .addr = reserved,
+				.stream = allocated, .result = capped ? 1 : 0 };
+	record(&ev, NULL);
+}
+
+VRT_EXPORT void vramtrace_record_exiting(int stage)
+{
+	struct vrt_event ev = { .op = VRT_OP_EXITING, .api = VRT_API_USER_API, .aux = (uint64_t)stage };
+	record(&ev, NULL);
+	vrt_collector_wake(); /* what comes next may be a fast exit */
 }

@@ -330,11 +330,46 @@ static void apply_context_reset(struct collector *c, int device)
 
 /* ---- one raw event ---------------------------------------------------------------------- */
 
+/* The text after a record's frames: NUL-terminated inside the record (event.c). */
 static void label_of(const struct vrt_raw *r, const char **label, size_t *len)
 {
-	const char *p = (const char *)(r + 1) + (size_t)r->n_native * 8 + (size_t)r->n_python * 4;
+	size_t skip = sizeof(*r) + (size_t)r->n_native * 8 + (size_t)r->n_python * 4;
+	const char *p = (const char *)r + skip;
 	*label = p;
-	*len = strnlen(p, 255);
+	*len = r->len > skip ? strnlen(p, r->len - skip) : 0;
+}
+
+/* OWNER, WALK and OOM_LIMITS come from the Python package through api.c; their fields travel in
+ * the raw event's general slots (see vramtrace_record_* there). */
+static void retention_fields(struct collector *c, const struct vrt_raw *raw, struct vrt_record *r)
+{
+	const char *text;
+	size_t len;
+	switch (raw->op) {
+	case VRT_OP_OWNER:
+		label_of(raw, &text, &len);
+		r->id = len ? vrt_intern_string(&c->intern, text, len) : 0;
+		r->id2 = raw->aux;
+		r->aux = raw->aux2;
+		r->aux2 = 0;
+		break;
+	case VRT_OP_WALK:
+		r->id = raw->aux;
+		r->id2 = raw->aux2;
+		r->aux = raw->addr ? to_units(c, raw->addr) : 0;
+		r->aux2 = raw->stream;
+		r->addr = r->stream = 0;
+		break;
+	case VRT_OP_EXITING:
+		r->id = raw->aux;
+		r->aux = 0;
+		break;
+	case VRT_OP_OOM_LIMITS:
+		r->id = raw->addr;
+		r->id2 = raw->stream;
+		r->addr = r->stream = 0;
+		break;
+	}
 }
 
 static void process(struct collector *c, struct vrt_tbuf *b, const struct vrt_raw *raw)
@@ -366,6 +401,9 @@ static void process(struct collector *c, struct vrt_tbuf *b, const struct vrt_ra
 	case VRT_OP_LOST:
 		r.id = raw->size;
 		c->events_lost += raw->size;
+		break;
+	case VRT_OP_OWNER: case VRT_OP_WALK: case VRT_OP_OOM_LIMITS: case VRT_OP_EXITING:
+		retention_fields(c, raw, &r);
 		break;
 	case VRT_OP_MARK: case VRT_OP_PHASE_ENTER: case VRT_OP_PHASE_EXIT: {
 		const char *label;
@@ -483,6 +521,54 @@ void vrt_collector_drain(struct collector *c)
 	vrt_collector_section_leave();
 }
 
+/* ---- the live set, asked for by the application ----------------------------------------- */
+
+/*
+ * One question at a time (queries are serialized by lifecycle_lock): the asking thread publishes
+ * it and sleeps on done; the collector takes it with an exchange, so a question is answered at
+ * most once, and the asker that gives up first takes it back with a compare-exchange. Whoever
+ * wins owns the question: the asker may not return while the collector holds it.
+ */
+struct live_query {
+	uint64_t born_after; /* ts units */
+	struct vramtrace_live_item *out;
+	size_t cap, n;
+	_Atomic int done;
+};
+
+static _Atomic(struct live_query *) pending_query;
+
+static bool queried_item(const struct vrt_live *e)
+{
+	bool buffer = e->space == VRT_SPACE_ADDR || e->space == VRT_SPACE_BLOCK || e->space == VRT_SPACE_MAP;
+	return buffer && (e->kind == VRT_KIND_DEVICE || e->kind == VRT_KIND_HOST_PINNED || e->kind == VRT_KIND_MANAGED);
+}
+
+static void answer_query(struct collector *c)
+{
+	if (VRT_LIKELY(!atomic_load_explicit(&pending_query, memory_order_relaxed)))
+		return;
+	vrt_collector_drain(c); /* everything published before the question was asked */
+	struct live_query *q = atomic_exchange(&pending_query, NULL);
+	if (!q)
+		return;
+	size_t n = 0;
+	for (size_t i = 0; i < c->live.cap; i++) {
+		const struct vrt_live *e = &c->live.slots[i];
+		if (!e->space || !queried_item(e) || e->ts < q->born_after)
+			continue;
+		if (n < q->cap)
+			q->out[n] = (struct vramtrace_live_item){
+				.addr = e->addr, .size = e->size, .device = e->device, .kind = e->kind,
+				.tensor = e->space == VRT_SPACE_BLOCK,
+				.born_ns = c->t0_ns + e->ts * (uint64_t)vrt_cfg.ts_unit_ns };
+		n++;
+	}
+	q->n = n;
+	atomic_store_explicit(&q->done, 1, memory_order_release);
+	syscall(SYS_futex, &q->done, FUTEX_WAKE, 1, NULL, NULL, 0);
+}
+
 /* ---- mode changes ----------------------------------------------------------------------- */
 
 void vrt_collector_set_mode(struct collector *c, int mode, int cause)
@@ -585,6 +671,7 @@ static void *collector_main(void *arg)
 			return NULL;
 		}
 		vrt_collector_drain(c);
+		answer_query(c);
 		if (atomic_load(&vrt_state) == VRT_STATE_DISABLED && c->writer) {
 			vrt_output_finish(c, VRT_END_DISABLED, 0);
 			continue;
@@ -691,6 +778,33 @@ void vrt_collector_crash_flush(int signo)
 	}
 }
 
+/* Asking (see struct live_query). */
+#define QUERY_WAIT_NS 5000000000ull
+
+long vrt_collector_query_live(uint64_t born_after_ns, struct vramtrace_live_item *out, size_t cap)
+{
+	struct collector *c = &vrt_collector;
+	pthread_mutex_lock(&lifecycle_lock);
+	if (!c->running || atomic_load(&c->stop) || pthread_equal(pthread_self(), c->thread)) {
+		pthread_mutex_unlock(&lifecycle_lock);
+		return VRT_E_UNSUPPORTED;
+	}
+	struct live_query q = { .born_after = born_after_ns ? to_units(c, born_after_ns) : 0, .out = out, .cap = cap };
+	atomic_store(&pending_query, &q);
+	vrt_collector_wake();
+	uint64_t deadline = vrt_now_ns() + QUERY_WAIT_NS;
+	while (!atomic_load_explicit(&q.done, memory_order_acquire)) {
+		uint64_t now = vrt_now_ns();
+		struct live_query *mine = &q;
+		if (now >= deadline && atomic_compare_exchange_strong(&pending_query, &mine, NULL))
+			break; /* taken back: the collector never saw it */
+		struct timespec left = { 0, 50000000 };
+		syscall(SYS_futex, &q.done, FUTEX_WAIT, 0, &left, NULL, 0);
+	}
+	pthread_mutex_unlock(&lifecycle_lock);
+	return atomic_load(&q.done) ? (long)q.n : VRT_E_TIMEOUT;
+}
+
 /* ---- fork ------------------------------------------------------------------------------- */
 
 static _Atomic int start_pending;
@@ -705,6 +819,7 @@ void vrt_collector_after_fork_child(void)
 	memset(c, 0, sizeof(*c));
 	memset(replaced, 0, sizeof(replaced));
 	atomic_store(&stopping_buf, NULL);
+	atomic_store(&pending_query, NULL);
 	atomic_store(&c->wake_fd, -1);
 	c->control_fd = -1;
 	fork_section_depth = 0;

@@ -9,6 +9,7 @@
 #include "internal.h"
 #include "live_set.h"
 #include "trace_writer.h"
+#include "vramtrace/vramtrace.h"
 
 struct phase_state {
 	uint32_t name_id;
@@ -69,6 +70,8 @@ uint32_t vrt_output_label_stack(struct collector *c, const char *label);
 
 /* collector.c */
 void vrt_collector_drain(struct collector *c);
+/* From an application thread: the live buffers born at or after born_after_ns (vramtrace.h). */
+long vrt_collector_query_live(uint64_t born_after_ns, struct vramtrace_live_item *out, size_t cap);
 void vrt_collector_set_mode(struct collector *c, int mode, int cause);
 
 /* control.c */

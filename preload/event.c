@@ -250,6 +250,37 @@ void vrt_emit_label(uint8_t op, const char *label)
 	vrt_emitting_end(busy);
 }
 
+/* A record with a text payload and no stack (retention findings): len bytes of text, cut to
+ * VRT_TEXT_MAX, then a NUL. */
+static void emit_text(const struct vrt_event *ev, const char *text, size_t len)
+{
+	struct vrt_tbuf *b = vrt_tbuf_self();
+	if (!b)
+		return;
+	len = len < VRT_TEXT_MAX ? len : VRT_TEXT_MAX;
+	size_t raw_len = raw_length(0, 0, len + 1);
+	struct vrt_raw *r = vrt_tbuf_reserve(b, raw_len);
+	if (!r)
+		return;
+	fill_header(r, ev, raw_len);
+	r->flags = VRT_RAW_LABEL;
+	uint8_t *p = (uint8_t *)(r + 1);
+	memcpy(p, text, len);
+	p[len] = 0;
+	vrt_tbuf_publish(b, r);
+}
+
+void vrt_emit_text(const struct vrt_event *ev, const char *text, size_t len)
+{
+	if (VRT_UNLIKELY(vrt_tls.busy & VRT_BUSY_DEFERRING)) {
+		atomic_fetch_add_explicit(&vrt_tls.missed, 1, memory_order_relaxed);
+		return;
+	}
+	int busy = vrt_emitting_begin();
+	emit_text(ev, text ? text : "", text ? len : 0);
+	vrt_emitting_end(busy);
+}
+
 /* ---- helpers for the hook bodies -------------------------------------------------------- */
 
 static void device_memory_info(uint64_t *free_bytes, uint64_t *total_bytes)

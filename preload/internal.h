@@ -258,6 +258,9 @@ void vrt_emit_deferred(void);
 void vrt_emit(const struct vrt_event *ev, bool with_stack);
 /* Publishes a MARK / PHASE_ENTER / PHASE_EXIT with its label. */
 void vrt_emit_label(uint8_t op, const char *label);
+/* Publishes ev (no stack) with a text payload of at most VRT_TEXT_MAX bytes. */
+#define VRT_TEXT_MAX 4000u
+void vrt_emit_text(const struct vrt_event *ev, const char *text, size_t len);
 /* Wakes the collector now (buffer filling up, OOM, exit). */
 void vrt_collector_wake(void);
 

@@ -24,7 +24,8 @@
 	X(VRT_E_PERM, -13, "permission denied")                                     \
 	X(VRT_E_PROTO, -14, "malformed control message")                            \
 	X(VRT_E_UNSUPPORTED, -15, "not supported here")                             \
-	X(VRT_E_EMPTY, -16, "trace holds no events")
+	X(VRT_E_EMPTY, -16, "trace holds no events")                                \
+	X(VRT_E_TIMEOUT, -17, "timed out")
 
 enum vrt_error {
 #define VRT_ERROR_ENUM(name, value, text) name = value,

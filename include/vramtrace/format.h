@@ -20,7 +20,7 @@
 #define VRT_FILE_MAGIC "VRAMTRC\0"
 #define VRT_FILE_MAGIC_LEN 8
 #define VRT_FORMAT_MAJOR 1
-#define VRT_FORMAT_MINOR 2
+#define VRT_FORMAT_MINOR 3
 #define VRT_FILE_HEADER_SIZE 4096u
 #define VRT_STATE_OFFSET 512u
 #define VRT_CHUNK_MAGIC 0x4b484356u /* "VCHK" */
@@ -168,6 +168,10 @@ enum vrt_op {
 	VRT_OP_SEED = 21,        /* live before tracing began (attach/armed): like ALLOC */
 	VRT_OP_CONTEXT = 22,     /* context created (i=1) or destroyed/reset (i=0) on device d */
 	VRT_OP_BLOCK_SIZE = 23,  /* the block at addr turned out to be s bytes (BLOCK_ALLOC had an estimate) */
+	VRT_OP_WALK = 24,        /* a retention walk ended: the OWNER records before it are its findings */
+	VRT_OP_OWNER = 25,       /* a Python object owns the buffer at addr: what it is, what holds it */
+	VRT_OP_OOM_LIMITS = 26,  /* the limits PyTorch reported with its out-of-memory error */
+	VRT_OP_EXITING = 27,     /* teardown begins: what is freed after it, the ending freed */
 	/* definitions (VRT_CHUNK_TABLES) */
 	VRT_OP_STRING = 32,      /* i: id, B: UTF-8 bytes */
 	VRT_OP_MODULE = 33,      /* i: id, j: path string id, A: load base, s: span, B: build-id */
@@ -210,6 +214,10 @@ enum vrt_op {
 	X(VRT_OP_SEED, "tpdkasxqS")                             \
 	X(VRT_OP_CONTEXT, "tdi")                                \
 	X(VRT_OP_BLOCK_SIZE, "tpdas")                           \
+	X(VRT_OP_WALK, "tijxys")                                \
+	X(VRT_OP_OWNER, "tdasijx")                              \
+	X(VRT_OP_OOM_LIMITS, "tdsxyijr")                        \
+	X(VRT_OP_EXITING, "ti")                                 \
 	X(VRT_OP_STRING, "iB")                                  \
 	X(VRT_OP_MODULE, "ijAsB")                               \
 	X(VRT_OP_SYMBOL, "Aijx")                                \
@@ -259,6 +267,42 @@ enum vrt_cp_reason {
 	VRT_CP_SNAPSHOT = 2, /* requested through the control channel or the API */
 	VRT_CP_EXIT = 3,     /* the process is ending */
 	VRT_CP_ATTACH = 4,   /* state seeded when full tracing began */
+};
+
+/* Which teardown began (VRT_OP_EXITING field i). */
+enum vrt_exiting {
+	VRT_EXITING_PYTHON = 1, /* the Python interpreter began to finalize (before its atexit handlers) */
+};
+
+/* Why a retention walk ran (VRT_OP_WALK field i). */
+enum vrt_walk_reason {
+	VRT_WALK_PHASE = 1,    /* a phase's next call began while earlier calls' memory was live */
+	VRT_WALK_OOM = 2,      /* PyTorch's allocator ran out of memory */
+	VRT_WALK_SNAPSHOT = 3, /* a snapshot or an attach asked for it */
+	VRT_WALK_EXIT = 4,     /* the interpreter is about to finalize */
+	VRT_WALK_REQUEST = 5,  /* the program asked for it (Python API) */
+};
+
+/* How a retention walk ended (VRT_OP_WALK field j). */
+enum vrt_walk_status {
+	VRT_WALK_COMPLETE = 0,  /* every live buffer asked about was looked for */
+	VRT_WALK_TIMED_OUT = 1, /* its time or object budget ran out first */
+	VRT_WALK_FAILED = 2,    /* it stopped on an error (the program's objects misbehaved) */
+};
+
+/* What the Python object that owns a buffer is (VRT_OP_OWNER field j). */
+enum vrt_owner_category {
+	VRT_OWNER_OTHER = 0,           /* none of the below: reports fall back to the stack's rule */
+	VRT_OWNER_PARAMETER = 1,       /* the storage of an nn.Parameter */
+	VRT_OWNER_GRADIENT = 2,        /* a .grad, or a gradient buffer an optimizer or engine owns */
+	VRT_OWNER_OPTIMIZER_STATE = 3, /* optimizer.state values, master weights, other optimizer buffers */
+	VRT_OWNER_ACTIVATION = 4,      /* a tensor with an autograd history (grad_fn) */
+};
+
+/* Whether the owner was found reachable (VRT_OP_OWNER field x). */
+enum vrt_owner_status {
+	VRT_OWNER_FOUND = 1,       /* reachable from a root: the chain says how */
+	VRT_OWNER_UNREACHABLE = 2, /* reachable from no root: held by a cycle, or by native code */
 };
 
 /* Every API the preload intercepts. Values are stable; names are what `dump` prints. */

@@ -21,7 +21,7 @@ import json
 import os
 import subprocess
 
-from . import _native
+from . import _native, _retention
 
 __all__ = ["mark", "phase", "snapshot", "enabled", "load", "binary"]
 __version__ = "0.1.0"
@@ -51,11 +51,13 @@ class phase(contextlib.ContextDecorator):
         self.name = str(name)
 
     def __enter__(self):
+        _retention.phase_entry(self.name)
         _native.phase_enter(self.name)
         return self
 
     def __exit__(self, *exc):
         _native.phase_exit(self.name)
+        _retention.phase_exit(self.name)
         return False
 
 

@@ -9,7 +9,7 @@ hook, which costs every Python call something (see docs/python.md).
 import sys
 import threading
 
-from . import _native
+from . import _native, _retention
 
 _targets = []  # (module or None, name)
 _labels = {}  # code object -> phase label, or False for "not a target"
@@ -40,6 +40,16 @@ def _module_of_caller(depth):
         return None
 
 
+def _enter(label):
+    _retention.phase_entry(label)  # what earlier calls left live, before this one begins
+    _native.phase_enter(label)
+
+
+def _exit(label):
+    _native.phase_exit(label)
+    _retention.phase_exit(label)
+
+
 def _install_monitoring():
     mon = sys.monitoring
     E = mon.events
@@ -57,22 +67,22 @@ def _install_monitoring():
                 mon.set_local_events(tool, code, local)
         if not label:
             return mon.DISABLE
-        _native.phase_enter(label)
+        _enter(label)
 
     def on_end(code, offset, value):
         label = _labels.get(code)
         if label:
-            _native.phase_exit(label)
+            _exit(label)
 
     def on_resume(code, offset):
         label = _labels.get(code)
         if label:
-            _native.phase_enter(label)
+            _enter(label)
 
     def on_unwind(code, offset, exc):
         label = _labels.get(code)  # global event: stay O(1), never return DISABLE
         if label:
-            _native.phase_exit(label)
+            _exit(label)
 
     mon.register_callback(tool, E.PY_START, on_start)
     mon.register_callback(tool, E.PY_RETURN, on_end)
@@ -90,7 +100,7 @@ def _profile(frame, event, arg):
     if label is None:
         label = _labels[code] = _label_for(code, frame.f_globals.get("__name__"))
     if label:
-        (_native.phase_enter if event == "call" else _native.phase_exit)(label)
+        (_enter if event == "call" else _exit)(label)
 
 
 def install(spec):

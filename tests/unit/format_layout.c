@@ -153,6 +153,10 @@ int main(void)
 	MEMBER(vrt_op, VRT_OP_SEED);
 	MEMBER(vrt_op, VRT_OP_CONTEXT);
 	MEMBER(vrt_op, VRT_OP_BLOCK_SIZE);
+	MEMBER(vrt_op, VRT_OP_WALK);
+	MEMBER(vrt_op, VRT_OP_OWNER);
+	MEMBER(vrt_op, VRT_OP_OOM_LIMITS);
+	MEMBER(vrt_op, VRT_OP_EXITING);
 	MEMBER(vrt_op, VRT_OP_STRING);
 	MEMBER(vrt_op, VRT_OP_MODULE);
 	MEMBER(vrt_op, VRT_OP_SYMBOL);
@@ -192,6 +196,27 @@ int main(void)
 	MEMBER(vrt_cp_reason, VRT_CP_SNAPSHOT);
 	MEMBER(vrt_cp_reason, VRT_CP_EXIT);
 	MEMBER(vrt_cp_reason, VRT_CP_ATTACH);
+
+	MEMBER(vrt_exiting, VRT_EXITING_PYTHON);
+
+	MEMBER(vrt_walk_reason, VRT_WALK_PHASE);
+	MEMBER(vrt_walk_reason, VRT_WALK_OOM);
+	MEMBER(vrt_walk_reason, VRT_WALK_SNAPSHOT);
+	MEMBER(vrt_walk_reason, VRT_WALK_EXIT);
+	MEMBER(vrt_walk_reason, VRT_WALK_REQUEST);
+
+	MEMBER(vrt_walk_status, VRT_WALK_COMPLETE);
+	MEMBER(vrt_walk_status, VRT_WALK_TIMED_OUT);
+	MEMBER(vrt_walk_status, VRT_WALK_FAILED);
+
+	MEMBER(vrt_owner_category, VRT_OWNER_OTHER);
+	MEMBER(vrt_owner_category, VRT_OWNER_PARAMETER);
+	MEMBER(vrt_owner_category, VRT_OWNER_GRADIENT);
+	MEMBER(vrt_owner_category, VRT_OWNER_OPTIMIZER_STATE);
+	MEMBER(vrt_owner_category, VRT_OWNER_ACTIVATION);
+
+	MEMBER(vrt_owner_status, VRT_OWNER_FOUND);
+	MEMBER(vrt_owner_status, VRT_OWNER_UNREACHABLE);
 
 	/* vrt_api: complete by construction (the X macro), plus the limit. */
 	MEMBER(vrt_api, VRT_API_LAST);

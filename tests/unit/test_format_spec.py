@@ -27,7 +27,8 @@ FORMAT_H = os.path.join(ROOT, "include", "vramtrace", "format.h")
 # Every table the document must have, and nothing else tagged.
 STRUCTS = ["vrt_file_header", "vrt_file_state", "vrt_chunk_header"]
 PLAIN_ENUMS = ["vrt_file_flags", "vrt_end_reason", "vrt_chunk_type", "vrt_codec", "vrt_mem_kind",
-               "vrt_frame_kind", "vrt_mode", "vrt_mode_cause", "vrt_cp_reason"]
+               "vrt_frame_kind", "vrt_mode", "vrt_mode_cause", "vrt_cp_reason", "vrt_exiting", "vrt_walk_reason",
+               "vrt_walk_status", "vrt_owner_category", "vrt_owner_status"]
 OTHER_TABLES = ["enum vrt_field_code", "enum vrt_api", "opcodes", "limits", "constants", "crc", "versions"]
 
 

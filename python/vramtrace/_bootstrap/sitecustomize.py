@@ -1,12 +1,12 @@
-"""Loaded first by `vramtrace run --phase ...` (only this directory is put on PYTHONPATH):
-installs the phase hooks, then hands over to whatever sitecustomize the environment already had,
-so nothing else changes."""
+"""Loaded first by `vramtrace run` in a Python program (only this directory is put on
+PYTHONPATH): installs the phase hooks and the retention walks, then hands over to whatever
+sitecustomize the environment already had, so nothing else changes."""
 import importlib
 import os
 import sys
 
 
-def _import_phases():
+def _import_hooks():
     """The vramtrace package lives in VRAMTRACE_PYTHON_PACKAGE, which may be a whole
     site-packages of another environment: on sys.path only for this import."""
     package_dir = os.environ.get("VRAMTRACE_PYTHON_PACKAGE")
@@ -14,11 +14,11 @@ def _import_phases():
     if added:
         sys.path.insert(0, package_dir)
     try:
-        from vramtrace import _phases
+        from vramtrace import _phases, _retention
     finally:
         if added:
             sys.path.remove(package_dir)
-    return _phases
+    return _phases, _retention
 
 
 def _chain_to_original():
@@ -37,7 +37,9 @@ def _chain_to_original():
 
 
 try:
-    _import_phases().install_from_environment()
+    _phases, _retention = _import_hooks()
+    _phases.install_from_environment()
+    _retention.install_from_environment()
 except Exception as e:  # never break the user's program
-    sys.stderr.write("vramtrace: phases disabled: %s\n" % e)
+    sys.stderr.write("vramtrace: phases and retention walks disabled: %s\n" % e)
 _chain_to_original()

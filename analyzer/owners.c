@@ -1,0 +1,243 @@
+/* SPDX-License-Identifier: MIT */
+#include "owners.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "json.h"
+
+void vrt_owners_init(struct vrt_owners *o) { memset(o, 0, sizeof(*o)); }
+
+void vrt_owners_free(struct vrt_owners *o)
+{
+	free(o->last.v);
+	free(o->pending);
+	memset(o, 0, sizeof(*o));
+}
+
+static int by_place(const void *a, const void *b)
+{
+	const struct vrt_owner *x = a, *y = b;
+	if (x->device != y->device)
+		return x->device < y->device ? -1 : 1;
+	return x->addr < y->addr ? -1 : x->addr > y->addr;
+}
+
+static void add_pending(struct vrt_owners *o, const struct vrt_record *r)
+{
+	if (o->n_pending == o->cap_pending) {
+		size_t cap = o->cap_pending ? o->cap_pending * 2 : 256;
+		struct vrt_owner *v = realloc(o->pending, cap * sizeof(*v));
+		if (!v)
+			return; /* the walk then explains less; nothing else depends on it */
+		o->pending = v;
+		o->cap_pending = cap;
+	}
+	o->pending[o->n_pending++] = (struct vrt_owner){
+		.addr = r->addr, .size = r->size, .device = (int16_t)r->device,
+		.category = r->id2 <= VRT_OWNER_ACTIVATION ? (uint8_t)r->id2 : VRT_OWNER_OTHER,
+		.status = r->aux == VRT_OWNER_UNREACHABLE ? VRT_OWNER_UNREACHABLE : VRT_OWNER_FOUND,
+		.chain = r->id <= UINT32_MAX ? (uint32_t)r->id : 0 };
+}
+
+/* The pending owners become the latest walk; the buffers they held move with them. */
+static void close_walk(struct vrt_owners *o, const struct vrt_record *r)
+{
+	free(o->last.v);
+	o->last = (struct vrt_walk){ .ts = r->ts, .born_after = r->aux, .reason = (uint32_t)r->id,
+				     .status = (uint32_t)r->id2, .objects = r->size, .duration_us = r->aux2,
+				     .v = o->pending, .n = o->n_pending };
+	if (o->last.n)
+		qsort(o->last.v, o->last.n, sizeof(*o->last.v), by_place);
+	o->pending = NULL;
+	o->n_pending = o->cap_pending = 0;
+	o->walks++;
+	o->timed_out += o->last.status != VRT_WALK_COMPLETE;
+}
+
+bool vrt_owners_apply(struct vrt_owners *o, const struct vrt_record *r)
+{
+	if (r->op == VRT_OP_OWNER)
+		add_pending(o, r);
+	else if (r->op == VRT_OP_WALK)
+		close_walk(o, r);
+	return r->op == VRT_OP_WALK;
+}
+
+static bool asked_about(const struct vrt_walk *w, const struct vrt_item *it)
+{
+	bool buffer = it->space == VRT_IS_ADDR || it->space == VRT_IS_BLOCK || it->space == VRT_IS_MAP;
+	bool memory = it->kind == VRT_KIND_DEVICE || it->kind == VRT_KIND_HOST_PINNED || it->kind == VRT_KIND_MANAGED;
+	return w->ts && buffer && memory && !it->seeded && it->ts >= w->born_after && it->ts <= w->ts;
+}
+
+enum vrt_held vrt_owners_of(const struct vrt_walk *w, const struct vrt_item *it, const struct vrt_owner **first,
+			    size_t *n)
+{
+	*first = NULL;
+	*n = 0;
+	if (!asked_about(w, it))
+		return VRT_HELD_OFF;
+	struct vrt_owner key = { .addr = it->addr, .device = it->device };
+	size_t lo = 0, hi = w->n;
+	while (lo < hi) { /* the first owner at or after the item's start */
+		size_t mid = lo + (hi - lo) / 2;
+		if (by_place(&w->v[mid], &key) < 0)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	size_t end = lo;
+	while (end < w->n && w->v[end].device == it->device && w->v[end].addr - it->addr < it->size)
+		end++;
+	if (end == lo)
+		return w->status == VRT_WALK_COMPLETE ? VRT_HELD_NOT_PYTHON : VRT_HELD_TIMED_OUT;
+	*first = &w->v[lo];
+	*n = end - lo;
+	for (size_t i = lo; i < end; i++)
+		if (w->v[i].status == VRT_OWNER_FOUND)
+			return VRT_HELD_FOUND;
+	return VRT_HELD_UNREACHABLE;
+}
+
+const char *vrt_held_name(enum vrt_held h)
+{
+	static const char *const names[VRT_HELD_KINDS] = { "off", "found", "unreachable", "not_python", "timed_out" };
+	return (unsigned)h < VRT_HELD_KINDS ? names[h] : "off";
+}
+
+const char *vrt_owner_category_name(unsigned category)
+{
+	static const char *const names[] = { NULL, "parameters", "gradients", "optimizer_state", "activations" };
+	return category < sizeof(names) / sizeof(names[0]) ? names[category] : NULL;
+}
+
+/* ---- chains ------------------------------------------------------------------------------ */
+
+#define CHAIN_SEP '\x1f'
+
+static void put_escaped(FILE *out, const char *s, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		unsigned char c = (unsigned char)s[i];
+		if (c < 0x20 || c == 0x7f)
+			fprintf(out, "\\x%02x", c);
+		else
+			fputc(c, out);
+	}
+}
+
+void vrt_chain_print(FILE *out, const char *chain, const char *sep)
+{
+	const char *p = chain;
+	for (const char *q; (q = strchr(p, CHAIN_SEP)); p = q + 1) {
+		put_escaped(out, p, (size_t)(q - p));
+		fputs(sep, out);
+	}
+	put_escaped(out, p, strlen(p));
+}
+
+void vrt_chain_json(FILE *out, const char *chain)
+{
+	fputc('[', out);
+	const char *p = chain;
+	char step[512];
+	for (bool first = true; *chain; first = false) {
+		const char *q = strchr(p, CHAIN_SEP);
+		size_t n = q ? (size_t)(q - p) : strlen(p);
+		snprintf(step, sizeof(step), "%.*s", (int)(n < sizeof(step) - 1 ? n : sizeof(step) - 1), p);
+		if (!first)
+			fputs(", ", out);
+		json_string(out, step);
+		if (!q)
+			break;
+		p = q + 1;
+	}
+	fputc(']', out);
+}
+
+/* ---- a group's holders --------------------------------------------------------------------- */
+
+static void add_chain(struct vrt_held_by *h, uint32_t chain, int64_t bytes)
+{
+	int free_slot = -1;
+	for (int i = 0; i < VRT_HELD_CHAINS; i++) {
+		if (h->bytes[i] && h->chain[i] == chain) {
+			h->bytes[i] += bytes;
+			return;
+		}
+		if (!h->bytes[i] && free_slot < 0)
+			free_slot = i;
+	}
+	if (free_slot >= 0) {
+		h->chain[free_slot] = chain;
+		h->bytes[free_slot] = bytes;
+		return;
+	}
+	int smallest = 0; /* keep the largest few: a newcomer larger than the smallest takes its place */
+	for (int i = 1; i < VRT_HELD_CHAINS; i++)
+		if (h->bytes[i] < h->bytes[smallest])
+			smallest = i;
+	if (bytes > h->bytes[smallest]) {
+		h->other_chains += h->bytes[smallest];
+		h->chain[smallest] = chain;
+		h->bytes[smallest] = bytes;
+	} else {
+		h->other_chains += bytes;
+	}
+}
+
+void vrt_held_add(struct vrt_held_by *h, const struct vrt_walk *w, const struct vrt_item *it)
+{
+	const struct vrt_owner *first;
+	size_t n;
+	enum vrt_held status = vrt_owners_of(w, it, &first, &n);
+	int64_t size = (int64_t)it->size;
+	h->by_status[status] += size;
+	if (!n)
+		return;
+	/* One owner: the item is its buffer. Several (storages a framework placed in one CUDA
+	 * allocation): each holds its own bytes. */
+	for (size_t i = 0; i < n; i++) {
+		int64_t bytes = n == 1 ? size : (int64_t)first[i].size;
+		if (first[i].chain)
+			add_chain(h, first[i].chain, bytes);
+		if (first[i].category)
+			h->by_category[first[i].category] += bytes;
+	}
+}
+
+void vrt_held_merge(struct vrt_held_by *into, const struct vrt_held_by *h)
+{
+	for (int i = 0; i < VRT_HELD_CHAINS; i++)
+		if (h->bytes[i])
+			add_chain(into, h->chain[i], h->bytes[i]);
+	into->other_chains += h->other_chains;
+	for (int i = 0; i < VRT_HELD_KINDS; i++)
+		into->by_status[i] += h->by_status[i];
+	for (int i = 0; i < 5; i++)
+		into->by_category[i] += h->by_category[i];
+}
+
+enum vrt_held vrt_held_status(const struct vrt_held_by *h)
+{
+	if (h->by_status[VRT_HELD_FOUND])
+		return VRT_HELD_FOUND;
+	enum vrt_held best = VRT_HELD_OFF;
+	for (int i = 1; i < VRT_HELD_KINDS; i++)
+		if (h->by_status[i] > h->by_status[best])
+			best = (enum vrt_held)i;
+	return best;
+}
+
+int vrt_held_category(const struct vrt_held_by *h, int64_t *bytes)
+{
+	int best = -1;
+	*bytes = 0;
+	for (int i = 1; i < 5; i++)
+		if (h->by_category[i] > *bytes) {
+			best = i;
+			*bytes = h->by_category[i];
+		}
+	return best;
+}

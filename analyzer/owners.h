@@ -1,0 +1,90 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * What the retention walks found (VRT_OP_OWNER, closed by VRT_OP_WALK; docs/trace-format.md,
+ * "Retention"): which Python object owns a live buffer, what kind of thing it is, and the chain
+ * of references that keeps it alive. Fed record by record during a replay; the latest closed
+ * walk answers questions about live items.
+ */
+#ifndef VRAMTRACE_OWNERS_H
+#define VRAMTRACE_OWNERS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "model.h"
+
+struct vrt_owner {
+	uint64_t addr, size;
+	int16_t device;
+	uint8_t category; /* enum vrt_owner_category */
+	uint8_t status;   /* enum vrt_owner_status */
+	uint32_t chain;   /* string id, 0: none */
+};
+
+/* One closed walk; its owners sorted by (device, addr). */
+struct vrt_walk {
+	uint64_t ts, born_after; /* ts units; it asked about buffers born at or after born_after */
+	uint32_t reason, status; /* enum vrt_walk_reason, enum vrt_walk_status */
+	uint64_t objects, duration_us;
+	struct vrt_owner *v;
+	size_t n;
+};
+
+struct vrt_owners {
+	struct vrt_walk last;  /* the latest closed walk (ts 0: none yet) */
+	struct vrt_owner *pending;
+	size_t n_pending, cap_pending;
+	uint64_t walks, timed_out;
+};
+
+/* How much of a live item the latest walk explains. */
+enum vrt_held {
+	VRT_HELD_OFF = 0,         /* no walk asked about it (retention off, or none since its birth) */
+	VRT_HELD_FOUND = 1,       /* a Python owner reachable from a root */
+	VRT_HELD_UNREACHABLE = 2, /* a Python owner that no root reaches: a cycle, or native code */
+	VRT_HELD_NOT_PYTHON = 3,  /* the walk looked and no Python object owns it */
+	VRT_HELD_TIMED_OUT = 4,   /* the walk asked about it but stopped before it was done */
+};
+#define VRT_HELD_KINDS 5
+
+void vrt_owners_init(struct vrt_owners *o);
+void vrt_owners_free(struct vrt_owners *o);
+/* Feeds one replayed record; true when it closed a walk (o->last is then that walk). */
+bool vrt_owners_apply(struct vrt_owners *o, const struct vrt_record *r);
+
+/* The owners of w whose buffers lie inside it, and what w says of it; they are the first n
+ * entries of w->v from first. */
+enum vrt_held vrt_owners_of(const struct vrt_walk *w, const struct vrt_item *it, const struct vrt_owner **first,
+			    size_t *n);
+const char *vrt_held_name(enum vrt_held h);
+/* "parameters", "gradients", "optimizer_state", "activations"; NULL for VRT_OWNER_OTHER. */
+const char *vrt_owner_category_name(unsigned category);
+
+/* A chain's steps joined by sep, control characters escaped. */
+void vrt_chain_print(FILE *out, const char *chain, const char *sep);
+/* The chain as a JSON list of strings, root first. */
+void vrt_chain_json(FILE *out, const char *chain);
+
+/*
+ * The chains that hold a group of items, with the bytes each holds: the few largest, and what
+ * the rest hold together. Summed over items with vrt_held_add.
+ */
+#define VRT_HELD_CHAINS 4
+struct vrt_held_by {
+	uint32_t chain[VRT_HELD_CHAINS];
+	int64_t bytes[VRT_HELD_CHAINS];
+	int64_t other_chains;          /* bytes held by chains beyond the few kept */
+	int64_t by_status[VRT_HELD_KINDS];
+	int64_t by_category[5];        /* enum vrt_owner_category, decided by identity */
+};
+
+/* Adds what w says of it (its size counted once) to h. */
+void vrt_held_add(struct vrt_held_by *h, const struct vrt_walk *w, const struct vrt_item *it);
+void vrt_held_merge(struct vrt_held_by *into, const struct vrt_held_by *h);
+/* The status that describes the group: found if any chain was, else the largest. */
+enum vrt_held vrt_held_status(const struct vrt_held_by *h);
+/* The category identity decided for most of its bytes (-1: none), and those bytes. */
+int vrt_held_category(const struct vrt_held_by *h, int64_t *bytes);
+
+#endif /* VRAMTRACE_OWNERS_H */

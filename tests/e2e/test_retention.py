@@ -1,0 +1,131 @@
+"""Why memory survives: retention walks on the test double.
+
+tests/programs/retain_buffers.py keeps, in every train() call, one buffer in each of four ways
+(a module-level list, a hook's closure in a module-level dict, a reference cycle the disabled GC
+never collects, a raw allocation no Python object owns); the sizes are the program's own
+(4, 2, 3 and 1 MiB). `leaks --json` must name what holds each, call by call.
+"""
+import pytest
+
+from conftest import CUDART, MiB, PROGRAM_SOURCES, analyze, trace as traced
+
+SCRIPT = PROGRAM_SOURCES / "retain_buffers.py"
+CALLS = 3
+KEPT = {"registry": 4 * MiB, "hook": 2 * MiB, "cycle": 3 * MiB, "raw": 1 * MiB}
+
+
+def trace(tmp_path, argv, run_args=()):
+    return traced(tmp_path, argv, env={"CUDART": str(CUDART)}, run_args=run_args)
+
+
+def leaks(t, *args):
+    import json
+
+    return json.loads(analyze("leaks", "--json", "--quiet", "--phase", "train", *args, t.trace).stdout)
+
+
+def by_line(survivors):
+    """Survivor groups keyed by the line of train() that allocated them."""
+    out = {}
+    for s in survivors:
+        lines = [f["line"] for f in s["frames"] if f.get("function") == "train"]
+        out.setdefault(lines[0], []).append(s)
+    return out
+
+
+def train_line(text):
+    for n, line in enumerate(SCRIPT.read_text().splitlines(), 1):
+        if text in line and "# kept" in line:
+            return n
+    raise AssertionError(text)
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory, python_exe):
+    t = trace(tmp_path_factory.mktemp("retain"), [python_exe, SCRIPT, CALLS], run_args=("--phase", "train"))
+    assert t.returncode == 0, t.stderr
+    return t, leaks(t)
+
+
+def test_growth_per_call_is_what_the_program_keeps(run):
+    t, d = run
+    assert t.stdout.startswith("kept per call: registry 4194304, hook 2097152, cycle 3145728, raw 1048576")
+    assert d["growth_per_invocation_bytes"] == sum(KEPT.values())
+    assert [p["survivor_bytes"] for p in d["phases"]] == [sum(KEPT.values())] * CALLS
+
+
+def test_every_call_has_one_group_per_way_of_keeping(run):
+    _, d = run
+    groups = by_line(d["survivors"])
+    for name, line in (("registry", train_line("REGISTRY")), ("hook", train_line("HOOKS")),
+                       ("cycle", train_line("Cycle(")), ("raw", train_line("keep_raw("))):
+        assert sorted(g["phase_index"] for g in groups[line]) == list(range(1, CALLS + 1)), name
+        assert all(g["bytes"] == KEPT[name] for g in groups[line]), name
+
+
+def test_a_module_level_list_is_named_with_its_index(run):
+    _, d = run
+    for g in by_line(d["survivors"])[train_line("REGISTRY")]:
+        assert g["held_by_status"] == "found"
+        assert g["held_by"] == [["__main__.REGISTRY[%d] (DeviceBuffer)" % (g["phase_index"] - 1)]]
+
+
+def test_a_hook_closure_is_named_through_the_function_and_its_variable(run):
+    _, d = run
+    for g in by_line(d["survivors"])[train_line("HOOKS")]:
+        assert g["held_by_status"] == "found"
+        assert g["held_by"] == [["__main__.HOOKS[%d] (function make_hook.<locals>.hook)" % (g["phase_index"] - 1),
+                                 "closure variable state (DeviceBuffer)"]]
+
+
+def test_a_cycle_no_root_reaches_is_unreachable_and_says_so(run):
+    _, d = run
+    for g in by_line(d["survivors"])[train_line("Cycle(")]:
+        assert g["held_by_status"] == "unreachable"
+        assert g["held_by"] == [["a reference cycle through Cycle.buf (DeviceBuffer)"]]
+
+
+def test_memory_no_python_object_owns_is_not_python(run):
+    _, d = run
+    for g in by_line(d["survivors"])[train_line("keep_raw(")]:
+        assert (g["held_by_status"], g["held_by"]) == ("not_python", [])
+
+
+def test_the_text_report_says_what_holds_each_site(run):
+    t, _ = run
+    text = analyze("leaks", "--quiet", "--phase", "train", t.trace).stdout
+    assert "held by: 4.00 MiB  __main__.REGISTRY[0] (DeviceBuffer)" in text
+    assert "__main__.HOOKS[0] (function make_hook.<locals>.hook) -> closure variable state (DeviceBuffer)" in text
+    assert "held only by a cycle or native code: a reference cycle through Cycle.buf (DeviceBuffer)" in text
+    assert "held by: no Python object" in text
+
+
+def test_the_last_call_is_measured_where_teardown_began(run):
+    t, d = run
+    # Teardown frees everything the program kept; the last call's survivors are counted before it.
+    assert d["phases"][-1]["live_bytes_at_next_entry"] == CALLS * sum(KEPT.values())
+    assert "measured where teardown began" in analyze("leaks", "--quiet", "--phase", "train", t.trace).stdout
+    assert len(t.events("exiting")) == 1
+
+
+def test_retention_off_walks_nothing(tmp_path, python_exe):
+    t = trace(tmp_path, [python_exe, SCRIPT, 2], run_args=("--phase", "train", "--retain", "off"))
+    assert not t.events("walk") and not t.events("owner")
+    d = leaks(t)
+    assert {g["held_by_status"] for g in d["survivors"]} == {"off"}
+    assert d["growth_per_invocation_bytes"] == sum(KEPT.values())
+
+
+def test_nothing_is_walked_when_nothing_survives(tmp_path, python_exe):
+    t = trace(tmp_path, [python_exe, SCRIPT, 4, "clean"], run_args=("--phase", "train"))
+    assert t.returncode == 0
+    assert not t.events("walk")
+    assert leaks(t)["survivors"] == []
+
+
+def test_a_walk_cut_short_by_its_budget_says_so_once(tmp_path, python_exe):
+    t = trace(tmp_path, [python_exe, SCRIPT, 3, "deep"], run_args=("--phase", "train", "--retain", "0.000001"))
+    assert t.returncode == 0
+    assert t.stderr.count("retention walk stopped after") == 1, t.stderr
+    groups = by_line(leaks(t)["survivors"])[train_line("REGISTRY")]
+    assert {g["held_by_status"] for g in groups} == {"timed_out"}

@@ -1,0 +1,94 @@
+"""A train() whose buffers survive in four ways, on any CUDA runtime (the test double included).
+
+Each call allocates, through ctypes, buffers that say what they are the way CuPy and Numba
+arrays do (__cuda_array_interface__), and keeps:
+  - one in a module-level list (REGISTRY),
+  - one in the closure of a hook function kept in a module-level hooks dict (HOOKS),
+  - one in a reference cycle that the (disabled) cyclic GC never collects,
+  - one raw allocation that no Python object owns (its address kept as a plain int),
+and frees a temporary before it returns. Prints what it kept, for the test to compare.
+
+    retain_buffers.py [CALLS [MODE]]
+MODE "clean": each call frees everything it allocated. "deep": the registry's buffers sit 60
+containers down, so that a walk has to visit the whole heap to reach them.
+"""
+import ctypes
+import gc
+import os
+import sys
+
+MiB = 1 << 20
+rt = ctypes.CDLL(os.environ.get("CUDART", "libcudart.so.13"))
+
+
+class DeviceBuffer:
+    """A CUDA buffer, described the way CuPy and Numba arrays describe theirs."""
+
+    def __init__(self, nbytes):
+        self.ptr = ctypes.c_void_p()
+        if rt.cudaMalloc(ctypes.byref(self.ptr), ctypes.c_size_t(nbytes)) != 0:
+            raise MemoryError(nbytes)
+        self.nbytes = nbytes
+
+    @property
+    def __cuda_array_interface__(self):
+        return {"shape": (self.nbytes,), "typestr": "|u1", "data": (self.ptr.value, False), "version": 3}
+
+    def __del__(self):
+        rt.cudaFree(self.ptr)
+
+
+class Cycle:
+    def __init__(self, nbytes):
+        self.me = self
+        self.buf = DeviceBuffer(nbytes)
+
+
+REGISTRY = []
+HOOKS = {}
+RAW = []
+
+
+def make_hook(state):
+    def hook():
+        return state
+    return hook
+
+
+def keep_raw(nbytes):
+    ptr = ctypes.c_void_p()
+    rt.cudaMalloc(ctypes.byref(ptr), ctypes.c_size_t(nbytes))
+    RAW.append(ptr.value)
+
+
+def nest(value, depth):
+    for _ in range(depth):
+        value = [value]
+    return value
+
+
+def train(i, mode):
+    if mode == "clean":
+        tmp = DeviceBuffer(5 * MiB)
+        del tmp
+        return
+    buf = DeviceBuffer(4 * MiB)                       # kept: REGISTRY
+    REGISTRY.append(nest(buf, 60) if mode == "deep" else buf)
+    HOOKS[i] = make_hook(DeviceBuffer(2 * MiB))       # kept: hook closure
+    Cycle(3 * MiB)                                    # kept: a cycle nobody collects
+    keep_raw(1 * MiB)                                 # kept: no Python owner
+    tmp = DeviceBuffer(5 * MiB)                       # freed before the next call
+    del tmp
+
+
+def main():
+    gc.disable()
+    calls = int(sys.argv[1]) if len(sys.argv) > 1 else 3
+    mode = sys.argv[2] if len(sys.argv) > 2 else "all"
+    for i in range(calls):
+        train(i, mode)
+    print("kept per call: registry %d, hook %d, cycle %d, raw %d" % (4 * MiB, 2 * MiB, 3 * MiB, 1 * MiB))
+
+
+if __name__ == "__main__":
+    main()
