@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "attribution.h"
 #include "cli.h"
 #include "json.h"
 #include "model.h"
@@ -485,39 +486,10 @@ static const struct vrt_site *top_blamed(const struct leaks *lk, const struct vr
 	return top;
 }
 
-/* Where a stack's memory was allocated ("file.py:12 in f"), and its next Python caller the same
- * way in caller (empty when there is none). */
-static void place_of(const struct vrt_trace *t, uint32_t stack, char *where, size_t len, char *caller, size_t clen)
-{
-	static struct vrt_frame frames[VRT_MAX_FRAMES];
-	int n = vrt_stack_frames(t, stack, VRT_VIEW_MERGED, frames, VRT_MAX_FRAMES);
-	int i = vrt_headline_index(frames, n);
-	*caller = 0;
-	if (i < 0) {
-		snprintf(where, len, "[no stack]");
-		return;
-	}
-	for (int k = i; k < n; k++) {
-		const struct vrt_frame *f = &frames[k];
-		char *out = k == i ? where : caller;
-		size_t room = k == i ? len : clen;
-		if (k > i && f->type != VRT_FT_PYTHON)
-			continue;
-		if (f->type == VRT_FT_PYTHON) {
-			const char *base = strrchr(f->file, '/');
-			snprintf(out, room, "%s:%d in %s", base ? base + 1 : f->file, f->line, f->function);
-		} else {
-			vrt_frame_format(f, out, room);
-		}
-		if (k > i)
-			break;
-	}
-}
-
 /*
- * "+84 MiB per train() call, 60% from x.py:52 in Engine.__init__". The share counts every blamed
- * site allocating at the same line: when that line is a helper called from several places (a
- * wrapper around the allocator), the callers are named too, the largest first.
+ * "+84 MiB per train() call: 78% from Engine.__init__ (x.py:52-55), 22% from train ->
+ * Module.cuda (x.py:99, in module.py:1097)": the blamed survivors by where the user's code made
+ * them (attribution.h), the largest three.
  */
 static void headline(const struct leaks *lk, const struct vrt_sites *s, char *buf, size_t len)
 {
@@ -528,24 +500,25 @@ static void headline(const struct leaks *lk, const struct vrt_sites *s, char *bu
 		snprintf(buf, len, "no growth: from the second %s() call on, memory at each entry stays level", lk->name);
 		return;
 	}
-	char where[512], caller[512], other[512], other_caller[512];
-	place_of(lk->t, top->stack, where, sizeof(where), caller, sizeof(caller));
-	int64_t at_line = 0;
-	int callers = 0;
-	for (size_t i = 0; i < s->n; i++) {
-		if (persistent_by_design(lk->t, &s->v[i]))
-			continue;
-		place_of(lk->t, s->v[i].stack, other, sizeof(other), other_caller, sizeof(other_caller));
-		if (strcmp(other, where))
-			continue;
-		at_line += s->v[i].bytes;
-		callers++;
+	uint32_t *stacks = calloc(s->n, sizeof(*stacks));
+	int64_t *bytes = calloc(s->n, sizeof(*bytes));
+	size_t n = 0;
+	for (size_t i = 0; stacks && bytes && i < s->n; i++)
+		if (!persistent_by_design(lk->t, &s->v[i]) && !s->v[i].label) {
+			stacks[n] = s->v[i].stack;
+			bytes[n++] = s->v[i].bytes;
+		}
+	struct vrt_shares shares;
+	int k = snprintf(buf, len, "+%s per %s() call", vrt_bytes((int64_t)growth), lk->name);
+	if (stacks && bytes && k > 0 && (size_t)k < len && !vrt_shares_build(lk->t, stacks, bytes, n, &shares)) {
+		if (shares.n) {
+			snprintf(buf + k, len - (size_t)k, ": ");
+			vrt_shares_format(&shares, 3, buf + k + 2, len - (size_t)k - 2);
+		}
+		vrt_shares_free(&shares);
 	}
-	int n = snprintf(buf, len, "%s%s per %s() call, %.0f%% from %s", growth >= 0 ? "+" : "",
-			 vrt_bytes((int64_t)growth), lk->name, 100.0 * (double)at_line / (double)survivors, where);
-	if (callers > 1 && caller[0] && n > 0 && (size_t)n < len)
-		snprintf(buf + n, len - (size_t)n, " (called from %d places; the largest, %.0f%%: %s)", callers,
-			 100.0 * (double)top->bytes / (double)survivors, caller);
+	free(stacks);
+	free(bytes);
 }
 
 /* ---- what holds the survivors --------------------------------------------------------- */

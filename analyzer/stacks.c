@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "attribution.h"
 #include "json.h"
 
 /* From libstdc++: the analyzer is C, but demangling is a solved problem. */
@@ -208,7 +209,8 @@ static bool plumbing(const struct vrt_frame *f)
 	static const char *const modules[] = { "libcuda.so", "libcudart", "libvramtrace", "libc10_cuda.so",
 					       "libc.so", "libfakecuda", "libpthread" };
 	static const char *const functions[] = { "cudaMalloc", "cuMem", "c10::cuda::", "at::native::empty",
-						 "at::detail::empty", "c10::", "CUDACachingAllocator" };
+						 "at::detail::empty", "c10::", "CUDACachingAllocator",
+						 "libcudart_static_" /* a static runtime's stripped internals */ };
 	const char *m = basename_of(f->module);
 	for (size_t i = 0; i < sizeof(modules) / sizeof(modules[0]); i++)
 		if (strstr(m, modules[i]))
@@ -221,8 +223,11 @@ static bool plumbing(const struct vrt_frame *f)
 
 int vrt_headline_index(const struct vrt_frame *frames, int n)
 {
+	for (int i = 0; i < n; i++) /* the user's own code first (attribution.h) */
+		if (vrt_frame_is_user_code(&frames[i]) || frames[i].type == VRT_FT_LABEL)
+			return i;
 	for (int i = 0; i < n; i++)
-		if (frames[i].type == VRT_FT_PYTHON || frames[i].type == VRT_FT_LABEL)
+		if (frames[i].type == VRT_FT_PYTHON)
 			return i;
 	for (int i = 0; i < n; i++)
 		if (!plumbing(&frames[i]) && strcmp(frames[i].function, "??"))

@@ -78,7 +78,7 @@ def test_tensor_layer_equals_memory_allocated_at_every_phase_boundary():
 def test_tensor_layer_names_the_leaking_line():
     found = leaks_json("tensor-default", "--phase", "step", "--layer", "tensors")
     assert found["growth_per_invocation_bytes"] == 262656
-    assert "tensor_proof.py:31 in leak_this" in found["summary"]
+    assert found["summary"].endswith(": 100% from leak_this (tensor_proof.py:31)"), found["summary"]
 
 
 def python_lines(survivor):
@@ -98,8 +98,14 @@ def test_leaks_growth_per_call_equals_pytorch_and_names_every_leaking_line(name)
     # every one of them is left behind each call
     lines = {("leak_repro.py", n) for n in truth["leak_lines"]}
     assert lines <= blamed
-    m = re.match(r"\+\d+ MiB per train\(\) call, \d+% from (leak_repro\.py):(\d+) in Engine\.__init__", found["summary"])
-    assert m and (m[1], int(m[2])) in lines, found["summary"]
+    # The headline merges those lines into one range of Engine.__init__, with their share of
+    # what the blamed survivors hold.
+    m = re.match(r"\+\d+ MiB per train\(\) call: (\d+)% from Engine\.__init__ \(leak_repro\.py:(\d+)-(\d+)\)",
+                 found["summary"])
+    assert m and (int(m[2]), int(m[3])) == (min(truth["leak_lines"]), max(truth["leak_lines"])), found["summary"]
+    engine = sum(s["bytes"] for s in found["survivors"] if not s["persistent"] and python_lines(s) & lines)
+    total = sum(s["bytes"] for s in found["survivors"] if not s["persistent"])
+    assert int(m[1]) == round(100 * engine / total)
 
 
 def test_fixed_engine_blames_nothing_and_labels_the_cublas_workspace():
