@@ -269,7 +269,7 @@ def walk(reason, born_ns, floor_s=0.0):
 _IGNORED = object()
 
 # What _Walk._extra adds for a type (kept per type: the test runs once for each).
-_PLAIN_TYPE, _TENSOR, _NODE, _OPTIMIZER, _OPTIMIZER_LIKE = 0, 1, 2, 3, 4
+_PLAIN_TYPE, _TENSOR, _NODE, _OPTIMIZER, _OPTIMIZER_LIKE, _FRAME, _MODULE = 0, 1, 2, 3, 4, 5, 6
 
 
 class _Walk:
@@ -286,6 +286,7 @@ class _Walk:
         self.root_text = {}       # id(root) -> how to name it
         self.seen = set()
         self.untracked_owner_types = set()
+        self.home = {}            # id(parameter) -> (module, name); id(grad) -> (its tensor, None)
         self.grads, self.activations, self.optimizer_state, self.optimizer_grads = set(), set(), set(), set()
         self.torch = sys.modules.get("torch")
         self.status = COMPLETE
@@ -308,32 +309,48 @@ class _Walk:
         k = self.kinds.get(t)
         if k is None:
             k = _IGNORED
-            torch = self.torch
-            if torch is not None and issubclass(t, torch.Tensor):
-                k = self._tensor_buffer
-            elif any("__cuda_array_interface__" in vars(c) for c in t.__mro__):
-                k = self._cai_buffer
-            elif t.__name__ == "ArrayImpl" and hasattr(t, "unsafe_buffer_pointer"):
-                k = self._jax_buffer
+            try:
+                torch = self.torch
+                if torch is not None and issubclass(t, torch.Tensor):
+                    k = _Walk._tensor_buffer
+                elif any("__cuda_array_interface__" in vars(c) for c in t.__mro__):
+                    k = _Walk._cai_buffer
+                elif t.__name__ == "ArrayImpl" and "unsafe_buffer_pointer" in dir(t):
+                    k = _Walk._jax_buffer
+            except Exception:
+                pass
             self.kinds[t] = k
         return k
 
     def _role(self, t):
         r = self.roles.get(t)
         if r is None:
-            r = _PLAIN_TYPE
-            torch = self.torch
-            if torch is not None:
-                if issubclass(t, torch.Tensor):
-                    r = _TENSOR
-                elif issubclass(t, torch.optim.Optimizer):
-                    r = _OPTIMIZER
-                elif t.__module__.startswith("torch") and hasattr(t, "next_functions"):
-                    r = _NODE  # autograd graph nodes (generated C++ classes, BackwardCFunction)
-                elif "Optimizer" in t.__name__:
-                    r = _OPTIMIZER_LIKE
+            try:
+                r = self._role_of(t)
+            except Exception:  # a type whose own attributes misbehave
+                r = _PLAIN_TYPE
             self.roles[t] = r
         return r
+
+    def _role_of(self, t):
+        if t is types.FrameType:
+            return _FRAME
+        torch = self.torch
+        if torch is None:
+            return _PLAIN_TYPE
+        if issubclass(t, torch.nn.Module):
+            return _MODULE
+        if issubclass(t, torch.Tensor):
+            return _TENSOR
+        if issubclass(t, torch.optim.Optimizer):
+            return _OPTIMIZER
+        module = t.__dict__.get("__module__") if isinstance(t.__dict__, types.MappingProxyType) else None
+        module = module if isinstance(module, str) else ""
+        if module.startswith("torch") and "next_functions" in dir(t):
+            return _NODE  # autograd graph nodes (generated C++ classes, BackwardCFunction)
+        if "Optimizer" in t.__name__:
+            return _OPTIMIZER_LIKE
+        return _PLAIN_TYPE
 
     def _tensor_buffer(self, t):
         Tensor = self.torch.Tensor
@@ -343,8 +360,7 @@ class _Walk:
         storage = Tensor.untyped_storage(t)
         return storage.data_ptr(), storage.nbytes()
 
-    @staticmethod
-    def _cai_buffer(o):
+    def _cai_buffer(self, o):
         cai = o.__cuda_array_interface__
         ptr = int(cai["data"][0])
         n = int(cai["typestr"][2:])
@@ -352,19 +368,23 @@ class _Walk:
             n *= int(dim)
         return ptr, n
 
-    @staticmethod
-    def _jax_buffer(o):
+    def _jax_buffer(self, o):
         return int(o.unsafe_buffer_pointer()), int(o.nbytes)
 
     def _note_identity(self, o, role):
         """What a tensor's relatives are: its .grad a gradient; it an activation when it has an
-        autograd history; an optimizer's state and master weights."""
+        autograd history; an optimizer's state and master weights; a parameter's module."""
         try:
-            if role == _TENSOR:
+            if role == _MODULE:
+                for name, p in object.__getattribute__(o, "_parameters").items():
+                    if p is not None:
+                        self.home.setdefault(id(p), (o, name))
+            elif role == _TENSOR:
                 if o.is_leaf:
                     g = o.grad
                     if g is not None:
                         self.grads.add(id(g))
+                        self.home.setdefault(id(g), (o, None))
                 elif o.grad_fn is not None:
                     self.activations.add(id(o))
             elif role == _OPTIMIZER:
@@ -395,7 +415,7 @@ class _Walk:
             if k is _IGNORED:
                 continue
             try:
-                found = k(o)
+                found = k(self, o)
             except Exception:
                 continue  # a tensor without storage (meta, fake, a wrapper subclass), a bad interface
             if not found or not found[0]:
@@ -423,7 +443,10 @@ class _Walk:
             return refs
         extra = []
         try:
-            if role == _TENSOR:
+            if role == _FRAME:
+                # A running frame's locals are the GC's roots, not the frame's referents.
+                extra.extend(o.f_locals.values())
+            elif role == _TENSOR:
                 # Kept in C++: .grad, grad_fn; and a tensor whose C++ side is shared is not
                 # traversed at all, its __dict__ (a Parameter's attributes) included.
                 if not refs or isinstance(o, self.torch.nn.Parameter):
@@ -457,6 +480,9 @@ class _Walk:
             while f is not None and ident == me and f.f_globals.get("__name__", "").startswith("vramtrace"):
                 f = f.f_back  # our own frames are not roots
             while f is not None:
+                if _module_frame(f):
+                    f = f.f_back  # its locals are a module's globals, named through the module
+                    continue
                 code = f.f_code
                 where = "%s (%s:%d)" % (getattr(code, "co_qualname", code.co_name),
                                         os.path.basename(code.co_filename), f.f_lineno or 0)
@@ -478,6 +504,7 @@ class _Walk:
             self.find_owners()
             if self.buffers:
                 self.reach()
+                self.prefer_homes()
             self.emit()
         return self.status
 
@@ -523,6 +550,29 @@ class _Walk:
                 break
             level = nxt
         self.visited = visited
+
+    def _depth(self, o):
+        d, seen = 0, set()
+        while o is not None and id(o) not in seen and d < _MAX_STEPS:
+            seen.add(id(o))
+            o = self.parent.get(id(o))
+            d += 1
+        return d if o is None else None  # None: not reached, or a loop
+
+    def prefer_homes(self):
+        """A parameter is named through its module (model.layers.0.weight) and a gradient through
+        its parameter (.grad), when those are reached, not through the shortest path (an
+        optimizer's state dict keys): a person asks which part of the model it is."""
+        for i, (home, _) in sorted(self.home.items(), key=lambda kv: kv[1][1] is None):
+            if i not in self.parent or id(home) not in self.parent:
+                continue
+            depth = self._depth(home)
+            chain, o = set(), home
+            while o is not None and len(chain) < _MAX_STEPS:
+                chain.add(id(o))
+                o = self.parent.get(id(o))
+            if depth is not None and i not in chain:
+                self.parent[i] = home
 
     # -- what each buffer is
 
@@ -580,7 +630,8 @@ class _Walk:
                 head = "held by native code: " + _type_name(path[-1])
                 break
             if id(p) in on_path:
-                head = "a reference cycle through " + _type_name(p)
+                head = "a reference cycle: " + _type_name(p)
+                path.append(p)  # the chain starts and ends the cycle at p
                 break
             path.append(p)
             on_path.add(id(p))
@@ -610,6 +661,11 @@ class _Nothing:
 
     def __exit__(self, *exc):
         return False
+
+
+def _module_frame(f):
+    m = sys.modules.get(f.f_globals.get("__name__", ""))
+    return f.f_code.co_name == "<module>" and m is not None and getattr(m, "__dict__", None) is f.f_globals
 
 
 def _tensors_in(value, depth):
@@ -677,6 +733,12 @@ def _edge(grand, parent, child):
         if child is parent.f_back:
             return " caller"
         return " (frame)"
+    if isinstance(grand, types.FunctionType) and (parent is grand.__defaults__ or parent is grand.__kwdefaults__):
+        keys = list(parent) if isinstance(parent, dict) else range(len(parent))
+        for k in keys:
+            if parent[k] is child:
+                return "default argument %s" % k
+        return "default argument"
     if isinstance(parent, dict) or type(parent).__name__ in ("OrderedDict", "defaultdict"):
         for k, v in list(parent.items())[:100000]:
             if v is child:
@@ -699,8 +761,8 @@ def _edge(grand, parent, child):
     if isinstance(parent, types.CellType):
         return ""
     if isinstance(parent, types.FunctionType):
-        if child is parent.__closure__:
-            return ""
+        if child is parent.__closure__ or child is parent.__defaults__ or child is parent.__kwdefaults__:
+            return ""  # named with the next hop
         if child is parent.__globals__:
             return ".__globals__"
         if child is parent.__defaults__:
@@ -717,6 +779,14 @@ def _edge(grand, parent, child):
     except Exception:
         pass
     torch = sys.modules.get("torch")
+    if torch is not None and isinstance(parent, torch.nn.Module):
+        for part in ("_parameters", "_buffers", "_modules"):
+            try:
+                for k, v in object.__getattribute__(parent, part).items():
+                    if v is child:
+                        return "." + str(k)
+            except Exception:
+                pass
     if torch is not None and isinstance(parent, torch.Tensor):
         try:
             if child is parent.grad:
@@ -732,6 +802,8 @@ def _edge(grand, parent, child):
                 return ".next_functions[%d]" % i
         if getattr(parent, "variable", None) is child:
             return ".variable"
+        if isinstance(child, dict):
+            return " hooks"  # the hook dicts an autograd node's C++ side holds
     except Exception:
         pass
     for klass in type(parent).__mro__:
@@ -767,7 +839,7 @@ def _describe(path, text):
         grand = path[k - 2] if k >= 2 else None
         e = _edge(grand, path[k - 1], path[k])
         if frame_root and k == 1 and e.startswith(" local "):
-            text = "local %s in %s" % (e[7:], text)
+            text = "%s: %s" % (text, e[7:])
         else:
             text += e
         if _significant(path[k]) or k == len(path) - 1:
