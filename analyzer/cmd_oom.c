@@ -12,6 +12,7 @@
 #include "cli.h"
 #include "json.h"
 #include "model.h"
+#include "owners.h"
 #include "report_common.h"
 #include "sites.h"
 #include "stacks.h"
@@ -26,8 +27,8 @@ struct oom_options {
 
 struct category {
 	const char *name;
-	const char *rule;
 	int64_t bytes;
+	int64_t identity; /* the part a retention walk decided by what the tensors are */
 };
 
 struct open_phase {
@@ -44,6 +45,9 @@ struct oom {
 	int n_phases;
 	uint32_t last_mark;
 	double mark_s;
+	struct vrt_record limits; /* PyTorch's OOM_LIMITS for it (op 0: none) */
+	struct vrt_owners owners; /* its retention walk, when one ran at the failure */
+	bool walked;
 };
 
 /* First pass: which OOM to explain, where it is, and the free/total the driver reported. */
@@ -94,6 +98,34 @@ static int find_oom(struct vrt_trace *t, int index, struct oom *out, int *count)
 	return n && (!index || index <= n) ? 0 : VRT_E_EMPTY;
 }
 
+/*
+ * What the program said right after the failure: PyTorch's limits (OOM_LIMITS) and the walk
+ * its out-of-memory observer ran (python/vramtrace/_retention.py), which came before the error
+ * was raised, while the failing step's tensors were all alive. Stops at the next failure.
+ */
+static int find_after(struct vrt_trace *t, struct oom *o)
+{
+	struct vrt_replay rp;
+	struct vrt_record r;
+	uint64_t events = 0;
+	vrt_replay_begin(&rp, t);
+	while (vrt_replay_next(&rp, &r)) {
+		if (r.op < VRT_OP_CP_BEGIN)
+			events++;
+		if (events <= o->event + 1)
+			continue;
+		if (r.op == VRT_OP_OOM && r.api == o->rec.api)
+			break;
+		if (r.op == VRT_OP_OOM_LIMITS && !o->limits.op && r.device == o->rec.device)
+			o->limits = r;
+		if (vrt_owners_apply(&o->owners, &r) && o->owners.last.reason == VRT_WALK_OOM) {
+			o->walked = true;
+			break;
+		}
+	}
+	return rp.error;
+}
+
 /* Second pass: the model just before the OOM, and the phases open then. */
 static int replay_to(struct vrt_trace *t, struct oom *o, struct vrt_model *m)
 {
@@ -130,26 +162,95 @@ static int replay_to(struct vrt_trace *t, struct oom *o, struct vrt_model *m)
 	return rp.error;
 }
 
-static void categorize(const struct vrt_trace *t, const struct vrt_sites *s, struct category *cats, int *n)
+static void add_category(struct category *cats, int *n, const char *name, int64_t bytes, bool identity)
 {
-	for (size_t i = 0; i < s->n; i++) {
-		const char *rule;
-		const char *name = vrt_site_category(t, &s->v[i], &rule);
-		int k = 0;
-		while (k < *n && strcmp(cats[k].name, name))
-			k++;
-		if (k == *n && *n < MAX_CATEGORIES)
-			cats[(*n)++] = (struct category){ name, rule, 0 };
-		if (k < *n)
-			cats[k].bytes += s->v[i].bytes;
+	int k = 0;
+	while (k < *n && strcmp(cats[k].name, name))
+		k++;
+	if (k == *n && *n < MAX_CATEGORIES)
+		cats[(*n)++] = (struct category){ name, 0, 0 };
+	if (k < *n) {
+		cats[k].bytes += bytes;
+		cats[k].identity += identity ? bytes : 0;
 	}
-	for (int i = 0; i < *n; i++) /* largest first */
-		for (int j = i + 1; j < *n; j++)
+}
+
+static void sort_categories(struct category *cats, int n)
+{
+	for (int i = 0; i < n; i++) /* largest first */
+		for (int j = i + 1; j < n; j++)
 			if (cats[j].bytes > cats[i].bytes) {
 				struct category c = cats[i];
 				cats[i] = cats[j];
 				cats[j] = c;
 			}
+}
+
+struct categorizer {
+	const struct vrt_trace *t;
+	const struct vrt_walk *walk; /* NULL: no walk at the failure */
+	int slot;
+	bool tensors, host;          /* the tensor view of a device; pinned host memory */
+	int64_t torch_segments, blocks;
+	struct category *cats;
+	int *n;
+};
+
+/* One live item's category: what the walk found it to be, else its stack's rule. */
+static void categorize_item(void *ctx, const struct vrt_item *it)
+{
+	struct categorizer *c = ctx;
+	bool block = it->space == VRT_IS_BLOCK;
+	if (vrt_device_slot(it->device) != c->slot || (c->host ? it->kind != VRT_KIND_HOST_PINNED
+							      : it->kind == VRT_KIND_HOST_PINNED))
+		return;
+	if (block && c->tensors) {
+		c->blocks += (int64_t)it->size;
+	} else if (block || !vrt_item_counted(it)) {
+		return;
+	} else if (c->tensors && it->kind == VRT_KIND_DEVICE && vrt_stack_is_torch_segment(c->t, it->stack)) {
+		c->torch_segments += (int64_t)it->size; /* what tensors do not use of it is the cache */
+		return;
+	}
+	if (c->walk) {
+		struct vrt_held_by h = { 0 };
+		vrt_held_add(&h, c->walk, it);
+		int64_t bytes;
+		int category = vrt_held_category(&h, &bytes);
+		if (category > 0 && 2 * bytes >= (int64_t)it->size) {
+			add_category(c->cats, c->n, vrt_owner_category_name((unsigned)category), (int64_t)it->size, true);
+			return;
+		}
+	}
+	struct vrt_site site = { .stack = it->stack };
+	const char *rule;
+	add_category(c->cats, c->n, vrt_site_category(c->t, &site, &rule), (int64_t)it->size, false);
+}
+
+static void categorize(const struct vrt_trace *t, const struct vrt_model *m, const struct oom *o, int slot,
+		       bool tensors, bool host, struct category *cats, int *n)
+{
+	struct categorizer c = { .t = t, .walk = o->walked ? &o->owners.last : NULL, .slot = slot,
+				 .tensors = tensors, .host = host, .cats = cats, .n = n };
+	vrt_model_each(m, categorize_item, &c);
+	if (c.torch_segments > c.blocks)
+		add_category(cats, n, "allocator_cache", c.torch_segments - c.blocks, false);
+	sort_categories(cats, *n);
+}
+
+/* What decided a category by identity (enum vrt_owner_category; owners.h). */
+static const char *category_identity(const char *name)
+{
+	static const struct { const char *name, *what; } identities[] = {
+		{ "parameters", "the storages of nn.Parameters" },
+		{ "gradients", ".grad of parameters, and gradient buffers optimizers own" },
+		{ "optimizer_state", "optimizer.state, master weights and other buffers optimizers own" },
+		{ "activations", "tensors with an autograd history (grad_fn)" },
+	};
+	for (size_t i = 0; i < sizeof(identities) / sizeof(identities[0]); i++)
+		if (!strcmp(identities[i].name, name))
+			return identities[i].what;
+	return "";
 }
 
 static const char *category_rule(const char *name)
@@ -181,7 +282,8 @@ struct explanation {
 	int n_cats, n_host_cats;
 };
 
-static void explain(const struct vrt_trace *t, const struct vrt_model *m, int device, struct explanation *x)
+static void explain(const struct vrt_trace *t, const struct vrt_model *m, const struct oom *o, int device,
+		    struct explanation *x)
 {
 	int slot = vrt_device_slot(device);
 	memset(x, 0, sizeof(*x));
@@ -193,8 +295,8 @@ static void explain(const struct vrt_trace *t, const struct vrt_model *m, int de
 	vrt_sites_init(&x->host_sites);
 	vrt_report_group_live(t, m, &x->device_sites, slot, m->any_blocks ? -1 : VRT_KIND_DEVICE);
 	vrt_report_group_live(t, m, &x->host_sites, VRT_HOST_SLOT, VRT_KIND_HOST_PINNED);
-	categorize(t, &x->device_sites, x->cats, &x->n_cats);
-	categorize(t, &x->host_sites, x->host_cats, &x->n_host_cats);
+	categorize(t, m, o, slot, m->any_blocks, false, x->cats, &x->n_cats);
+	categorize(t, m, o, VRT_HOST_SLOT, false, true, x->host_cats, &x->n_host_cats);
 }
 
 static void print_phases(const struct vrt_trace *t, const struct oom *o, FILE *out)
@@ -217,6 +319,40 @@ static const char *thread_name(const struct vrt_trace *t, const struct oom *o)
 	return vrt_string(t, tb->threads[o->thread].name);
 }
 
+/* "[identity: ...]", "[rule: ...]", or both with their bytes. */
+static void print_decided(const struct category *c)
+{
+	int64_t rule = c->bytes - c->identity;
+	if (!rule)
+		printf("[identity: %s]\n", category_identity(c->name));
+	else if (!c->identity)
+		printf("[rule: %s]\n", category_rule(c->name));
+	else
+		printf("[identity %s: %s; rule %s: %s]\n", vrt_bytes(c->identity), category_identity(c->name),
+		       vrt_bytes(rule), category_rule(c->name));
+}
+
+/* Which limit the request ran into: PyTorch's per-process cap, or the device itself (and who
+ * else holds it). live: what this process held on the device at the failure. */
+static void print_limit(const struct oom *o, int64_t live)
+{
+	const struct vrt_record *l = &o->limits;
+	if (!l->op)
+		return;
+	if (l->result) {
+		printf("limit hit        the per-process cap: PyTorch may reserve %s (set_per_process_memory_fraction); "
+		       "it had reserved %s, %s of it in tensors, and needed %s more\n", vrt_bytes((int64_t)l->aux),
+		       vrt_bytes((int64_t)l->id), vrt_bytes((int64_t)l->id2), vrt_bytes((int64_t)l->size));
+		return;
+	}
+	int64_t total = (int64_t)l->aux, used = total - (int64_t)l->aux2, others = used - live;
+	printf("limit hit        the device: %s free of %s", vrt_bytes((int64_t)l->aux2), vrt_bytes(total));
+	if (others > (int64_t)1 << 30)
+		printf("; this process held %s, so about %s is another process's (or CUDA's own)", vrt_bytes(live),
+		       vrt_bytes(others));
+	putchar('\n');
+}
+
 static void print_text(const struct vrt_trace *t, const struct oom *o, const struct explanation *x,
 		       const struct oom_options *opt, int count)
 {
@@ -231,6 +367,7 @@ static void print_text(const struct vrt_trace *t, const struct oom *o, const str
 		       vrt_bytes((int64_t)o->cuda_free), vrt_bytes((int64_t)o->cuda_total));
 	else if (torch)
 		printf("device memory    %s free (as PyTorch reported)\n", vrt_bytes((int64_t)r->aux));
+	print_limit(o, x->live);
 	if (r->stack) {
 		struct vrt_site req = { .stack = r->stack, .bytes = (int64_t)r->size, .count = 1 };
 		printf("requested by\n");
@@ -245,15 +382,19 @@ static void print_text(const struct vrt_trace *t, const struct oom *o, const str
 	printf("\n\nlive on device %d: %s in CUDA allocations", x->device, vrt_bytes(x->live));
 	if (x->tensors)
 		printf(", %s of it in tensors", vrt_bytes(x->tensors));
-	printf("\n\nby category (rule in brackets):\n");
-	for (int i = 0; i < x->n_cats; i++)
-		printf("  %-16s %10s  %4.1f%%   [%s]\n", x->cats[i].name, vrt_bytes(x->cats[i].bytes),
-		       x->live ? 100.0 * (double)x->cats[i].bytes / (double)x->live : 0.0, category_rule(x->cats[i].name));
+	printf("\n\nby category (what decided it in brackets%s):\n",
+	       o->walked ? "" : "; no retention walk at the failure, so by the allocating stacks' rules");
+	for (int i = 0; i < x->n_cats; i++) {
+		printf("  %-16s %10s  %4.1f%%   ", x->cats[i].name, vrt_bytes(x->cats[i].bytes),
+		       x->live ? 100.0 * (double)x->cats[i].bytes / (double)x->live : 0.0);
+		print_decided(&x->cats[i]);
+	}
 	if (x->host_pinned) {
 		printf("\npinned host memory beside it: %s\n", vrt_bytes(x->host_pinned));
-		for (int i = 0; i < x->n_host_cats; i++)
-			printf("  %-16s %10s   [%s]\n", x->host_cats[i].name, vrt_bytes(x->host_cats[i].bytes),
-			       category_rule(x->host_cats[i].name));
+		for (int i = 0; i < x->n_host_cats; i++) {
+			printf("  %-16s %10s          ", x->host_cats[i].name, vrt_bytes(x->host_cats[i].bytes));
+			print_decided(&x->host_cats[i]);
+		}
 	}
 	printf("\ntop sites on device %d at the failure:\n", x->device);
 	for (size_t i = 0; i < x->device_sites.n && i < (size_t)opt->top; i++)
@@ -280,6 +421,39 @@ static void json_categories(const struct category *c, int n)
 	putchar('}');
 }
 
+/* [{"name", "bytes", "identity_bytes", "rule_bytes", "decided_by", "rule"}]: decided_by is what
+ * decided most of its bytes. */
+static void json_decided(const struct category *c, int n)
+{
+	putchar('[');
+	for (int i = 0; i < n; i++) {
+		int64_t rule = c[i].bytes - c[i].identity;
+		printf("%s{\"name\": ", i ? ", " : "");
+		json_string(stdout, c[i].name);
+		printf(", \"bytes\": %lld, \"identity_bytes\": %lld, \"rule_bytes\": %lld, \"decided_by\": \"%s\", \"rule\": ",
+		       (long long)c[i].bytes, (long long)c[i].identity, (long long)rule,
+		       c[i].identity >= rule ? "identity" : "rule");
+		json_string(stdout, c[i].identity >= rule ? category_identity(c[i].name) : category_rule(c[i].name));
+		putchar('}');
+	}
+	putchar(']');
+}
+
+static void json_limit(const struct oom *o)
+{
+	const struct vrt_record *l = &o->limits;
+	printf(", \"limit\": ");
+	if (!l->op) {
+		printf("null, \"retention_walk\": %s", o->walked ? "true" : "false");
+		return;
+	}
+	printf("{\"kind\": \"%s\", \"allowed_bytes\": %llu, \"device_free_bytes\": %llu, \"reserved_bytes\": %llu, "
+	       "\"allocated_bytes\": %llu, \"requested_bytes\": %llu}, \"retention_walk\": %s",
+	       l->result ? "per_process_cap" : "device", (unsigned long long)l->aux, (unsigned long long)l->aux2,
+	       (unsigned long long)l->id, (unsigned long long)l->id2, (unsigned long long)l->size,
+	       o->walked ? "true" : "false");
+}
+
 static void print_json(const struct vrt_trace *t, const struct oom *o, const struct explanation *x,
 		       const struct oom_options *opt)
 {
@@ -303,8 +477,13 @@ static void print_json(const struct vrt_trace *t, const struct oom *o, const str
 		printf(": ");
 		json_string(stdout, category_rule(x->cats[i].name));
 	}
-	printf("}, \"host_pinned_bytes\": %lld, \"host_by_category\": ", (long long)x->host_pinned);
+	printf("}, \"categories\": ");
+	json_decided(x->cats, x->n_cats);
+	printf(", \"host_pinned_bytes\": %lld, \"host_by_category\": ", (long long)x->host_pinned);
 	json_categories(x->host_cats, x->n_host_cats);
+	printf(", \"host_categories\": ");
+	json_decided(x->host_cats, x->n_host_cats);
+	json_limit(o);
 	printf(", \"phases\": [");
 	for (int i = 0; i < o->n_phases; i++) {
 		printf("%s{\"name\": ", i ? ", " : "");
@@ -354,6 +533,7 @@ int vrt_cmd_oom(int argc, char **argv)
 		return rc;
 	vrt_warn_trace_state(&t, opt.quiet);
 	struct oom o = { 0 };
+	vrt_owners_init(&o.owners);
 	int count = 0;
 	rc = find_oom(&t, opt.index, &o, &count);
 	if (rc == VRT_E_EMPTY) {
@@ -363,12 +543,14 @@ int vrt_cmd_oom(int argc, char **argv)
 		return VRT_EXIT_FINDINGS;
 	}
 	struct vrt_model m;
+	if (!rc)
+		rc = find_after(&t, &o);
 	if (!rc && !(rc = vrt_model_init(&m))) {
 		rc = replay_to(&t, &o, &m);
 		vrt_warn_model(&t, &m, opt.quiet);
 		if (!rc) {
 			struct explanation x;
-			explain(&t, &m, o.rec.device, &x);
+			explain(&t, &m, &o, o.rec.device, &x);
 			if (opt.json)
 				print_json(&t, &o, &x, &opt);
 			else
@@ -378,6 +560,7 @@ int vrt_cmd_oom(int argc, char **argv)
 		}
 		vrt_model_free(&m);
 	}
+	vrt_owners_free(&o.owners);
 	vrt_trace_close(&t);
 	return rc ? vrt_fail(rc, "%s", path) : 0;
 }

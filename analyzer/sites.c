@@ -132,8 +132,11 @@ struct rule {
 	const char *text;
 };
 
-/* First match wins; order matters: an optimizer step or a gradient bucket is reached from code
- * that also mentions other categories. Matching ignores case. */
+/* The fallback when no retention walk says what a tensor is (owners.h): first match wins, and
+ * order matters. What autograd's engine allocates is a gradient whatever else the frames say; a
+ * forward pass comes before a mere mention of "gradient" (transformers' decoder layers run
+ * inside GradientCheckpointingLayer.__call__, and their activations are no gradients); a
+ * gradient buffer an optimizer allocates is a gradient. Matching ignores case. */
 static const struct rule rules[] = {
 	{ "nccl", "libnccl", "a frame in libnccl" },
 	{ "nccl", "nccl", "a frame mentions nccl" },
@@ -141,9 +144,11 @@ static const struct rule rules[] = {
 	{ "workspace", "cublas", "a frame in cuBLAS" },
 	{ "workspace", "cudnn", "a frame in cuDNN" },
 	{ "gradients", "AccumulateGrad", "allocated by autograd's AccumulateGrad" },
-	{ "gradients", "gradient", "a frame mentions gradient(s)" },
-	{ "gradients", "backward", "allocated during backward" },
 	{ "gradients", "autograd::Engine", "allocated by the autograd engine" },
+	{ "gradients", "backward", "allocated during backward" },
+	{ "activations", "forward", "allocated inside a forward()" },
+	{ "activations", "_call_impl", "allocated inside a module call" },
+	{ "gradients", "gradient", "a frame mentions gradient(s)" },
 	{ "optimizer_state", "torch/optim/", "allocated inside torch/optim" },
 	{ "optimizer_state", "optimizer", "a frame mentions optimizer" },
 	{ "optimizer_state", "adam", "a frame mentions adam" },
@@ -151,8 +156,6 @@ static const struct rule rules[] = {
 	{ "parameters", "reset_parameters", "allocated by reset_parameters" },
 	{ "parameters", "torch/nn/modules/module.py\x01_apply", "moved by Module._apply (.to/.cuda)" },
 	{ "parameters", "Parameter", "a frame mentions Parameter" },
-	{ "activations", "forward", "allocated inside a forward()" },
-	{ "activations", "_call_impl", "allocated inside a module call" },
 };
 
 static bool matches(const struct vrt_trace *t, uint32_t stack, const char *needle)
