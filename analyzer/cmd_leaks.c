@@ -74,13 +74,19 @@ struct leaks {
 	bool ended;              /* the end was measured (at teardown's start, or the trace's end) */
 	double teardown_s;       /* when teardown began (EXITING), 0 if the trace does not say */
 	int64_t live_at_teardown, live_at_end;
+	const char *picked_why;  /* why the phase was picked without --phase (NULL: it was named) */
 };
 
 /* ---- choosing the phase and the layer ------------------------------------------------- */
 
+/* What the survey learns of one phase name: its outermost calls, what they allocated, and the
+ * live total at their entries, in both layers (tensors, CUDA allocations). */
 struct phase_count {
 	uint32_t name;
-	uint64_t enters;
+	uint64_t enters, calls;
+	int depth;
+	int64_t allocated[2];             /* [0] tensors, [1] CUDA device memory */
+	int64_t entry_second[2], entry_last[2];
 };
 
 /* What one pass over the trace learns before the replay that counts. */
@@ -90,15 +96,52 @@ struct survey {
 	struct vrt_blocks_probe blocks; /* up to --until-mark, as the replay will see it */
 };
 
-static void count_phase(struct survey *s, uint32_t name)
+static struct phase_count *count_of(struct survey *s, uint32_t name)
 {
 	int i = 0;
 	while (i < s->n_counts && s->counts[i].name != name)
 		i++;
 	if (i == s->n_counts && s->n_counts < 64)
-		s->counts[s->n_counts++] = (struct phase_count){ name, 0 };
-	if (i < s->n_counts)
-		s->counts[i].enters++;
+		s->counts[s->n_counts++] = (struct phase_count){ .name = name };
+	return i < s->n_counts ? &s->counts[i] : NULL;
+}
+
+static int64_t layer_total(const struct vrt_model *m, int layer)
+{
+	int64_t total = 0;
+	for (int d = 0; d <= VRT_MAX_DEVICES; d++)
+		total += layer ? m->live[d][VRT_KIND_DEVICE] + m->live[d][VRT_KIND_MANAGED] : m->tensors[d];
+	return total;
+}
+
+static void count_boundary(struct survey *s, const struct vrt_model *m, const struct vrt_record *r)
+{
+	struct phase_count *c = count_of(s, (uint32_t)r->id);
+	if (!c)
+		return;
+	if (r->op == VRT_OP_PHASE_EXIT) {
+		c->depth -= c->depth > 0;
+		return;
+	}
+	c->enters++;
+	if (c->depth++)
+		return;
+	c->calls++;
+	for (int l = 0; l < 2; l++) {
+		if (c->calls == 2)
+			c->entry_second[l] = layer_total(m, l);
+		c->entry_last[l] = layer_total(m, l);
+	}
+}
+
+static void count_allocation(struct survey *s, const struct vrt_effect *e)
+{
+	if (e->kind != VRT_EFFECT_BORN || e->delta <= 0)
+		return;
+	int layer = e->tensor ? 0 : e->item.kind == VRT_KIND_DEVICE ? 1 : -1;
+	for (int i = 0; layer >= 0 && i < s->n_counts; i++)
+		if (s->counts[i].depth > 0 && s->counts[i].allocated[layer] < INT64_MAX - e->delta)
+			s->counts[i].allocated[layer] += e->delta;
 }
 
 /*
@@ -111,14 +154,24 @@ static int survey(struct vrt_trace *t, const struct leaks_options *o, bool want_
 	bool want_blocks = !o->layer, before_mark = true;
 	struct vrt_replay rp;
 	struct vrt_record r;
+	struct vrt_effect e;
+	struct vrt_model m;
+	if (want_phases && vrt_model_init(&m))
+		return vrt_fail(VRT_E_NOMEM, "leaks");
 	vrt_replay_begin(&rp, t);
 	while ((want_phases || (want_blocks && before_mark && !s->blocks.any_blocks)) && vrt_replay_next(&rp, &r)) {
-		if (want_phases && r.op == VRT_OP_PHASE_ENTER)
-			count_phase(s, (uint32_t)r.id);
+		if (want_phases) {
+			vrt_model_apply(&m, &r, &e);
+			if (r.op == VRT_OP_PHASE_ENTER || r.op == VRT_OP_PHASE_EXIT)
+				count_boundary(s, &m, &r);
+			count_allocation(s, &e);
+		}
 		before_mark = before_mark && !vrt_is_mark(t, &r, o->until_mark);
 		if (before_mark)
 			vrt_blocks_probe_apply(&s->blocks, &r);
 	}
+	if (want_phases)
+		vrt_model_free(&m);
 	if (rp.error && before_mark)
 		return vrt_fail(rp.error, "%s: stopped at a bad record after %llu events", t->path,
 				(unsigned long long)s->blocks.events);
@@ -132,14 +185,46 @@ static const char *phase_named(const char *wanted, bool *by_mark)
 	return *by_mark ? wanted + 5 : wanted;
 }
 
-/* The phase entered most often (at least twice). */
-static const char *most_entered(const struct vrt_trace *t, const struct survey *s)
+/*
+ * Without --phase: the phase that explains growth. A candidate has two or more calls that
+ * allocate something in the layer counted; memory at entry rising from the second call on ranks
+ * first, then a Python phase over an NVTX range (compiler passes and library ranges are NVTX),
+ * then what the calls allocated. None: the low-point analysis takes over. *why says it.
+ */
+static const char *pick_phase(const struct vrt_trace *t, const struct survey *s, int layer, char *why, size_t len)
 {
 	int best = -1;
-	for (int i = 0; i < s->n_counts; i++)
-		if (s->counts[i].enters >= 2 && (best < 0 || s->counts[i].enters > s->counts[best].enters))
-			best = i;
-	return best < 0 ? NULL : vrt_string(t, s->counts[best].name);
+	int64_t best_growth = 0;
+	for (int i = 0; i < s->n_counts; i++) {
+		const struct phase_count *c = &s->counts[i];
+		if (c->calls < 2 || c->allocated[layer] <= 0)
+			continue;
+		int64_t growth = c->entry_last[layer] - c->entry_second[layer];
+		bool python = strncmp(vrt_string(t, c->name), "nvtx:", 5);
+		if (best >= 0) {
+			const struct phase_count *b = &s->counts[best];
+			bool b_python = strncmp(vrt_string(t, b->name), "nvtx:", 5);
+			if ((growth > 0) != (best_growth > 0) ? best_growth > 0
+			    : python != b_python ? b_python
+			    : growth != best_growth ? growth < best_growth
+			    : c->allocated[layer] <= b->allocated[layer])
+				continue;
+		}
+		best = i;
+		best_growth = growth;
+	}
+	if (best < 0) {
+		snprintf(why, len, "no phase has two or more calls that allocate");
+		return NULL;
+	}
+	const struct phase_count *c = &s->counts[best];
+	if (best_growth > 0)
+		snprintf(why, len, "%llu calls; memory at entry rises by %s from the second call to the last",
+			 (unsigned long long)c->calls, vrt_bytes(best_growth));
+	else
+		snprintf(why, len, "%llu calls that allocate %s in all; memory at entry does not rise",
+			 (unsigned long long)c->calls, vrt_bytes(c->allocated[layer]));
+	return vrt_string(t, c->name);
 }
 
 /* ---- counting --------------------------------------------------------------------------- */
@@ -693,7 +778,12 @@ static void print_json(struct leaks *lk, struct vrt_sites *sites)
 		       (long long)v->live_at_exit, (long long)v->live_at_next, (long long)v->survivors);
 	}
 	headline(lk, sites, line, sizeof(line));
-	printf("], \"growth_per_invocation_bytes\": %.0f, \"growth_including_first_bytes\": %.0f, \"summary\": ",
+	printf("], \"phase_picked_because\": ");
+	if (lk->picked_why)
+		json_string(stdout, lk->picked_why);
+	else
+		fputs("null", stdout);
+	printf(", \"growth_per_invocation_bytes\": %.0f, \"growth_including_first_bytes\": %.0f, \"summary\": ",
 	       growth_per_invocation(lk), growth_including_first(lk));
 	json_string(stdout, line);
 	printf(", \"survivors\": [");
@@ -875,8 +965,14 @@ static int leaks_one(const char *path, const struct leaks_options *o, bool many,
 	int survey_rc = 0;
 	if (!named || (!o->layer && string_id_of(&t, named)))
 		survey_rc = survey(&t, o, !named, &sv);
-	lk.name = named ? named : most_entered(&t, &sv);
+	char why[256] = "";
+	int layer = o->layer ? strcmp(o->layer, "tensors") != 0 : !sv.blocks.any_blocks;
+	lk.name = named ? named : survey_rc ? NULL : pick_phase(&t, &sv, layer, why, sizeof(why));
 	lk.name_id = lk.name ? string_id_of(&t, lk.name) : 0;
+	if (!named && !o->quiet && !survey_rc)
+		fprintf(stderr, "vramtrace: %s: no --phase given; %s %s (%s)\n", path,
+			lk.name ? "following" : "looking for growth", lk.name ? lk.name : "without phases", why);
+	lk.picked_why = named ? NULL : why;
 	if (o->json && many)
 		fputs(first ? "{\"processes\": [" : ", ", stdout);
 	else if (!first)

@@ -148,3 +148,22 @@ def test_attached_trace_finds_the_leak_between_marks():
     assert (TRUTH["attach"]["file"], TRUTH["attach"]["leak_line"]) in python_lines(top)
     report = json.loads(analyze("report", "--json", "-q", H200 / "attach.vrt").stdout)
     assert report["end"] == "tracing stopped (attach --stop)"
+
+
+@pytest.mark.parametrize("name", ["jax", "nccl"])
+def test_without_phase_no_compiler_pass_or_library_range_is_picked(name):
+    # jax.vrt has XLA pass ranges (NVTX) that allocate nothing, nccl.vrt ncclGroupStart ranges:
+    # neither explains growth, so leaks looks for growth at the low points instead.
+    p = analyze("leaks", "--json", GOLDEN / "h200" / (name + ".vrt"))
+    assert json.loads(p.stdout)["phase"] is None
+    assert "looking for growth without phases (no phase has two or more calls that allocate)" in p.stderr
+
+
+def test_without_phase_the_phase_whose_calls_bracket_the_growth_is_picked():
+    p = analyze("leaks", "--json", GOLDEN / "h200" / "leak-cycle.vrt")
+    found = json.loads(p.stdout)
+    entries = TRUTH["leak-cycle"]["allocated_at_entry"]
+    assert found["phase"] == "train"
+    assert found["phase_picked_because"] == "%d calls; memory at entry rises by %d MiB from the second call to the last" % (
+        len(entries), round((entries[-1] - entries[1]) / (1 << 20)))
+    assert "following train" in p.stderr
