@@ -6,6 +6,7 @@
 
 #include "cli.h"
 #include "model.h"
+#include "owners.h"
 #include "stacks.h"
 
 struct dump_options {
@@ -57,6 +58,22 @@ static void print_record(const struct vrt_trace *t, uint32_t thread, const struc
 		break;
 	case VRT_OP_CP_END: case VRT_OP_CP_PHASE:
 		printf(" id=%" PRIu64, r->id);
+		break;
+	case VRT_OP_WALK:
+		printf(" reason=%" PRIu64 " status=%" PRIu64 " born_after=%.6f took_us=%" PRIu64 " objects=%" PRIu64, r->id,
+		       r->id2, vrt_ts_seconds(t, r->aux), r->aux2, r->size);
+		break;
+	case VRT_OP_OWNER:
+		printf(" dev=%d addr=0x%" PRIx64 " size=%" PRIu64 " category=%" PRIu64 " status=%" PRIu64 " held_by ", r->device,
+		       r->addr, r->size, r->id2, r->aux);
+		vrt_chain_print(stdout, vrt_string(t, r->id), " -> ");
+		break;
+	case VRT_OP_OOM_LIMITS:
+		printf(" dev=%d requested=%" PRIu64 " allowed=%" PRIu64 " free=%" PRIu64 " reserved=%" PRIu64
+		       " allocated=%" PRIu64 " capped=%d", r->device, r->size, r->aux, r->aux2, r->id, r->id2, r->result);
+		break;
+	case VRT_OP_EXITING:
+		printf(" stage=%" PRIu64, r->id);
 		break;
 	default:
 		printf(" %s dev=%d %s addr=0x%" PRIx64 " size=%" PRIu64, vrt_api_name(r->api), r->device,

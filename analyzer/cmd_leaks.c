@@ -783,6 +783,10 @@ static void print_json(struct leaks *lk, struct vrt_sites *sites)
 		json_string(stdout, lk->picked_why);
 	else
 		fputs("null", stdout);
+	const struct vrt_owners *w = &lk->owners;
+	printf(", \"retention_walks\": {\"count\": %llu, \"cut_short\": %llu, \"seconds\": %.6f, \"most_objects\": %llu}",
+	       (unsigned long long)w->walks, (unsigned long long)w->timed_out, (double)w->walk_us / 1e6,
+	       (unsigned long long)w->walk_objects_max);
 	printf(", \"growth_per_invocation_bytes\": %.0f, \"growth_including_first_bytes\": %.0f, \"summary\": ",
 	       growth_per_invocation(lk), growth_including_first(lk));
 	json_string(stdout, line);

@@ -53,6 +53,8 @@ static void close_walk(struct vrt_owners *o, const struct vrt_record *r)
 	o->n_pending = o->cap_pending = 0;
 	o->walks++;
 	o->timed_out += o->last.status != VRT_WALK_COMPLETE;
+	o->walk_us += o->last.duration_us;
+	o->walk_objects_max = o->last.objects > o->walk_objects_max ? o->last.objects : o->walk_objects_max;
 }
 
 bool vrt_owners_apply(struct vrt_owners *o, const struct vrt_record *r)

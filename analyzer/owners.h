@@ -36,6 +36,7 @@ struct vrt_owners {
 	struct vrt_owner *pending;
 	size_t n_pending, cap_pending;
 	uint64_t walks, timed_out;
+	uint64_t walk_us, walk_objects_max; /* what the walks cost the traced process */
 };
 
 /* How much of a live item the latest walk explains. */
