@@ -143,3 +143,19 @@ def record_exiting(stage):
     api = _retention()
     if api is not None:
         api[4](stage)
+
+
+_reach = None
+
+
+def reach_function():
+    """The preload's C search for retention walks (pyreach.c), or None."""
+    global _reach
+    if _reach is None:
+        lib = _load()
+        fn = getattr(lib, "vramtrace_reach", None) if lib is not None else None
+        if fn is not None:
+            fn.argtypes = [ctypes.py_object] * 7 + [ctypes.c_ulonglong, ctypes.c_ulonglong]
+            fn.restype = ctypes.py_object
+        _reach = fn or False
+    return _reach or None

@@ -287,6 +287,9 @@ class _Walk:
         self.seen = set()
         self.untracked_owner_types = set()
         self.home = {}            # id(parameter) -> (module, name); id(grad) -> (its tensor, None)
+        self.paths = None         # the C search's answer: id(target) -> [root, ..., target]
+        self.unreached = None
+        self.targets = {}
         self.grads, self.activations, self.optimizer_state, self.optimizer_grads = set(), set(), set(), set()
         self.torch = sys.modules.get("torch")
         self.status = COMPLETE
@@ -346,7 +349,7 @@ class _Walk:
             return _OPTIMIZER
         module = t.__dict__.get("__module__") if isinstance(t.__dict__, types.MappingProxyType) else None
         module = module if isinstance(module, str) else ""
-        if module.startswith("torch") and "next_functions" in dir(t):
+        if module.startswith("torch") and any("next_functions" in vars(c) for c in t.__mro__):
             return _NODE  # autograd graph nodes (generated C++ classes, BackwardCFunction)
         if "Optimizer" in t.__name__:
             return _OPTIMIZER_LIKE
@@ -434,8 +437,8 @@ class _Walk:
 
     # -- references, with the ones the cyclic GC does not see
 
-    def referents(self, o):
-        refs = gc.get_referents(o)
+    def referents(self, o, extra_only=False):
+        refs = [] if extra_only else gc.get_referents(o)
         role = self.roles.get(type(o))
         if role is None:
             role = self._role(type(o))
@@ -449,7 +452,7 @@ class _Walk:
             elif role == _TENSOR:
                 # Kept in C++: .grad, grad_fn; and a tensor whose C++ side is shared is not
                 # traversed at all, its __dict__ (a Parameter's attributes) included.
-                if not refs or isinstance(o, self.torch.nn.Parameter):
+                if extra_only or not refs or isinstance(o, self.torch.nn.Parameter):
                     d = object.__getattribute__(o, "__dict__")
                     if d:
                         extra.append(d)
@@ -504,28 +507,64 @@ class _Walk:
             self.find_owners()
             if self.buffers:
                 self.reach()
-                self.prefer_homes()
             self.emit()
         return self.status
 
     def reach(self):
-        remaining = set(self.owner_of)
+        """Finds a path from a root to every owner (and to the homes that name them): in C when
+        the preload can (pyreach.c), else in Python."""
+        roots = self.roots()
+        for obj, text in roots:
+            self.root_text.setdefault(id(obj), text)
+        targets = {id(o): o for buf in self.buffers.values() for o in buf[2]}
+        frontier = list(targets.values())
+        while frontier:  # and the homes that name them: a gradient's parameter, its module
+            homes = [h[0] for h in (self.home.get(id(o)) for o in frontier) if h is not None]
+            frontier = [h for h in homes if id(h) not in targets]
+            targets.update((id(h), h) for h in frontier)
+        self.targets = targets
+        fast = _native.reach_function()
+        if fast is not None:
+            keep, everything = [], gc.get_objects()
+            exclude = [self, self.__dict__, targets, keep, everything, self.buffers, self.owner_of, self.items,
+                       self.starts, self.home, self.roles, self.kinds]
+            try:
+                answer = fast([o for o, _ in roots], targets, self._needs_extra, self._extra_list, keep, everything,
+                              exclude, self.deadline, _MAX_OBJECTS)
+            except Exception:
+                answer = None
+            if answer is not None:
+                self.paths, self.visited, status, self.unreached = answer
+                self.keep = keep
+                if status:
+                    self.status = TIMED_OUT
+                return
+        self._reach_in_python(roots)
+
+    def _needs_extra(self, t):
+        return self._role(t) in (_FRAME, _TENSOR, _NODE)
+
+    def _extra_list(self, o):
+        return self.referents(o, extra_only=True)
+
+    def _reach_in_python(self, roots):
+        remaining = set(self.targets)
         seen = self.seen
         seen.update((id(self), id(self.__dict__), id(self.parent), id(self.buffers), id(self.owner_of),
-                     id(self.items), id(self.starts), id(remaining), id(seen)))
+                     id(self.items), id(self.starts), id(remaining), id(seen), id(self.targets)))
         level = []
-        for obj, text in self.roots():
+        for obj, _ in roots:
             if id(obj) in seen:
                 continue
             seen.add(id(obj))
             self.parent[id(obj)] = None
-            self.root_text[id(obj)] = text
             level.append(obj)
+            remaining.discard(id(obj))
         # The hot loop: an object the cyclic GC does not track holds only such objects, so it
         # can lead to no owner, unless owners themselves are untracked (a C extension's arrays).
         tracked = gc.is_tracked
         untracked_owner_types = self.untracked_owner_types
-        parent, owners, referents, seen_add = self.parent, self.owner_of, self.referents, seen.add
+        parent, targets, referents, seen_add = self.parent, self.targets, self.referents, seen.add
         visited = 0
         while level and remaining:
             nxt = []
@@ -543,7 +582,7 @@ class _Walk:
                         continue
                     seen_add(i)
                     parent[i] = p
-                    if i in owners:
+                    if i in targets:
                         remaining.discard(i)
                     append(c)
             if self.status == TIMED_OUT:
@@ -551,28 +590,31 @@ class _Walk:
             level = nxt
         self.visited = visited
 
-    def _depth(self, o):
-        d, seen = 0, set()
-        while o is not None and id(o) not in seen and d < _MAX_STEPS:
-            seen.add(id(o))
-            o = self.parent.get(id(o))
-            d += 1
-        return d if o is None else None  # None: not reached, or a loop
+    def _raw_path(self, o):
+        """[root, ..., o] as the search found it, or None."""
+        if self.paths is not None:
+            return self.paths.get(id(o))
+        if id(o) not in self.parent:
+            return None
+        path = [o]
+        while len(path) < _MAX_STEPS:
+            p = self.parent.get(id(path[-1]))
+            if p is None:
+                break
+            path.append(p)
+        path.reverse()
+        return path
 
-    def prefer_homes(self):
+    def path_of(self, o, depth=0):
         """A parameter is named through its module (model.layers.0.weight) and a gradient through
         its parameter (.grad), when those are reached, not through the shortest path (an
         optimizer's state dict keys): a person asks which part of the model it is."""
-        for i, (home, _) in sorted(self.home.items(), key=lambda kv: kv[1][1] is None):
-            if i not in self.parent or id(home) not in self.parent:
-                continue
-            depth = self._depth(home)
-            chain, o = set(), home
-            while o is not None and len(chain) < _MAX_STEPS:
-                chain.add(id(o))
-                o = self.parent.get(id(o))
-            if depth is not None and i not in chain:
-                self.parent[i] = home
+        h = self.home.get(id(o))
+        if h is not None and depth < 4:
+            via = self.path_of(h[0], depth + 1)
+            if via is not None and all(x is not o for x in via):
+                return via + [o]
+        return self._raw_path(o)
 
     # -- what each buffer is
 
@@ -599,22 +641,18 @@ class _Walk:
     # -- naming the chain
 
     def _chain(self, obj):
-        path = [obj]
-        while len(path) < _MAX_STEPS:
-            p = self.parent.get(id(path[-1]), _IGNORED)
-            if p is None or p is _IGNORED:
-                break
-            path.append(p)
-        path.reverse()
-        text = self.root_text.get(id(path[0]))
-        return None if text is None else _describe(path, text)
+        path = self.path_of(obj)
+        text = self.root_text.get(id(path[0])) if path else None
+        return None if text is None else _describe(path[-_MAX_STEPS:] if len(path) > _MAX_STEPS else path, text)
 
     def _unreachable_chain(self, obj):
         """Who holds an owner that no root reaches: up through referrers outside the reached
         heap, to an object nothing there holds (native code holds it) or round a cycle."""
         if not hasattr(self, "_rev"):
             self._rev = {}
-            unseen = [o for o in gc.get_objects() if id(o) not in self.seen]
+            unseen = self.unreached if self.paths is not None else \
+                [o for o in gc.get_objects() if id(o) not in self.seen]
+            unseen = unseen or []
             ids = {id(o) for o in unseen} | set(self.owner_of)
             for n, p in enumerate(unseen):
                 if not n & 1023 and time.monotonic_ns() > self.deadline:
@@ -640,7 +678,7 @@ class _Walk:
 
     def emit(self):
         for ptr, (size, device, objs) in self.buffers.items():
-            best = next((o for o in objs if id(o) in self.parent), None)
+            best = next((o for o in objs if self._raw_path(o) is not None), None)
             status, chain = FOUND, None
             try:
                 if best is not None:

@@ -96,7 +96,10 @@ def train(stage, offload, steps=2):
 
 
 def zero_optimizers():
-    return [o for o in gc.get_objects() if type(o).__module__.startswith("deepspeed.runtime.zero")
+    def module(t):
+        m = vars(t).get("__module__")
+        return m if isinstance(m, str) else ""
+    return [o for o in gc.get_objects() if module(type(o)).startswith("deepspeed.runtime.zero")
             and "Optimizer" in type(o).__name__]
 
 
