@@ -19,6 +19,7 @@ on stderr. Any error inside disables it with one line; the program never sees on
 """
 import bisect
 import gc
+import itertools
 import os
 import sys
 import threading
@@ -34,7 +35,7 @@ OTHER, PARAMETER, GRADIENT, OPTIMIZER_STATE, ACTIVATION = 0, 1, 2, 3, 4
 FOUND, UNREACHABLE = 1, 2
 
 _SHARE = 0.01          # of the wall time, over the run
-_START_CREDIT_S = 1.0  # what the first walks may spend before the share has accrued
+_START_CREDIT_S = 2.0  # what the first walks may spend before the share has accrued
 _MAX_OBJECTS = 20_000_000
 _SEP = "\x1f"
 _MAX_STEPS = 40        # references followed back from an owner to its root, at most
@@ -288,6 +289,7 @@ class _Walk:
         self.untracked_owner_types = set()
         self.home = {}            # id(parameter) -> (module, name); id(grad) -> (its tensor, None)
         self.paths = None         # the C search's answer: id(target) -> [root, ..., target]
+        self.everything = []      # gc.get_objects() at the start
         self.unreached = None
         self.targets = {}
         self.grads, self.activations, self.optimizer_state, self.optimizer_grads = set(), set(), set(), set()
@@ -403,13 +405,19 @@ class _Walk:
                 for name, value in list(object.__getattribute__(o, "__dict__").items()):
                     low = name.lower()
                     into = self.optimizer_grads if "grad" in low or low.startswith("ipg") else self.optimizer_state
-                    for v in _tensors_in(value, 2):
+                    for v in _tensors_in(value, 3):
                         into.add(id(v))
         except Exception:
             pass
 
     def find_owners(self):
-        for o in gc.get_objects():
+        """The objects that own a queried buffer, and what tensors', modules' and optimizers'
+        relatives are. The heap is filtered by type at C speed first: most objects are none of
+        these."""
+        self.everything = gc.get_objects()
+        types_seen = set(map(type, self.everything))
+        wanted = {t for t in types_seen if self._kind(t) is not _IGNORED or self._role(t) not in (_PLAIN_TYPE, _FRAME)}
+        for o in itertools.compress(self.everything, map(wanted.__contains__, map(type, self.everything))):
             t = type(o)
             role = self._role(t)
             if role != _PLAIN_TYPE:
@@ -525,7 +533,7 @@ class _Walk:
         self.targets = targets
         fast = _native.reach_function()
         if fast is not None:
-            keep, everything = [], gc.get_objects()
+            keep, everything = [], self.everything
             exclude = [self, self.__dict__, targets, keep, everything, self.buffers, self.owner_of, self.items,
                        self.starts, self.home, self.roles, self.kinds]
             try:
@@ -651,7 +659,7 @@ class _Walk:
         if not hasattr(self, "_rev"):
             self._rev = {}
             unseen = self.unreached if self.paths is not None else \
-                [o for o in gc.get_objects() if id(o) not in self.seen]
+                [o for o in self.everything if id(o) not in self.seen]
             unseen = unseen or []
             ids = {id(o) for o in unseen} | set(self.owner_of)
             for n, p in enumerate(unseen):
@@ -707,17 +715,27 @@ def _module_frame(f):
 
 
 def _tensors_in(value, depth):
-    """Tensors directly in value, or in its lists, tuples and dicts, depth levels down."""
+    """Tensors directly in value, or in its lists, tuples, dicts and plain objects' attributes
+    (a bucket object holding buffers), depth levels down."""
     torch = sys.modules.get("torch")
     if torch is None:
         return
     if isinstance(value, torch.Tensor):
         yield value
-    elif depth > 0 and isinstance(value, (list, tuple)):
+    elif depth <= 0:
+        return
+    elif isinstance(value, (list, tuple)):
         for v in value:
             yield from _tensors_in(v, depth - 1)
-    elif depth > 0 and type(value) is dict:
+    elif type(value) is dict:
         for v in value.values():
+            yield from _tensors_in(v, depth - 1)
+    elif not isinstance(value, (type, types.ModuleType, types.FunctionType, torch.nn.Module)):
+        try:
+            attrs = object.__getattribute__(value, "__dict__")
+        except Exception:
+            return
+        for v in list(attrs.values()):
             yield from _tensors_in(v, depth - 1)
 
 
@@ -778,7 +796,7 @@ def _edge(grand, parent, child):
                 return "default argument %s" % k
         return "default argument"
     if isinstance(parent, dict) or type(parent).__name__ in ("OrderedDict", "defaultdict"):
-        for k, v in list(parent.items())[:100000]:
+        for k, v in parent.items():  # the heap holds still while the walk runs
             if v is child:
                 return _key_text(k)
             if k is child:

@@ -1,0 +1,93 @@
+"""Why memory survives, on traces recorded on an H200 (scripts/gpu/retention_check.py runs
+scripts/gpu/retention_scenarios.py; what each program said about itself is in TRUTH.json under
+retain-*). Real DeepSpeed 0.19.8 (ZeRO-2, torch's AdamW), transformers 5.17, accelerate 1.15."""
+import json
+import re
+
+import pytest
+
+from conftest import GOLDEN, analyze
+
+H200 = GOLDEN / "h200"
+TRUTH = json.loads((H200 / "TRUTH.json").read_text())
+
+
+def leaks(name, phase):
+    return json.loads(analyze("leaks", "--json", "-q", "--phase", phase, "--top", "100", H200 / f"{name}.vrt").stdout)
+
+
+def blamed(found):
+    return [s for s in found["survivors"] if not s["persistent"]]
+
+
+@pytest.fixture(scope="module")
+def zero2():
+    return leaks("retain-ds-zero2", "train")
+
+
+def test_deepspeed_entries_equal_memory_allocated_so_the_walks_allocate_nothing(zero2):
+    # The retention walk runs just before each entry is measured; had it touched device memory,
+    # the tensor layer would differ from what PyTorch counted at the same moment.
+    assert [p["live_bytes_at_entry"] for p in zero2["phases"]] == TRUTH["retain-ds-zero2"]["allocated_at_entry"]
+    assert zero2["growth_per_invocation_bytes"] == TRUTH["retain-ds-zero2"]["growth_per_call"]
+
+
+def test_deepspeed_every_survivor_is_held_through_the_users_model(zero2):
+    # DeepSpeed keeps every engine alive (3 of 3 optimizers, as gc counted them) through the
+    # forward hooks it registers on the model the user hands it: the chain must say so.
+    assert TRUTH["retain-ds-zero2"]["zero_optimizers_alive"] == 3
+    survivors = blamed(zero2)
+    assert survivors and {s["held_by_status"] for s in survivors} == {"found"}
+    for s in survivors:
+        root = s["held_by"][0][0]
+        assert root.startswith("__main__.MODEL."), s["held_by"]
+    hooks = [s for s in survivors if s["held_by"][0][0].startswith("__main__.MODEL._forward_hooks[")]
+    assert hooks and all("DeepSpeedEngine" in s["held_by"][0][0] for s in hooks)
+    through_optimizer = sum(s["bytes"] for s in hooks if any(
+        k in step for step in s["held_by"][0] for k in ("(DeepSpeedZeroOptimizer)", "(AdamW)")))
+    assert through_optimizer >= 0.99 * sum(s["bytes"] for s in hooks)  # the rest: the engine's grad norm
+
+
+def test_deepspeed_optimizer_state_is_named_by_identity(zero2):
+    state = [s for s in blamed(zero2) if s["category"] == "optimizer_state"]
+    assert state and {s["decided_by"] for s in state} == {"identity"}
+    assert all(any(".state" in step for step in s["held_by"][0]) for s in state)
+
+
+def test_oom_under_offload_is_activations_with_the_cap_named():
+    truth = TRUTH["retain-ds-oom-offload"]
+    oom = json.loads(analyze("oom", "--json", "-q", H200 / "retain-ds-oom-offload.vrt").stdout)["oom"]
+    assert oom["tensor_bytes"] == truth["allocated"]
+    assert oom["limit"]["kind"] == "per_process_cap" and oom["limit"]["allowed_bytes"] == truth["allowed"]
+    assert oom["retention_walk"] is True
+    cats = {c["name"]: c for c in oom["categories"]}
+    first = oom["categories"][0]
+    assert (first["name"], first["decided_by"]) == ("activations", "identity")
+    # what the program counted itself at the failure, within the allocator's 512-byte rounding
+    # of each of the 39 parameter tensors DeepSpeed flattened into one buffer
+    assert 0 <= cats["parameters"]["bytes"] - truth["parameters"] <= 512 * 64
+    assert cats["parameters"]["decided_by"] == "identity"
+    assert cats["gradients"]["bytes"] == truth["optimizer_device"]  # the reduce bucket on the device
+    host = {c["name"]: c["bytes"] for c in oom["host_categories"]}
+    assert host.get("optimizer_state", 0) > 0
+
+
+def test_kept_outputs_are_activations_held_by_the_list():
+    truth = TRUTH["retain-hf-history"]
+    found = leaks("retain-hf-history", "hf_train")
+    logits = [s for s in blamed(found) if s["held_by"] and s["held_by"][0][-1].endswith(".logits (Tensor)")]
+    assert sum(s["bytes"] for s in logits) == truth["history_logits_bytes"]
+    assert all(s["held_by"][0][0].startswith("__main__.HISTORY[") for s in logits)
+    assert {(s["category"], s["decided_by"]) for s in logits} == {("activations", "identity")}
+
+
+def test_accelerate_prepare_keeps_each_calls_model_and_optimizer():
+    truth = TRUTH["retain-accelerate"]
+    found = leaks("retain-accelerate", "train_accelerate")
+    held = [s for s in blamed(found) if s["held_by_status"] == "found"]
+    assert held and all(s["held_by"][0][0] == "__main__.ACCELERATOR (Accelerator)" for s in held)
+    index = re.compile(r"^\._(models|optimizers)\[(\d+)\]")
+    kept = {index.match(step).groups() for s in held for step in s["held_by"][0] if index.match(step)}
+    models = {i for kind, i in kept if kind == "models"}
+    optimizers = {i for kind, i in kept if kind == "optimizers"}
+    assert 0 < len(optimizers) <= truth["accelerator_optimizers"] and len(models) <= truth["accelerator_models"]
