@@ -11,24 +11,18 @@
 
 #include "cli.h"
 #include "json.h"
+#include "categories.h"
 #include "model.h"
 #include "owners.h"
 #include "report_common.h"
 #include "sites.h"
 #include "stacks.h"
 
-#define MAX_CATEGORIES 16
 #define MAX_OPEN_PHASES 16
 
 struct oom_options {
 	bool json, quiet;
 	int top, index;
-};
-
-struct category {
-	const char *name;
-	int64_t bytes;
-	int64_t identity; /* the part a retention walk decided by what the tensors are */
 };
 
 struct open_phase {
@@ -162,123 +156,12 @@ static int replay_to(struct vrt_trace *t, struct oom *o, struct vrt_model *m)
 	return rp.error;
 }
 
-static void add_category(struct category *cats, int *n, const char *name, int64_t bytes, bool identity)
-{
-	int k = 0;
-	while (k < *n && strcmp(cats[k].name, name))
-		k++;
-	if (k == *n && *n < MAX_CATEGORIES)
-		cats[(*n)++] = (struct category){ name, 0, 0 };
-	if (k < *n) {
-		cats[k].bytes += bytes;
-		cats[k].identity += identity ? bytes : 0;
-	}
-}
-
-static void sort_categories(struct category *cats, int n)
-{
-	for (int i = 0; i < n; i++) /* largest first */
-		for (int j = i + 1; j < n; j++)
-			if (cats[j].bytes > cats[i].bytes) {
-				struct category c = cats[i];
-				cats[i] = cats[j];
-				cats[j] = c;
-			}
-}
-
-struct categorizer {
-	const struct vrt_trace *t;
-	const struct vrt_walk *walk; /* NULL: no walk at the failure */
-	int slot;
-	bool tensors, host;          /* the tensor view of a device; pinned host memory */
-	int64_t torch_segments, blocks;
-	struct category *cats;
-	int *n;
-};
-
-/* One live item's category: what the walk found it to be, else its stack's rule. */
-static void categorize_item(void *ctx, const struct vrt_item *it)
-{
-	struct categorizer *c = ctx;
-	bool block = it->space == VRT_IS_BLOCK;
-	if (vrt_device_slot(it->device) != c->slot || (c->host ? it->kind != VRT_KIND_HOST_PINNED
-							      : it->kind == VRT_KIND_HOST_PINNED))
-		return;
-	if (block && c->tensors) {
-		c->blocks += (int64_t)it->size;
-	} else if (block || !vrt_item_counted(it)) {
-		return;
-	} else if (c->tensors && it->kind == VRT_KIND_DEVICE && vrt_stack_is_torch_segment(c->t, it->stack)) {
-		c->torch_segments += (int64_t)it->size; /* what tensors do not use of it is the cache */
-		return;
-	}
-	if (c->walk) {
-		struct vrt_held_by h = { 0 };
-		vrt_held_add(&h, c->walk, it);
-		int64_t bytes;
-		int category = vrt_held_category(&h, &bytes);
-		if (category > 0 && 2 * bytes >= (int64_t)it->size) {
-			add_category(c->cats, c->n, vrt_owner_category_name((unsigned)category), (int64_t)it->size, true);
-			return;
-		}
-	}
-	struct vrt_site site = { .stack = it->stack };
-	const char *rule;
-	add_category(c->cats, c->n, vrt_site_category(c->t, &site, &rule), (int64_t)it->size, false);
-}
-
-static void categorize(const struct vrt_trace *t, const struct vrt_model *m, const struct oom *o, int slot,
-		       bool tensors, bool host, struct category *cats, int *n)
-{
-	struct categorizer c = { .t = t, .walk = o->walked ? &o->owners.last : NULL, .slot = slot,
-				 .tensors = tensors, .host = host, .cats = cats, .n = n };
-	vrt_model_each(m, categorize_item, &c);
-	if (c.torch_segments > c.blocks)
-		add_category(cats, n, "allocator_cache", c.torch_segments - c.blocks, false);
-	sort_categories(cats, *n);
-}
-
-/* What decided a category by identity (enum vrt_owner_category; owners.h). */
-static const char *category_identity(const char *name)
-{
-	static const struct { const char *name, *what; } identities[] = {
-		{ "parameters", "the storages of nn.Parameters" },
-		{ "gradients", ".grad of parameters, and gradient buffers optimizers own" },
-		{ "optimizer_state", "optimizer.state, master weights and other buffers optimizers own" },
-		{ "activations", "tensors with an autograd history (grad_fn)" },
-	};
-	for (size_t i = 0; i < sizeof(identities) / sizeof(identities[0]); i++)
-		if (!strcmp(identities[i].name, name))
-			return identities[i].what;
-	return "";
-}
-
-static const char *category_rule(const char *name)
-{
-	static const struct { const char *name, *rule; } rules[] = {
-		{ "activations", "allocated inside a forward() or a module call" },
-		{ "gradients", "allocated during backward, by autograd, or in a gradient buffer" },
-		{ "optimizer_state", "allocated inside torch/optim, an optimizer or Adam" },
-		{ "parameters", "allocated by reset_parameters, Module._apply or as a Parameter" },
-		{ "workspace", "cuBLAS/cuDNN workspaces" },
-		{ "nccl", "allocated by NCCL" },
-		{ "allocator_cache", "reserved by PyTorch's caching allocator, no tensor in it" },
-		{ "non_pytorch", "CUDA allocations outside PyTorch's allocator" },
-		{ "unattributed", "allocated before tracing started" },
-		{ "user_tensors", "allocated by Python code outside modules, autograd and optimizers (inputs, losses)" },
-		{ "other", "no rule matched" },
-	};
-	for (size_t i = 0; i < sizeof(rules) / sizeof(rules[0]); i++)
-		if (!strcmp(rules[i].name, name))
-			return rules[i].rule;
-	return "";
-}
 
 struct explanation {
 	int device;
 	int64_t live, tensors, host_pinned;
 	struct vrt_sites device_sites, host_sites;
-	struct category cats[MAX_CATEGORIES], host_cats[MAX_CATEGORIES];
+	struct vrt_category cats[VRT_MAX_CATEGORIES], host_cats[VRT_MAX_CATEGORIES];
 	int n_cats, n_host_cats;
 };
 
@@ -295,8 +178,9 @@ static void explain(const struct vrt_trace *t, const struct vrt_model *m, const 
 	vrt_sites_init(&x->host_sites);
 	vrt_report_group_live(t, m, &x->device_sites, slot, m->any_blocks ? -1 : VRT_KIND_DEVICE);
 	vrt_report_group_live(t, m, &x->host_sites, VRT_HOST_SLOT, VRT_KIND_HOST_PINNED);
-	categorize(t, m, o, slot, m->any_blocks, false, x->cats, &x->n_cats);
-	categorize(t, m, o, VRT_HOST_SLOT, false, true, x->host_cats, &x->n_host_cats);
+	const struct vrt_walk *walk = o->walked ? &o->owners.last : NULL;
+	vrt_categorize(t, m, walk, slot, m->any_blocks, false, x->cats, &x->n_cats);
+	vrt_categorize(t, m, walk, VRT_HOST_SLOT, false, true, x->host_cats, &x->n_host_cats);
 }
 
 static void print_phases(const struct vrt_trace *t, const struct oom *o, FILE *out)
@@ -320,16 +204,16 @@ static const char *thread_name(const struct vrt_trace *t, const struct oom *o)
 }
 
 /* "[identity: ...]", "[rule: ...]", or both with their bytes. */
-static void print_decided(const struct category *c)
+static void print_decided(const struct vrt_category *c)
 {
 	int64_t rule = c->bytes - c->identity;
 	if (!rule)
-		printf("[identity: %s]\n", category_identity(c->name));
+		printf("[identity: %s]\n", vrt_category_identity(c->name));
 	else if (!c->identity)
-		printf("[rule: %s]\n", category_rule(c->name));
+		printf("[rule: %s]\n", vrt_category_rule(c->name));
 	else
-		printf("[identity %s: %s; rule %s: %s]\n", vrt_bytes(c->identity), category_identity(c->name),
-		       vrt_bytes(rule), category_rule(c->name));
+		printf("[identity %s: %s; rule %s: %s]\n", vrt_bytes(c->identity), vrt_category_identity(c->name),
+		       vrt_bytes(rule), vrt_category_rule(c->name));
 }
 
 /* Which limit the request ran into: PyTorch's per-process cap, or the device itself (and who
@@ -400,7 +284,7 @@ static void print_text(const struct vrt_trace *t, const struct oom *o, const str
 	for (size_t i = 0; i < x->device_sites.n && i < (size_t)opt->top; i++)
 		vrt_site_print(stdout, t, &x->device_sites.v[i], 6);
 	if (x->n_cats) {
-		const struct category *c = &x->cats[0];
+		const struct vrt_category *c = &x->cats[0];
 		printf("\nThe largest share is %s (%s, %.0f%%).", c->name, vrt_bytes(c->bytes),
 		       x->live ? 100.0 * (double)c->bytes / (double)x->live : 0.0);
 		if (x->host_pinned)
@@ -410,7 +294,7 @@ static void print_text(const struct vrt_trace *t, const struct oom *o, const str
 	}
 }
 
-static void json_categories(const struct category *c, int n)
+static void json_categories(const struct vrt_category *c, int n)
 {
 	putchar('{');
 	for (int i = 0; i < n; i++) {
@@ -423,7 +307,7 @@ static void json_categories(const struct category *c, int n)
 
 /* [{"name", "bytes", "identity_bytes", "rule_bytes", "decided_by", "rule"}]: decided_by is what
  * decided most of its bytes. */
-static void json_decided(const struct category *c, int n)
+static void json_decided(const struct vrt_category *c, int n)
 {
 	putchar('[');
 	for (int i = 0; i < n; i++) {
@@ -433,7 +317,7 @@ static void json_decided(const struct category *c, int n)
 		printf(", \"bytes\": %lld, \"identity_bytes\": %lld, \"rule_bytes\": %lld, \"decided_by\": \"%s\", \"rule\": ",
 		       (long long)c[i].bytes, (long long)c[i].identity, (long long)rule,
 		       c[i].identity >= rule ? "identity" : "rule");
-		json_string(stdout, c[i].identity >= rule ? category_identity(c[i].name) : category_rule(c[i].name));
+		json_string(stdout, c[i].identity >= rule ? vrt_category_identity(c[i].name) : vrt_category_rule(c[i].name));
 		putchar('}');
 	}
 	putchar(']');
@@ -475,7 +359,7 @@ static void print_json(const struct vrt_trace *t, const struct oom *o, const str
 		printf("%s", i ? ", " : "");
 		json_string(stdout, x->cats[i].name);
 		printf(": ");
-		json_string(stdout, category_rule(x->cats[i].name));
+		json_string(stdout, vrt_category_rule(x->cats[i].name));
 	}
 	printf("}, \"categories\": ");
 	json_decided(x->cats, x->n_cats);

@@ -7,9 +7,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "categories.h"
 #include "cli.h"
 #include "json.h"
 #include "model.h"
+#include "owners.h"
 #include "report_common.h"
 #include "sites.h"
 #include "stacks.h"
@@ -34,6 +36,8 @@ struct report {
 	struct peak_target peaks[VRT_MAX_DEVICES + 1][VRT_KIND_LAST + 1];
 	int n_peaks;
 	double seconds;
+	double teardown_s;          /* where "the end" was measured, when the trace says teardown began */
+	struct vrt_owners owners;   /* the retention walks, for what is live at the end */
 };
 
 static void collect_peaks(struct report *r)
@@ -88,6 +92,52 @@ static int snapshot_peaks(struct report *r)
 	return 0;
 }
 
+/* What is live at the end, by what it is, per device: the last retention walk decides what it
+ * found, the stacks' rules the rest. */
+static void print_categories(struct report *r)
+{
+	for (int d = 0; d <= VRT_MAX_DEVICES; d++) {
+		bool host = d == VRT_HOST_SLOT;
+		struct vrt_category cats[VRT_MAX_CATEGORIES];
+		int n = 0;
+		vrt_categorize(r->t, &r->end, &r->owners.last, d, r->end.any_blocks && !host, host, cats, &n);
+		if (!n)
+			continue;
+		printf("\nlive at the end on %s, by what it is (the last retention walk at %.3f s, else the stacks' rules):\n",
+		       host ? "the host (pinned)" : vrt_device_name(d), vrt_ts_seconds(r->t, r->owners.last.ts));
+		for (int i = 0; i < n; i++)
+			printf("  %-16s %10s   %s\n", cats[i].name, vrt_bytes(cats[i].bytes),
+			       cats[i].identity == cats[i].bytes ? "by identity"
+			       : cats[i].identity                ? "partly by identity"
+								 : "by rule");
+	}
+}
+
+static void json_categories_at_end(struct report *r)
+{
+	printf(", \"categories_at_end\": [");
+	bool first = true;
+	for (int d = 0; d <= VRT_MAX_DEVICES; d++) {
+		bool host = d == VRT_HOST_SLOT;
+		struct vrt_category cats[VRT_MAX_CATEGORIES];
+		int n = 0;
+		vrt_categorize(r->t, &r->end, r->owners.walks ? &r->owners.last : NULL, d, r->end.any_blocks && !host, host,
+			       cats, &n);
+		for (int i = 0; i < n; i++) {
+			printf("%s{\"device\": %d, \"name\": ", first ? "" : ", ", host ? -1 : d);
+			json_string(stdout, cats[i].name);
+			printf(", \"bytes\": %lld, \"identity_bytes\": %lld, \"decided_by\": \"%s\"}", (long long)cats[i].bytes,
+			       (long long)cats[i].identity, 2 * cats[i].identity >= cats[i].bytes ? "identity" : "rule");
+			first = false;
+		}
+	}
+	printf("], \"teardown_s\": ");
+	if (r->teardown_s)
+		printf("%.6f", r->teardown_s);
+	else
+		fputs("null", stdout);
+}
+
 static void print_text(struct report *r, const struct report_options *o)
 {
 	struct vrt_trace *t = r->t;
@@ -96,8 +146,12 @@ static void print_text(struct report *r, const struct report_options *o)
 	vrt_process_label(t, who, sizeof(who));
 	const char *cmd = vrt_info(t, "cmdline");
 	printf("vramtrace report: %s (%s%s%s)\n", t->path, who, cmd ? ": " : "", cmd ? cmd : "");
-	printf("%llu events over %.3f s; the process %s\n\n", (unsigned long long)m->events, r->seconds,
+	printf("%llu events over %.3f s; the process %s\n", (unsigned long long)m->events, r->seconds,
 	       t->state_valid ? vrt_end_reason_text(t->hdr.state.end_reason) : "(state unknown)");
+	if (r->teardown_s)
+		printf("\"at the end\" below is where teardown began (%.3f s): what the interpreter freed after that, the "
+		       "program did not\n", r->teardown_s);
+	putchar('\n');
 	printf("memory held, per device and kind (CUDA allocations):\n");
 	for (int d = 0; d <= VRT_MAX_DEVICES; d++)
 		for (int k = 0; k < VRT_KIND_LAST; k++) {
@@ -115,6 +169,8 @@ static void print_text(struct report *r, const struct report_options *o)
 				       vrt_device_name(d), vrt_bytes(m->tensor_peak[d]), vrt_ts_seconds(t, m->tensor_peak_ts[d]),
 				       vrt_bytes(m->tensors[d]), (unsigned long long)m->tensor_events[d]);
 	}
+	if (r->owners.walks)
+		print_categories(r);
 	printf("\ntop sites by bytes live at the end%s:\n", m->any_blocks ? " (tensors, allocator cache, other CUDA)" : "");
 	for (size_t i = 0; i < r->live_at_end.n && i < (size_t)o->top; i++)
 		vrt_site_print(stdout, t, &r->live_at_end.v[i], o->frames);
@@ -191,6 +247,7 @@ static void print_json(struct report *r, const struct report_options *o)
 	}
 	printf(", \"live_at_end\": ");
 	json_sites(stdout, t, &r->live_at_end, o->top);
+	json_categories_at_end(r);
 	printf("}");
 }
 
@@ -208,7 +265,10 @@ static int report_one(const char *path, const struct report_options *o, bool man
 		return vrt_fail(VRT_E_NOMEM, "report");
 	}
 	r->t = &t;
-	rc = vrt_report_replay(&t, &r->end, o->quiet, o->until_mark);
+	struct vrt_replay_options ro = { .quiet = o->quiet, .until_mark = o->until_mark, .stop_at_teardown = true,
+					 .owners = &r->owners };
+	rc = vrt_report_replay_ex(&t, &r->end, &ro);
+	r->teardown_s = ro.teardown_s;
 	if (!rc) {
 		r->seconds = vrt_ts_seconds(&t, r->end.last_ts);
 		collect_peaks(r);
@@ -232,6 +292,7 @@ static int report_one(const char *path, const struct report_options *o, bool man
 			vrt_sites_free(&r->peaks[d][k].sites);
 	vrt_sites_free(&r->live_at_end);
 	vrt_model_free(&r->end);
+	vrt_owners_free(&r->owners);
 	free(r);
 	vrt_trace_close(&t);
 	return rc;

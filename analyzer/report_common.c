@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "owners.h"
 #include "vramtrace/error.h"
 
 bool vrt_is_mark(const struct vrt_trace *t, const struct vrt_record *r, const char *label)
@@ -14,21 +15,34 @@ bool vrt_is_mark(const struct vrt_trace *t, const struct vrt_record *r, const ch
 
 int vrt_report_replay(struct vrt_trace *t, struct vrt_model *m, bool quiet, const char *until_mark)
 {
+	struct vrt_replay_options o = { .quiet = quiet, .until_mark = until_mark };
+	return vrt_report_replay_ex(t, m, &o);
+}
+
+int vrt_report_replay_ex(struct vrt_trace *t, struct vrt_model *m, struct vrt_replay_options *o)
+{
 	struct vrt_replay rp;
 	struct vrt_record r;
 	struct vrt_progress pr;
-	vrt_progress_begin(&pr, "reading", quiet);
+	vrt_progress_begin(&pr, "reading", o->quiet);
 	vrt_replay_begin(&rp, t);
 	uint64_t n = 0;
+	o->teardown_s = 0;
 	while (vrt_replay_next(&rp, &r)) {
-		if (vrt_is_mark(t, &r, until_mark))
+		if (vrt_is_mark(t, &r, o->until_mark))
 			break;
+		if (o->stop_at_teardown && r.op == VRT_OP_EXITING) {
+			o->teardown_s = vrt_ts_seconds(t, r.ts);
+			break;
+		}
 		vrt_model_apply(m, &r, NULL);
+		if (o->owners)
+			vrt_owners_apply(o->owners, &r);
 		if (!(++n & 0xfffff))
 			vrt_progress_update(&pr, rp.bytes_done, rp.bytes_total);
 	}
 	vrt_progress_end(&pr);
-	vrt_warn_model(t, m, quiet);
+	vrt_warn_model(t, m, o->quiet);
 	if (rp.error)
 		return vrt_fail(rp.error, "%s: stopped at a bad record after %llu events", t->path,
 				(unsigned long long)m->events);

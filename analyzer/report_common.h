@@ -9,6 +9,16 @@
 /* Replays the trace into m, to the end or to the first mark labelled until_mark (when not
  * NULL). Returns 0 or an exit code (after printing why). */
 int vrt_report_replay(struct vrt_trace *t, struct vrt_model *m, bool quiet, const char *until_mark);
+
+struct vrt_owners;
+struct vrt_replay_options {
+	bool quiet;
+	const char *until_mark;
+	bool stop_at_teardown;      /* "the end" is where teardown began (EXITING), if the trace says */
+	struct vrt_owners *owners;  /* fed every record, when not NULL */
+	double teardown_s;          /* out: when teardown began (0: the trace does not say, or ran on) */
+};
+int vrt_report_replay_ex(struct vrt_trace *t, struct vrt_model *m, struct vrt_replay_options *o);
 /* Warns (stderr, unless quiet) about records the model refused after a replay. */
 void vrt_warn_model(const struct vrt_trace *t, const struct vrt_model *m, bool quiet);
 bool vrt_is_mark(const struct vrt_trace *t, const struct vrt_record *r, const char *label);

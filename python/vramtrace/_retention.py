@@ -139,13 +139,13 @@ def phase_exit(label):
 
 
 def _teardown():
-    """The last call's survivors, then the mark where teardown begins: what the interpreter
-    frees after it, the program did not."""
+    """Everything live, the last call's survivors among it, then the mark where teardown
+    begins: what the interpreter frees after it, the program did not."""
     try:
         with _lock:
-            bounds = [st[2] for st in _phases.values() if st[1]]
-        if _state["on"] and bounds and _credit_ns() > 0:
-            walk(EXIT, min(bounds))
+            phased = any(st[1] for st in _phases.values())
+        if _state["on"] and phased and _credit_ns() > 0:
+            walk(EXIT, 0)
     finally:
         _native.record_exiting(1)
 

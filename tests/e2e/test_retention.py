@@ -129,3 +129,17 @@ def test_a_walk_cut_short_by_its_budget_says_so_once(tmp_path, python_exe):
     assert t.stderr.count("retention walk stopped after") == 1, t.stderr
     groups = by_line(leaks(t)["survivors"])[train_line("REGISTRY")]
     assert {g["held_by_status"] for g in groups} == {"timed_out"}
+
+
+def test_report_measures_the_end_where_teardown_began_and_says_what_is_live(run):
+    import json
+
+    t, _ = run
+    report = json.loads(analyze("report", "--json", "--quiet", t.trace).stdout)
+    # The program kept everything; the interpreter's teardown freed it, after the EXITING mark.
+    device = next(d for d in report["devices"] if d["kind"] == "device")
+    assert device["live_bytes_at_end"] == CALLS * sum(KEPT.values())
+    assert report["teardown_s"] is not None
+    text = analyze("report", "--quiet", t.trace).stdout
+    assert '"at the end" below is where teardown began' in text
+    assert "by what it is (the last retention walk" in text
