@@ -744,23 +744,28 @@ def _tensors_in(value, depth):
 _PLAIN = (dict, list, tuple, set, frozenset, types.CellType, types.MappingProxyType)
 
 
+def _is(o, kinds):
+    """isinstance by the object's real type: an object's own __class__ may lie or raise."""
+    return issubclass(type(o), kinds)
+
+
 def _type_name(o):
     t = type(o)
-    if isinstance(o, types.FunctionType):
+    if _is(o, types.FunctionType):
         return "function %s" % o.__qualname__
-    if isinstance(o, types.MethodType):
+    if _is(o, types.MethodType):
         return "method %s" % getattr(o.__func__, "__qualname__", "?")
     return t.__qualname__
 
 
 def _is_module_container(o):
     torch = sys.modules.get("torch")
-    return torch is not None and isinstance(o, torch.nn.Module)
+    return torch is not None and _is(o, torch.nn.Module)
 
 
 def _significant(o):
     """Objects that end a step of the chain: those a person would name."""
-    if isinstance(o, _PLAIN) or isinstance(o, (types.ModuleType, types.FrameType)):
+    if _is(o, _PLAIN) or _is(o, (types.ModuleType, types.FrameType)):
         return False
     if type(o).__name__ in ("OrderedDict", "defaultdict", "deque"):
         return False
@@ -768,18 +773,18 @@ def _significant(o):
 
 
 def _key_text(k):
-    if isinstance(k, str) and k.isidentifier():
+    if _is(k, str) and k.isidentifier():
         return "." + k
-    if isinstance(k, (str, int)):
-        return "[%r]" % (k if not isinstance(k, str) else k[:40])
+    if _is(k, (str, int)):
+        return "[%r]" % (k if not _is(k, str) else k[:40])
     return "[%s]" % _type_name(k)
 
 
 def _edge(grand, parent, child):
     """How parent refers to child (grand refers to parent, or None)."""
-    if isinstance(parent, types.ModuleType):
+    if _is(parent, types.ModuleType):
         return ""  # its __dict__
-    if isinstance(parent, types.FrameType):
+    if _is(parent, types.FrameType):
         try:
             for name, v in parent.f_locals.items():
                 if v is child:
@@ -789,41 +794,41 @@ def _edge(grand, parent, child):
         if child is parent.f_back:
             return " caller"
         return " (frame)"
-    if isinstance(grand, types.FunctionType) and (parent is grand.__defaults__ or parent is grand.__kwdefaults__):
-        keys = list(parent) if isinstance(parent, dict) else range(len(parent))
+    if _is(grand, types.FunctionType) and (parent is grand.__defaults__ or parent is grand.__kwdefaults__):
+        keys = list(parent) if _is(parent, dict) else range(len(parent))
         for k in keys:
             if parent[k] is child:
                 return "default argument %s" % k
         return "default argument"
-    if isinstance(parent, dict) or type(parent).__name__ in ("OrderedDict", "defaultdict"):
+    if _is(parent, dict) or type(parent).__name__ in ("OrderedDict", "defaultdict"):
         for k, v in parent.items():  # the heap holds still while the walk runs
             if v is child:
                 return _key_text(k)
             if k is child:
                 return " key of %s" % _type_name(parent)
         return "[?]"
-    if isinstance(parent, types.MappingProxyType):
+    if _is(parent, types.MappingProxyType):
         return ""
-    if isinstance(parent, tuple) and isinstance(grand, types.FunctionType) and parent is grand.__closure__:
+    if _is(parent, tuple) and _is(grand, types.FunctionType) and parent is grand.__closure__:
         try:
             return "closure variable %s" % grand.__code__.co_freevars[parent.index(child)]
         except (ValueError, IndexError):
             return "closure variable"
-    if isinstance(parent, (list, tuple)) or type(parent).__name__ == "deque":
+    if _is(parent, (list, tuple)) or type(parent).__name__ == "deque":
         for i, v in enumerate(parent):
             if v is child:
                 return "[%d]" % i
         return "[?]"
-    if isinstance(parent, types.CellType):
+    if _is(parent, types.CellType):
         return ""
-    if isinstance(parent, types.FunctionType):
+    if _is(parent, types.FunctionType):
         if child is parent.__closure__ or child is parent.__defaults__ or child is parent.__kwdefaults__:
             return ""  # named with the next hop
         if child is parent.__globals__:
             return ".__globals__"
         if child is parent.__defaults__:
             return ".__defaults__"
-    if isinstance(parent, types.MethodType):
+    if _is(parent, types.MethodType):
         return ".__self__" if child is parent.__self__ else ".__func__"
     try:
         attrs = object.__getattribute__(parent, "__dict__")
@@ -835,7 +840,7 @@ def _edge(grand, parent, child):
     except Exception:
         pass
     torch = sys.modules.get("torch")
-    if torch is not None and isinstance(parent, torch.nn.Module):
+    if torch is not None and _is(parent, torch.nn.Module):
         for part in ("_parameters", "_buffers", "_modules"):
             try:
                 for k, v in object.__getattribute__(parent, part).items():
@@ -843,7 +848,7 @@ def _edge(grand, parent, child):
                         return "." + str(k)
             except Exception:
                 pass
-    if torch is not None and isinstance(parent, torch.Tensor):
+    if torch is not None and _is(parent, torch.Tensor):
         try:
             if child is parent.grad:
                 return ".grad"
@@ -858,7 +863,7 @@ def _edge(grand, parent, child):
                 return ".next_functions[%d]" % i
         if getattr(parent, "variable", None) is child:
             return ".variable"
-        if isinstance(child, dict):
+        if _is(child, dict):
             return " hooks"  # the hook dicts an autograd node's C++ side holds
     except Exception:
         pass
@@ -890,7 +895,7 @@ def _describe(path, text):
     object a person would name, the owner last; hops through containers fold into the step
     (__main__.model.layers.0.weight)."""
     steps = []
-    frame_root = isinstance(path[0], types.FrameType)
+    frame_root = _is(path[0], types.FrameType)
     for k in range(1, len(path)):
         grand = path[k - 2] if k >= 2 else None
         e = _edge(grand, path[k - 1], path[k])

@@ -143,3 +143,15 @@ def test_report_measures_the_end_where_teardown_began_and_says_what_is_live(run)
     text = analyze("report", "--quiet", t.trace).stdout
     assert '"at the end" below is where teardown began' in text
     assert "by what it is (the last retention walk" in text
+
+
+def test_objects_that_misbehave_when_looked_at_neither_break_the_job_nor_the_walk(tmp_path, python_exe):
+    t = trace(tmp_path, [python_exe, SCRIPT, 3, "hostile"], run_args=("--phase", "train"))
+    assert t.returncode == 0 and "retention walks disabled" not in t.stderr, t.stderr
+    assert t.stdout.startswith("kept per call:")
+    groups = by_line(leaks(t)["survivors"])[train_line("REGISTRY")]
+    assert {g["held_by_status"] for g in groups} == {"found"}
+    for g in groups:
+        # reached through the hostile object's __dict__, which the walk reads without asking it
+        assert g["held_by"][0][0].startswith("__main__.REGISTRY[%d][2]" % (g["phase_index"] - 1)), g["held_by"]
+        assert g["held_by"][0][-1].endswith("(DeviceBuffer)")

@@ -10,7 +10,10 @@ and frees a temporary before it returns. Prints what it kept, for the test to co
 
     retain_buffers.py [CALLS [MODE]]
 MODE "clean": each call frees everything it allocated. "deep": the registry's buffers sit 60
-containers down, so that a walk has to visit the whole heap to reach them.
+containers down, so that a walk has to visit the whole heap to reach them. "hostile": the
+registry's buffers sit among objects that misbehave when looked at (attribute access, equality,
+hashing, iteration, length and repr raise; a weakref proxy to a dead object; a class whose
+__class__ lies).
 """
 import ctypes
 import gc
@@ -61,6 +64,54 @@ def keep_raw(nbytes):
     RAW.append(ptr.value)
 
 
+class Hostile:
+    """Everything a walk might call on it raises."""
+
+    def __getattr__(self, name):
+        raise RuntimeError("no attribute for you: %s" % name)
+
+    def __getattribute__(self, name):
+        if name in ("__class__", "__dict__"):
+            return object.__getattribute__(self, name)
+        raise RuntimeError("hostile getattribute")
+
+    def __eq__(self, other):
+        raise RuntimeError("hostile eq")
+
+    def __hash__(self):
+        raise RuntimeError("hostile hash")
+
+    def __repr__(self):
+        raise RuntimeError("hostile repr")
+
+    def __len__(self):
+        raise RuntimeError("hostile len")
+
+    def __iter__(self):
+        raise RuntimeError("hostile iter")
+
+
+class Liar:
+    @property
+    def __class__(self):
+        raise RuntimeError("hostile class")
+
+
+class Dead:
+    pass
+
+
+def hostile_neighbours(buf):
+    import weakref
+
+    d = Dead()
+    proxy = weakref.proxy(d)
+    del d
+    h = Hostile()
+    object.__setattr__(h, "buf", buf)  # the buffer is reachable only through the hostile object
+    return [Liar(), proxy, h, {Liar(): 1} if False else {"k": Liar()}]
+
+
 def nest(value, depth):
     for _ in range(depth):
         value = [value]
@@ -73,7 +124,12 @@ def train(i, mode):
         del tmp
         return
     buf = DeviceBuffer(4 * MiB)                       # kept: REGISTRY
-    REGISTRY.append(nest(buf, 60) if mode == "deep" else buf)
+    if mode == "deep":
+        REGISTRY.append(nest(buf, 60))
+    elif mode == "hostile":
+        REGISTRY.append(hostile_neighbours(buf))
+    else:
+        REGISTRY.append(buf)
     HOOKS[i] = make_hook(DeviceBuffer(2 * MiB))       # kept: hook closure
     Cycle(3 * MiB)                                    # kept: a cycle nobody collects
     keep_raw(1 * MiB)                                 # kept: no Python owner
