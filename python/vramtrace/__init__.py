@@ -16,7 +16,6 @@ and the notebook side: ``vramtrace.load("run.vrt")`` returns the report as plain
 (pandas DataFrames for the timeline when pandas is installed).
 """
 import contextlib
-import functools
 import json
 import os
 import subprocess
@@ -38,8 +37,10 @@ def enabled():
 
 
 def snapshot(path):
-    """Writes the live set and the retained history to path (mode 0600) now.
-    Returns True on success, False when not traced or on error."""
+    """Writes the live set and the retained history to path (mode 0600) now, after a
+    retention walk says what holds what is live. Returns True on success, False when not traced
+    or on error."""
+    _retention.walk(_retention.SNAPSHOT, 0, floor_s=5.0)
     return _native.snapshot(os.path.abspath(path)) == 0
 
 

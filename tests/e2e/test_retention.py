@@ -155,3 +155,16 @@ def test_objects_that_misbehave_when_looked_at_neither_break_the_job_nor_the_wal
         # reached through the hostile object's __dict__, which the walk reads without asking it
         assert g["held_by"][0][0].startswith("__main__.REGISTRY[%d][2]" % (g["phase_index"] - 1)), g["held_by"]
         assert g["held_by"][0][-1].endswith("(DeviceBuffer)")
+
+
+def test_a_snapshot_from_the_python_api_carries_a_walk_that_names_what_is_live(tmp_path, python_exe):
+    from conftest import SOURCE
+
+    snap = tmp_path / "snap.vrt"
+    t = traced(tmp_path, [python_exe, PROGRAM_SOURCES / "retain_snapshot.py", snap],
+               env={"CUDART": str(CUDART), "VRAMTRACE_TEST_PYTHON": str(SOURCE / "python")})
+    assert t.stdout.strip() == "True", t.stderr
+    dump = analyze("dump", "-q", snap).stdout
+    assert "reason=3 status=0" in dump  # VRT_WALK_SNAPSHOT, complete
+    owners = [line for line in dump.splitlines() if " owner " in line]
+    assert len(owners) == 1 and "size=1048576" in owners[0] and owners[0].endswith("held_by __main__.KEEP[0] (Buf)")
