@@ -13,11 +13,40 @@ static const char *basename_of(const char *path)
 	return s ? s + 1 : path;
 }
 
+/* The library paths of the trace being read: "python.library_paths", U+001F between them. */
+static char library_paths[8192];
+
+void vrt_attribution_use(const struct vrt_trace *t)
+{
+	const char *v = vrt_info(t, "python.library_paths");
+	snprintf(library_paths, sizeof(library_paths), "%s", v ? v : "");
+}
+
+/* The part of file below the library path it is in ("deepspeed/__init__.py"), or NULL. */
+static const char *below_library_path(const char *file)
+{
+	for (const char *p = library_paths; *p;) {
+		const char *end = strchr(p, '\x1f');
+		size_t n = end ? (size_t)(end - p) : strlen(p);
+		if (n && !strncmp(file, p, n) && file[n] == '/')
+			return file + n + 1;
+		if (!end)
+			break;
+		p = end + 1;
+	}
+	const char *pkg = strstr(file, "-packages/");
+	return pkg ? pkg + 10 : NULL;
+}
+
+static bool under_library_path(const char *file) { return below_library_path(file) != NULL; }
+
 bool vrt_frame_is_user_code(const struct vrt_frame *f)
 {
 	if (f->type != VRT_FT_PYTHON)
 		return false;
 	const char *p = f->file;
+	if (under_library_path(p))
+		return false;
 	if (!strncmp(p, "<frozen", 7))
 		return false;
 	if (strstr(p, "/site-packages/") || strstr(p, "/dist-packages/"))
@@ -53,6 +82,8 @@ void vrt_attribute(const struct vrt_trace *t, uint32_t stack, int skip, struct v
 	}
 	if (a->python) {
 		a->user = a->inner; /* library code only: its innermost frame */
+		for (int i = 0; i < n && !a->backward; i++)
+			a->backward = frames[i].type == VRT_FT_NATIVE && strstr(frames[i].function, "autograd::Engine");
 		return;
 	}
 	int h = vrt_headline_index(frames, n);
@@ -63,13 +94,13 @@ void vrt_attribute(const struct vrt_trace *t, uint32_t stack, int skip, struct v
 /* "deepspeed.initialize" for a function of a package's module, "Module.cuda" for a method. */
 static void qualified(const struct vrt_frame *f, char *buf, size_t len)
 {
-	const char *pkg = strstr(f->file, "-packages/");
+	const char *pkg = below_library_path(f->file);
 	if (strchr(f->function, '.') || !pkg) {
 		snprintf(buf, len, "%s", f->function);
 		return;
 	}
 	char mod[200];
-	snprintf(mod, sizeof(mod), "%s", pkg + 10);
+	snprintf(mod, sizeof(mod), "%s", pkg);
 	char *dot = strrchr(mod, '.');
 	if (dot && !strcmp(dot, ".py"))
 		*dot = 0;
@@ -93,7 +124,7 @@ void vrt_attribution_name(const struct vrt_attribution *a, char *buf, size_t len
 		return;
 	}
 	if (!a->has_entry) {
-		snprintf(buf, len, "%s", a->user.function);
+		snprintf(buf, len, "%s%s", a->user.function, a->backward ? " during backward" : "");
 		return;
 	}
 	char entry[256];

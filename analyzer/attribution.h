@@ -21,10 +21,15 @@ struct vrt_attribution {
 				    allocating (entry.type is LABEL otherwise) */
 	struct vrt_frame inner;  /* the innermost Python frame (the library line that allocated) */
 	bool has_user, has_entry, python;
+	bool backward;           /* no user frame, on autograd's engine: the user's backward() called it */
 };
 
-/* True for a Python frame of the user's own code (not the standard library, not a package). */
+/* True for a Python frame of the user's own code (not the standard library, not a package):
+ * the trace's own list of library paths when it has one ("python.library_paths"), else the
+ * usual places (site-packages, dist-packages, lib/pythonX.Y). */
 bool vrt_frame_is_user_code(const struct vrt_frame *f);
+/* The trace whose library paths vrt_frame_is_user_code uses (the one being read). */
+void vrt_attribution_use(const struct vrt_trace *t);
 /* Attributes stack, looking through its skip innermost user frames (helpers). */
 void vrt_attribute(const struct vrt_trace *t, uint32_t stack, int skip, struct vrt_attribution *a);
 /* "Engine.__init__", "train -> Module.cuda", or a native frame's name: what a headline names. */

@@ -12,6 +12,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "attribution.h"
 #include "vramtrace/error.h"
 
 int vrt_exit_code(int err)
@@ -93,8 +94,10 @@ const char *vrt_bytes(int64_t bytes)
 int vrt_open_or_fail(struct vrt_trace *t, const char *path)
 {
 	int rc = vrt_trace_open(t, path);
-	if (!rc)
+	if (!rc) {
+		vrt_attribution_use(t);
 		return 0;
+	}
 	if (rc == VRT_E_MAGIC)
 		return vrt_fail(rc, "%s", path);
 	if (rc == VRT_E_VERSION)

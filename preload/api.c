@@ -104,3 +104,18 @@ VRT_EXPORT void vramtrace_record_exiting(int stage)
 	record(&ev, NULL);
 	vrt_collector_wake(); /* what comes next may be a fast exit */
 }
+
+/* A fact about the process for the trace's INFO table (key: at most 127 bytes). */
+VRT_EXPORT void vramtrace_record_info(const char *key, const char *value)
+{
+	if (!key || !value || strlen(key) >= 128 || strchr(key, '\x1e'))
+		return;
+	size_t k = strlen(key), v = strnlen(value, VRT_TEXT_MAX - k - 1);
+	char text[VRT_TEXT_MAX + 1];
+	memcpy(text, key, k);
+	text[k] = '\x1e';
+	memcpy(text + k + 1, value, v);
+	text[k + 1 + v] = 0;
+	struct vrt_event ev = { .op = VRT_OP_INFO, .api = VRT_API_USER_API };
+	record(&ev, text);
+}

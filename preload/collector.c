@@ -14,6 +14,7 @@
 #include <linux/futex.h>
 #include <poll.h>
 #include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
@@ -339,6 +340,19 @@ static void label_of(const struct vrt_raw *r, const char **label, size_t *len)
 	*len = r->len > skip ? strnlen(p, r->len - skip) : 0;
 }
 
+static void info_fields(struct collector *c, const struct vrt_raw *raw)
+{
+	const char *text;
+	size_t len;
+	label_of(raw, &text, &len);
+	const char *sep = memchr(text, '\x1e', len);
+	if (!sep)
+		return;
+	char key[128];
+	snprintf(key, sizeof(key), "%.*s", (int)(sep - text), text);
+	vrt_output_info(c, key, sep + 1); /* the text is NUL-terminated in the record */
+}
+
 /* OWNER, WALK and OOM_LIMITS come from the Python package through api.c; their fields travel in
  * the raw event's general slots (see vramtrace_record_* there). */
 static void retention_fields(struct collector *c, const struct vrt_raw *raw, struct vrt_record *r)
@@ -404,6 +418,11 @@ static void process(struct collector *c, struct vrt_tbuf *b, const struct vrt_ra
 		break;
 	case VRT_OP_OWNER: case VRT_OP_WALK: case VRT_OP_OOM_LIMITS: case VRT_OP_EXITING:
 		retention_fields(c, raw, &r);
+		break;
+	case VRT_OP_INFO: /* from vramtrace_record_info: "key\x1evalue", a fact for the tables */
+		write = false;
+		if (full && !vrt_output_ensure(c))
+			info_fields(c, raw);
 		break;
 	case VRT_OP_MARK: case VRT_OP_PHASE_ENTER: case VRT_OP_PHASE_EXIT: {
 		const char *label;

@@ -67,6 +67,8 @@ int vrt_output_snapshot(struct collector *c, const char *path, char *reply, size
 void vrt_output_event(struct collector *c, uint32_t thread, const struct vrt_record *r);
 void vrt_output_describe_thread(struct collector *c, struct vrt_tbuf *b);
 uint32_t vrt_output_label_stack(struct collector *c, const char *label);
+/* One more INFO fact about the process (its tables; later values of a key win). */
+void vrt_output_info(struct collector *c, const char *key, const char *value);
 
 /* collector.c */
 void vrt_collector_drain(struct collector *c);

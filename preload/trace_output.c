@@ -97,6 +97,8 @@ static void emit_info(struct collector *c, const char *key, const char *value)
 	emit_table(c, &r);
 }
 
+void vrt_output_info(struct collector *c, const char *key, const char *value) { emit_info(c, key, value); }
+
 static void emit_process_info(struct collector *c)
 {
 	char buf[4096];

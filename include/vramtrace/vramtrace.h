@@ -48,6 +48,8 @@ __attribute__((weak)) void vramtrace_record_owner(int device, unsigned long long
 /* The WALK record that closes a walk's OWNER records. */
 __attribute__((weak)) void vramtrace_record_walk(int reason, int status, unsigned long long born_ns,
 						 unsigned long long duration_ns, unsigned long long objects);
+/* A fact about the process for the trace's INFO table ("python.library_paths"...). */
+__attribute__((weak)) void vramtrace_record_info(const char *key, const char *value);
 /* Teardown begins (EXITING): stage is enum vrt_exiting. */
 __attribute__((weak)) void vramtrace_record_exiting(int stage);
 /* What PyTorch reported with an out-of-memory error (OOM_LIMITS). */

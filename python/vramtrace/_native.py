@@ -159,3 +159,12 @@ def reach_function():
             fn.restype = ctypes.py_object
         _reach = fn or False
     return _reach or None
+
+
+def record_info(key, value):
+    lib = _load()
+    fn = getattr(lib, "vramtrace_record_info", None) if lib is not None else None
+    if fn is not None:
+        fn.argtypes = [ctypes.c_char_p, ctypes.c_char_p]
+        fn.restype = None
+        fn(_bytes(key), _bytes(value))

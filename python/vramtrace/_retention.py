@@ -70,9 +70,30 @@ def install(value):
     _state.update(on=on and _native.available(), max_walk_s=max_walk_s, start_ns=time.monotonic_ns())
     if _native.available():
         _at_teardown(_teardown)
+        _native.record_info("python.library_paths", _SEP.join(library_paths()))
     if _state["on"]:
         _watch_torch()
     return _state["on"]
+
+
+def library_paths():
+    """Where this interpreter's libraries live, for the analyzer to tell the user's code from
+    them: the standard library, and every sys.path entry holding installed distributions
+    (*.dist-info, *.egg-info): site-packages, a --target or --user install, a venv."""
+    import sysconfig
+
+    out = []
+    for key in ("stdlib", "platstdlib"):
+        p = sysconfig.get_paths().get(key)
+        if p and p not in out:
+            out.append(p)
+    for p in sys.path:
+        try:
+            if p and p not in out and any(n.endswith((".dist-info", ".egg-info")) for n in os.listdir(p)):
+                out.append(p)
+        except OSError:
+            pass
+    return [os.path.abspath(p) for p in out]
 
 
 def _at_teardown(fn):

@@ -168,3 +168,18 @@ def test_a_snapshot_from_the_python_api_carries_a_walk_that_names_what_is_live(t
     assert "reason=3 status=0" in dump  # VRT_WALK_SNAPSHOT, complete
     owners = [line for line in dump.splitlines() if " owner " in line]
     assert len(owners) == 1 and "size=1048576" in owners[0] and owners[0].endswith("held_by __main__.KEEP[0] (Buf)")
+
+
+def test_a_library_installed_outside_site_packages_is_not_the_users_code(tmp_path, python_exe):
+    lib = PROGRAM_SOURCES / "pylib"
+    t = traced(tmp_path, [python_exe, PROGRAM_SOURCES / "retain_library.py"], run_args=("--phase", "train"),
+               env={"CUDART": str(CUDART), "PYTHONPATH": str(lib)})
+    assert t.returncode == 0, t.stderr
+    line = next(n for n, text in enumerate((PROGRAM_SOURCES / "retain_library.py").read_text().splitlines(), 1)
+                if "the line the headline names" in text)
+    assert str(lib) in t.dump_text  # the INFO fact python.library_paths
+    inner = next(n for n, text in enumerate((lib / "fakeds" / "__init__.py").read_text().splitlines(), 1)
+                 if "rt.cudaMalloc" in text)
+    d = leaks(t)
+    assert d["summary"] == "+1.00 MiB per train() call: 100%% from train -> fakeds.initialize (retain_library.py:%d, in " \
+        "__init__.py:%d)" % (line, inner), d["summary"]
