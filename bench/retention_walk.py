@@ -15,7 +15,7 @@ import time
 import types
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
-from vramtrace import _native, _retention  # noqa: E402
+from vramtrace import _native, _owners  # noqa: E402
 
 
 class Buffer:
@@ -57,7 +57,7 @@ def one(n):
     gc.disable()
     sent = []
     _native.record_owner = lambda *a: sent.append(a)
-    w = _retention._Walk(items, time.monotonic_ns() + int(60e9))
+    w = _owners.Walk(items, time.monotonic_ns() + int(60e9))
     times = {}
     import cProfile, pstats
     if os.environ.get("PROFILE"):
@@ -66,7 +66,7 @@ def one(n):
         w.find_owners()
         pr.disable()
         pstats.Stats(pr).sort_stats("tottime").print_stats(6)
-        w = _retention._Walk(items, time.monotonic_ns() + int(60e9))
+        w = _owners.Walk(items, time.monotonic_ns() + int(60e9))
     for part in ("find_owners", "reach", "emit"):
         t0 = time.perf_counter()
         getattr(w, part)()

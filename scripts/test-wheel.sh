@@ -42,7 +42,7 @@ esac
 python3 - "$whl" <<'EOF' || fail "wheel contents"
 import sys, zipfile
 names = set(zipfile.ZipFile(sys.argv[1]).namelist())
-want = {"vramtrace/__init__.py", "vramtrace/__main__.py", "vramtrace/_native.py", "vramtrace/_phases.py", "vramtrace/_retention.py",
+want = {"vramtrace/__init__.py", "vramtrace/__main__.py", "vramtrace/_native.py", "vramtrace/_phases.py", "vramtrace/_retention.py", "vramtrace/_owners.py", "vramtrace/_chains.py",
         "vramtrace/_bootstrap/sitecustomize.py", "vramtrace/_bin/vramtrace", "vramtrace/_bin/libvramtrace.so",
         "vramtrace/_bin/libunwind.so.8", "vramtrace/_bin/libelf.so.1", "vramtrace/_bin/libzstd.so.1"}
 missing = want - names
