@@ -32,6 +32,7 @@ typedef int (*traverseproc)(PyObject *, visitproc, void *);
 #define TPFLAGS_HAVE_GC (1ul << 14)
 #define MAX_CHAIN 64
 
+/* Set up by the first call; every call holds the GIL, which serializes them. */
 static struct {
 	int ready; /* 0 unknown, 1 checked and usable, -1 not usable */
 	PyObject *none;

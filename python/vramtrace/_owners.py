@@ -21,7 +21,7 @@ COMPLETE, TIMED_OUT, FAILED = 0, 1, 2
 OTHER, PARAMETER, GRADIENT, OPTIMIZER_STATE, ACTIVATION = 0, 1, 2, 3, 4
 FOUND, UNREACHABLE = 1, 2
 
-MAX_OBJECTS = 20_000_000
+MAX_OBJECTS = 10_000_000  # the C search holds 32 bytes an object: at most about 320 MB
 MAX_STEPS = 40         # references followed back from an owner to its root, at most
 
 _IGNORED = object()
