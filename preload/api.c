@@ -86,6 +86,8 @@ VRT_EXPORT void vramtrace_record_walk(int reason, int status, unsigned long long
 				.aux2 = (uint64_t)status, .addr = born_ns, .size = objects,
 				.stream = duration_ns / 1000 };
 	record(&ev, NULL);
+	if (reason == VRT_WALK_SNAPSHOT)
+		vrt_python_walked_for_snapshot();
 }
 
 VRT_EXPORT void vramtrace_record_oom_limits(int device, unsigned long long requested, unsigned long long allowed,

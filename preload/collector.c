@@ -563,7 +563,7 @@ static bool queried_item(const struct vrt_live *e)
 	return buffer && (e->kind == VRT_KIND_DEVICE || e->kind == VRT_KIND_HOST_PINNED || e->kind == VRT_KIND_MANAGED);
 }
 
-static void answer_query(struct collector *c)
+void vrt_collector_answer_query(struct collector *c)
 {
 	if (VRT_LIKELY(!atomic_load_explicit(&pending_query, memory_order_relaxed)))
 		return;
@@ -690,7 +690,7 @@ static void *collector_main(void *arg)
 			return NULL;
 		}
 		vrt_collector_drain(c);
-		answer_query(c);
+		vrt_collector_answer_query(c);
 		if (atomic_load(&vrt_state) == VRT_STATE_DISABLED && c->writer) {
 			vrt_output_finish(c, VRT_END_DISABLED, 0);
 			continue;

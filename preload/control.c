@@ -13,6 +13,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/un.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "attach.h"
@@ -117,6 +118,24 @@ static int stop(struct collector *c, char *reply, size_t reply_len)
 	return 0;
 }
 
+/* A snapshot of a Python job says what holds what is live: its main thread walks at its next
+ * safe point (pyreach.c) while we keep draining; bounded, since that thread may be in a long C
+ * call, and then the snapshot goes without (the walk lands in the trace when it runs). */
+static void walk_before_snapshot(struct collector *c)
+{
+	uint64_t ticket;
+	if (atomic_load(&vrt_mode) != VRT_MODE_FULL || !vrt_python_walk_request(VRT_WALK_SNAPSHOT, &ticket))
+		return;
+	uint64_t deadline = vrt_now_ns() + 15000000000ull;
+	while (!vrt_python_walk_done(ticket) && vrt_now_ns() < deadline) {
+		vrt_collector_drain(c);
+		vrt_collector_answer_query(c); /* the walk asks us what is live */
+		struct timespec pause = { 0, 10000000 };
+		nanosleep(&pause, NULL);
+	}
+	vrt_collector_drain(c);
+}
+
 static int handle(struct collector *c, const struct vrt_ctl_msg *m, char *reply, size_t reply_len)
 {
 	switch (m->type) {
@@ -141,6 +160,7 @@ static int handle(struct collector *c, const struct vrt_ctl_msg *m, char *reply,
 		snprintf(reply, reply_len, "marked \"%.200s\"", m->payload);
 		return 0;
 	case VRT_CTL_SNAPSHOT:
+		walk_before_snapshot(c);
 		return vrt_output_snapshot(c, m->payload, reply, reply_len);
 	case VRT_CTL_STOP:
 		return stop(c, reply, reply_len);

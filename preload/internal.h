@@ -382,6 +382,10 @@ void vrt_exec_hooks_init(void);
 
 void vrt_nvtx_setup_env(void);
 void vrt_torch_maybe_attach(void);
+/* A retention walk asked of the interpreter's main thread (pyreach.c); false: no Python here. */
+bool vrt_python_walk_request(int reason, uint64_t *ticket);
+bool vrt_python_walk_done(uint64_t ticket);
+void vrt_python_walked_for_snapshot(void);
 void vrt_torch_settle(void);
 void vrt_torch_fork_child(void);
 
