@@ -331,8 +331,10 @@ static int viz_survey(struct vrt_trace *t, struct vrt_model *end, uint64_t *devi
 	return rp.error ? vrt_fail(rp.error, "%s: stopped at a bad record", t->path) : 0;
 }
 
-/* One device's list of trace entries: a replay of the whole trace. */
-static int viz_device_trace(struct vrt_trace *t, FILE *out, const struct export_options *o, int dev, bool blocks)
+/* One device's list of trace entries: a replay of the whole trace. With end, a replay that went
+ * to the end of the trace hands its model over (the state at the end, for the segments). */
+static int viz_device_trace(struct vrt_trace *t, FILE *out, const struct export_options *o, int dev, bool blocks,
+			    struct vrt_model *end)
 {
 	struct vrt_model m;
 	if (vrt_model_init(&m))
@@ -341,33 +343,62 @@ static int viz_device_trace(struct vrt_trace *t, FILE *out, const struct export_
 	struct vrt_record r;
 	struct vrt_effect e;
 	uint64_t written = 0;
+	bool whole = true;
 	pk_list_begin(out);
 	vrt_replay_begin(&rp, t);
-	while (written < o->max_events && vrt_replay_next(&rp, &r)) {
+	while (vrt_replay_next(&rp, &r)) {
+		if (written >= o->max_events) {
+			whole = false;
+			break;
+		}
 		vrt_model_apply(&m, &r, &e);
 		if (viz_device(&r, &e) != dev)
 			continue;
-		if (e.kind == VRT_EFFECT_RESIZED && written + 2 > o->max_events)
+		if (e.kind == VRT_EFFECT_RESIZED && written + 2 > o->max_events) {
+			whole = false;
 			break; /* a resize is two entries: both or neither */
+		}
 		written += (uint64_t)viz_entries(out, t, &r, &e, blocks);
 	}
 	pk_list_end(out);
-	vrt_model_free(&m);
+	if (end && whole && !rp.error) {
+		vrt_model_free(end);
+		*end = m;
+	} else {
+		vrt_model_free(&m);
+	}
 	if (written >= o->max_events && !o->quiet)
 		fprintf(stderr, "vramtrace: device %d: only the first %llu events exported (--max-events)\n", dev,
 			(unsigned long long)o->max_events);
 	return 0;
 }
 
+/* The state at the end, when no device trace replayed that far. */
+static int viz_end_state(struct vrt_trace *t, struct vrt_model *end)
+{
+	if (end->items)
+		return 0;
+	if (vrt_model_init(end))
+		return vrt_fail(VRT_E_NOMEM, "export");
+	struct vrt_replay rp;
+	struct vrt_record r;
+	vrt_replay_begin(&rp, t);
+	while (vrt_replay_next(&rp, &r))
+		vrt_model_apply(end, &r, NULL);
+	return rp.error ? vrt_fail(rp.error, "%s: stopped at a bad record", t->path) : 0;
+}
+
 static int export_memory_viz(struct vrt_trace *t, FILE *out, const struct export_options *o)
 {
-	struct vrt_model m; /* the state at the end, for the segments */
+	/* One live set in memory at a time: the survey's, each device trace's, then the end's. */
+	struct vrt_model m;
 	if (vrt_model_init(&m))
 		return vrt_fail(VRT_E_NOMEM, "export");
 	uint64_t devices = 0;
 	int rc = viz_survey(t, &m, &devices);
 	vrt_warn_model(t, &m, o->quiet);
 	bool blocks = m.any_blocks;
+	vrt_model_free(&m);
 	if (!rc) {
 		pk_begin(out);
 		pk_dict_begin(out);
@@ -376,7 +407,9 @@ static int export_memory_viz(struct vrt_trace *t, FILE *out, const struct export
 	}
 	/* One list per device up to the highest one used (memory_viz indexes them by device). */
 	for (int dev = 0; !rc && dev < 64 && (devices >> dev); dev++)
-		rc = viz_device_trace(t, out, o, dev, blocks);
+		rc = viz_device_trace(t, out, o, dev, blocks, dev + 1 < 64 && (devices >> (dev + 1)) ? NULL : &m);
+	if (!rc)
+		rc = viz_end_state(t, &m);
 	if (rc) {
 		vrt_model_free(&m);
 		return rc;

@@ -327,6 +327,9 @@ static void group_series(const struct html *h, const struct vrt_model *m, int se
 
 static int pass_peaks(struct html *h)
 {
+	for (int i = 0; i < h->n_series; i++)
+		group_series(h, &h->end, i, &h->s[i].live_end);
+	vrt_model_free(&h->end); /* its totals stay: one live set in memory at a time */
 	struct vrt_model m;
 	if (vrt_model_init(&m))
 		return vrt_fail(VRT_E_NOMEM, "html");
@@ -348,8 +351,6 @@ static int pass_peaks(struct html *h)
 		}
 	}
 	vrt_model_free(&m);
-	for (int i = 0; i < h->n_series; i++)
-		group_series(h, &h->end, i, &h->s[i].live_end);
 	return replay_error(h, &rp);
 }
 

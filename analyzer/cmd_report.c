@@ -32,6 +32,7 @@ struct report {
 	struct vrt_model end;
 	struct vrt_sites live_at_end;
 	struct peak_target peaks[VRT_MAX_DEVICES + 1][VRT_KIND_LAST + 1];
+	int64_t torch_segments[VRT_MAX_DEVICES + 1][VRT_KIND_LAST];
 	int n_peaks;
 	double seconds;
 };
@@ -167,7 +168,7 @@ static void print_json(struct report *r, const struct report_options *o)
 			       "\"live_bytes_at_end\": %lld, \"pytorch_allocator_bytes\": %lld, \"top_at_peak\": ",
 			       first ? "" : ", ", d == VRT_HOST_SLOT ? -1 : d, vrt_kind_name((uint32_t)k),
 			       (long long)m->peak[d][k], vrt_ts_seconds(t, m->peak_ts[d][k]), (long long)m->live[d][k],
-			       (long long)vrt_torch_segment_bytes(t, m, d, k));
+			       (long long)r->torch_segments[d][k]);
 			json_sites(stdout, t, &r->peaks[d][k].sites, o->top);
 			putchar('}');
 			first = false;
@@ -212,9 +213,16 @@ static int report_one(const char *path, const struct report_options *o, bool man
 	if (!rc) {
 		r->seconds = vrt_ts_seconds(&t, r->end.last_ts);
 		collect_peaks(r);
-		rc = snapshot_peaks(r);
 		vrt_sites_init(&r->live_at_end);
 		vrt_report_group_live(&t, &r->end, &r->live_at_end, -2, r->end.any_blocks ? -1 : -2);
+		for (int d = 0; d <= VRT_MAX_DEVICES; d++)
+			for (int k = 0; k < VRT_KIND_LAST; k++)
+				if (r->end.peak[d][k])
+					r->torch_segments[d][k] = vrt_torch_segment_bytes(&t, &r->end, d, k);
+		/* What the end holds is grouped: only its totals are needed from here on, so that the
+		 * second pass's model is the only live set in memory. */
+		vrt_model_free(&r->end);
+		rc = snapshot_peaks(r);
 	}
 	if (!rc) {
 		if (o->json) {
