@@ -21,7 +21,8 @@ int vrt_exit_code(int err)
 	case VRT_E_MAGIC: case VRT_E_VERSION: case VRT_E_TRUNCATED: case VRT_E_CORRUPT: case VRT_E_DECOMPRESS:
 	case VRT_E_RECORD: case VRT_E_RANGE: case VRT_E_SIZE: case VRT_E_EMPTY:
 		return VRT_EXIT_BAD_TRACE;
-	case VRT_E_IO: case VRT_E_NOENT: case VRT_E_PERM: case VRT_E_PROTO: case VRT_E_UNSUPPORTED:
+	case VRT_E_IO: case VRT_E_NOENT: case VRT_E_PERM: case VRT_E_PROTO: case VRT_E_UNSUPPORTED: case VRT_E_CHANGED:
+	case VRT_E_NOT_FILE: case VRT_E_PEER:
 		return VRT_EXIT_IO;
 	case VRT_E_ARG:
 		return VRT_EXIT_USAGE;
@@ -90,6 +91,19 @@ const char *vrt_bytes(int64_t bytes)
 	return b;
 }
 
+static const char *file_type(const char *path)
+{
+	struct stat st;
+	if (stat(path, &st))
+		return "not a regular file";
+	return S_ISDIR(st.st_mode)    ? "a directory"
+	       : S_ISFIFO(st.st_mode) ? "a FIFO"
+	       : S_ISCHR(st.st_mode)  ? "a character device"
+	       : S_ISBLK(st.st_mode)  ? "a block device"
+	       : S_ISSOCK(st.st_mode) ? "a socket"
+				      : "not a regular file";
+}
+
 int vrt_open_or_fail(struct vrt_trace *t, const char *path)
 {
 	int rc = vrt_trace_open(t, path);
@@ -99,7 +113,52 @@ int vrt_open_or_fail(struct vrt_trace *t, const char *path)
 		return vrt_fail(rc, "%s", path);
 	if (rc == VRT_E_VERSION)
 		return vrt_fail(rc, "%s (this vramtrace reads format %d.x)", path, VRT_FORMAT_MAJOR);
+	if (rc == VRT_E_NOT_FILE) {
+		vrt_fail(0, "%s is %s, not a trace file: traces are read from regular files", path, file_type(path));
+		return vrt_exit_code(rc);
+	}
+	if (rc == VRT_E_CHANGED)
+		return vrt_fail(rc, "%s", path);
 	return vrt_fail(rc, "cannot read %s", path);
+}
+
+const char *vrt_escape(const char *s)
+{
+	static char ring[4][1024];
+	static int next;
+	char *b = ring[next++ % 4];
+	size_t o = 0;
+	for (const unsigned char *p = (const unsigned char *)(s ? s : ""); *p && o + 5 < sizeof(ring[0]); p++) {
+		if (*p < 0x20 || *p == 0x7f || *p >= 0x80) /* a peer's text is ASCII; anything else is shown, not sent */
+			o += (size_t)snprintf(b + o, sizeof(ring[0]) - o, "\\x%02x", *p);
+		else
+			b[o++] = (char)*p;
+	}
+	b[o] = 0;
+	return b;
+}
+
+const char *vrt_end_text(const struct vrt_trace *t)
+{
+	if (t->cut_short)
+		return "unknown: the trace was cut short";
+	return t->state_valid ? vrt_end_reason_text(t->hdr.state.end_reason) : "unknown";
+}
+
+void vrt_json_completeness(FILE *out, const struct vrt_trace *t, int64_t events_read)
+{
+	const struct vrt_file_state *s = &t->hdr.state;
+	fprintf(out, "\"truncated\": %s, \"completeness\": {\"cut_short\": %s, \"partial_chunk\": %s, "
+		     "\"damaged_chunks\": %llu, \"history_lost\": %s, \"chunks_written\": %llu, \"chunks_found\": %llu, "
+		     "\"events_written\": %llu, \"events_lost\": %llu",
+		vrt_trace_cut(t) ? "true" : "false", t->cut_short ? "true" : "false", t->truncated ? "true" : "false",
+		(unsigned long long)t->corrupt_chunks, t->history_lost ? "true" : "false",
+		(unsigned long long)(t->state_valid ? s->last_chunk_seq : 0), (unsigned long long)t->seq_found,
+		(unsigned long long)(t->state_valid ? s->events_written : 0),
+		(unsigned long long)(t->state_valid ? s->events_lost : 0));
+	if (events_read >= 0)
+		fprintf(out, ", \"events_read\": %lld", (long long)events_read);
+	fputc('}', out);
 }
 
 const char *vrt_write_error_text(int32_t detail)
@@ -117,6 +176,13 @@ void vrt_warn_trace_state(const struct vrt_trace *t, bool quiet)
 	if (!t->state_valid)
 		fprintf(stderr, "vramtrace: warning: %s: the state block is damaged; reading what the chunks hold\n",
 			t->path);
+	else if (t->cut_short)
+		fprintf(stderr, "vramtrace: warning: %s: the trace was cut short: the file holds chunks up to number %llu of "
+				"the %llu written (%llu of %llu bytes); reports cover what it holds, and how the process "
+				"ended is unknown\n",
+			t->path, (unsigned long long)t->seq_found, (unsigned long long)s->last_chunk_seq,
+			(unsigned long long)(t->end_found < t->size ? t->end_found : t->size),
+			(unsigned long long)s->log_end);
 	else if (s->end_reason == VRT_END_WRITE_FAILED)
 		fprintf(stderr, "vramtrace: warning: %s: the trace was cut short at %.3f s: writing it failed (%s); "
 				"the process went on untraced\n",

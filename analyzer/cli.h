@@ -42,6 +42,13 @@ const char *vrt_bytes(int64_t bytes);
 
 /* Opens a trace, printing a clear message on failure (returns 0 or an exit code). */
 int vrt_open_or_fail(struct vrt_trace *t, const char *path);
+/* How the process ended, as reports say it: "unknown" when the trace was cut short. */
+const char *vrt_end_text(const struct vrt_trace *t);
+/* `"truncated": B, "completeness": {...}` for a --json output; events_read < 0: not counted. */
+void vrt_json_completeness(FILE *out, const struct vrt_trace *t, int64_t events_read);
+/* s with control characters and non-ASCII bytes as \xNN, for text that came from another
+ * process (control replies, a header's host name); a rotating static buffer, 1 KiB at most. */
+const char *vrt_escape(const char *s);
 /* Warnings about a trace that was cut short, wrapped, or damaged; to stderr unless quiet. */
 void vrt_warn_trace_state(const struct vrt_trace *t, bool quiet);
 /* Why writing a trace failed, from its VRT_END_WRITE_FAILED end_detail (an errno or a vrt_error). */

@@ -170,7 +170,7 @@ static void print_row(struct side *sa, struct side *sb, const struct row *r, boo
 
 int vrt_cmd_diff(int argc, char **argv)
 {
-	struct side a = { .at = -1 }, b = { .at = -1 };
+	struct side a = { .at = -1, .trace.fd = -1 }, b = { .at = -1, .trace.fd = -1 };
 	bool json = false, quiet = false;
 	int top = 10, n_at = 0;
 	double at[2] = { -1, -1 };
@@ -228,9 +228,9 @@ int vrt_cmd_diff(int argc, char **argv)
 	}
 	vrt_sites_free(&a.sites);
 	vrt_sites_free(&b.sites);
-	if (a.trace.map)
+	if (a.trace.fd >= 0)
 		vrt_trace_close(&a.trace);
-	if (b.trace.map)
+	if (b.trace.fd >= 0)
 		vrt_trace_close(&b.trace);
 	return rc;
 }

@@ -35,6 +35,7 @@ struct report {
 	int64_t torch_segments[VRT_MAX_DEVICES + 1][VRT_KIND_LAST];
 	int n_peaks;
 	double seconds;
+	uint64_t lost; /* events lost while recording: the state block's count, or the LOST records' */
 };
 
 static void collect_peaks(struct report *r)
@@ -97,24 +98,37 @@ static void print_text(struct report *r, const struct report_options *o)
 	vrt_process_label(t, who, sizeof(who));
 	const char *cmd = vrt_info(t, "cmdline");
 	printf("vramtrace report: %s (%s%s%s)\n", t->path, who, cmd ? ": " : "", cmd ? cmd : "");
-	printf("%llu events over %.3f s; the process %s\n\n", (unsigned long long)m->events, r->seconds,
-	       t->state_valid ? vrt_end_reason_text(t->hdr.state.end_reason) : "(state unknown)");
+	const struct vrt_file_state *st = &t->hdr.state;
+	if (t->cut_short)
+		printf("%llu events over %.3f s; the trace was cut short (%llu of the %llu events written are in the file): "
+		       "how the process ended is unknown\n\n",
+		       (unsigned long long)m->events, r->seconds, (unsigned long long)m->events,
+		       (unsigned long long)st->events_written);
+	else
+		printf("%llu events over %.3f s; the process %s\n\n", (unsigned long long)m->events, r->seconds,
+		       t->state_valid ? vrt_end_reason_text(st->end_reason) : "(state unknown)");
+	/* Figures from a trace that misses events are bounds, and say so where they are shown. */
+	char peak_note[64] = "";
+	if (vrt_trace_cut(t))
+		snprintf(peak_note, sizeof(peak_note), "  (the trace ends early: as of its end)");
+	else if (r->lost)
+		snprintf(peak_note, sizeof(peak_note), "  (%llu events lost)", (unsigned long long)r->lost);
 	printf("memory held, per device and kind (CUDA allocations):\n");
 	for (int d = 0; d <= VRT_MAX_DEVICES; d++)
 		for (int k = 0; k < VRT_KIND_LAST; k++) {
 			if (!m->peak[d][k])
 				continue;
-			printf("  %-9s %-12s peak %10s at %8.3f s    live at end %10s\n", vrt_device_name(d),
+			printf("  %-9s %-12s peak %10s at %8.3f s    live at end %10s%s\n", vrt_device_name(d),
 			       vrt_kind_name((uint32_t)k), vrt_bytes(m->peak[d][k]), vrt_ts_seconds(t, m->peak_ts[d][k]),
-			       vrt_bytes(m->live[d][k]));
+			       vrt_bytes(m->live[d][k]), peak_note);
 		}
 	if (m->any_blocks) {
 		printf("\ntensors (PyTorch caching-allocator blocks):\n");
 		for (int d = 0; d < VRT_MAX_DEVICES; d++)
 			if (m->tensor_peak[d])
-				printf("  %-9s peak %10s at %8.3f s    live at end %10s    %llu events\n",
+				printf("  %-9s peak %10s at %8.3f s    live at end %10s    %llu events%s\n",
 				       vrt_device_name(d), vrt_bytes(m->tensor_peak[d]), vrt_ts_seconds(t, m->tensor_peak_ts[d]),
-				       vrt_bytes(m->tensors[d]), (unsigned long long)m->tensor_events[d]);
+				       vrt_bytes(m->tensors[d]), (unsigned long long)m->tensor_events[d], peak_note);
 	}
 	printf("\ntop sites by bytes live at the end%s:\n", m->any_blocks ? " (tensors, allocator cache, other CUDA)" : "");
 	for (size_t i = 0; i < r->live_at_end.n && i < (size_t)o->top; i++)
@@ -157,7 +171,9 @@ static void print_json(struct report *r, const struct report_options *o)
 	json_string(stdout, t->path);
 	printf(", \"pid\": %d, \"rank\": %d, \"events\": %llu, \"duration_s\": %.6f, \"end\": ", t->hdr.pid,
 	       t->hdr.rank, (unsigned long long)m->events, r->seconds);
-	json_string(stdout, t->state_valid ? vrt_end_reason_text(t->hdr.state.end_reason) : "unknown");
+	json_string(stdout, vrt_end_text(t));
+	printf(", \"events_lost\": %llu, ", (unsigned long long)r->lost);
+	vrt_json_completeness(stdout, t, (int64_t)m->events);
 	printf(", \"devices\": [");
 	bool first = true;
 	for (int d = 0; d <= VRT_MAX_DEVICES; d++)
@@ -195,8 +211,10 @@ static void print_json(struct report *r, const struct report_options *o)
 	printf("}");
 }
 
-static int report_one(const char *path, const struct report_options *o, bool many, bool first)
+/* printed: reports written so far (a --json list opens with the first, whichever file it is). */
+static int report_one(const char *path, const struct report_options *o, bool many, int *printed)
 {
+	bool first = !*printed;
 	struct vrt_trace t;
 	int rc = vrt_open_or_fail(&t, path);
 	if (rc)
@@ -212,6 +230,7 @@ static int report_one(const char *path, const struct report_options *o, bool man
 	rc = vrt_report_replay(&t, &r->end, o->quiet, o->until_mark);
 	if (!rc) {
 		r->seconds = vrt_ts_seconds(&t, r->end.last_ts);
+		r->lost = t.state_valid && t.hdr.state.events_lost > r->end.lost ? t.hdr.state.events_lost : r->end.lost;
 		collect_peaks(r);
 		vrt_sites_init(&r->live_at_end);
 		vrt_report_group_live(&t, &r->end, &r->live_at_end, -2, r->end.any_blocks ? -1 : -2);
@@ -234,6 +253,7 @@ static int report_one(const char *path, const struct report_options *o, bool man
 				printf("\n");
 			print_text(r, o);
 		}
+		++*printed;
 	}
 	for (int d = 0; d <= VRT_MAX_DEVICES; d++)
 		for (int k = 0; k <= VRT_KIND_LAST; k++)
@@ -277,12 +297,12 @@ int vrt_cmd_report(int argc, char **argv)
 	int n, rc = vrt_collect_inputs(n_files, files, &paths, &n);
 	if (rc)
 		return vrt_fail(rc, "no trace files in the arguments");
-	int worst = 0;
+	int worst = 0, printed = 0;
 	for (int i = 0; i < n; i++) {
-		rc = report_one(paths[i], &o, n > 1, i == 0);
+		rc = report_one(paths[i], &o, n > 1, &printed);
 		worst = rc > worst ? rc : worst;
 	}
-	if (o.json)
+	if (o.json && printed) /* JSON on stdout, or nothing: the errors went to stderr */
 		fputs(n > 1 ? "]}\n" : "\n", stdout);
 	vrt_free_inputs(paths, n);
 	return worst;
