@@ -54,6 +54,29 @@ int vrt_usage(const char *command, const char *fmt, ...)
 	return VRT_EXIT_USAGE;
 }
 
+int vrt_int_option(const char *command, const char *option, const char *value, long long lo, long long hi,
+		   long long *out)
+{
+	char *end;
+	errno = 0;
+	long long v = strtoll(value, &end, 10);
+	if (!*value || *end || errno || v < lo || v > hi)
+		return vrt_usage(command, "%s takes a whole number from %lld to %lld, not '%s'", option, lo, hi, value);
+	*out = v;
+	return 0;
+}
+
+int vrt_seconds_option(const char *command, const char *option, const char *value, double *out)
+{
+	char *end;
+	errno = 0;
+	double v = strtod(value, &end);
+	if (!*value || *end || errno || !(v >= 0) || v > 1e15) /* !(v >= 0): NaN too */
+		return vrt_usage(command, "%s takes a time in seconds (0 or more, such as 12.5), not '%s'", option, value);
+	*out = v;
+	return 0;
+}
+
 bool vrt_is_help(const char *arg) { return !strcmp(arg, "-h") || !strcmp(arg, "--help"); }
 
 int vrt_print_help(const char *command)
@@ -104,8 +127,11 @@ static const char *file_type(const char *path)
 				      : "not a regular file";
 }
 
+const char *vrt_current_trace;
+
 int vrt_open_or_fail(struct vrt_trace *t, const char *path)
 {
+	vrt_current_trace = path;
 	int rc = vrt_trace_open(t, path);
 	if (!rc)
 		return 0;
@@ -309,6 +335,48 @@ int vrt_collect_inputs(int argc, char **argv, char ***paths, int *n_out)
 	free(in);
 	*n_out = n;
 	return n ? 0 : VRT_E_NOENT;
+}
+
+int vrt_single_input(const char *command, const char *arg, bool (*pick)(const char *path, void *ctx), void *ctx,
+		     char *out, size_t len)
+{
+	struct stat st;
+	if (stat(arg, &st) || !S_ISDIR(st.st_mode)) {
+		if (snprintf(out, len, "%s", arg) >= (int)len)
+			return vrt_fail(VRT_E_ARG, "%s: path too long", arg);
+		return 0;
+	}
+	char **paths, *one[] = { (char *)arg };
+	int n, rc = vrt_collect_inputs(1, one, &paths, &n);
+	if (rc == VRT_E_NOENT) {
+		vrt_fail(0, "%s holds no traces (*.vrt)", arg);
+		return vrt_exit_code(rc);
+	}
+	if (rc)
+		return vrt_fail(rc, "%s", arg);
+	int chosen = -1, matches = 0;
+	for (int i = 0; i < n; i++) {
+		if (pick && !pick(paths[i], ctx))
+			continue;
+		if (!matches++)
+			chosen = i;
+	}
+	if (!pick && n > 1) {
+		fprintf(stderr, "vramtrace: %s holds %d traces; `%s` reads one: name it (report and leaks read them all):\n",
+			arg, n, command);
+		for (int i = 0; i < n; i++)
+			fprintf(stderr, "  %s\n", paths[i]);
+		rc = VRT_EXIT_USAGE;
+	} else if (chosen < 0) {
+		vrt_fail(0, "no trace in %s has what `%s` looks for", arg, command);
+		rc = VRT_EXIT_FINDINGS;
+	} else if (snprintf(out, len, "%s", paths[chosen]) >= (int)len) {
+		rc = vrt_fail(VRT_E_ARG, "%s: path too long", paths[chosen]);
+	} else if (matches > 1) {
+		fprintf(stderr, "vramtrace: note: %d traces in %s qualify; reading the first, %s\n", matches, arg, out);
+	}
+	vrt_free_inputs(paths, n);
+	return rc;
 }
 
 void vrt_free_inputs(char **paths, int n)

@@ -114,9 +114,10 @@ int vrt_cmd_dump(int argc, char **argv)
 	}
 	if (!o.path)
 		return vrt_usage("dump", "no trace file given");
+	char path[4096];
 	struct vrt_trace t;
-	int rc = vrt_open_or_fail(&t, o.path);
-	if (rc)
+	int rc = vrt_single_input("dump", o.path, NULL, NULL, path, sizeof(path));
+	if (rc || (rc = vrt_open_or_fail(&t, o.path = path)))
 		return rc;
 	vrt_warn_trace_state(&t, o.quiet);
 	print_header(&t);

@@ -36,6 +36,7 @@
 #include "commands.h"
 #include "html_template.h"
 #include "json.h"
+#include "safe_output.h"
 #include "model.h"
 #include "report_common.h"
 #include "sites.h"
@@ -1329,27 +1330,20 @@ static int html_run(struct html *h, FILE *out)
 	return 0;
 }
 
-/* Writes through PATH.partial, renamed over PATH at the end: an unwritable place fails before
- * the work, and a failure leaves any earlier report in place. */
+/* Writes a new file beside PATH, renamed over it at the end (safe_output.c): an unwritable place
+ * fails before the work, and a failure leaves any earlier report in place. */
 static int html_to_file(struct html *h)
 {
-	char partial[4096];
-	if (snprintf(partial, sizeof(partial), "%s.partial", h->o->out) >= (int)sizeof(partial))
-		return vrt_fail(VRT_E_ARG, "%s: path too long", h->o->out);
-	FILE *out = fopen(partial, "w");
-	if (!out) {
-		vrt_fail(0, "cannot write %s: %s", h->o->out, strerror(errno));
-		return VRT_EXIT_IO;
-	}
-	int rc = html_run(h, out);
-	bool failed = ferror(out) != 0;
-	if ((fclose(out) || failed) && !rc)
-		rc = vrt_fail(VRT_E_IO, "cannot write %s", h->o->out);
-	if (!rc && rename(partial, h->o->out))
-		rc = vrt_fail(VRT_E_IO, "cannot write %s", h->o->out);
+	struct vrt_safe_output out;
+	int rc = vrt_safe_output_open(&out, h->o->out, h->t);
 	if (rc)
-		unlink(partial);
-	else if (!h->o->quiet)
+		return rc;
+	rc = html_run(h, out.f);
+	if (rc)
+		vrt_safe_output_abort(&out);
+	else
+		rc = vrt_safe_output_commit(&out);
+	if (!rc && !h->o->quiet)
 		fprintf(stderr, "vramtrace: wrote %s (%d series, %d sites, %d buckets)\n", h->o->out, h->n_series,
 			h->n_sites, h->cur_b + 1);
 	return rc;
@@ -1391,9 +1385,10 @@ int vrt_cmd_html(int argc, char **argv)
 		return vrt_usage("html", "no trace file given");
 	if (!o.out)
 		return vrt_usage("html", "no output file given (-o REPORT.html)");
+	char path[4096];
 	struct vrt_trace t;
-	int rc = vrt_open_or_fail(&t, o.trace);
-	if (rc)
+	int rc = vrt_single_input("html", o.trace, NULL, NULL, path, sizeof(path));
+	if (rc || (rc = vrt_open_or_fail(&t, o.trace = path)))
 		return rc;
 	vrt_warn_trace_state(&t, o.quiet);
 	struct html *h = calloc(1, sizeof(*h));

@@ -72,9 +72,10 @@ int vrt_cmd_info(int argc, char **argv)
 	}
 	if (!path)
 		return vrt_usage("info", "no trace file given");
+	char file[4096];
 	struct vrt_trace t;
-	int rc = vrt_open_or_fail(&t, path);
-	if (rc)
+	int rc = vrt_single_input("info", path, NULL, NULL, file, sizeof(file));
+	if (rc || (rc = vrt_open_or_fail(&t, path = file)))
 		return rc;
 	if (!json) {
 		print_text(&t);

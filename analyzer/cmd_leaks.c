@@ -807,8 +807,13 @@ int vrt_cmd_leaks(int argc, char **argv)
 			o.until_mark = argv[++i];
 		else if (!strcmp(a, "--layer") && i + 1 < argc)
 			o.layer = argv[++i];
-		else if (!strcmp(a, "--top") && i + 1 < argc)
-			o.top = atoi(argv[++i]);
+		else if (!strcmp(a, "--top") && i + 1 < argc) {
+			long long v;
+			int bad = vrt_int_option("leaks", a, argv[++i], 1, 1000000, &v);
+			if (bad)
+				return bad;
+			o.top = (int)v;
+		}
 		else if (a[0] == '-')
 			return vrt_usage("leaks", "unknown option '%s'", a);
 		else if (n_files < 256)
@@ -824,12 +829,13 @@ int vrt_cmd_leaks(int argc, char **argv)
 	int n, rc = vrt_collect_inputs(n_files, files, &paths, &n);
 	if (rc)
 		return vrt_fail(rc, "no trace files in the arguments");
-	int worst = 0;
+	int worst = 0, printed = 0;
 	for (int i = 0; i < n; i++) {
-		rc = leaks_one(paths[i], &o, n > 1, i == 0);
+		rc = leaks_one(paths[i], &o, n > 1, printed == 0);
+		printed += rc == 0 || rc == VRT_EXIT_FINDINGS;
 		worst = rc > worst ? rc : worst;
 	}
-	if (o.json)
+	if (o.json && printed) /* JSON on stdout, or nothing: the errors went to stderr */
 		fputs(n > 1 ? "]}\n" : "\n", stdout);
 	vrt_free_inputs(paths, n);
 	return worst;

@@ -269,7 +269,8 @@ int vrt_cmd_report(int argc, char **argv)
 {
 	struct report_options o = { .top = 10, .frames = 8 };
 	char *files[256];
-	int n_files = 0;
+	int n_files = 0, rc;
+	long long v;
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i];
 		if (vrt_is_help(a))
@@ -278,12 +279,18 @@ int vrt_cmd_report(int argc, char **argv)
 			o.json = true;
 		else if (!strcmp(a, "-q") || !strcmp(a, "--quiet"))
 			o.quiet = true;
-		else if (!strcmp(a, "--top") && i + 1 < argc)
-			o.top = atoi(argv[++i]);
+		else if (!strcmp(a, "--top") && i + 1 < argc) {
+			if ((rc = vrt_int_option("report", a, argv[++i], 1, 1000000, &v)))
+				return rc;
+			o.top = (int)v;
+		}
 		else if (!strcmp(a, "--until-mark") && i + 1 < argc)
 			o.until_mark = argv[++i];
-		else if (!strcmp(a, "--frames") && i + 1 < argc)
-			o.frames = atoi(argv[++i]);
+		else if (!strcmp(a, "--frames") && i + 1 < argc) {
+			if ((rc = vrt_int_option("report", a, argv[++i], 0, VRT_MAX_FRAMES, &v)))
+				return rc;
+			o.frames = (int)v;
+		}
 		else if (a[0] == '-')
 			return vrt_usage("report", "unknown option '%s'", a);
 		else if (n_files < 256)
@@ -291,10 +298,9 @@ int vrt_cmd_report(int argc, char **argv)
 	}
 	if (!n_files)
 		return vrt_usage("report", "no trace file given");
-	if (o.top <= 0)
-		return vrt_usage("report", "--top takes a positive number");
 	char **paths;
-	int n, rc = vrt_collect_inputs(n_files, files, &paths, &n);
+	int n;
+	rc = vrt_collect_inputs(n_files, files, &paths, &n);
 	if (rc)
 		return vrt_fail(rc, "no trace files in the arguments");
 	int worst = 0, printed = 0;

@@ -484,6 +484,11 @@ static bool next_chunk(struct vrt_replay *rp)
 		size_t len;
 		rp->bytes_done += t->chunks[i].stored;
 		int rc = vrt_trace_chunk(t, i, &rp->p, &len);
+		if (rc == VRT_E_CHANGED || rc == VRT_E_NOMEM || rc == VRT_E_IO) {
+			rp->error = rc; /* what the file held is no longer there: nothing after it is sound */
+			rp->p = rp->end = NULL;
+			return false;
+		}
 		if (rc) {
 			rp->bad_chunks++;
 			continue;
