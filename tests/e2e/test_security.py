@@ -9,14 +9,18 @@ process that waits on stdin while the control socket is probed).
 import json
 import os
 import re
+import shutil
 import socket
 import stat
 import struct
 import subprocess
+import sys
+import tempfile
+from pathlib import Path
 
 import pytest
 
-from conftest import MiB, TIMEOUT, VRAMTRACE, analyze, clean_env, program
+from conftest import MiB, TIMEOUT, VRAMTRACE, analyze, clean_env, parse_dump, program
 from stress_helpers import PRELOAD, fields, info, last_line, preload_lines, report, run, run_plain_prog
 
 VRT_E_PERM, VRT_E_PROTO = -13, -14
@@ -281,3 +285,194 @@ def test_control_socket_probing_leaves_the_program_and_its_trace_intact(tmp_path
     assert info(t.out)["end_reason"] == "exited normally"
     rep = report(t.out)
     assert rep["devices"][0]["live_bytes_at_end"] == 6 * MiB  # b (2 MiB) + c (4 MiB), a freed
+
+
+# ---- nobody else's control socket ------------------------------------------------------------------
+
+SQUATTER = r"""
+import select, socket, struct, sys
+socks = []
+for pid in map(int, sys.argv[1:]):
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    try:
+        s.bind("\0vramtrace.%d" % pid)
+        s.listen(16)
+        socks.append(s)
+    except OSError:
+        s.close()
+print("bound", len(socks), flush=True)
+forged = b"marked \x1b]0;PWNED\x07FORGED; tracing everything to /tmp/fake.vrt \x1b[2J"
+while True:
+    for s in select.select(socks, [], [], 60)[0]:
+        c, _ = s.accept()
+        try:
+            c.settimeout(1)
+            c.recv(65536)
+            c.send(struct.pack("<IHHIi", 0x4C544356, 1, 128, len(forged), 0) + forged)
+        except OSError:
+            pass
+        c.close()
+"""
+
+
+def become(uid, gid):
+    """preexec_fn: the child drops to uid/gid (the suite runs as root)."""
+    def drop():
+        os.setgroups([])
+        os.setgid(gid)
+        os.setuid(uid)
+    return drop
+
+
+class Squatter:
+    """Another user's process (nobody when the suite is root, else our own uid: the pid check
+    holds either way) that binds the control socket names of pids and answers every request
+    with a forged reply full of terminal escapes."""
+
+    def __init__(self, pids, uid=65534, gid=65534):
+        self.uid = uid if os.geteuid() == 0 else os.geteuid()
+        drop = become(uid, gid) if os.geteuid() == 0 else None
+        python = "/usr/bin/python3" if os.access("/usr/bin/python3", os.X_OK) else sys.executable  # not under /root
+        self.proc = subprocess.Popen([python, "-c", SQUATTER, *map(str, pids)], stdout=subprocess.PIPE,
+                                     text=True, preexec_fn=drop)
+        line = self.proc.stdout.readline()
+        assert line.startswith("bound "), line
+        self.pid = self.proc.pid
+
+    def stop(self):
+        self.proc.kill()
+        self.proc.wait()
+
+
+@pytest.fixture
+def untraced_sleep():
+    p = subprocess.Popen(["sleep", "60"])
+    yield p.pid
+    p.kill()
+    p.wait()
+
+
+def test_a_squatter_at_the_control_socket_name_is_refused_and_named(untraced_sleep):
+    """Any local user can bind @vramtrace.<pid> first: mark and snapshot check who answers
+    (SO_PEERCRED), refuse a process that is not <pid>, and say which process holds the name."""
+    squat = Squatter([untraced_sleep])
+    try:
+        for args in (["mark", untraced_sleep, "x"], ["snapshot", untraced_sleep, "-o", "/tmp/vrt-never.vrt"],
+                     ["attach", "--stop", untraced_sleep]):
+            p = analyze(*args, check=False)
+            assert p.returncode == 4 and p.stdout == "", (args, p.stdout, p.stderr)
+            assert f"held by process {squat.pid} (uid {squat.uid}, python" in p.stderr, p.stderr
+            assert "FORGED" not in p.stderr and "\x1b" not in p.stderr
+        assert not os.path.exists("/tmp/vrt-never.vrt")
+    finally:
+        squat.stop()
+
+
+def _ptrace_works():
+    from test_attach import _ptrace_unavailable
+    return _ptrace_unavailable() is None
+
+
+def test_attach_injects_past_a_squatter(tmp_path):
+    """The name of a process started without vramtrace taken: attach does not believe the
+    squatter's "tracing everything to /tmp/fake.vrt", injects, and the injected library listens
+    in a directory of its own; mark and stop reach it there."""
+    if not _ptrace_works():
+        pytest.skip("ptrace is not permitted here")
+    out = tmp_path / "real.vrt"
+    prog = subprocess.Popen([program("attach_target"), "steps"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=clean_env(), cwd=tmp_path)
+    pid = int(prog.stdout.readline().split("=")[1])
+    squat = Squatter([pid])
+    try:
+        p = analyze("attach", "-o", out, pid, check=False)
+        assert p.returncode == 0, p.stderr
+        assert p.stdout == f"process {pid}: libvramtrace.so injected; tracing everything to {out}\n"
+        assert f"@vramtrace.{pid} is held by process {squat.pid}" in p.stderr
+        assert analyze("mark", pid, "past-the-squatter", check=False).stdout == \
+            f'process {pid}: marked "past-the-squatter"\n'
+        assert analyze("attach", "--stop", pid, check=False).returncode == 0
+    finally:
+        squat.stop()
+        prog.kill()
+        prog.wait()
+    assert any(r.op == "mark" for r in parse_dump(analyze("dump", out).stdout))
+    assert not os.path.exists("/tmp/fake.vrt")
+
+
+def _armed_run_past_squatters(tmp_path, uid=None, squatter_uid=65534):
+    """`run --armed` while another user holds the next few hundred control socket names; then
+    attach, mark and stop from outside. Returns (pid, stderr of the run, trace), or None if
+    the job's pid fell outside the squatted range (the test then tries again)."""
+    last = int(Path("/proc/sys/kernel/ns_last_pid").read_text())
+    squat = Squatter(range(last + 1, last + 400), uid=squatter_uid, gid=squatter_uid)
+    out = tmp_path / "armed.vrt"
+    drop = become(uid, uid) if uid is not None else None
+    as_client = (lambda: become(uid, uid)) if uid is not None else (lambda: None)
+    run = subprocess.Popen([str(VRAMTRACE), "run", "--armed", "-o", str(out), "--", program("attach_target"), "steps"],
+                           stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                           env=clean_env(), cwd=tmp_path, preexec_fn=drop)
+    try:
+        pid = int(run.stdout.readline().split("=")[1])
+        if not last < pid < last + 400:
+            return None
+
+        def client(*args):
+            return subprocess.run([str(VRAMTRACE), *map(str, args)], capture_output=True, text=True,
+                                  timeout=TIMEOUT, preexec_fn=as_client())
+        attach = client("attach", pid)
+        assert attach.returncode == 0 and attach.stdout == f"process {pid}: tracing everything to {out}\n", attach
+        mark = client("mark", pid, "armed-past-squatters")
+        assert mark.stdout == f'process {pid}: marked "armed-past-squatters"\n', mark
+        for _ in range(2):
+            run.stdin.write("go\n")
+            run.stdin.flush()
+            run.stdout.readline()
+        run.stdin.close()
+        assert run.wait(timeout=TIMEOUT) == 0
+        return pid, run.stderr.read(), out
+    finally:
+        squat.stop()
+        if run.poll() is None:
+            run.kill()
+            run.wait()
+
+
+@pytest.mark.parametrize("job_user", ["self", "nobody"])
+def test_armed_run_keeps_a_control_socket_when_its_name_is_taken(tmp_path, job_user, request):
+    """Pre-squatting the next pids' names made a root `run --armed` run without its socket and
+    lose the capture. The preload says once who took the name and listens in a directory only
+    its user can enter (/run/vramtrace for root, /tmp/vramtrace-<uid> otherwise); attach finds
+    it there, checks it is the process, and the capture is whole."""
+    uid = None
+    if job_user == "nobody":
+        if os.geteuid() != 0:
+            pytest.skip("needs root to run the job as nobody")
+        uid = 65534
+        tmp_path = Path(tempfile.mkdtemp(prefix="vrt-nobody-"))  # pytest's tmp_path is closed to nobody
+        os.chown(tmp_path, uid, uid)
+        request.addfinalizer(lambda: shutil.rmtree(tmp_path, ignore_errors=True))
+    for _ in range(5):
+        got = _armed_run_past_squatters(tmp_path, uid=uid, squatter_uid=65533 if uid else 65534)
+        if got:
+            break
+    else:
+        pytest.skip("the job's pid never fell in the squatted range (a very busy machine)")
+    pid, stderr, out = got
+    home = "/run/vramtrace" if (uid or os.geteuid()) == 0 else f"/tmp/vramtrace-{uid if uid else os.geteuid()}"
+    taken = [line for line in stderr.splitlines() if "is taken by" in line]
+    assert len(taken) == 1, stderr
+    assert taken[0].startswith(f"vramtrace[{pid}]: the control socket name @vramtrace.{pid} is taken by process ")
+    assert taken[0].endswith(f"listening at {home}/ctl.{pid} instead")
+    assert stat.S_IMODE(os.lstat(home).st_mode) == 0o700
+    assert not os.path.exists(f"{home}/ctl.{pid}")  # removed at exit
+    assert [r for r in parse_dump(analyze("dump", out).stdout) if r.op == "mark"]
+
+
+def test_what_a_traced_process_says_back_is_printed_escaped(target):
+    """A reply is text from another process: its control characters never reach the terminal."""
+    label = "\x1b]0;title\x07\x1b[2Jlabel"
+    p = analyze("mark", target.pid, label, check=False)
+    assert p.returncode == 0, p.stderr
+    assert "\x1b" not in p.stdout and "\x07" not in p.stdout
+    assert p.stdout == f'process {target.pid}: marked "\\x1b]0;title\\x07\\x1b[2Jlabel"\n'
