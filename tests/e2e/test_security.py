@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from conftest import MiB, TIMEOUT, VRAMTRACE, analyze, clean_env, parse_dump, program
-from stress_helpers import PRELOAD, fields, info, last_line, preload_lines, report, run, run_plain_prog
+from stress_helpers import PRELOAD, fields, info, last_line, preload_lines, report, run, run_command, run_plain_prog
 
 VRT_E_PERM, VRT_E_PROTO = -13, -14
 CTL_MAGIC, CTL_VERSION = 0x4C544356, 1
@@ -476,3 +476,65 @@ def test_what_a_traced_process_says_back_is_printed_escaped(target):
     assert p.returncode == 0, p.stderr
     assert "\x1b" not in p.stdout and "\x07" not in p.stdout
     assert p.stdout == f'process {target.pid}: marked "\\x1b]0;title\\x07\\x1b[2Jlabel"\n'
+
+
+# ---- places no trace goes ---------------------------------------------------------------------------
+
+@pytest.mark.parametrize("output,why", [("/dev/null", "/dev/null is a character device, not a trace file"),
+                                        ("/", "/ is the root directory")])
+def test_an_output_naming_a_device_or_the_root_is_refused_and_the_job_runs(tmp_path, output, why):
+    """VRAMTRACE_OUTPUT=/dev/null made root create /dev/null.PID.vrt; / made /vramtrace.PID.vrt."""
+    before = set(os.listdir("/dev")), set(os.listdir("/"))
+    p = run_plain_prog("stress_churn", 100, 10, env={"LD_PRELOAD": str(PRELOAD), "VRAMTRACE_OUTPUT": output},
+                       cwd=tmp_path)
+    plain = run_plain_prog("stress_churn", 100, 10)
+    assert (p.returncode, p.stdout) == (plain.returncode, plain.stdout)
+    line, = preload_lines(p.stderr)
+    assert line.endswith(f"disabled: not writing a trace to {output}: {why}; the program continues untraced"), line
+    assert (set(os.listdir("/dev")), set(os.listdir("/"))) == before
+
+
+def _owned_dir(path, uid, mode):
+    path.mkdir()
+    os.chown(path, uid, uid)
+    path.chmod(mode)
+    return path
+
+
+@pytest.mark.parametrize("owner,mode,refused", [
+    ("self", 0o777, "is writable by other users (mode 0777) and not sticky"),
+    ("nobody", 0o777, "belongs to uid 65534, who could replace the trace"),
+    ("nobody", 0o1777, "belongs to uid 65534, who could replace the trace"),
+    ("nobody", 0o755, "belongs to uid 65534, who could replace the trace"),
+    ("self", 0o1777, None),  # like /tmp: sticky, ours
+    ("self", 0o700, None),
+])
+def test_run_into_a_directory_another_user_can_change_is_refused(tmp_path, owner, mode, refused):
+    """`run -o DIR/` took a world-writable directory owned by another user: they could rename or
+    replace the trace after it was written. Sticky and owned by us (or root), it is fine."""
+    if owner == "nobody" and os.geteuid() != 0:
+        pytest.skip("needs root to make a directory of another user")
+    d = _owned_dir(tmp_path / "d", 65534 if owner == "nobody" else os.geteuid(), mode)
+    p = run_command([str(VRAMTRACE), "run", "-o", f"{d}/", "--", program("stress_churn"), "100", "10"], tmp_path,
+                    clean_env())
+    assert p.returncode == 0, p.stderr
+    files = os.listdir(d)
+    if refused is None:
+        assert len(files) == 1 and files[0].endswith(".vrt"), (files, p.stderr)
+        return
+    assert files == []
+    line, = preload_lines(p.stderr)
+    assert f"disabled: not writing a trace to {d}/: {d}/ {refused}" in line, line
+    assert f"vramtrace: no trace was written: {d}/ {refused}" in p.stderr, p.stderr
+
+
+def test_the_default_output_names_the_path_it_could_not_create(tmp_path):
+    """With VRAMTRACE_OUTPUT unset the message named an empty path ("cannot write the trace :")."""
+    if os.geteuid() != 0:
+        pytest.skip("needs root to run as nobody in a directory nobody cannot write")
+    ro = _owned_dir(tmp_path / "ro", 0, 0o755)
+    tmp_path.chmod(0o755)
+    p = subprocess.run([program("stress_churn"), "100", "10"], capture_output=True, text=True, cwd=ro, timeout=TIMEOUT,
+                       env=clean_env({"LD_PRELOAD": str(PRELOAD)}), preexec_fn=become(65534, 65534))
+    line, = preload_lines(p.stderr)
+    assert re.search(r"disabled: cannot write the trace \./vramtrace\.\d+\.vrt: Permission denied;", line), line
