@@ -221,9 +221,19 @@ int vrt_cmd_diff(int argc, char **argv)
 	if (!rc) {
 		struct row *rows = NULL;
 		size_t n = build_rows(&a, &b, &rows);
-		if (json)
-			printf("{\"a\": \"%s\", \"b\": \"%s\", \"total_a\": %lld, \"total_b\": %lld, \"sites\": [", a.path, b.path,
+		if (json) {
+			printf("{\"a\": ");
+			json_string(stdout, a.path);
+			printf(", \"b\": ");
+			json_string(stdout, b.path);
+			printf(", \"total_a\": %lld, \"total_b\": %lld, \"completeness_a\": {",
 			       (long long)vrt_sites_total(&a.sites), (long long)vrt_sites_total(&b.sites));
+			vrt_json_completeness(stdout, &a.trace, -1);
+			printf("}, \"completeness_b\": {");
+			vrt_json_completeness(stdout, &b.trace, -1);
+			printf("}, \"truncated\": %s, \"sites\": [",
+			       vrt_trace_cut(&a.trace) || vrt_trace_cut(&b.trace) ? "true" : "false");
+		}
 		else
 			printf("vramtrace diff: %s%s -> %s%s\n  total %s -> %s\n\n", a.path, a.at >= 0 ? " (at time)" : "",
 			       b.path, b.at >= 0 ? " (at time)" : "", vrt_bytes(vrt_sites_total(&a.sites)),

@@ -945,10 +945,12 @@ static void write_process(FILE *out, const struct html *h)
 	fprintf(out, ", \"started_unix_s\": %.3f, \"duration_s\": %.6f, \"events\": %llu, \"events_lost\": %llu, \"end\": ",
 		(double)hd->start_realtime_ns / 1e9, end_s > h->to ? end_s : h->to, (unsigned long long)h->end.events,
 		(unsigned long long)(t->state_valid ? hd->state.events_lost : 0));
-	json_string(out, t->state_valid ? vrt_end_reason_text(hd->state.end_reason) : "unknown (state block damaged)");
+	json_string(out, t->cut_short       ? vrt_end_text(t)
+			 : t->state_valid ? vrt_end_reason_text(hd->state.end_reason)
+					  : "unknown (state block damaged)");
 	fprintf(out, ", \"end_code\": %d, \"end_detail\": %d, \"ring\": %s, \"history_lost\": %s, \"truncated\": %s}",
 		t->state_valid ? (int)hd->state.end_reason : -1, hd->state.end_detail, hd->ring_size ? "true" : "false",
-		t->history_lost ? "true" : "false", t->truncated || t->corrupt_chunks ? "true" : "false");
+		t->history_lost ? "true" : "false", vrt_trace_cut(t) || t->corrupt_chunks ? "true" : "false");
 }
 
 struct frame_table {

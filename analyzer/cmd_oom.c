@@ -286,6 +286,8 @@ static void print_json(const struct vrt_trace *t, const struct oom *o, const str
 	const struct vrt_record *r = &o->rec;
 	printf("{\"file\": ");
 	json_string(stdout, t->path);
+	printf(", ");
+	vrt_json_completeness(stdout, t, -1);
 	printf(", \"oom\": {\"requested_bytes\": %llu, \"device\": %d, \"time_s\": %.6f, \"api\": ",
 	       (unsigned long long)r->size, r->device, vrt_ts_seconds(t, r->ts));
 	json_string(stdout, vrt_api_name(r->api));
