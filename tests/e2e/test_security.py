@@ -438,20 +438,27 @@ def _armed_run_past_squatters(tmp_path, uid=None, squatter_uid=65534):
             run.wait()
 
 
-@pytest.mark.parametrize("job_user", ["self", "nobody"])
+@pytest.mark.parametrize("job_user", ["self", "nobody", "nobody, /tmp/vramtrace-65534 planted"])
 def test_armed_run_keeps_a_control_socket_when_its_name_is_taken(tmp_path, job_user, request):
     """Pre-squatting the next pids' names made a root `run --armed` run without its socket and
     lose the capture. The preload says once who took the name and listens in a directory only
     its user can enter (/run/vramtrace for root, /tmp/vramtrace-<uid> otherwise); attach finds
     it there, checks it is the process, and the capture is whole."""
     uid = None
-    if job_user == "nobody":
+    planted = job_user.endswith("planted")
+    if job_user.startswith("nobody"):
         if os.geteuid() != 0:
             pytest.skip("needs root to run the job as nobody")
         uid = 65534
         tmp_path = Path(tempfile.mkdtemp(prefix="vrt-nobody-"))  # pytest's tmp_path is closed to nobody
         os.chown(tmp_path, uid, uid)
         request.addfinalizer(lambda: shutil.rmtree(tmp_path, ignore_errors=True))
+    if planted:  # the squatter's user made nobody's first choice first: open to all, and theirs
+        shutil.rmtree("/tmp/vramtrace-65534", ignore_errors=True)
+        os.mkdir("/tmp/vramtrace-65534")
+        os.chown("/tmp/vramtrace-65534", 65533, 65533)
+        os.chmod("/tmp/vramtrace-65534", 0o777)
+        request.addfinalizer(lambda: shutil.rmtree("/tmp/vramtrace-65534", ignore_errors=True))
     for _ in range(5):
         got = _armed_run_past_squatters(tmp_path, uid=uid, squatter_uid=65533 if uid else 65534)
         if got:
@@ -460,6 +467,9 @@ def test_armed_run_keeps_a_control_socket_when_its_name_is_taken(tmp_path, job_u
         pytest.skip("the job's pid never fell in the squatted range (a very busy machine)")
     pid, stderr, out = got
     home = "/run/vramtrace" if (uid or os.geteuid()) == 0 else f"/tmp/vramtrace-{uid if uid else os.geteuid()}"
+    if planted:
+        home = "/dev/shm/vramtrace-65534"  # never the planted one
+        assert os.listdir("/tmp/vramtrace-65534") == []
     taken = [line for line in stderr.splitlines() if "is taken by" in line]
     assert len(taken) == 1, stderr
     assert taken[0].startswith(f"vramtrace[{pid}]: the control socket name @vramtrace.{pid} is taken by process ")
