@@ -311,3 +311,26 @@ def test_an_output_that_is_a_device_is_refused(tmp_path):
     p = vramtrace("export", "--format", "chrome", "-o", "/dev/null", GOLDEN / "oom.vrt")
     assert p.returncode == 4 and "not writing /dev/null: it is a character device" in p.stderr
     assert stat.S_ISCHR(os.stat("/dev/null").st_mode)
+
+
+# ---- figures from a lossy trace say so (finding 4) ---------------------------------------------------------
+
+def test_leaks_says_events_were_lost_where_it_calls_a_site_rising():
+    """leaks called a site "keeps rising" on the strength of lost frees without saying that
+    events were lost in that window."""
+    p = vramtrace("leaks", BAD / "lossy-growth")
+    lines = p.stdout.splitlines()
+    rising = next(i for i, line in enumerate(lines) if "keeps rising across the low points" in line)
+    assert lines[rising + 1].strip() == "but 18 events were lost between those low points: a lost free looks like growth"
+    out = json.loads(vramtrace("leaks", "--json", BAD / "lossy-growth").stdout)
+    assert out["events_lost_in_windows"] == 18 and out["growing"][0]["still_rising"] is True
+
+
+def test_leaks_marks_the_calls_in_which_events_were_lost():
+    p = vramtrace("leaks", BAD / "lossy-phases")
+    rows = [line for line in p.stdout.splitlines() if re.match(r"^\s+\d+\s", line)]
+    assert len(rows) == 48
+    marked = [int(line.split()[0]) for line in rows if line.endswith("(3 events lost: bounds)")]
+    assert marked == [4, 12, 20, 28, 36, 44]
+    out = json.loads(vramtrace("leaks", "--json", BAD / "lossy-phases").stdout)
+    assert [c["index"] for c in out["phases"] if c["events_lost"]] == marked
