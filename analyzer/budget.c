@@ -7,7 +7,8 @@
  * live set of millions) stops the analyzer cleanly, and never brings the kernel's OOM killer
  * onto a shared node's jobs. What is counted is what glibc hands out (malloc_usable_size).
  *
- * Not built into sanitizer builds: ASan and TSan bring their own allocator.
+ * In a sanitizer build (ASan, TSan), whose allocator is the sanitizer's, the same count comes from
+ * the sanitizer's allocation hooks: the budget holds there too, checked just after an allocation.
  */
 #define _GNU_SOURCE
 #include "budget.h"
@@ -25,19 +26,15 @@
 
 static _Atomic int64_t in_use;
 static _Atomic uint64_t budget = UINT64_MAX;
-static _Atomic int64_t high_water;
 
 void vrt_budget_set(uint64_t bytes) { atomic_store(&budget, bytes); }
 uint64_t vrt_budget_get(void) { return atomic_load(&budget); }
-uint64_t vrt_budget_high_water(void) { return (uint64_t)atomic_load(&high_water); }
 
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-#define VRT_BUDGET_COUNTED 0
+#define VRT_BUDGET_HOOKED 1
 #else
-#define VRT_BUDGET_COUNTED 1
+#define VRT_BUDGET_HOOKED 0
 #endif
-
-bool vrt_budget_enforced(void) { return VRT_BUDGET_COUNTED; }
 
 static void mib(char *buf, size_t len, uint64_t bytes)
 {
@@ -64,7 +61,32 @@ static void __attribute__((noreturn)) over_budget(size_t asked)
 	_exit(VRT_EXIT_LIMIT);
 }
 
-#if VRT_BUDGET_COUNTED
+#if VRT_BUDGET_HOOKED
+
+/* compiler-rt's <sanitizer/allocator_interface.h>, which GCC does not install. */
+int __sanitizer_install_malloc_and_free_hooks(void (*malloc_hook)(const volatile void *, size_t),
+					      void (*free_hook)(const volatile void *));
+size_t __sanitizer_get_allocated_size(const volatile void *p);
+
+static void on_malloc(const volatile void *p, size_t size)
+{
+	(void)p;
+	int64_t now = atomic_fetch_add_explicit(&in_use, (int64_t)size, memory_order_relaxed) + (int64_t)size;
+	if ((uint64_t)now > atomic_load_explicit(&budget, memory_order_relaxed))
+		over_budget(size);
+}
+
+static void on_free(const volatile void *p)
+{
+	atomic_fetch_sub_explicit(&in_use, (int64_t)__sanitizer_get_allocated_size(p), memory_order_relaxed);
+}
+
+__attribute__((constructor)) static void install_hooks(void)
+{
+	__sanitizer_install_malloc_and_free_hooks(on_malloc, on_free);
+}
+
+#else
 
 extern void *__libc_malloc(size_t n);
 extern void *__libc_calloc(size_t n, size_t size);
@@ -83,13 +105,8 @@ static void take(size_t asked)
 
 static void *counted(void *p)
 {
-	if (p) {
-		int64_t size = (int64_t)malloc_usable_size(p);
-		int64_t now = atomic_fetch_add_explicit(&in_use, size, memory_order_relaxed) + size;
-		int64_t high = atomic_load_explicit(&high_water, memory_order_relaxed);
-		while (now > high && !atomic_compare_exchange_weak(&high_water, &high, now))
-			;
-	}
+	if (p)
+		atomic_fetch_add_explicit(&in_use, (int64_t)malloc_usable_size(p), memory_order_relaxed);
 	return p;
 }
 
@@ -171,7 +188,7 @@ void *pvalloc(size_t n)
 	return memalign(page, (n + page - 1) & ~(page - 1));
 }
 
-#endif /* VRT_BUDGET_COUNTED */
+#endif /* VRT_BUDGET_HOOKED */
 
 /* ---- the default: a safe share of what the machine (or its cgroup) has -------------------- */
 

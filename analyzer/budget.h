@@ -15,9 +15,5 @@ uint64_t vrt_budget_get(void);
 /* Half the machine's memory, or three quarters of what is available to it (the cgroup's room
  * included), whichever is less; at least VRT_BUDGET_FLOOR. */
 uint64_t vrt_budget_default(void);
-/* The most heap the process held so far. */
-uint64_t vrt_budget_high_water(void);
-/* Whether allocations are counted (not in sanitizer builds, whose allocator is their own). */
-bool vrt_budget_enforced(void);
 
 #endif /* VRAMTRACE_BUDGET_H */

@@ -26,6 +26,18 @@ RING_TRACE = GOLDEN / "h200" / "leak-cycle.vrt"   # a ring that never wrapped: 2
 CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f\x80-\x9f\u202a-\u202e\u2066-\u2069]")
 
 
+def _sanitized():
+    """A sanitizer build: its allocator's shadow and quarantine make peak RSS no measure of ours."""
+    try:
+        options = json.loads((BUILD / "meson-info" / "intro-buildoptions.json").read_text())
+        return next(o["value"] for o in options if o["name"] == "b_sanitize") != "none"
+    except (OSError, StopIteration, ValueError):
+        return False
+
+
+SANITIZED = _sanitized()
+
+
 def vramtrace(*args, env=None, timeout=TIMEOUT):
     return subprocess.run([str(VRAMTRACE), *map(str, args)], capture_output=True, text=True, timeout=timeout,
                           env=env, stdin=subprocess.DEVNULL)
@@ -233,6 +245,7 @@ def test_an_8_mib_name_is_cut_for_every_output(tmp_path):
 
 # ---- bounded memory (finding 3) -----------------------------------------------------------------------------
 
+@pytest.mark.skipif(SANITIZED, reason="a sanitizer's allocator: its shadow and quarantine are not the analyzer's")
 def test_memory_per_live_allocation_is_at_most_128_bytes():
     """A million live allocations (5 KB of zstd) took 515 MiB (540 B each); the model keeps 64 B
     per item and at most 24 of index (model.h). Measured against a trace with one allocation."""
@@ -251,7 +264,7 @@ def test_a_zstd_bomb_stops_at_the_memory_budget_with_one_line_and_no_json():
     assert p.returncode == 6 and p.stdout == "", (p.returncode, p.stdout[:100])
     assert p.stderr.endswith("the analysis needs more memory than --max-memory 128.0 MiB allows (" +
                              p.stderr.split(" allows (")[1]) and p.stderr.count("\n") == 1, p.stderr
-    assert rss < 128 + 64, rss
+    assert SANITIZED or rss < 128 + 64, rss
 
 
 def test_the_default_budget_is_a_share_of_the_machine():
