@@ -315,7 +315,8 @@ int vrt_collect_inputs(int argc, char **argv, char ***paths, int *n_out)
 			int rc = add_dir(argv[i], &in, &n, &cap);
 			if (rc)
 				return rc;
-			qsort(in + before, (size_t)(n - before), sizeof(*in), cmp_input);
+			if (n > before) /* qsort's array must not be NULL, even empty */
+				qsort(in + before, (size_t)(n - before), sizeof(*in), cmp_input);
 			continue;
 		}
 		if (n == cap) {

@@ -8,11 +8,10 @@ each to a peak RSS and a time; here they go through the commands a user would ru
 import json
 import os
 import re
-import resource
 import shutil
 import stat
 import subprocess
-import threading
+import sys
 import time
 from pathlib import Path
 
@@ -43,20 +42,28 @@ def vramtrace(*args, env=None, timeout=TIMEOUT):
                           env=env, stdin=subprocess.DEVNULL)
 
 
+# Runs ARGV in a grandchild and prints its peak RSS: a process forked from pytest starts with a
+# copy of pytest's memory, and the kernel counts that in its maxrss even after exec.
+MEASURE = r"""
+import os, resource, sys
+pid = os.fork()
+if pid == 0:
+    os.execv(sys.argv[1], sys.argv[1:])
+_, status = os.waitpid(pid, 0)
+sys.stderr.write("maxrss_kb=%d\n" % resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)
+code = os.waitstatus_to_exitcode(status)
+sys.exit(code if code >= 0 else 128 - code)
+"""
+
+
 def peak_rss_mib(*args):
-    """(CompletedProcess, peak RSS in MiB) of `vramtrace ARGS`, from wait4."""
-    p = subprocess.Popen([str(VRAMTRACE), *map(str, args)], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    out = {}
-    readers = [threading.Thread(target=lambda k=k, f=f: out.__setitem__(k, f.read())) for k, f in
-               (("stdout", p.stdout), ("stderr", p.stderr))]
-    for r in readers:
-        r.start()
-    _, status, usage = os.wait4(p.pid, 0)
-    for r in readers:
-        r.join()
-    p.returncode = os.waitstatus_to_exitcode(status)
-    return subprocess.CompletedProcess(args, p.returncode, out["stdout"].decode(), out["stderr"].decode()), \
-        usage.ru_maxrss / 1024
+    """(CompletedProcess, peak RSS in MiB) of `vramtrace ARGS`."""
+    p = subprocess.run([sys.executable, "-c", MEASURE, str(VRAMTRACE), *map(str, args)], capture_output=True,
+                       text=True, timeout=TIMEOUT)
+    err, _, last = p.stderr.rstrip("\n").rpartition("\n")
+    assert last.startswith("maxrss_kb="), p.stderr
+    return subprocess.CompletedProcess(args, p.returncode, p.stdout, err + "\n" if err else ""), \
+        int(last.split("=")[1]) / 1024
 
 
 # ---- a cut trace says so (finding 4) --------------------------------------------------------------
