@@ -392,90 +392,101 @@ def test_attach_injects_past_a_squatter(tmp_path):
         assert analyze("mark", pid, "past-the-squatter", check=False).stdout == \
             f'process {pid}: marked "past-the-squatter"\n'
         assert analyze("attach", "--stop", pid, check=False).returncode == 0
+        for _ in range(2):  # to its end: the socket file goes with it
+            prog.stdin.write("go\n")
+            prog.stdin.flush()
+            prog.stdout.readline()
+        prog.stdin.close()
+        assert prog.wait(timeout=TIMEOUT) == 0
     finally:
         squat.stop()
-        prog.kill()
-        prog.wait()
+        if prog.poll() is None:
+            prog.kill()
+            prog.wait()
+    assert not os.path.exists(f"/run/vramtrace/ctl.{pid}")
     assert any(r.op == "mark" for r in parse_dump(analyze("dump", out).stdout))
     assert not os.path.exists("/tmp/fake.vrt")
 
 
-def _armed_run_past_squatters(tmp_path, uid=None, squatter_uid=65534):
-    """`run --armed` while another user holds the next few hundred control socket names; then
-    attach, mark and stop from outside. Returns (pid, stderr of the run, trace), or None if
-    the job's pid fell outside the squatted range (the test then tries again)."""
-    last = int(Path("/proc/sys/kernel/ns_last_pid").read_text())
-    squat = Squatter(range(last + 1, last + 400), uid=squatter_uid, gid=squatter_uid)
-    out = tmp_path / "armed.vrt"
-    drop = become(uid, uid) if uid is not None else None
-    as_client = (lambda: become(uid, uid)) if uid is not None else (lambda: None)
-    run = subprocess.Popen([str(VRAMTRACE), "run", "--armed", "-o", str(out), "--", program("attach_target"), "steps"],
-                           stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                           env=clean_env(), cwd=tmp_path, preexec_fn=drop)
-    try:
-        pid = int(run.stdout.readline().split("=")[1])
-        if not last < pid < last + 400:
-            return None
+# Runs in a pid and network namespace of its own (unshare), so that its pids are small and known
+# and its abstract socket names are nobody else's: the squatter takes the names of pids 2..64,
+# among them the job's, and no process of another test can be in the way.
+ARMED_PAST_SQUATTERS = r"""
+import json, os, subprocess, sys
+vramtrace, target, out, job_uid, squat_uid, python, squatter = sys.argv[1:8]
+job_uid, squat_uid = int(job_uid), int(squat_uid)
 
-        def client(*args):
-            return subprocess.run([str(VRAMTRACE), *map(str, args)], capture_output=True, text=True,
-                                  timeout=TIMEOUT, preexec_fn=as_client())
-        attach = client("attach", pid)
-        assert attach.returncode == 0 and attach.stdout == f"process {pid}: tracing everything to {out}\n", attach
-        mark = client("mark", pid, "armed-past-squatters")
-        assert mark.stdout == f'process {pid}: marked "armed-past-squatters"\n', mark
-        for _ in range(2):
-            run.stdin.write("go\n")
-            run.stdin.flush()
-            run.stdout.readline()
-        run.stdin.close()
-        assert run.wait(timeout=TIMEOUT) == 0
-        return pid, run.stderr.read(), out
-    finally:
-        squat.stop()
-        if run.poll() is None:
-            run.kill()
-            run.wait()
+def become(uid):
+    def drop():
+        os.setgroups([])
+        os.setgid(uid)
+        os.setuid(uid)
+    return drop if uid != os.geteuid() else None
+
+squat = subprocess.Popen([python, "-c", squatter, *map(str, range(2, 65))], stdout=subprocess.PIPE, text=True,
+                         preexec_fn=become(squat_uid))
+squat.stdout.readline()
+run = subprocess.Popen([vramtrace, "run", "--armed", "-o", out, "--", target, "steps"], stdin=subprocess.PIPE,
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=become(job_uid))
+pid = int(run.stdout.readline().split("=")[1])
+client = lambda *a: subprocess.run([vramtrace, *map(str, a)], capture_output=True, text=True, timeout=60,
+                                   preexec_fn=become(job_uid))
+attach, mark = client("attach", pid), client("mark", pid, "armed-past-squatters")
+for _ in range(2):
+    run.stdin.write("go\n")
+    run.stdin.flush()
+    run.stdout.readline()
+run.stdin.close()
+status = run.wait(timeout=60)
+squat.kill()
+print(json.dumps({"pid": pid, "squatter": squat.pid, "status": status, "stderr": run.stderr.read(),
+                  "attach": [attach.returncode, attach.stdout, attach.stderr],
+                  "mark": [mark.returncode, mark.stdout, mark.stderr]}))
+"""
 
 
-@pytest.mark.parametrize("job_user", ["self", "nobody", "nobody, /tmp/vramtrace-65534 planted"])
+@pytest.mark.parametrize("job_user", ["root", "nobody", "nobody, /tmp/vramtrace-65534 planted"])
 def test_armed_run_keeps_a_control_socket_when_its_name_is_taken(tmp_path, job_user, request):
     """Pre-squatting the next pids' names made a root `run --armed` run without its socket and
     lose the capture. The preload says once who took the name and listens in a directory only
     its user can enter (/run/vramtrace for root, /tmp/vramtrace-<uid> otherwise); attach finds
     it there, checks it is the process, and the capture is whole."""
-    uid = None
-    planted = job_user.endswith("planted")
-    if job_user.startswith("nobody"):
-        if os.geteuid() != 0:
-            pytest.skip("needs root to run the job as nobody")
-        uid = 65534
+    if os.geteuid() != 0 or not shutil.which("unshare"):
+        pytest.skip("needs root and unshare(1): the squatting happens in a pid and network namespace of its own")
+    uid = 0 if job_user == "root" else 65534
+    squatter_uid = 65533 if uid else 65534
+    if uid:
         tmp_path = Path(tempfile.mkdtemp(prefix="vrt-nobody-"))  # pytest's tmp_path is closed to nobody
         os.chown(tmp_path, uid, uid)
         request.addfinalizer(lambda: shutil.rmtree(tmp_path, ignore_errors=True))
+    planted = job_user.endswith("planted")
     if planted:  # the squatter's user made nobody's first choice first: open to all, and theirs
         shutil.rmtree("/tmp/vramtrace-65534", ignore_errors=True)
         os.mkdir("/tmp/vramtrace-65534")
         os.chown("/tmp/vramtrace-65534", 65533, 65533)
         os.chmod("/tmp/vramtrace-65534", 0o777)
         request.addfinalizer(lambda: shutil.rmtree("/tmp/vramtrace-65534", ignore_errors=True))
-    for _ in range(5):
-        got = _armed_run_past_squatters(tmp_path, uid=uid, squatter_uid=65533 if uid else 65534)
-        if got:
-            break
-    else:
-        pytest.skip("the job's pid never fell in the squatted range (a very busy machine)")
-    pid, stderr, out = got
-    home = "/run/vramtrace" if (uid or os.geteuid()) == 0 else f"/tmp/vramtrace-{uid if uid else os.geteuid()}"
-    if planted:
-        home = "/dev/shm/vramtrace-65534"  # never the planted one
-        assert os.listdir("/tmp/vramtrace-65534") == []
-    taken = [line for line in stderr.splitlines() if "is taken by" in line]
-    assert len(taken) == 1, stderr
-    assert taken[0].startswith(f"vramtrace[{pid}]: the control socket name @vramtrace.{pid} is taken by process ")
-    assert taken[0].endswith(f"listening at {home}/ctl.{pid} instead")
-    assert stat.S_IMODE(os.lstat(home).st_mode) == 0o700
+    out = tmp_path / "armed.vrt"
+    python = "/usr/bin/python3" if os.access("/usr/bin/python3", os.X_OK) else sys.executable
+    p = subprocess.run(["unshare", "--pid", "--net", "--fork", "--mount-proc", python, "-c", ARMED_PAST_SQUATTERS,
+                        str(VRAMTRACE), program("attach_target"), str(out), str(uid), str(squatter_uid), python,
+                        SQUATTER], capture_output=True, text=True, timeout=TIMEOUT, env=clean_env(), cwd=tmp_path)
+    assert p.returncode == 0, p.stderr
+    got = json.loads(p.stdout)
+    pid = got["pid"]
+    assert 2 < pid < 65 and got["status"] == 0, got
+    home = "/run/vramtrace" if uid == 0 else "/dev/shm/vramtrace-65534" if planted else "/tmp/vramtrace-65534"
+    note = (f"vramtrace: note: @vramtrace.{pid} is held by process {got['squatter']} (uid {squatter_uid}, python3), "
+            f"not by process {pid}: ignored it; process {pid} answered at {home}/ctl.{pid}\n")
+    assert got["attach"] == [0, f"process {pid}: tracing everything to {out}\n", note], got["attach"]
+    assert got["mark"] == [0, f'process {pid}: marked "armed-past-squatters"\n', note], got["mark"]
+    taken = [line for line in got["stderr"].splitlines() if "is taken by" in line]
+    assert taken == [f"vramtrace[{pid}]: the control socket name @vramtrace.{pid} is taken by process "
+                     f"{got['squatter']} (uid {squatter_uid}); listening at {home}/ctl.{pid} instead"], got["stderr"]
+    assert stat.S_IMODE(os.lstat(home).st_mode) == 0o700 and os.lstat(home).st_uid == uid
     assert not os.path.exists(f"{home}/ctl.{pid}")  # removed at exit
+    if planted:
+        assert os.listdir("/tmp/vramtrace-65534") == []  # never the planted one
     assert [r for r in parse_dump(analyze("dump", out).stdout) if r.op == "mark"]
 
 
