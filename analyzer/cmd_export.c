@@ -14,6 +14,7 @@
 #include "cli.h"
 #include "json.h"
 #include "memory_viz.h"
+#include "safe_output.h"
 #include "model.h"
 #include "report_common.h"
 #include "series.h"
@@ -173,8 +174,13 @@ int vrt_cmd_export(int argc, char **argv)
 			o.format = argv[++i];
 		else if ((!strcmp(a, "-o") || !strcmp(a, "--output")) && i + 1 < argc)
 			o.output = argv[++i];
-		else if (!strcmp(a, "--max-events") && i + 1 < argc)
-			o.max_events = strtoull(argv[++i], NULL, 10);
+		else if (!strcmp(a, "--max-events") && i + 1 < argc) {
+			long long v;
+			int bad = vrt_int_option("export", a, argv[++i], 1, INT64_MAX, &v);
+			if (bad)
+				return bad;
+			o.max_events = (uint64_t)v;
+		}
 		else if (!strcmp(a, "-q") || !strcmp(a, "--quiet"))
 			o.quiet = true;
 		else if (a[0] == '-' || o.path)
@@ -188,20 +194,26 @@ int vrt_cmd_export(int argc, char **argv)
 	bool folded = !strcmp(o.format, "folded"), peak = !strcmp(o.format, "folded-peak");
 	if (!viz && !chrome && !folded && !peak)
 		return vrt_usage("export", "unknown format '%s' (memory-viz, chrome, folded, folded-peak)", o.format);
+	char path[4096];
 	struct vrt_trace t;
-	int rc = vrt_open_or_fail(&t, o.path);
-	if (rc)
+	int rc = vrt_single_input("export", o.path, NULL, NULL, path, sizeof(path));
+	if (rc || (rc = vrt_open_or_fail(&t, o.path = path)))
 		return rc;
 	vrt_warn_trace_state(&t, o.quiet);
-	FILE *out = strcmp(o.output, "-") ? fopen(o.output, "wbe") : stdout;
-	if (!out) {
+	struct vrt_safe_output file = { .f = stdout };
+	bool to_stdout = !strcmp(o.output, "-");
+	if (!to_stdout && (rc = vrt_safe_output_open(&file, o.output, &t))) {
 		vrt_trace_close(&t);
-		return vrt_fail(-1, "cannot write %s", o.output);
+		return rc;
 	}
-	rc = viz ? vrt_export_memory_viz(&t, out, o.max_events, o.quiet) : chrome ? export_chrome(&t, out, o.quiet)
-						    : export_folded(&t, out, peak, o.quiet);
-	if (out != stdout && fclose(out) && !rc)
-		rc = vrt_fail(-1, "cannot write %s", o.output);
+	rc = viz ? vrt_export_memory_viz(&t, file.f, o.max_events, o.quiet) : chrome ? export_chrome(&t, file.f, o.quiet)
+									    : export_folded(&t, file.f, peak, o.quiet);
+	if (!to_stdout && rc)
+		vrt_safe_output_abort(&file);
+	else if (!to_stdout)
+		rc = vrt_safe_output_commit(&file);
+	else if (fflush(stdout) && !rc)
+		rc = vrt_fail(VRT_E_IO, "cannot write to standard output");
 	vrt_trace_close(&t);
 	return rc;
 }

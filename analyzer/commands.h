@@ -61,6 +61,7 @@ int vrt_cmd_snapshot(int argc, char **argv);
 	"  --frames N    frames shown per site (default 8)\n"                                            \
 	"  --until-mark LABEL  stop at the first mark LABEL (vramtrace.mark / vramtrace mark)\n"          \
 	"  -q, --quiet   no progress or notes on stderr\n"                                               \
+	"  --max-memory SIZE  stop (exit 6) before using more memory (default: half of the machine's)\n" \
 	"\n"                                                                                           \
 	"examples:\n"                                                                                  \
 	"  vramtrace report vramtrace.1234.vrt\n"                                                       \
@@ -85,29 +86,32 @@ int vrt_cmd_snapshot(int argc, char **argv);
 	"  --layer L      tensors (PyTorch blocks, the default when present) or cuda (allocations)\n"      \
 	"  --until-mark LABEL  treat the first mark LABEL as the end of the trace\n"                     \
 	"  -q, --quiet    no progress or notes on stderr\n"                                              \
+	"  --max-memory SIZE  stop (exit 6) before using more memory (default: half of the machine's)\n" \
 	"\n"                                                                                           \
 	"examples:\n"                                                                                  \
 	"  vramtrace leaks --phase train leak.vrt\n"                                                     \
 	"  vramtrace leaks --json leak.vrt | jq '.survivors[0]'\n"
 
 #define VRT_HELP_OOM                                                                                   \
-	"usage: vramtrace oom [options] TRACE\n"                                                         \
+	"usage: vramtrace oom [options] TRACE|DIR\n"                                                     \
 	"\n"                                                                                           \
 	"Explains the last out-of-memory failure in the trace: the request, free and total memory,\n"   \
 	"what was live by category (parameters, gradients, optimizer state, activations, workspaces,\n" \
 	"allocator cache, the step's own tensors, non-PyTorch) with the rule that put each site\n"     \
-	"there, pinned host memory beside it, the top sites, and the phase it happened in.\n"          \
+	"there, pinned host memory beside it, the top sites, and the phase it happened in. Given a\n"   \
+	"directory (a run's traces), it explains the process that ran out of memory.\n"                \
 	"\n"                                                                                           \
 	"options:\n"                                                                                   \
 	"  --json        machine-readable output\n"                                                      \
 	"  --top N       sites listed (default 10)\n"                                                    \
 	"  --index K     explain the K-th OOM (1 = first) instead of the last\n"                         \
+	"  --max-memory SIZE  stop (exit 6) before using more memory (default: half of the machine's)\n" \
 	"\n"                                                                                           \
 	"examples:\n"                                                                                  \
 	"  vramtrace oom crash.vrt\n"
 
 #define VRT_HELP_TIMELINE                                                                              \
-	"usage: vramtrace timeline [options] TRACE\n"                                                    \
+	"usage: vramtrace timeline [options] TRACE|DIR\n"                                          \
 	"\n"                                                                                           \
 	"Live bytes over time per device and kind: a compact chart in the terminal, or CSV.\n"         \
 	"\n"                                                                                           \
@@ -115,13 +119,14 @@ int vrt_cmd_snapshot(int argc, char **argv);
 	"  --csv            one row per time bucket: time_s, then one column per device/kind\n"          \
 	"  --buckets N      time buckets (default: the terminal width, 100 for CSV)\n"                   \
 	"  --from S --to S  a time range in seconds\n"                                                   \
+	"  --max-memory SIZE  stop (exit 6) before using more memory (default: half of the machine's)\n" \
 	"\n"                                                                                           \
 	"examples:\n"                                                                                  \
 	"  vramtrace timeline run.vrt\n"                                                                 \
 	"  vramtrace timeline --csv --buckets 1000 run.vrt > memory.csv\n"
 
 #define VRT_HELP_HTML                                                                                  \
-	"usage: vramtrace html [options] TRACE -o REPORT.html\n"                                         \
+	"usage: vramtrace html [options] TRACE|DIR -o REPORT.html\n"                               \
 	"\n"                                                                                           \
 	"One self-contained HTML file (no network needed): a stacked timeline of live memory by top\n"  \
 	"site with phases marked and zoom, a flame graph of live memory at the peak or at any clicked\n" \
@@ -133,12 +138,13 @@ int vrt_cmd_snapshot(int argc, char **argv);
 	"  --sites N    sites drawn as their own band (default 12)\n"                                    \
 	"  --buckets N  time buckets (default 600)\n"                                                    \
 	"  -q, --quiet  no progress or notes on stderr\n"                                                \
+	"  --max-memory SIZE  stop (exit 6) before using more memory (default: half of the machine's)\n" \
 	"\n"                                                                                           \
 	"examples:\n"                                                                                  \
 	"  vramtrace html run.vrt -o run.html\n"
 
 #define VRT_HELP_EXPORT                                                                                \
-	"usage: vramtrace export --format FORMAT TRACE -o FILE\n"                                       \
+	"usage: vramtrace export --format FORMAT [--max-memory SIZE] TRACE|DIR -o FILE\n"          \
 	"\n"                                                                                           \
 	"formats:\n"                                                                                   \
 	"  memory-viz   PyTorch memory snapshot (pickle) for pytorch.org/memory_viz\n"                   \
@@ -160,13 +166,14 @@ int vrt_cmd_snapshot(int argc, char **argv);
 	"  --at S     a time in seconds (twice, for one trace); default: the end of each trace\n"        \
 	"  --json     machine-readable output\n"                                                         \
 	"  --top N    sites listed (default 10)\n"                                                        \
+	"  --max-memory SIZE  stop (exit 6) before using more memory (default: half of the machine's)\n" \
 	"\n"                                                                                           \
 	"examples:\n"                                                                                  \
 	"  vramtrace diff before.vrt after.vrt\n"                                                       \
 	"  vramtrace diff run.vrt --at 10 --at 600\n"
 
 #define VRT_HELP_DUMP                                                                                  \
-	"usage: vramtrace dump [--stacks] [--tables] TRACE\n"                                            \
+	"usage: vramtrace dump [--stacks] [--tables] [--max-memory SIZE] TRACE|DIR\n"              \
 	"\n"                                                                                           \
 	"Prints the header, then every record: time (s), thread, operation, API, device, kind,\n"      \
 	"address, size and stack id. --stacks adds each event's frames; --tables the definitions\n"   \
@@ -177,7 +184,7 @@ int vrt_cmd_snapshot(int argc, char **argv);
 	"  vramtrace dump --stacks run.vrt | less\n"
 
 #define VRT_HELP_INFO                                                                                  \
-	"usage: vramtrace info [--json] TRACE\n"                                                         \
+	"usage: vramtrace info [--json] [--max-memory SIZE] TRACE|DIR\n"                           \
 	"\n"                                                                                           \
 	"The process (pid, rank, command line, host), how it ended (exit, signal, killed), the trace\n" \
 	"layout (ring or keep-all, chunks, lost events) and the table sizes.\n"                         \

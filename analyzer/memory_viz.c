@@ -200,7 +200,10 @@ static int entries(struct viz *v, const struct vrt_record *r, const struct vrt_e
 	return 1;
 }
 
-static int device_trace(struct viz *v, struct vrt_trace *t, int dev, uint64_t max_events, bool quiet)
+/* One device's entries: a replay of the whole trace. With end, a replay that reached the end
+ * hands its model over (the state at the end, for the segments): one live set at a time. */
+static int device_trace(struct viz *v, struct vrt_trace *t, int dev, uint64_t max_events, bool quiet,
+			struct vrt_model *end)
 {
 	struct vrt_model m;
 	if (vrt_model_init(&m))
@@ -218,7 +221,13 @@ static int device_trace(struct viz *v, struct vrt_trace *t, int dev, uint64_t ma
 			written += (uint64_t)entries(v, &r, &e);
 	}
 	pk_list_end(v->out);
-	vrt_model_free(&m);
+	bool whole = written + 2 <= max_events && !rp.error;
+	if (end && whole) {
+		vrt_model_free(end);
+		*end = m;
+	} else {
+		vrt_model_free(&m);
+	}
 	if (written + 2 > max_events && !quiet)
 		fprintf(stderr, "vramtrace: device %d: only the first %llu events exported (--max-events)\n", dev,
 			(unsigned long long)written);
@@ -398,9 +407,22 @@ static int survey(struct viz *v, struct vrt_trace *t, struct vrt_model *end, uin
 	return rp.error ? vrt_fail(rp.error, "%s: stopped at a bad record", t->path) : 0;
 }
 
+/* The state at the end, when no device trace replayed that far. */
+static int end_state(struct vrt_trace *t, struct vrt_model *end, bool have)
+{
+	if (have)
+		return 0;
+	struct vrt_replay rp;
+	struct vrt_record r;
+	vrt_replay_begin(&rp, t);
+	while (vrt_replay_next(&rp, &r))
+		vrt_model_apply(end, &r, NULL);
+	return rp.error ? vrt_fail(rp.error, "%s: stopped at a bad record", t->path) : 0;
+}
+
 int vrt_export_memory_viz(struct vrt_trace *t, FILE *out, uint64_t max_events, bool quiet)
 {
-	struct vrt_model end;
+	struct vrt_model end; /* the survey's live set, then the end's: one at a time */
 	if (vrt_model_init(&end))
 		return vrt_fail(VRT_E_NOMEM, "export");
 	struct viz v = { .t = t, .out = out };
@@ -408,20 +430,29 @@ int vrt_export_memory_viz(struct vrt_trace *t, FILE *out, uint64_t max_events, b
 	int rc = survey(&v, t, &end, &devices);
 	vrt_warn_model(t, &end, quiet);
 	v.blocks = end.any_blocks;
+	vrt_model_free(&end);
+	if (!rc && (rc = vrt_model_init(&end)))
+		rc = vrt_fail(VRT_E_NOMEM, "export");
+	bool have_end = false;
 	if (!rc) {
 		pk_begin(out);
 		pk_dict_begin(out);
 		pk_str(out, "device_traces");
 		pk_list_begin(out);
 		/* One list per device up to the highest one used (memory_viz indexes them by device). */
-		for (int dev = 0; !rc && dev < 64 && (devices >> dev); dev++)
-			rc = device_trace(&v, t, dev, max_events, quiet);
+		for (int dev = 0; !rc && dev < 64 && (devices >> dev); dev++) {
+			bool last = dev + 1 >= 64 || !(devices >> (dev + 1));
+			rc = device_trace(&v, t, dev, max_events, quiet, last ? &end : NULL);
+			have_end = have_end || last;
+		}
 		if (!devices) { /* one empty list: device 0 */
 			pk_list_begin(out);
 			pk_list_end(out);
 		}
 		pk_list_end(out);
 	}
+	if (!rc)
+		rc = end_state(t, &end, have_end && end.events);
 	if (!rc) {
 		struct live l = { .v = &v };
 		vrt_model_each(&end, collect, &l);
