@@ -110,7 +110,11 @@ static uint64_t estimate(uint64_t requested) { return requested < 512 ? 512 : (r
 
 static void on_entry(const uint8_t *te)
 {
-	int raw, action, device = *(const int8_t *)(te + row->entry_device);
+	int raw, action, device;
+	if (row->entry_device_size == 1)
+		device = *(const int8_t *)(te + row->entry_device); /* c10::DeviceIndex */
+	else
+		memcpy(&device, te + row->entry_device, 4);          /* int (2.2) */
 	uint64_t addr, size, stream;
 	memcpy(&raw, te + row->entry_action, 4);
 	memcpy(&addr, te + row->entry_addr, 8);
@@ -308,7 +312,7 @@ static void attach(void)
 		case VRT_TORCH_NATIVE:
 			break;
 		}
-		if (r->stats_size > MAX_STATS_SIZE || r->entry_device_size != 1)
+		if (r->stats_size > MAX_STATS_SIZE || (r->entry_device_size != 1 && r->entry_device_size != 4))
 			return refuse("the allocator's statistics or trace entries are laid out as this build cannot read");
 		checked = r;
 	}
