@@ -10,9 +10,10 @@
  * off and other threads held back (a long switch interval), and keeps every list extra()
  * returns alive until it is done, so no object seen here dies during the walk: the walk takes
  * no reference until it builds its answer. The layout it relies on (ob_type, tp_flags,
- * tp_traverse; unchanged in default builds since 3.0) is checked on a dict it builds itself
- * before the first walk; a free-threaded build or any surprise answers None, and the Python
- * side walks on its own.
+ * tp_traverse, tp_is_gc: the same offsets in the default builds of 3.9-3.14, by each version's
+ * headers, scripts/python_layouts/generate.py) is checked on a dict it builds itself before the
+ * first walk. A free-threaded build (ob_type at 24) is refused by its version string before
+ * anything is read; it, or any surprise, answers None, and the Python side walks on its own.
  */
 #define _GNU_SOURCE
 #include <stdlib.h>
@@ -96,7 +97,8 @@ static bool resolve(void)
 	for (size_t i = 0; i < sizeof(all) / sizeof(all[0]); i++)
 		if (!all[i])
 			return false;
-	return true;
+	const char *(*version)(void) = (const char *(*)(void))sym("Py_GetVersion");
+	return version && !strstr(version(), "free-threading"); /* None is answered through the API */
 }
 
 struct seen_check {

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Python frames from inside a native hook, for CPython 3.9-3.13 (default GIL builds), without
- * linking libpython.
+ * Python frames from inside a native hook, for CPython 3.9-3.14 (default GIL builds), without
+ * linking libpython. A free-threaded build (3.13t, 3.14t) lays objects out differently: it is
+ * recognised by its version string and by the type object's header, and gets native stacks only.
  *
  * The walk reads the interpreter's own frame chain from the thread state with per-version
  * offsets (docs/DESIGN.md, "Python stacks"), because the public API allocates frame objects on
@@ -46,31 +47,27 @@ struct python_api {
 	int (*PyCode_Addr2Line)(PyObject *, int);
 	PyObject *PyCode_Type;
 	PyObject *PyFrame_Type;
+	PyObject *PyType_Type;
 };
 
-/* Offsets verified with offsetof() against each version's headers (research notes in DESIGN). */
+/* Offsets from each version's own headers (scripts/python_layouts/generate.py, which also checks
+ * the two fingerprints below against a running interpreter of that version). */
 struct layout {
 	int minor;
-	int ts_frame;          /* 3.9/3.10: tstate->frame; 3.13: tstate->current_frame */
+	int ts_frame;          /* 3.9/3.10: tstate->frame; 3.13+: tstate->current_frame */
 	int ts_cframe, cframe_current; /* 3.11/3.12: tstate->cframe->current_frame */
 	int f_back, f_code, f_lasti, lasti_scale; /* 3.9/3.10 PyFrameObject */
 	int if_code, if_previous, if_instr, if_is_entry, if_owner; /* 3.11+ _PyInterpreterFrame */
+	int owner_generator, owner_cstack; /* frame owners: a generator's; a C-stack/shim frame's (3.12+) */
+	int code_tag_bits;     /* 3.14: f_executable is a _PyStackRef, a pointer with tag bits */
 	int co_filename, co_name, co_qualname, co_firstlineno, co_firsttraceable, co_code_adaptive;
 	int frame_type_size;   /* PyFrame_Type.tp_basicsize, a layout fingerprint */
 	int str_ascii_size;    /* sizeof(PyASCIIObject): compact ASCII data follows it */
 	int str_utf8;          /* offsetof(PyCompactUnicodeObject, utf8) */
 };
 
-static const struct layout layouts[] = {
-	{ 9, 24, -1, -1, 24, 32, 104, 1, -1, -1, -1, -1, -1, 104, 112, -1, 40, -1, -1, 368, 48, 56 },
-	{ 10, 24, -1, -1, 24, 32, 96, 2, -1, -1, -1, -1, -1, 104, 112, -1, 40, -1, -1, 360, 48, 56 },
-	{ 11, -1, 56, 8, -1, -1, -1, 0, 32, 48, 56, 68, 69, 112, 120, 128, 72, 168, 184, 120, 48, 56 },
-	{ 12, -1, 56, 0, -1, -1, -1, 0, 0, 8, 56, -1, 70, 112, 120, 128, 68, 176, 192, 120, 40, 48 },
-	{ 13, 72, -1, -1, -1, -1, -1, 0, 0, 8, 56, -1, 70, 112, 120, 128, 68, 184, 200, 136, 40, 48 },
-};
+#include "python_layout_table.h"
 
-#define OWNER_GENERATOR 1
-#define OWNER_CSTACK 3
 #define TP_BASICSIZE 32
 #define OB_TYPE 8
 #define STR_LENGTH 16
@@ -140,7 +137,8 @@ static bool resolve_api(void)
 	*(void **)&py.PyCode_Addr2Line = sym("PyCode_Addr2Line");
 	py.PyCode_Type = sym("PyCode_Type");
 	py.PyFrame_Type = sym("PyFrame_Type");
-	return py.ThisThreadState && py.PyCode_Addr2Line && py.PyCode_Type && py.PyFrame_Type;
+	py.PyType_Type = sym("PyType_Type");
+	return py.ThisThreadState && py.PyCode_Addr2Line && py.PyCode_Type && py.PyFrame_Type && py.PyType_Type;
 }
 
 /* Finds this interpreter's layout and checks it against the type objects; NULL if unknown. */
@@ -152,6 +150,11 @@ static const struct layout *match_layout(char *why, size_t why_len)
 		return NULL;
 	}
 	int minor = atoi(version + 2);
+	/* A free-threaded object header puts ob_type at 24, not 8 (the version string says so too). */
+	if (strstr(version, "free-threading") || RD(PyObject *, py.PyCode_Type, OB_TYPE) != py.PyType_Type) {
+		snprintf(why, why_len, "Python 3.%d is a free-threaded build, whose frames this build does not read", minor);
+		return NULL;
+	}
 	for (size_t i = 0; i < sizeof(layouts) / sizeof(layouts[0]); i++) {
 		const struct layout *l = &layouts[i];
 		if (l->minor != minor)
@@ -159,13 +162,14 @@ static const struct layout *match_layout(char *why, size_t why_len)
 		ssize_t frame_size = RD(ssize_t, py.PyFrame_Type, TP_BASICSIZE);
 		ssize_t code_size = RD(ssize_t, py.PyCode_Type, TP_BASICSIZE);
 		if (frame_size != l->frame_type_size || (l->co_code_adaptive >= 0 && code_size != l->co_code_adaptive)) {
-			snprintf(why, why_len, "Python %.10s has an unexpected frame layout (free-threaded or debug build?)",
+			snprintf(why, why_len, "Python %.10s has an unexpected frame layout (a debug build?)",
 				 version);
 			return NULL;
 		}
 		return l;
 	}
-	snprintf(why, why_len, "Python 3.%d is not supported (3.9-3.13 are)", minor);
+	snprintf(why, why_len, "Python 3.%d is not supported (3.%d-3.%d are)", minor, layouts[0].minor,
+		 layouts[sizeof(layouts) / sizeof(layouts[0]) - 1].minor);
 	return NULL;
 }
 
@@ -444,7 +448,7 @@ static void walk_frame_objects(struct walk *w, PyObject *f)
 
 static bool incomplete(PyObject *f, PyObject *code, int owner)
 {
-	if (owner == OWNER_GENERATOR)
+	if (owner == L->owner_generator)
 		return false;
 	char *start = (char *)code + L->co_code_adaptive;
 	return RD(char *, f, L->if_instr) < start + 2 * RD(int, code, L->co_firsttraceable);
@@ -455,11 +459,11 @@ static void walk_interpreter_frames(struct walk *w, PyObject *f)
 {
 	for (int guard = 0; f && w->n < w->max && guard < 100000; guard++, f = RD(PyObject *, f, L->if_previous)) {
 		int owner = RD(char, f, L->if_owner);
-		if (L->minor >= 12 && owner == OWNER_CSTACK) {
+		if (L->owner_cstack >= 0 && owner == L->owner_cstack) {
 			put(w, VRT_PY_EVAL_BOUNDARY);
 			continue;
 		}
-		PyObject *code = RD(PyObject *, f, L->if_code);
+		PyObject *code = (PyObject *)(RD(uintptr_t, f, L->if_code) & ~(uintptr_t)L->code_tag_bits);
 		if (!is_code(code))
 			return;
 		bool entry = L->if_is_entry >= 0 && RD(char, f, L->if_is_entry);

@@ -7,9 +7,13 @@
  * std::function built here following the libstdc++ ABI. The tracker runs synchronously on the
  * allocating thread (so the stack is the tensor's), costs PyTorch one TraceEntry per event, and
  * does not need history recording. It is attached only when every assumption holds:
- *  - torch/version.py beside libc10_cuda.so names a release whose layout is known (2.11);
- *  - the object's RTTI names NativeCachingAllocator (the cudaMallocAsync backend throws from
- *    this method; its tensors are cudaMallocAsync calls, which the driver hooks already see);
+ *  - torch/version.py beside libc10_cuda.so names a release in the layout table
+ *    (torch_layout_table.h: slots, offsets and names derived from each release's own headers
+ *    and binary by scripts/torch_layouts/generate.py), or a patch release of a series in it;
+ *  - the row holds for the loaded library (vrt_torch_layout_check, which reads and never calls):
+ *    the object's RTTI names NativeCachingAllocator (the cudaMallocAsync backend throws from
+ *    the tracker method; its tensors are cudaMallocAsync calls, which the driver hooks already
+ *    see), and each slot used holds the method the row names, by the library's symbol table;
  *  - the allocator is initialized (trackers given earlier are dropped by init()).
  * Otherwise one stderr line says so and tracing stays at the CUDA (segment) level.
  *
@@ -30,25 +34,12 @@
 #include <unistd.h>
 
 #include "internal.h"
+#include "torch_layout.h"
 
-#define SLOT_INITIALIZED 6
-#define SLOT_GET_DEVICE_STATS 9
-#define SLOT_ATTACH_TRACKER 44
-#define STATS_SIZE 976
-#define STATS_ALLOC_COUNT 16     /* allocation[AGGREGATE].allocated */
-#define STATS_ALLOC_BYTES 400    /* allocated_bytes[AGGREGATE].allocated */
-#define STATS_FREED_BYTES 408    /* allocated_bytes[AGGREGATE].freed */
-#define ENTRY_ACTION 0
-#define ENTRY_DEVICE 4
-#define ENTRY_ADDR 8
-#define ENTRY_STREAM 32
-#define ENTRY_SIZE 40
 #define MAX_DEVICES 64
+#define MAX_STATS_SIZE 2048 /* DeviceStats, returned by value: 952 to 976 bytes in the table */
 
-enum action { ALLOC = 0, FREE_REQUESTED = 1, FREE_COMPLETED = 2, OOM = 8 };
-
-static const char NATIVE_RTTI[] = "N3c104cuda20CUDACachingAllocator6Native22NativeCachingAllocatorE";
-static const char ASYNC_RTTI[] = "N3c104cuda20CUDACachingAllocator15CudaMallocAsync24CudaMallocAsyncAllocatorE";
+enum action { ALLOC, FREE_REQUESTED, OOM }; /* what the row's action values mean here */
 
 /* libstdc++ std::function<void(const TraceEntry&)>: 16 bytes of functor, manager, invoker. */
 struct std_function {
@@ -69,6 +60,7 @@ struct device_state {
 static _Atomic int torch_state; /* 0 not yet, 1 attached, 2 attaching, -1 never */
 static void *allocator;
 static void **vtable;
+static const struct vrt_torch_layout *row; /* set before torch_state is 1, then constant */
 static struct device_state devices[MAX_DEVICES];
 
 struct stats {
@@ -77,12 +69,12 @@ struct stats {
 
 static void read_stats(int device, struct stats *s)
 {
-	uint8_t buf[STATS_SIZE] __attribute__((aligned(16)));
-	void *(*get)(void *, void *, int) = (void *(*)(void *, void *, int))vtable[SLOT_GET_DEVICE_STATS];
-	get(buf, allocator, device);
-	memcpy(&s->alloc_count, buf + STATS_ALLOC_COUNT, 8);
-	memcpy(&s->alloc_bytes, buf + STATS_ALLOC_BYTES, 8);
-	memcpy(&s->freed_bytes, buf + STATS_FREED_BYTES, 8);
+	uint8_t buf[MAX_STATS_SIZE] __attribute__((aligned(16)));
+	void *(*get)(void *, void *, int) = (void *(*)(void *, void *, int))vtable[row->slot_get_device_stats];
+	get(buf, allocator, device); /* sret: the caller's buffer comes first */
+	memcpy(&s->alloc_count, buf + row->stats_alloc_count, 8);
+	memcpy(&s->alloc_bytes, buf + row->stats_alloc_bytes, 8);
+	memcpy(&s->freed_bytes, buf + row->stats_freed_bytes, 8);
 }
 
 static void lock(struct device_state *d)
@@ -118,13 +110,20 @@ static uint64_t estimate(uint64_t requested) { return requested < 512 ? 512 : (r
 
 static void on_entry(const uint8_t *te)
 {
-	int action, device = *(const int8_t *)(te + ENTRY_DEVICE);
+	int raw, action, device;
+	if (row->entry_device_size == 1)
+		device = *(const int8_t *)(te + row->entry_device); /* c10::DeviceIndex */
+	else
+		memcpy(&device, te + row->entry_device, 4);          /* int (2.2) */
 	uint64_t addr, size, stream;
-	memcpy(&action, te + ENTRY_ACTION, 4);
-	memcpy(&addr, te + ENTRY_ADDR, 8);
-	memcpy(&stream, te + ENTRY_STREAM, 8);
-	memcpy(&size, te + ENTRY_SIZE, 8);
-	if (action != ALLOC && action != FREE_REQUESTED && action != OOM)
+	memcpy(&raw, te + row->entry_action, 4);
+	memcpy(&addr, te + row->entry_addr, 8);
+	memcpy(&stream, te + row->entry_stream, 8);
+	memcpy(&size, te + row->entry_size, 8);
+	action = raw == row->action_alloc ? ALLOC
+		 : raw == row->action_free_requested ? FREE_REQUESTED
+		 : raw == row->action_oom ? OOM : -1;
+	if (action < 0)
 		return;
 	if (device < 0 || device >= MAX_DEVICES || !vrt_enter())
 		return;
@@ -286,11 +285,13 @@ static void attach(void)
 		atomic_store_explicit(&c10_found, true, memory_order_relaxed);
 	}
 	snprintf(f.path, sizeof(f.path), "%s", c10_path);
-	char version[64], why[256];
+	char version[64], why[320];
 	if (!read_version(f.path, version, sizeof(version)))
 		return refuse("cannot read torch/version.py next to libc10_cuda.so");
-	if (strncmp(version, "2.11.", 5)) {
-		snprintf(why, sizeof(why), "PyTorch %s has an allocator layout this build does not know (2.11)", version);
+	const struct vrt_torch_layout *r = vrt_torch_layout_find(version);
+	if (!r) {
+		snprintf(why, sizeof(why), "PyTorch %s is not in this build's layout table (%s to %s)", version,
+			 vrt_torch_layout_row(0)->release, vrt_torch_layout_row(vrt_torch_layout_count() - 1)->release);
 		return refuse(why);
 	}
 	void *h = dlopen(f.path, RTLD_NOW | RTLD_NOLOAD);
@@ -298,21 +299,31 @@ static void attach(void)
 	allocator = slot ? __atomic_load_n(slot, __ATOMIC_ACQUIRE) : NULL;
 	if (!allocator)
 		return refuse("the allocator object is not exported");
-	vtable = *(void ***)allocator;
-	const char *rtti = ((const char **)vtable[-1])[1];
-	if (!strcmp(rtti, ASYNC_RTTI)) {
-		atomic_store(&torch_state, -1);
-		vrt_log("PyTorch cudaMallocAsync backend: each tensor is a cudaMallocAsync call, traced as such");
-		return;
+	/* Checked once: until the allocator is initialized, attach() comes back here. */
+	static const struct vrt_torch_layout *checked;
+	if (checked != r) {
+		switch (vrt_torch_layout_check(r, f.path, allocator, why, sizeof(why))) {
+		case VRT_TORCH_ASYNC:
+			atomic_store(&torch_state, -1);
+			vrt_log("PyTorch cudaMallocAsync backend: each tensor is a cudaMallocAsync call, traced as such");
+			return;
+		case VRT_TORCH_REFUSED:
+			return refuse(why);
+		case VRT_TORCH_NATIVE:
+			break;
+		}
+		if (r->stats_size > MAX_STATS_SIZE || (r->entry_device_size != 1 && r->entry_device_size != 4))
+			return refuse("the allocator's statistics or trace entries are laid out as this build cannot read");
+		checked = r;
 	}
-	if (strcmp(rtti, NATIVE_RTTI))
-		return refuse("the CUDA allocator was replaced (pluggable allocator?)");
-	if (!((bool (*)(void *))vtable[SLOT_INITIALIZED])(allocator)) {
+	row = r;
+	vtable = *(void ***)allocator;
+	if (!((bool (*)(void *))vtable[row->slot_initialized])(allocator)) {
 		atomic_store(&torch_state, 0); /* not yet: a tracker given now would be dropped */
 		return;
 	}
 	struct std_function fn = { { NULL, NULL }, manager, invoker };
-	((void (*)(void *, void *))vtable[SLOT_ATTACH_TRACKER])(allocator, &fn);
+	((void (*)(void *, void *))vtable[row->slot_attach_tracker])(allocator, &fn);
 	atomic_store(&torch_state, 1);
 	if (!vrt_cfg.quiet)
 		vrt_log("PyTorch %s: recording tensors (caching-allocator blocks) too", version);
