@@ -16,14 +16,17 @@
 
 #include "vramtrace/error.h"
 
+/* One cache line, the key and the links a tree walk reads first. */
 struct vrt_am_block {
-	uint64_t addr, size, requested, stream;
-	int64_t gc_base;        /* the pool's get_free_block calls when it was cached */
-	uint32_t prev, next;    /* neighbours in its segment */
+	uint64_t size, addr, stream;
 	uint32_t left, right;   /* treap links */
+	uint32_t prev, next;    /* neighbours in its segment */
+	uint64_t requested;
+	int64_t gc_base;        /* the pool's get_free_block calls when it was cached */
 	uint32_t es;            /* expandable segment + 1; 0: a cudaMalloc'd segment */
 	uint8_t small, allocated, mapped, tree;
-};
+} __attribute__((aligned(64)));
+_Static_assert(sizeof(struct vrt_am_block) == 64, "a block is one cache line");
 
 enum { TREE_NONE, TREE_BLOCKS, TREE_UNMAPPED };
 
@@ -340,7 +343,7 @@ uint64_t vrt_am_allocation_size(const struct vrt_am_config *c, uint64_t size)
 
 /* ---- blocks and trees ---------------------------------------------------------------------- */
 
-static uint32_t prio(uint32_t i)
+static inline uint32_t prio(uint32_t i)
 {
 	uint32_t x = i * 0x9e3779b1u;
 	x ^= x >> 15;
@@ -349,7 +352,7 @@ static uint32_t prio(uint32_t i)
 }
 
 /* Whether block x orders before the key (stream, size, addr) in its tree's order. */
-static bool before(const struct vrt_am_block *x, int tree, uint64_t stream, uint64_t size, uint64_t addr)
+static inline bool before(const struct vrt_am_block *x, int tree, uint64_t stream, uint64_t size, uint64_t addr)
 {
 	if (x->stream != stream)
 		return x->stream < stream;
@@ -358,61 +361,53 @@ static bool before(const struct vrt_am_block *x, int tree, uint64_t stream, uint
 	return x->addr < addr;
 }
 
-static bool less(const struct vrt_am *a, int tree, uint32_t x, uint32_t y)
+/* Iterative treap insertion: down to where n's priority belongs, then the subtree there split
+ * around n's key into n's two children. */
+static void insert_at(struct vrt_am *a, int tree, uint32_t *root, uint32_t n)
 {
-	return before(&B(x), tree, B(y).stream, B(y).size, B(y).addr);
-}
-
-/* Splits t into the nodes before n (l) and the rest (r). */
-static void split(struct vrt_am *a, int tree, uint32_t t, uint32_t n, uint32_t *l, uint32_t *r)
-{
-	if (!t) {
-		*l = *r = 0;
-	} else if (less(a, tree, t, n)) {
-		split(a, tree, B(t).right, n, &B(t).right, r);
-		*l = t;
-	} else {
-		split(a, tree, B(t).left, n, l, &B(t).left);
-		*r = t;
+	const uint64_t stream = B(n).stream, size = B(n).size, addr = B(n).addr;
+	const uint32_t p = prio(n);
+	uint32_t *link = root;
+	while (*link && prio(*link) > p)
+		link = before(&B(*link), tree, stream, size, addr) ? &B(*link).right : &B(*link).left;
+	uint32_t t = *link, *l = &B(n).left, *r = &B(n).right;
+	while (t) {
+		if (before(&B(t), tree, stream, size, addr)) {
+			*l = t;
+			l = &B(t).right;
+			t = *l;
+		} else {
+			*r = t;
+			r = &B(t).left;
+			t = *r;
+		}
 	}
+	*l = *r = 0;
+	*link = n;
 }
 
-static uint32_t merge(struct vrt_am *a, uint32_t l, uint32_t r)
+/* Iterative erase: n's children merged in its place. */
+static void erase_at(struct vrt_am *a, int tree, uint32_t *root, uint32_t n)
 {
-	if (!l || !r)
-		return l ? l : r;
-	if (prio(l) > prio(r)) {
-		B(l).right = merge(a, B(l).right, r);
-		return l;
+	const uint64_t stream = B(n).stream, size = B(n).size, addr = B(n).addr;
+	uint32_t *link = root;
+	while (*link && *link != n)
+		link = before(&B(*link), tree, stream, size, addr) ? &B(*link).right : &B(*link).left;
+	if (!*link)
+		return;
+	uint32_t l = B(n).left, r = B(n).right;
+	while (l && r) {
+		if (prio(l) > prio(r)) {
+			*link = l;
+			link = &B(l).right;
+			l = *link;
+		} else {
+			*link = r;
+			link = &B(r).left;
+			r = *link;
+		}
 	}
-	B(r).left = merge(a, l, B(r).left);
-	return r;
-}
-
-static uint32_t insert_at(struct vrt_am *a, int tree, uint32_t t, uint32_t n)
-{
-	if (!t)
-		return n;
-	if (prio(n) > prio(t)) {
-		split(a, tree, t, n, &B(n).left, &B(n).right);
-		return n;
-	}
-	if (less(a, tree, n, t))
-		B(t).left = insert_at(a, tree, B(t).left, n);
-	else
-		B(t).right = insert_at(a, tree, B(t).right, n);
-	return t;
-}
-
-static uint32_t erase_at(struct vrt_am *a, int tree, uint32_t t, uint32_t n)
-{
-	if (t == n)
-		return merge(a, B(n).left, B(n).right);
-	if (less(a, tree, n, t))
-		B(t).left = erase_at(a, tree, B(t).left, n);
-	else
-		B(t).right = erase_at(a, tree, B(t).right, n);
-	return t;
+	*link = l ? l : r;
 }
 
 static struct vrt_am_pool *pool_of(struct vrt_am *a, uint32_t n) { return B(n).small ? &a->small : &a->large; }
@@ -426,16 +421,14 @@ static void tree_insert(struct vrt_am *a, int tree, uint32_t n)
 	B(n).tree = (uint8_t)tree;
 	if (tree == TREE_BLOCKS)
 		B(n).gc_base = p->get_free_blocks_calls; /* insert_into_blocks */
-	struct vrt_am_tree *t = tree_of(p, tree);
-	t->root = insert_at(a, tree, t->root, n);
+	insert_at(a, tree, &tree_of(p, tree)->root, n);
 }
 
 static void tree_erase(struct vrt_am *a, uint32_t n)
 {
 	if (B(n).tree == TREE_NONE)
 		return;
-	struct vrt_am_tree *t = tree_of(pool_of(a, n), B(n).tree);
-	t->root = erase_at(a, B(n).tree, t->root, n);
+	erase_at(a, B(n).tree, &tree_of(pool_of(a, n), B(n).tree)->root, n);
 	B(n).tree = TREE_NONE;
 }
 
@@ -546,11 +539,14 @@ static uint32_t new_block(struct vrt_am *a, uint64_t addr, uint64_t size, uint64
 	} else {
 		if (a->n_blocks + 1 >= a->cap_blocks) {
 			uint32_t cap = a->cap_blocks ? a->cap_blocks * 2 : 1024;
-			struct vrt_am_block *grown = realloc(a->b, (size_t)cap * sizeof(*grown));
+			struct vrt_am_block *grown = aligned_alloc(64, (size_t)cap * sizeof(*grown));
 			if (!grown) {
 				a->error = VRT_E_NOMEM;
 				return 0;
 			}
+			if (a->b)
+				memcpy(grown, a->b, (size_t)a->cap_blocks * sizeof(*grown));
+			free(a->b);
 			a->b = grown;
 			a->cap_blocks = cap;
 		}

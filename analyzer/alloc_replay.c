@@ -64,6 +64,12 @@ struct torch_va {
 	uint64_t start, size;
 };
 
+/* A recorded block: the model's block for it and the size the recording gives it. */
+struct block_ref {
+	uint32_t block;
+	uint64_t size;
+};
+
 struct engine;
 
 struct dev {
@@ -71,8 +77,8 @@ struct dev {
 	struct engine *e;
 	int device;
 	bool used;
-	int64_t rec_reserved;
-	uint64_t rec_peak, last_peak;
+	int64_t rec_reserved, rec_allocated;
+	uint64_t rec_peak, rec_allocated_peak, last_peak;
 };
 
 struct engine {
@@ -83,17 +89,21 @@ struct engine {
 	struct dev dev[VRT_REPLAY_MAX_DEVICES];
 	struct op_list *pending; /* per thread index: segment operations since its last tensor event */
 	size_t n_pending;
+	size_t busy;             /* pending lists that are not empty */
 	struct op_list *cur;     /* the recorded operations of the request being replayed */
 	struct op_list model_ops;
 	struct u64map segs;      /* recorded allocator segments: address -> size */
-	struct u64map blocks;    /* recorded block address -> the model's block */
+	struct u64map blocks;    /* recorded block address -> index into refs */
+	struct block_ref *refs;
+	uint32_t n_refs, cap_refs, free_refs;
 	struct torch_va *va;
 	size_t n_va, cap_va;
 	uint64_t ev_index;
-	bool replaying;          /* pass 2 */
+	bool replaying;          /* the model runs (else the trace is only surveyed) */
+	bool restart;            /* the survey found what changes the limits replayed under */
 	int error;
-	/* pass 1 findings */
-	uint64_t oom_limit, inferred_limit, device_total, capacity;
+	/* what the survey found */
+	uint64_t oom_limit, device_total, capacity;
 	bool limit_evidence;
 };
 
@@ -113,7 +123,13 @@ static int push(struct op_list *l, uint8_t kind, uint64_t addr, uint64_t size)
 	return 0;
 }
 
-static uint64_t mix(uint64_t k) { return (k ^ (k >> 29)) * 0xbf58476d1ce4e5b9ull; }
+/* splitmix64's finalizer: every bit of the key reaches the low bits (addresses end in zeros). */
+static uint64_t mix(uint64_t k)
+{
+	k = (k ^ (k >> 30)) * 0xbf58476d1ce4e5b9ull;
+	k = (k ^ (k >> 27)) * 0x94d049bb133111ebull;
+	return k ^ (k >> 31);
+}
 
 static int map_grow(struct u64map *m)
 {
@@ -153,6 +169,16 @@ static int map_put(struct u64map *m, uint64_t key, uint64_t val)
 	m->keys[i] = key;
 	m->vals[i] = val;
 	return 0;
+}
+
+static uint64_t map_get(const struct u64map *m, uint64_t key)
+{
+	if (!m->cap || !key)
+		return 0;
+	size_t mask = m->cap - 1, i = mix(key) & mask;
+	while (m->keys[i] && m->keys[i] != key)
+		i = (i + 1) & mask;
+	return m->keys[i] ? m->vals[i] : 0;
 }
 
 /* Removes key; its value, or 0 when absent. */
@@ -226,13 +252,22 @@ static struct op_list *pending_of(struct engine *e, uint32_t thread)
 	return &e->pending[thread];
 }
 
+/* Every change of a pending list's length goes through here, to keep count of the busy ones. */
+static void set_len(struct engine *e, struct op_list *l, uint32_t n)
+{
+	e->busy += (n != 0) - (l->n != 0);
+	l->n = n;
+}
+
 static void note(struct engine *e, uint32_t thread, int device, uint8_t kind, uint64_t addr, uint64_t size)
 {
 	struct op_list *l = pending_of(e, thread);
 	if (!l)
 		return;
-	if (!l->n)
+	if (!l->n) {
 		l->device = device;
+		e->busy++;
+	}
 	if (push(l, kind, addr, size))
 		e->error = VRT_E_NOMEM;
 }
@@ -493,7 +528,7 @@ static void empty_cache_here(struct engine *e, struct op_list *l, uint64_t ts)
 			l->v[kept++] = l->v[i];
 		}
 	}
-	l->n = kept;
+	set_len(e, l, kept);
 	e->model_ops.n = 0;
 	e->cur = NULL;
 	for (int k = 0; k < VRT_REPLAY_MAX_DEVICES; k++)
@@ -509,12 +544,14 @@ static void empty_cache_here(struct engine *e, struct op_list *l, uint64_t ts)
 /* Frees other threads recorded with no request of theirs in between: the program's own. */
 static void settle_others(struct engine *e, uint32_t thread, uint64_t ts)
 {
+	if (!e->busy || (e->busy == 1 && thread < e->n_pending && e->pending[thread].n))
+		return;
 	for (size_t u = 0; u < e->n_pending; u++) {
 		struct op_list *l = &e->pending[u];
 		if (u == thread || !l->n || has_kind(l, is_acquire))
 			continue; /* an allocation pending on u belongs to u's next request */
 		empty_cache_here(e, l, ts);
-		l->n = 0;
+		set_len(e, l, 0);
 	}
 }
 
@@ -544,6 +581,54 @@ static void record_failure(struct engine *e, struct dev *d, const struct vrt_rec
 	f->thread = thread;
 }
 
+static void recorded_allocate(struct dev *d, int64_t delta)
+{
+	d->rec_allocated += delta;
+	if (d->rec_allocated > (int64_t)d->rec_allocated_peak)
+		d->rec_allocated_peak = (uint64_t)d->rec_allocated;
+}
+
+/* The model's block for a recorded block and the recorded size, until its BLOCK_FREE. */
+static uint32_t forget_block(struct engine *e, struct dev *d, int device, uint64_t addr)
+{
+	uint64_t ref = map_take(&e->blocks, dev_key(device, addr));
+	if (!ref)
+		return 0;
+	struct block_ref *b = &e->refs[ref - 1];
+	uint32_t block = b->block;
+	recorded_allocate(d, -(int64_t)b->size);
+	b->block = e->free_refs;
+	e->free_refs = (uint32_t)ref;
+	return block;
+}
+
+static void remember_block(struct engine *e, struct dev *d, const struct vrt_record *r, uint32_t block)
+{
+	uint32_t stale = forget_block(e, d, r->device, r->addr);
+	if (stale) /* its free was lost: it cannot still live */
+		vrt_am_release(&d->am, stale);
+	uint32_t ref = e->free_refs;
+	if (ref) {
+		e->free_refs = e->refs[ref - 1].block;
+	} else {
+		if (e->n_refs == e->cap_refs) {
+			uint32_t cap = e->cap_refs ? e->cap_refs * 2 : 1024;
+			struct block_ref *v = realloc(e->refs, cap * sizeof(*v));
+			if (!v) {
+				e->error = VRT_E_NOMEM;
+				return;
+			}
+			e->refs = v;
+			e->cap_refs = cap;
+		}
+		ref = ++e->n_refs;
+	}
+	e->refs[ref - 1] = (struct block_ref){ block, r->size };
+	recorded_allocate(d, (int64_t)r->size);
+	if (map_put(&e->blocks, dev_key(r->device, r->addr), ref))
+		e->error = VRT_E_NOMEM;
+}
+
 /* A tensor request: a BLOCK_ALLOC, or (recorded_ok false) one PyTorch failed with an OOM. */
 static void request(struct engine *e, const struct vrt_record *r, uint32_t thread, bool recorded_ok)
 {
@@ -566,7 +651,7 @@ static void request(struct engine *e, const struct vrt_record *r, uint32_t threa
 	e->r->requests++;
 	after_model(e, d, r->ts);
 	check(e, l, r->ts, recorded_ok ? "request" : "failed request", size);
-	l->n = 0;
+	set_len(e, l, 0);
 	if (recorded_ok) {
 		if (!block) {
 			record_failure(e, d, r, thread);
@@ -574,8 +659,7 @@ static void request(struct engine *e, const struct vrt_record *r, uint32_t threa
 				stop(e, r->ts);
 			return;
 		}
-		if (map_put(&e->blocks, dev_key(r->device, r->addr), block))
-			e->error = VRT_E_NOMEM;
+		remember_block(e, d, r, block);
 		e->r->check.blocks++;
 		e->r->check.blocks_at_recorded_address += vrt_am_block_addr(&d->am, block) == r->addr;
 		return;
@@ -605,10 +689,10 @@ static void release(struct engine *e, const struct vrt_record *r, uint32_t threa
 	struct op_list *l = pending_of(e, thread);
 	if (l && has_kind(l, is_release) && !has_kind(l, is_acquire)) {
 		empty_cache_here(e, l, r->ts);
-		l->n = 0;
+		set_len(e, l, 0);
 	}
 	struct dev *d = dev_of(e, r->device);
-	uint32_t block = d && d->used ? (uint32_t)map_take(&e->blocks, dev_key(r->device, r->addr)) : 0;
+	uint32_t block = d && d->used ? forget_block(e, d, r->device, r->addr) : 0;
 	if (!block) {
 		e->r->unknown_frees++;
 		return;
@@ -628,17 +712,30 @@ static void seed_block(struct engine *e, const struct vrt_record *r)
 	e->r->approximate = true;
 	uint32_t block = vrt_am_malloc(&d->am, r->aux ? r->aux : r->size, r->stream);
 	after_model(e, d, r->ts);
-	if (block && map_put(&e->blocks, dev_key(r->device, r->addr), block))
-		e->error = VRT_E_NOMEM;
+	if (block)
+		remember_block(e, d, r, block);
+}
+
+static void resize_block(struct engine *e, const struct vrt_record *r)
+{
+	struct dev *d = dev_of(e, r->device);
+	uint64_t ref = d ? map_get(&e->blocks, dev_key(r->device, r->addr)) : 0;
+	if (!ref)
+		return;
+	struct block_ref *b = &e->refs[ref - 1];
+	recorded_allocate(d, (int64_t)r->size - (int64_t)b->size);
+	b->size = r->size;
 }
 
 /* ---- the two passes ---------------------------------------------------------------------- */
 
-/* What the trace says about its limits: pass 1 looks at every record. */
-static void survey(struct engine *e, const struct vrt_record *r, uint32_t thread)
+/* What the trace says about its limits and its device; true when that changed. */
+static bool survey(struct engine *e, const struct vrt_record *r, uint32_t thread)
 {
 	struct dev *d = dev_of(e, r->device);
 	struct op_list *l;
+	uint64_t before[3] = { e->oom_limit, e->device_total, e->capacity };
+	bool evidence = e->limit_evidence;
 	switch (r->op) {
 	case VRT_OP_OOM_LIMITS:
 		if (r->result && !e->oom_limit)
@@ -653,8 +750,8 @@ static void survey(struct engine *e, const struct vrt_record *r, uint32_t thread
 			l = pending_of(e, thread);
 			if (l && !has_kind(l, is_failure))
 				e->limit_evidence = true; /* the device never refused: a limit did */
-			if (l)
-				l->n = 0;
+			if (l && !e->replaying)
+				set_len(e, l, 0);
 		} else if (d && r->kind == VRT_KIND_DEVICE) {
 			if (r->aux2 > e->device_total)
 				e->device_total = r->aux2;
@@ -667,18 +764,40 @@ static void survey(struct engine *e, const struct vrt_record *r, uint32_t thread
 			e->device_total = r->size / 9 * 8; /* it reserves 1 1/8 of the device */
 		break;
 	case VRT_OP_BLOCK_ALLOC: case VRT_OP_BLOCK_FREE:
-		if ((l = pending_of(e, thread)))
-			l->n = 0;
+		if (!e->replaying && (l = pending_of(e, thread)))
+			set_len(e, l, 0);
 		break;
+	}
+	return before[0] != e->oom_limit || before[1] != e->device_total || before[2] != e->capacity ||
+	       evidence != e->limit_evidence;
+}
+
+static void choose_limits(struct engine *e, const struct vrt_alloc_replay_options *o, struct vrt_alloc_replay *r);
+
+/* A finding during the replay: the device's size reaches the model if it made no expandable
+ * segment yet; a different limit or device means replaying again, knowing the whole trace. */
+static void learned(struct engine *e)
+{
+	struct vrt_alloc_replay now = { .cfg = e->r->cfg };
+	choose_limits(e, e->o, &now);
+	bool segments = false;
+	for (int k = 0; k < VRT_REPLAY_MAX_DEVICES; k++) {
+		segments |= e->dev[k].used && e->dev[k].am.n_es && e->dev[k].am.device_total != e->device_total;
+		if (e->dev[k].used && !e->dev[k].am.n_es)
+			e->dev[k].am.device_total = e->device_total;
+	}
+	if (now.limit != e->r->limit || now.capacity != e->r->capacity || segments) {
+		e->restart = true;
+		e->r->stopped = true;
 	}
 }
 
 static void apply(struct engine *e, const struct vrt_record *r, uint32_t thread)
 {
-	if (!e->replaying) {
-		survey(e, r, thread);
+	if (survey(e, r, thread) && e->replaying)
+		learned(e);
+	if (!e->replaying || e->restart)
 		return;
-	}
 	switch (r->op) {
 	case VRT_OP_BLOCK_ALLOC:
 		request(e, r, thread, true);
@@ -690,6 +809,9 @@ static void apply(struct engine *e, const struct vrt_record *r, uint32_t thread)
 		if (r->api == VRT_API_TORCH_OOM)
 			request(e, r, thread, false);
 		break;
+	case VRT_OP_BLOCK_SIZE:
+		resize_block(e, r);
+		break;
 	case VRT_OP_CP_LIVE:
 		if (e->m.seeding && r->id2 == VRT_OP_BLOCK_ALLOC)
 			seed_block(e, r);
@@ -697,13 +819,17 @@ static void apply(struct engine *e, const struct vrt_record *r, uint32_t thread)
 	}
 }
 
+/* Tensor events change no device memory in the live-set model: it is kept for the rest. */
+static bool tensor_event(uint32_t op) { return op == VRT_OP_BLOCK_ALLOC || op == VRT_OP_BLOCK_FREE || op == VRT_OP_BLOCK_SIZE; }
+
 static int pass(struct engine *e)
 {
 	struct vrt_replay rp;
 	struct vrt_record r;
 	vrt_replay_begin(&rp, e->t);
 	while (!e->error && !e->r->stopped && vrt_replay_next(&rp, &r)) {
-		vrt_model_apply(&e->m, &r, NULL);
+		if (!tensor_event(r.op))
+			vrt_model_apply(&e->m, &r, NULL);
 		track_segments(e, &r, rp.thread);
 		apply(e, &r, rp.thread);
 		if (r.op >= VRT_OP_CP_BEGIN)
@@ -719,16 +845,33 @@ static int pass(struct engine *e)
 	return e->error ? e->error : rp.error;
 }
 
-static void reset_for_replay(struct engine *e)
+/* Back to the start of the trace; what the survey found is kept. */
+static int reset(struct engine *e)
 {
 	vrt_model_free(&e->m);
 	map_free(&e->segs);
+	map_free(&e->blocks);
+	e->n_refs = e->free_refs = 0;
 	for (size_t u = 0; u < e->n_pending; u++)
 		e->pending[u].n = 0;
+	e->busy = 0;
 	e->n_va = 0;
 	e->ev_index = 0;
-	for (int k = 0; k < VRT_REPLAY_MAX_DEVICES; k++)
+	e->restart = false;
+	for (int k = 0; k < VRT_REPLAY_MAX_DEVICES; k++) {
+		if (e->dev[k].used)
+			vrt_am_free_all(&e->dev[k].am);
 		e->dev[k] = (struct dev){ .e = e, .device = k };
+	}
+	struct vrt_alloc_replay *r = e->r;
+	memset(r->dev, 0, sizeof(r->dev));
+	r->n_dev = 0;
+	r->requests = r->frees = r->unknown_frees = r->empty_caches = r->recorded_ooms = 0;
+	r->failed = r->avoided_oom = r->stopped = r->until_reached = r->until_fits = false;
+	r->events = r->model_events = 0;
+	memset(&r->check, 0, sizeof(r->check));
+	r->check.first_mismatch_s = -1;
+	return vrt_model_init(&e->m);
 }
 
 static void choose_limits(struct engine *e, const struct vrt_alloc_replay_options *o, struct vrt_alloc_replay *r)
@@ -809,23 +952,25 @@ int vrt_alloc_replay_run(struct vrt_trace *t, const struct vrt_alloc_replay_opti
 	e->t = t;
 	e->r = r;
 	e->o = o;
-	int rcode = vrt_model_init(&e->m);
-	for (int k = 0; k < VRT_REPLAY_MAX_DEVICES; k++)
-		e->dev[k] = (struct dev){ .e = e, .device = k };
+	bool same = !memcmp(&r->cfg, &recorded, sizeof(recorded)) && !o->allocator_limit && !o->no_limit &&
+		    !o->device_memory;
+	int rcode = reset(e);
+	choose_limits(e, o, r);
+	r->as_recorded = same;
+	e->replaying = true;
 	if (!rcode)
 		rcode = pass(e);
-	uint64_t rec_peak[VRT_REPLAY_MAX_DEVICES];
-	for (int k = 0; k < VRT_REPLAY_MAX_DEVICES; k++)
-		rec_peak[k] = e->dev[k].rec_peak;
-	if (!rcode) {
-		choose_limits(e, o, r);
-		r->as_recorded = !memcmp(&r->cfg, &recorded, sizeof(recorded)) && !o->allocator_limit && !o->no_limit &&
-				 !o->device_memory;
-		uint64_t total = e->device_total;
-		reset_for_replay(e);
-		e->device_total = total;
+	if (!rcode && e->restart) {
+		/* the limits replayed under changed: survey the whole trace first */
+		e->replaying = false;
+		rcode = reset(e);
+		if (!rcode)
+			rcode = pass(e);
+		if (!rcode)
+			choose_limits(e, o, r);
+		if (!rcode)
+			rcode = reset(e);
 		e->replaying = true;
-		rcode = vrt_model_init(&e->m);
 		if (!rcode)
 			rcode = pass(e);
 	}
@@ -842,8 +987,8 @@ int vrt_alloc_replay_run(struct vrt_trace *t, const struct vrt_alloc_replay_opti
 		out->stats = d->am.stats;
 		out->peak_reserved = d->am.stats.peak_reserved;
 		out->peak_allocated = d->am.stats.peak_allocated;
-		out->recorded_peak_reserved = r->stopped ? d->rec_peak : rec_peak[k];
-		out->recorded_peak_allocated = (uint64_t)e->m.tensor_peak[vrt_device_slot(k)];
+		out->recorded_peak_reserved = d->rec_peak;
+		out->recorded_peak_allocated = d->rec_allocated_peak;
 		out->reserved_now = d->am.stats.reserved;
 		out->allocated_now = d->am.stats.allocated;
 		out->recorded_reserved_now = d->rec_reserved > 0 ? (uint64_t)d->rec_reserved : 0;
@@ -857,6 +1002,7 @@ int vrt_alloc_replay_run(struct vrt_trace *t, const struct vrt_alloc_replay_opti
 	vrt_model_free(&e->m);
 	map_free(&e->segs);
 	map_free(&e->blocks);
+	free(e->refs);
 	for (size_t u = 0; u < e->n_pending; u++)
 		free(e->pending[u].v);
 	free(e->pending);
