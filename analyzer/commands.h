@@ -11,6 +11,7 @@ int vrt_cmd_timeline(int argc, char **argv);
 int vrt_cmd_html(int argc, char **argv);
 int vrt_cmd_export(int argc, char **argv);
 int vrt_cmd_diff(int argc, char **argv);
+int vrt_cmd_whatif(int argc, char **argv);
 int vrt_cmd_dump(int argc, char **argv);
 int vrt_cmd_info(int argc, char **argv);
 int vrt_cmd_attach(int argc, char **argv);
@@ -171,6 +172,32 @@ int vrt_cmd_snapshot(int argc, char **argv);
 	"examples:\n"                                                                                  \
 	"  vramtrace diff before.vrt after.vrt\n"                                                       \
 	"  vramtrace diff run.vrt --at 10 --at 600\n"
+
+#define VRT_HELP_WHATIF                                                                                \
+	"usage: vramtrace whatif [options] TRACE\n"                                                      \
+	"\n"                                                                                           \
+	"Replays the trace's tensor requests and frees (size, stream, device, order) through a model\n" \
+	"of PyTorch 2.11's CUDA caching allocator: the peak reserved and allocated memory a setting\n"  \
+	"would reach, how much of the reserved memory would sit unallocated at the peak and the\n"      \
+	"largest free block then, and under a limit the first request that would fail, with its\n"     \
+	"stack. Memory outside the allocator (CUDA context, NCCL, libraries) stays as recorded; the\n"  \
+	"program's own empty_cache() calls happen where they happened. Under the recorded setting it\n" \
+	"also checks itself: every cudaMalloc and cudaFree (or map and unmap) of the allocator at the\n" \
+	"same request as recorded.\n"                                                                  \
+	"\n"                                                                                           \
+	"options:\n"                                                                                   \
+	"  --alloc-conf STR       a PYTORCH_ALLOC_CONF setting (default: the recorded one), e.g.\n"    \
+	"                         expandable_segments:True or max_split_size_mb:512\n"                  \
+	"  --allocator-limit SIZE bytes the allocator may reserve, as set_per_process_memory_fraction\n" \
+	"                         sets them (a byte count or 4.9G; default: the trace's own limit)\n"   \
+	"  --device-memory SIZE   a device of that size (default: the recorded device)\n"              \
+	"  --json                 machine-readable output\n"                                            \
+	"  -q, --quiet            no notes on stderr\n"                                                 \
+	"\n"                                                                                           \
+	"examples:\n"                                                                                  \
+	"  vramtrace whatif run.vrt\n"                                                                 \
+	"  vramtrace whatif --alloc-conf expandable_segments:True --allocator-limit 4.9G run.vrt\n"     \
+	"  vramtrace whatif --json --alloc-conf max_split_size_mb:512 crash.vrt | jq .fails_at\n"
 
 #define VRT_HELP_DUMP                                                                                  \
 	"usage: vramtrace dump [--stacks] [--tables] [--max-memory SIZE] TRACE|DIR\n"              \

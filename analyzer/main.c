@@ -61,6 +61,8 @@ const struct vrt_command vrt_commands[] = {
 	{ "html", vrt_cmd_html, "one self-contained HTML report", VRT_HELP_HTML },
 	{ "export", vrt_cmd_export, "PyTorch memory_viz, Chrome/Perfetto or folded-stack files", VRT_HELP_EXPORT },
 	{ "diff", vrt_cmd_diff, "compare two traces, or two times of one, by site", VRT_HELP_DIFF },
+	{ "whatif", vrt_cmd_whatif, "replay the tensor requests under another allocator setting or limit",
+	  VRT_HELP_WHATIF },
 	{ "dump", vrt_cmd_dump, "print every record", VRT_HELP_DUMP },
 	{ "info", vrt_cmd_info, "what a trace holds and how its process ended", VRT_HELP_INFO },
 	{ "attach", vrt_cmd_attach, "start tracing a running process", VRT_HELP_ATTACH },
