@@ -45,6 +45,7 @@ extern _Atomic int vrt_mode; /* enum vrt_mode */
 extern pid_t vrt_pid;                      /* the traced process (a vfork child is not it) */
 
 void vrt_disable(const char *why);          /* one stderr line, then pass-through forever */
+bool vrt_start_early(void);                 /* a hook before our constructor: start now; READY? */
 void vrt_log(const char *fmt, ...);         /* "vramtrace: ..." on stderr unless quiet */
 uint64_t vrt_now_ns(void);                  /* CLOCK_MONOTONIC */
 bool vrt_addr_is_ours(const void *addr);    /* inside libvramtrace.so's own text */
@@ -238,6 +239,7 @@ struct vrt_tls {
 	uint8_t nested;          /* hooks entered by signal handlers, still running */
 	uint8_t outer[VRT_MAX_NESTED]; /* the busy each of them interrupted */
 	_Atomic uint32_t missed; /* signal handlers' events that found no room, not yet counted lost */
+	void *real;              /* the real function of the innermost hook under way (hooks.h) */
 };
 extern __thread struct vrt_tls vrt_tls VRT_TLS;
 
