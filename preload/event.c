@@ -21,7 +21,8 @@ static bool enter_nested(int busy, int state)
 
 static bool enter(int state)
 {
-	if (VRT_UNLIKELY(atomic_load_explicit(&vrt_state, memory_order_acquire) != VRT_STATE_READY))
+	int st = atomic_load_explicit(&vrt_state, memory_order_acquire);
+	if (VRT_UNLIKELY(st != VRT_STATE_READY) && (st != VRT_STATE_UNINIT || !vrt_start_early()))
 		return false;
 	int busy = vrt_tls.busy;
 	if (VRT_LIKELY(!busy)) {
