@@ -11,10 +11,11 @@
 
 static void label(uint8_t op, const char *text)
 {
-	if (!text || !vrt_enter())
+	int guard;
+	if (!text || !(guard = vrt_enter()))
 		return;
 	vrt_emit_label(op, text);
-	vrt_leave();
+	vrt_leave(guard);
 }
 
 VRT_EXPORT void vramtrace_mark(const char *text) { label(VRT_OP_MARK, text); }

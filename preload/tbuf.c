@@ -30,8 +30,9 @@ static pthread_key_t exit_key;
 static void thread_exit(void *p)
 {
 	struct vrt_tbuf *b = p;
-	vrt_emit_deferred(); /* what signal handlers left, before the buffer is given up */
 	b->lost += atomic_exchange_explicit(&vrt_tls.missed, 0, memory_order_relaxed); /* reported by the collector */
+	for (struct vrt_tbuf *s = atomic_load(&b->side); s; s = atomic_load(&s->side))
+		atomic_store_explicit(&s->dead, 1, memory_order_release);
 	atomic_store_explicit(&b->dead, 1, memory_order_release);
 	vrt_tls.buf = NULL;
 }
@@ -40,7 +41,9 @@ void vrt_tbuf_init(void) { pthread_key_create(&exit_key, thread_exit); }
 
 struct vrt_tbuf *vrt_tbuf_list(void) { return atomic_load_explicit(&registry, memory_order_acquire); }
 
-static struct vrt_tbuf *tbuf_create(void)
+/* mmap and CAS only: a signal handler's hook may create one (a side buffer, or its thread's
+ * first). */
+static struct vrt_tbuf *tbuf_map(void)
 {
 	size_t cap = vrt_cfg.thread_buffer;
 	size_t total = sizeof(struct vrt_tbuf) + cap;
@@ -50,15 +53,45 @@ static struct vrt_tbuf *tbuf_create(void)
 	struct vrt_tbuf *b = mem;
 	b->data = (uint8_t *)mem + sizeof(struct vrt_tbuf);
 	b->capacity = cap;
-	b->tid = (pid_t)syscall(SYS_gettid);
-	b->index = atomic_fetch_add(&next_thread_index, 1);
+	return b;
+}
+
+static void tbuf_register(struct vrt_tbuf *b)
+{
 	/* seq_cst: a fork prepare that misses this buffer in the list is ordered before the
 	 * owner's first fork section, which then sees vrt_forking (internal.h). */
 	struct vrt_tbuf *head = atomic_load(&registry);
 	do
 		b->next = head;
 	while (!atomic_compare_exchange_weak(&registry, &head, b));
+}
+
+static struct vrt_tbuf *tbuf_create(void)
+{
+	struct vrt_tbuf *b = tbuf_map();
+	if (!b)
+		return NULL;
+	b->tid = (pid_t)syscall(SYS_gettid);
+	b->index = atomic_fetch_add(&next_thread_index, 1);
+	tbuf_register(b);
 	return b;
+}
+
+struct vrt_tbuf *vrt_tbuf_add_side(struct vrt_tbuf *after)
+{
+	struct vrt_tbuf *s = tbuf_map();
+	if (!s)
+		return NULL;
+	s->tid = after->tid;
+	s->index = after->index;
+	s->side_buffer = true;
+	tbuf_register(s);
+	struct vrt_tbuf *none = NULL;
+	if (atomic_compare_exchange_strong(&after->side, &none, s))
+		return s;
+	/* A handler interrupting us installed one first: ours goes back, unused, to the collector. */
+	atomic_store_explicit(&s->dead, 1, memory_order_release);
+	return none;
 }
 
 struct vrt_tbuf *vrt_tbuf_self(void)

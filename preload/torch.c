@@ -118,6 +118,7 @@ static uint64_t estimate(uint64_t requested) { return requested < 512 ? 512 : (r
 
 static void on_entry(const uint8_t *te)
 {
+	int guard;
 	int action, device = *(const int8_t *)(te + ENTRY_DEVICE);
 	uint64_t addr, size, stream;
 	memcpy(&action, te + ENTRY_ACTION, 4);
@@ -126,7 +127,7 @@ static void on_entry(const uint8_t *te)
 	memcpy(&size, te + ENTRY_SIZE, 8);
 	if (action != ALLOC && action != FREE_REQUESTED && action != OOM)
 		return;
-	if (device < 0 || device >= MAX_DEVICES || !vrt_enter())
+	if (device < 0 || device >= MAX_DEVICES || !(guard = vrt_enter()))
 		return;
 	struct device_state *d = &devices[device];
 	struct stats s;
@@ -158,7 +159,7 @@ static void on_entry(const uint8_t *te)
 	vrt_emit(&ev, action != FREE_REQUESTED || vrt_cfg.free_stacks);
 	if (action == OOM)
 		vrt_collector_wake();
-	vrt_leave();
+	vrt_leave(guard);
 }
 
 static void invoker(const void *functor, const void *entry)
