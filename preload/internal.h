@@ -103,6 +103,7 @@ struct vrt_config {
 	bool control;
 	bool follow_fork;
 	bool quiet;
+	bool output_unusable; /* VRAMTRACE_OUTPUT was given but cannot be taken: do not trace */
 };
 
 extern struct vrt_config vrt_cfg;
@@ -188,8 +189,12 @@ struct vrt_tbuf {
 	struct vrt_stack_cache_entry cache[VRT_STACK_CACHE_SLOTS];
 };
 
-/* The calling thread's buffer, registering it on first use; NULL if that failed. */
+/* The calling thread's buffer, registering it on first use; NULL if that failed (the event
+ * that wanted it is counted in vrt_tbuf_unbuffered, reported lost by the collector). */
 struct vrt_tbuf *vrt_tbuf_self(void);
+extern _Atomic uint64_t vrt_tbuf_unbuffered;
+/* The smallest capacity a buffer was given when VRAMTRACE_THREAD_BUFFER could not be mapped. */
+extern _Atomic uint64_t vrt_tbuf_smallest;
 /* The side buffer after `after` in its thread's chain, created (see enum vrt_busy). */
 struct vrt_tbuf *vrt_tbuf_add_side(struct vrt_tbuf *after);
 /* Reserves len bytes (multiple of 8) for one record; NULL if full (the event is counted lost). */
@@ -252,6 +257,7 @@ struct vrt_tls {
 	int phase_depth;
 	struct vrt_tbuf *buf;
 	uint32_t nested;         /* hooks entered by signal handlers, still running */
+	bool no_buffer;          /* this thread's buffer could not be mapped */
 	_Atomic uint32_t missed; /* events that found no buffer (no memory), not yet counted lost */
 	void *real;              /* the real function of the innermost hook under way (hooks.h) */
 };

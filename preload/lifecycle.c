@@ -327,6 +327,11 @@ static void start(void)
 		vrt_tls.busy = busy;
 		return;
 	}
+	if (vrt_cfg.output_unusable) {
+		vrt_disable("VRAMTRACE_OUTPUT is longer than a path vramtrace takes (4095 bytes)");
+		vrt_tls.busy = busy;
+		return;
+	}
 	vrt_lifecycle_begin(vrt_cfg.mode);
 	vrt_tls.busy = busy;
 }
