@@ -123,15 +123,12 @@ static void emit_into(struct vrt_tbuf *b, const struct vrt_event *ev, bool with_
 }
 
 /*
- * The first side buffer no level of this thread is writing, marked: a signal handler's level
- * while an interrupted one may be mid-write (enum vrt_busy). NULL (counted lost by the caller)
- * only without memory for a new one.
+ * The first side buffer after the thread's buffer b that no level of this thread is writing,
+ * marked: a signal handler's level while an interrupted one may be mid-write (enum vrt_busy).
+ * NULL (counted lost by the caller) only without memory for a new one.
  */
-static struct vrt_tbuf *side_begin(void)
+static struct vrt_tbuf *side_begin(struct vrt_tbuf *b)
 {
-	struct vrt_tbuf *b = vrt_tbuf_self();
-	if (!b)
-		return NULL;
 	for (;;) {
 		struct vrt_tbuf *s = atomic_load_explicit(&b->side, memory_order_acquire);
 		if (!s && !(s = vrt_tbuf_add_side(b)))
@@ -153,8 +150,10 @@ static void side_end(struct vrt_tbuf *s)
 
 static void emit_side(const struct vrt_event *ev)
 {
-	struct vrt_tbuf *s = side_begin();
-	if (VRT_UNLIKELY(!s)) {
+	struct vrt_tbuf *b = vrt_tbuf_self(), *s;
+	if (VRT_UNLIKELY(!b))
+		return; /* counted (vrt_tbuf_unbuffered) */
+	if (VRT_UNLIKELY(!(s = side_begin(b)))) {
 		atomic_fetch_add_explicit(&vrt_tls.missed, 1, memory_order_relaxed);
 		return;
 	}
@@ -226,8 +225,10 @@ static void emit_label(struct vrt_tbuf *b, uint8_t op, const char *label, bool w
 void vrt_emit_label(uint8_t op, const char *label)
 {
 	if (VRT_UNLIKELY(vrt_tls.busy & VRT_BUSY_DEFERRING)) {
-		struct vrt_tbuf *s = side_begin();
-		if (!s) {
+		struct vrt_tbuf *b = vrt_tbuf_self(), *s;
+		if (!b)
+			return;
+		if (!(s = side_begin(b))) {
 			atomic_fetch_add_explicit(&vrt_tls.missed, 1, memory_order_relaxed);
 			return;
 		}

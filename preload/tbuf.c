@@ -41,19 +41,29 @@ void vrt_tbuf_init(void) { pthread_key_create(&exit_key, thread_exit); }
 
 struct vrt_tbuf *vrt_tbuf_list(void) { return atomic_load_explicit(&registry, memory_order_acquire); }
 
+_Atomic uint64_t vrt_tbuf_unbuffered;
+_Atomic uint64_t vrt_tbuf_smallest;
+
 /* mmap and CAS only: a signal handler's hook may create one (a side buffer, or its thread's
- * first). */
+ * first). Smaller than VRAMTRACE_THREAD_BUFFER when that much cannot be mapped (an address
+ * space limit): the collector says so once. */
 static struct vrt_tbuf *tbuf_map(void)
 {
-	size_t cap = vrt_cfg.thread_buffer;
-	size_t total = sizeof(struct vrt_tbuf) + cap;
-	void *mem = mmap(NULL, total, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-	if (mem == MAP_FAILED)
-		return NULL;
-	struct vrt_tbuf *b = mem;
-	b->data = (uint8_t *)mem + sizeof(struct vrt_tbuf);
-	b->capacity = cap;
-	return b;
+	for (size_t cap = vrt_cfg.thread_buffer; cap >= 65536; cap >>= 1) {
+		void *mem = mmap(NULL, sizeof(struct vrt_tbuf) + cap, PROT_READ | PROT_WRITE,
+				 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		if (mem == MAP_FAILED)
+			continue;
+		struct vrt_tbuf *b = mem;
+		b->data = (uint8_t *)mem + sizeof(struct vrt_tbuf);
+		b->capacity = cap;
+		uint64_t small = atomic_load(&vrt_tbuf_smallest);
+		while (cap < vrt_cfg.thread_buffer && (!small || cap < small) &&
+		       !atomic_compare_exchange_weak(&vrt_tbuf_smallest, &small, cap))
+			;
+		return b;
+	}
+	return NULL;
 }
 
 static void tbuf_register(struct vrt_tbuf *b)
@@ -99,9 +109,11 @@ struct vrt_tbuf *vrt_tbuf_self(void)
 	struct vrt_tbuf *b = vrt_tls.buf;
 	if (VRT_LIKELY(b))
 		return b;
-	b = tbuf_create();
-	if (!b)
+	if (vrt_tls.no_buffer || !(b = tbuf_create())) {
+		vrt_tls.no_buffer = true; /* not a failing mmap per event */
+		atomic_fetch_add_explicit(&vrt_tbuf_unbuffered, 1, memory_order_relaxed);
 		return NULL;
+	}
 	vrt_tls.buf = b;
 	pthread_setspecific(exit_key, b);
 	/* A forked child's first event starts its collector (a thread's first event comes here). */
@@ -183,6 +195,8 @@ bool vrt_tbuf_wait_sections(uint64_t deadline_ns)
 
 void vrt_tbuf_after_fork_child(void)
 {
+	vrt_tls.no_buffer = false;
+	atomic_store(&vrt_tbuf_unbuffered, 0);
 	/* The parent's buffers belong to threads that do not exist here; leak them. */
 	atomic_store(&registry, NULL);
 	atomic_store(&next_thread_index, 1);
