@@ -21,7 +21,9 @@ static int enter_nested(int busy, int state)
 static int enter(int state)
 {
 	int st = atomic_load_explicit(&vrt_state, memory_order_acquire);
-	if (VRT_UNLIKELY(st != VRT_STATE_READY) && (st != VRT_STATE_UNINIT || !vrt_start_early()))
+	/* Before our constructor ran: start now, unless this thread is inside vramtrace (the
+	 * constructor itself, or its collector: starting from there would wait on itself). */
+	if (VRT_UNLIKELY(st != VRT_STATE_READY) && (st != VRT_STATE_UNINIT || vrt_tls.busy || !vrt_start_early()))
 		return 0;
 	int busy = vrt_tls.busy;
 	if (VRT_LIKELY(!busy)) {
