@@ -254,15 +254,21 @@ static void *genuine_in(const void *addr, const char *name)
 }
 
 struct scan_objects {
-	int n;
-	const void *at[64]; /* an address inside each object: the start of its first segment */
+	int skip, n;        /* objects before this batch; in it */
+	const void *at[32]; /* an address inside each object: the start of its first segment */
 };
 
 static int collect_object(struct dl_phdr_info *info, size_t size, void *arg)
 {
 	(void)size;
 	struct scan_objects *s = arg;
-	for (int i = 0; i < info->dlpi_phnum && s->n < (int)(sizeof(s->at) / sizeof(s->at[0])); i++)
+	if (s->skip > 0) {
+		s->skip--;
+		return 0;
+	}
+	if (s->n == (int)(sizeof(s->at) / sizeof(s->at[0])))
+		return 1;
+	for (int i = 0; i < info->dlpi_phnum; i++)
 		if (info->dlpi_phdr[i].p_type == PT_LOAD) {
 			s->at[s->n++] = (const void *)(info->dlpi_addr + info->dlpi_phdr[i].p_vaddr);
 			break;
@@ -271,17 +277,21 @@ static int collect_object(struct dl_phdr_info *info, size_t size, void *arg)
 }
 
 /* The first loaded object, in load order, that defines name (besides us). Objects are looked at
- * after dl_iterate_phdr returns: dlopen may not be called from its callback. */
+ * in batches, after dl_iterate_phdr returns: dlopen may not be called from its callback. */
 static void *genuine_anywhere(const char *name)
 {
-	struct scan_objects s = { 0 };
-	dl_iterate_phdr(collect_object, &s);
-	for (int i = 0; i < s.n; i++) {
-		void *fn = genuine_in(s.at[i], name);
-		if (fn)
-			return fn;
+	for (int done = 0;;) {
+		struct scan_objects s = { .skip = done };
+		dl_iterate_phdr(collect_object, &s);
+		for (int i = 0; i < s.n; i++) {
+			void *fn = genuine_in(s.at[i], name);
+			if (fn)
+				return fn;
+		}
+		if (s.n < (int)(sizeof(s.at) / sizeof(s.at[0])))
+			return NULL;
+		done += s.n;
 	}
-	return NULL;
 }
 
 /* The genuine name, for a lookup that answered with our own export: from the library that
