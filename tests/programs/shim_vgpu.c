@@ -45,11 +45,19 @@ static struct {
 	CUresult (*get_address_range)(CUdeviceptr *, size_t *, CUdeviceptr);
 } real;
 
-static void init(void)
+/* Nothing else here: a sanitizer runtime's first dlsym comes before getenv works. */
+static dlsym_fn get_real_dlsym(void)
 {
-	real_dlsym = (dlsym_fn)dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.2.5");
+	if (!real_dlsym)
+		real_dlsym = (dlsym_fn)dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.2.5");
 	if (!real_dlsym)
 		real_dlsym = (dlsym_fn)dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.34");
+	return real_dlsym;
+}
+
+static void init(void)
+{
+	get_real_dlsym();
 	const char *l = getenv("FAKEVGPU_LIMIT");
 	if (l && *l)
 		limit = strtoull(l, NULL, 0);
@@ -157,11 +165,11 @@ CUresult cuGetProcAddress(const char *symbol, void **pfn, int version, cuuint64_
 
 void *dlsym(void *handle, const char *symbol)
 {
-	ensure();
 	if (handle != RTLD_NEXT && symbol[0] == 'c' && symbol[1] == 'u') {
+		ensure();
 		void *f = real_dlsym(self_handle, symbol);
 		if (f)
 			return f;
 	}
-	return real_dlsym(handle, symbol);
+	return get_real_dlsym()(handle, symbol);
 }
