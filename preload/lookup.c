@@ -368,9 +368,8 @@ static void remember_get_proc(void *real)
  * Callers of an export whose RTLD_NEXT found nothing (a driver opened RTLD_LOCAL that calls its
  * own exported functions, bound to ours), each with the definition its own scope gives, keyed
  * by the call's return address (one call site calls one name from one object), or by the real
- * function that tail-called it. Entries are
- * claimed by CAS on ret and read only once ready; never removed (a full table only costs the
- * lookup again).
+ * function that tail-called it. Entries are claimed by CAS on ret and read only once ready;
+ * never removed (a full table only costs the lookup again).
  */
 #define CALLER_SLOTS 256
 #define CALLER_PROBES 8
@@ -428,7 +427,7 @@ void *vrt_export_next(const char *name, _Atomic(void *) *next, void *ret)
 	/* Called from one of our hooks: the real function it called tail-called this export, so
 	 * that function, not our hook, names the library calling. */
 	const void *caller = vrt_addr_is_ours(ret) ? vrt_tls.real : ret;
-	fn = caller_find((uintptr_t)caller, name);
+	fn = caller ? caller_find((uintptr_t)caller, name) : NULL;
 	if (fn)
 		return fn;
 	fn = genuine_in(caller, name);
@@ -442,7 +441,8 @@ void *vrt_export_next(const char *name, _Atomic(void *) *next, void *ret)
 		no_genuine(name);
 		return NULL;
 	}
-	caller_add((uintptr_t)caller, name, fn);
+	if (caller)
+		caller_add((uintptr_t)caller, name, fn);
 	return fn;
 }
 
@@ -532,11 +532,18 @@ VRT_NO_SANITIZE __attribute__((visibility("hidden"))) void *vrt_dlsym_filter(voi
 	if (!real)
 		return NULL;
 	if (vrt_addr_is_ours(real)) {
-		if (vrt_real_dlsym_ptr != libc_dlsym_ptr)
-			return unwrap_ours(vrt_real_dlsym_ptr, real); /* an interposer's table, bound to us */
+		bool trampoline;
+		const struct vrt_hook_def *owner = owner_of(real, &trampoline);
+		if (!owner || trampoline)
+			return real; /* bound to a genuine function already */
+		/* An interposer after us answered from a table of its own exports, bound to ours:
+		 * its own function is what it meant. */
+		void *fn = vrt_real_dlsym_ptr != libc_dlsym_ptr ? genuine_in(vrt_real_dlsym_ptr, owner->symbol) : NULL;
+		if (fn)
+			return atomic_load(&vrt_state) == VRT_STATE_DISABLED ? fn : vrt_hook_wrap(owner, fn);
 		/* The scope searched reached our export first (RTLD_DEFAULT, the program's handle):
 		 * answer only if a real library there has it too, as it would without us. */
-		return real == def->exported && vrt_real_dlsym(RTLD_NEXT, name) ? real : NULL;
+		return vrt_real_dlsym(RTLD_NEXT, name) ? real : NULL;
 	}
 	if (def->exported == (void *)cuGetProcAddress_v2)
 		remember_get_proc(real);
