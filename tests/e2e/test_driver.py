@@ -49,7 +49,7 @@ def test_driver_live_sites_are_exactly_those(drv):
 @pytest.mark.parametrize("api, kind, sizes", [
     ("cuMemAlloc_v2", "device", [1 * MiB, 2 * MiB]),
     ("cuMemAllocManaged", "managed", [1 * MiB]),
-    ("cuMemAllocAsync", "device", [4096]),
+    ("cuMemAllocAsync", "device", [4096, 12288]),
     ("cuMemAllocAsync_ptsz", "device", [8192]),
     ("cuMemAllocHost_v2", "host_pinned", [8192]),
     ("cuMemHostAlloc", "host_pinned", [4096]),
@@ -61,12 +61,23 @@ def test_driver_api_recorded_under_its_name(drv, api, kind, sizes):
 
 @pytest.mark.parametrize("api, sizes", [
     ("cuMemFree_v2", [2 * MiB, 1 * MiB]),  # transient_site's device, managed_site's managed
+    ("cuMemFreeAsync", [12288]),  # async_free_site
     ("cuMemFreeAsync_ptsz", [8192]),
     ("cuMemFreeHost", [4096]),
     ("cuMemHostUnregister", [16384]),
 ])
 def test_driver_frees_recorded_with_sizes(drv, api, sizes):
     assert [r["size"] for r in drv.events("free", api)] == sizes
+
+
+def test_legacy_stream_async_free_frees_what_it_names(drv):
+    """async_free_site: 12 KiB from cuMemAllocAsync, given back with cuMemFreeAsync; nothing of it
+    is live at the end (test_driver_exact_totals), and the free names its allocation."""
+    alloc = [r for r in drv.events("alloc", "cuMemAllocAsync") if r["size"] == 12288]
+    free = drv.events("free", "cuMemFreeAsync")
+    assert len(alloc) == 1 and len(free) == 1
+    assert (free[0]["addr"], free[0]["alloc_stack"]) == (alloc[0]["addr"], alloc[0]["stack"])
+    assert "async_free_site" not in [frame_functions(s)[0] for s in drv.live_sites()]
 
 
 def test_per_thread_stream_variants_from_cuGetProcAddress_are_tracked(drv):

@@ -44,6 +44,14 @@ SITE void async_leak_site(void)
 	CHECK(cuMemAllocAsync(&p, 4096, NULL));
 }
 
+/* The legacy-stream free, as a static runtime's cudaFreeAsync reaches the driver. */
+SITE void async_free_site(void)
+{
+	CUdeviceptr p;
+	CHECK(cuMemAllocAsync(&p, 12288, NULL));
+	CHECK(cuMemFreeAsync(p, NULL));
+}
+
 /* How a per-thread-default-stream build reaches the driver: the _ptsz variants. */
 SITE void ptsz_site(void)
 {
@@ -142,6 +150,7 @@ int main(void)
 	transient_site();
 	managed_site();
 	async_leak_site();
+	async_free_site();
 	ptsz_site();
 	pinned_site();
 	vmm_site();
