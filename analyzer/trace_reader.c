@@ -234,9 +234,10 @@ static int find_chunks(struct vrt_trace *t)
 	if (rc)
 		return rc;
 	order_chunks(t);
-	drop_damaged(t);
-	/* The first chunk ever written is number 1: gone means the ring overwrote the start. */
+	/* The first chunk ever written is number 1: gone means the ring overwrote the start. Found
+	 * but damaged is not gone: the replay still starts at the beginning, without that chunk. */
 	t->history_lost = t->n_chunks && t->chunks[0].seq != 1;
+	drop_damaged(t);
 	return 0;
 }
 
