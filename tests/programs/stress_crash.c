@@ -9,7 +9,8 @@
  * so far, T = CLOCK_MONOTONIC in microseconds); after MILLISECONDS it prints "dying N T" and
  * raises SIGKILL ("kill": nothing in the process runs after it) or calls abort() ("abort":
  * vramtrace's fatal-signal handler flushes first). Sizes are unique, so the live set at death
- * names exactly which allocations the trace holds: kept i must be a prefix of the run.
+ * names exactly which allocations the trace holds: kept i must be a prefix of the run. The
+ * "dying" line also gives the allocations, frees and bytes kept so far.
  * Every 1000 allocations it waits while more than 20000 of its events are still in vramtrace's
  * thread buffers (stress_throttle.h), so with a runtime that costs nothing (stress_fastrt.c)
  * nothing is dropped and what a SIGKILL loses is what the collector had not yet written.
@@ -82,7 +83,11 @@ int main(int argc, char **argv)
 		if (i % keep_every)
 			CHECK(cudaFree(p));
 	}
-	printf("dying %ld %lld\n", i, now_us());
+	unsigned long long held = 0;
+	for (long k = 0; k < i; k += keep_every)
+		held += 4096 + 8 * (unsigned long long)k;
+	printf("dying %ld %lld allocs=%ld frees=%ld held_bytes=%llu\n", i, now_us(), i, i - (i + keep_every - 1) / keep_every,
+	       held);
 	fflush(stdout);
 	if (!strcmp(argv[1], "abort"))
 		abort();
