@@ -187,3 +187,15 @@ def test_report_top_lists_exactly_n_sites(rt, n):
     assert len(rep["live_at_end"]) == min(n, 5)
     device, = [d for d in rep["devices"] if (d["device"], d["kind"]) == (0, "device")]
     assert len(device["top_at_peak"]) == min(n, 2)
+
+
+@pytest.mark.parametrize("depth", [1, 2, 3])
+def test_run_depth_keeps_exactly_that_many_native_frames(tmp_path, depth):
+    """`run --depth N`: N native frames per stack, innermost first (every rt_api site has at
+    least site, main and libc's caller of main under it)."""
+    t = trace(tmp_path, [program("rt_api")], run_args=("--depth", str(depth)))
+    assert len(t.live_sites()) == 5
+    for site in t.live_sites():
+        functions = frame_functions(site)
+        assert len(functions) == depth, functions
+        assert functions[0].endswith("_site") and functions[1:2] in ([], ["main"]), functions

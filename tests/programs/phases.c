@@ -8,7 +8,8 @@
  *   setup_site:         4 MiB, kept; before any phase
  *   phase "step" x STEPS; invocation i (0-based) allocates step_scratch_site 2 MiB (freed before
  *                       it exits) and step_leak_site 1 MiB (kept): live at its entry 4 MiB + i MiB,
- *                       at its exit 4 MiB + (i + 1) MiB
+ *                       at its exit 4 MiB + (i + 1) MiB. The scratch is allocated inside a nested
+ *                       "step" (as a recursive call would): part of the outermost invocation
  *   phase "eval", after every second step: eval_site 512 KiB, freed inside
  *   mark "half" after step STEPS / 2, then 20 ms without any event (so that a time between the
  *                       mark and the next event is unambiguous)
@@ -68,7 +69,9 @@ int main(int argc, char **argv)
 	setup_site();
 	for (int i = 0; i < steps; i++) {
 		enter("step");
+		enter("step");
 		step_scratch_site();
+		leave("step");
 		step_leak_site();
 		leave("step");
 		if (i % 2 == 1) {
