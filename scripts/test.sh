@@ -2,7 +2,8 @@
 # The whole test suite, as CI runs it (.ci/run calls exactly this): builds, then runs every
 # meson test suite (format/reader unit tests, the CUDA test doubles, end-to-end runs of real
 # programs under `vramtrace run`, golden outputs, fuzz corpus replay, HTML rendering), then the
-# stages: the sanitizer builds, the fuzz smoke runs and the wheel check.
+# stages: the sanitizer builds, the fuzz smoke runs, the wheel check and the mutation run
+# (scripts/mutants.sh: every mutant must be killed).
 # Ends with one line: "tests: N passed, N failed, N skipped".
 #
 # It never passes by leaving something out: pytest is installed (or found) before meson is
@@ -11,7 +12,7 @@
 # (meson's SKIP, and pytest skips inside the e2e and stress suites) are listed by name and
 # counted apart from the passes.
 #
-# Environment: TEST_STAGES (default "sanitizers fuzz-smoke wheel": the stages to run;
+# Environment: TEST_STAGES (default "sanitizers fuzz-smoke wheel mutants": the stages to run;
 # each named stage must be runnable).
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -39,7 +40,7 @@ if ! pytest_python >/dev/null; then
     die "pytest is not installed and could not be installed (pip install pytest, or apt-get install python3-pytest)"
 fi
 
-stages=(${TEST_STAGES-sanitizers fuzz-smoke wheel})
+stages=(${TEST_STAGES-sanitizers fuzz-smoke wheel mutants})
 stage_script() {
   case $1 in
     sanitizers) echo scripts/test-sanitizers.sh ;;
