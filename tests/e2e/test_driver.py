@@ -193,3 +193,43 @@ def test_entry_point_vmm_records(ep):
     plain = ep.events(api="cudaMalloc") + ep.events(api="cudaFree")
     assert [(r.op, r["size"]) for r in plain] == [("alloc", 1 * MiB), ("free", 1 * MiB)]
     assert_nothing_lost(ep)
+
+
+# ---- the rest of the driver: pitch, pools, imports, a context reset -------------------------------
+
+@pytest.fixture(scope="module")
+def rest(tmp_path_factory):
+    return trace(tmp_path_factory.mktemp("drv_rest"), [program("drv_rest")])
+
+
+def test_rest_program_behaviour_is_unchanged(rest):
+    assert (rest.returncode, rest.stdout) == (0, "drv_rest: done\n")
+    assert_unchanged_behaviour(rest)
+
+
+def test_rest_exact_totals_a_context_reset_takes_the_device_memory_with_it(rest):
+    assert rest.totals() == {
+        (0, "device"): (10240 + 8192 + 3 * MiB + PAGE, 1 * MiB),  # after the reset: after_reset_site only
+        (-1, "host_pinned"): (4096, 4096),  # pinned host memory outlives the context
+    }
+    assert sorted(frame_functions(s)[0] for s in rest.live_sites()) == ["after_reset_site", "pinned_site"]
+
+
+@pytest.mark.parametrize("op, api, sizes", [
+    ("alloc", "cuMemAllocPitch_v2", [10240]),
+    ("alloc", "cuMemAllocFromPoolAsync", [8192]),
+    ("alloc", "cuMemAllocFromPoolAsync_ptsz", [4096]),
+    ("free", "cuMemFreeAsync_ptsz", [4096]),
+    ("import", "cuIpcOpenMemHandle_v2", [3 * MiB]),
+    ("import_close", "cuIpcCloseMemHandle", [3 * MiB]),
+    ("import", "cuMemImportFromShareableHandle", [0]),
+])
+def test_rest_driver_api_recorded_under_its_name(rest, op, api, sizes):
+    assert [r["size"] for r in rest.events(op, api)] == sizes
+
+
+def test_rest_imports_are_not_memory_held(rest):
+    """ipc_site's 3 MiB is reset_victim_site's own buffer opened again: counted once."""
+    peak, _ = rest.totals()[(0, "device")]
+    assert peak == 10240 + 8192 + 3 * MiB + PAGE
+    assert_nothing_lost(rest)

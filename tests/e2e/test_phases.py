@@ -6,6 +6,7 @@ import json
 import pytest
 
 from conftest import MiB, KiB, analyze, program, trace
+from stress_helpers import preload_lines, run, traced
 
 STEPS = 4
 SETUP = 4 * MiB
@@ -84,3 +85,45 @@ def test_diff_at_two_times_of_one_trace(ph):
     assert (d["total_a"], d["total_b"]) == (SETUP + STEPS // 2 * LEAK, SETUP + STEPS * LEAK)
     assert [(s["delta"], s["site"]["frames"][0]["function"]) for s in d["sites"]] == \
         [(STEPS // 2 * LEAK, "step_leak_site")]
+
+
+# ---- NVTX ranges (tests/programs/nvtx_ranges.c) ---------------------------------------------------
+
+@pytest.fixture(scope="module")
+def nv(tmp_path_factory):
+    t = trace(tmp_path_factory.mktemp("nvtx"), [program("nvtx_ranges")])
+    assert (t.returncode, t.stdout) == (0, f"nvtx_ranges: held_bytes={SETUP + 3 * LEAK}\n"), t.stderr
+    return t
+
+
+def labels(t, *ops):
+    return [(r.op, r.text.split('"')[1]) for r in t.events() if r.op in ops]
+
+
+def test_every_kind_of_nvtx_range_and_mark_becomes_a_phase_or_mark(nv):
+    ranges = ["step"] * 3 + ["eval"] * 2 + ["load", "load-ex", "domain-step", "domain-load"]
+    assert labels(nv, "phase_enter", "phase_exit") == \
+        [(op, "nvtx:" + name) for name in ranges for op in ("phase_enter", "phase_exit")]
+    assert labels(nv, "mark") == [("mark", "nvtx:half"), ("mark", "nvtx:ex-mark"), ("mark", "nvtx:domain-mark")]
+
+
+def test_leaks_follows_an_nvtx_range(nv):
+    found = leaks(nv, "--phase", "nvtx:step")
+    assert [(c["live_bytes_at_entry"], c["live_bytes_at_exit"]) for c in found["phases"]] == \
+        [(SETUP + i * LEAK, SETUP + (i + 1) * LEAK) for i in range(3)]
+    assert found["growth_per_invocation_bytes"] == LEAK
+    assert leaks(nv)["phase"] == "nvtx:step"  # 3 invocations, eval 2
+
+
+def test_nvtx_injection_path_owned_by_another_tool_is_left_alone(tmp_path):
+    """Another profiler set NVTX_INJECTION64_PATH: one line says ranges will not become phases,
+    the tool keeps its hook (here: none loadable, so NVTX calls are no-ops), and the trace is
+    still exact."""
+    other = "/nonexistent/libother.so"
+    p, out = run(tmp_path, [program("nvtx_ranges")], "t.vrt", env={"NVTX_INJECTION64_PATH": other}, quiet=False)
+    assert p.returncode == 0
+    assert [line.split(": ", 1)[1] for line in preload_lines(p.stderr) if "tracing to" not in line] == \
+        [f"NVTX_INJECTION64_PATH is taken by {other}; NVTX ranges will not become phases"]
+    t = traced(p, out)
+    assert not labels(t, "phase_enter", "phase_exit", "mark")
+    assert t.totals() == {(0, "device"): (SETUP + 2 * LEAK + SCRATCH, SETUP + 3 * LEAK)}
