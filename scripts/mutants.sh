@@ -87,6 +87,19 @@ m drv-managed-kind preload/hooks_driver.c \
   'alloc_done(VRT_API_CU_MEM_ALLOC_MANAGED, r, VRT_KIND_DEVICE,' \
   test_driver.py::test_driver_exact_totals
 
+m drv-pitch-width preload/hooks_driver.c \
+  'uint64_t size = r ? (uint64_t)width * height : (uint64_t)*pitch * height;' \
+  'uint64_t size = (uint64_t)width * height;' \
+  test_driver.py::test_rest_exact_totals_a_context_reset_takes_the_device_memory_with_it
+m drv-pool-alloc-passthrough preload/hooks_driver.c \
+  '\treturn alloc_async(VRT_API_CU_MEM_ALLOC_FROM_POOL_ASYNC, real, d, n, pool, s);' \
+  '\treturn ((CUresult (*)(CUdeviceptr *, size_t, CUmemoryPool, CUstream))real)(d, n, pool, s);' \
+  test_driver.py::test_rest_exact_totals_a_context_reset_takes_the_device_memory_with_it
+m context-reset-ignored analyzer/model.c \
+  '\t\tif (r->id == 0)\n\t\t\tcontext_reset(m, r->device, e);' \
+  '\t\tif (0)\n\t\t\tcontext_reset(m, r->device, e);' \
+  test_driver.py::test_rest_exact_totals_a_context_reset_takes_the_device_memory_with_it
+
 # ---- virtual memory management: preload and the analyzer's model ------------------------------
 m vmm-release-unrecorded preload/hooks_driver.c \
   'vrt_record_release(VRT_OP_PHYS_RELEASE, VRT_API_CU_MEM_RELEASE, ts, h, 0, 0);' \
@@ -157,6 +170,11 @@ m leaks-phase-exit-ignored analyzer/cmd_leaks.c \
   '} else if (kind == -1 && lk->depth > 0 && --lk->depth == 0) {' \
   '} else if (0) {' \
   test_phases.py::test_leaks_follows_every_invocation_of_the_named_phase
+
+m nvtx-pop-unrecorded preload/nvtx.c \
+  '\tif (name && vrt_enter()) {\n\t\tvrt_emit_label(VRT_OP_PHASE_EXIT, name);\n\t\tvrt_leave();\n\t}\n\tfree(name);\n\treturn d;' \
+  '\t(void)vrt_enter;\n\tfree(name);\n\treturn d;' \
+  test_phases.py::test_every_kind_of_nvtx_range_and_mark_becomes_a_phase_or_mark
 
 # ---- loss accounting, ring, checkpoints, flushing ---------------------------------------------
 m lost-not-counted preload/tbuf.c \
