@@ -65,6 +65,11 @@ m rt-host-register-size preload/hooks_runtime.c \
   'alloc_done(VRT_API_CUDA_HOST_REGISTER, r, VRT_KIND_HOST_PINNED, -1, p, 0, flags, 0);' \
   test_runtime.py::test_exact_totals_per_device_and_kind
 
+m rt-device-reset-unrecorded preload/hooks_runtime.c \
+  '\t\tstruct vrt_event ev = { .op = VRT_OP_CONTEXT, .api = VRT_API_CU_PRIMARY_CTX_RESET, .device = (int16_t)dev };\n\t\tvrt_emit(&ev, false);' \
+  '\t\t(void)dev;' \
+  test_runtime.py::test_device_reset_takes_the_device_memory_with_it
+
 # ---- the driver, its stream-ordered and pinned calls (preload/hooks_driver.c) ----------------
 m drv-alloc-size preload/hooks_driver.c \
   'alloc_done(VRT_API_CU_MEM_ALLOC, r, VRT_KIND_DEVICE, vrt_current_device_driver(), r ? 0 : *dptr, size, 0, 0);' \

@@ -199,3 +199,13 @@ def test_run_depth_keeps_exactly_that_many_native_frames(tmp_path, depth):
         functions = frame_functions(site)
         assert len(functions) == depth, functions
         assert functions[0].endswith("_site") and functions[1:2] in ([], ["main"]), functions
+
+
+def test_device_reset_takes_the_device_memory_with_it(tmp_path):
+    """tests/programs/rt_reset.c: cudaDeviceReset frees every allocation of the device (not
+    pinned host memory); what is allocated after it is live at the end."""
+    t = trace(tmp_path, [program("rt_reset")])
+    assert (t.returncode, t.stdout) == (0, "rt_reset: done\n")
+    assert t.totals() == {(0, "device"): (2 * MiB, 1 * MiB), (-1, "host_pinned"): (4 * KiB, 4 * KiB)}
+    assert sorted(frame_functions(s)[0] for s in t.live_sites()) == ["after_reset_site", "pinned_site"]
+    assert_unchanged_behaviour(t)
