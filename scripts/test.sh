@@ -50,10 +50,21 @@ stage_script() {
     *) return 1 ;;
   esac
 }
+# What each stage needs, checked now rather than after the meson suites have run.
+stage_ready() {
+  case $1 in
+    sanitizers) for lib in libasan.so libtsan.so; do
+                  [ -f "$("${CC:-gcc}" -print-file-name=$lib 2>/dev/null)" ] || { echo "no $lib for ${CC:-gcc}"; return 1; }
+                done ;;
+    fuzz-smoke) command -v clang >/dev/null || { echo "clang is not installed"; return 1; } ;;
+    wheel) python3 -c 'import venv, ensurepip' 2>/dev/null || { echo "python3 has no venv/ensurepip (python3-venv)"; return 1; } ;;
+  esac
+}
 for s in "${stages[@]}"; do
   script=$(stage_script "$s") || die "unknown stage '$s' in TEST_STAGES"
   [ -f "$script" ] || die "stage $s: $script does not exist"
   [ -x "$script" ] || die "stage $s: $script is not executable"
+  why=$(stage_ready "$s") || die "stage $s cannot run: $why (install it, or leave the stage out with TEST_STAGES)"
 done
 
 scripts/build.sh || die "the build failed (above)"
@@ -93,7 +104,7 @@ logs = sys.argv[1]
 results = [json.loads(line) for line in open(logs + "/testlog.json")]
 registered = {t["name"] for t in json.loads(subprocess.run(["meson", "introspect", "build", "--tests"],
                                                            capture_output=True, text=True, check=True).stdout)}
-ran = {r["name"] for r in results}
+ran = {r["name"].split(" / ", 1)[-1] for r in results}  # "project:suite / name"
 p = sum(r["result"] in ("OK", "EXPECTEDFAIL") for r in results)
 s = [r["name"] for r in results if r["result"] == "SKIP"]
 f = [r["name"] for r in results if r["result"] not in ("OK", "EXPECTEDFAIL", "SKIP")]
