@@ -221,6 +221,14 @@ m leaks-picks-the-least-entered analyzer/cmd_leaks.c \
   's->counts[i].enters > s->counts[best].enters' \
   's->counts[i].enters < s->counts[best].enters' \
   test_phases.py::test_leaks_without_a_phase_picks_the_one_entered_most_often
+m leaks-phase-name-ignored analyzer/cmd_leaks.c \
+  'const char *named = o->phase ? phase_named(o->phase, &lk.by_mark) : NULL;' \
+  'const char *named = NULL;' \
+  test_phases.py::test_leaks_of_a_phase_that_frees_what_it_allocates_finds_no_growth
+m report-until-mark-ignored analyzer/cmd_report.c \
+  'rc = vrt_report_replay(&t, &r->end, o->quiet, o->until_mark);' \
+  'rc = vrt_report_replay(&t, &r->end, o->quiet, NULL);' \
+  test_phases.py::test_report_until_mark_is_the_state_at_the_mark
 m diff-second-at-ignored analyzer/cmd_diff.c \
   'b.at = b.path == a.path ? at[1] : n_at ? at[1] : -1;' \
   'b.at = b.path == a.path ? -1 : n_at ? at[1] : -1;' \
