@@ -252,6 +252,40 @@ m oom-free-bytes preload/event.c \
   '\tdevice_memory_info(&oom.aux2, &oom.aux);' \
   test_oom_and_exit.py::test_oom_record_says_how_much_was_free
 
+# ---- why memory survives (retention walks, categories by identity, the user's code) ---------
+m retain-closure-variable-unnamed python/vramtrace/_chains.py \
+  'return "closure variable %s" % grand.__code__.co_freevars[parent.index(child)]' \
+  'return "closure variable"' \
+  test_retention.py::test_a_hook_closure_is_named_through_the_function_and_its_variable
+m retain-cycle-called-found analyzer/owners.c \
+  '\treturn VRT_HELD_UNREACHABLE;\n}' \
+  '\treturn VRT_HELD_FOUND;\n}' \
+  test_retention.py::test_a_cycle_no_root_reaches_is_unreachable_and_says_so
+m retain-skipped-walk-hides-an-earlier-answer analyzer/owners.c \
+  'for (size_t k = 0; k <= o->n_earlier; k++) { /* latest first */' \
+  'for (size_t k = 0; k < 1; k++) { /* latest first */' \
+  test_retention.py::test_a_later_walk_explains_what_a_skipped_walk_did_not
+m retain-cut-walk-is-final analyzer/cmd_leaks.c \
+  'if (status == VRT_HELD_TIMED_OUT && !g->held_scan) {' \
+  'if (0) {' \
+  test_retention.py::test_a_later_walk_explains_what_a_skipped_walk_did_not
+m retain-skipped-walk-unrecorded python/vramtrace/_retention.py \
+  '        _skipped(PHASE, bound)\n' \
+  '' \
+  test_retention.py::test_walks_the_budget_skips_say_timed_out_and_say_so_once
+m category-identity-ignored analyzer/categories.c \
+  'if (category > 0 && 2 * bytes >= (int64_t)it->size) {' \
+  'if (0) {' \
+  test_h200_retention.py::test_oom_under_offload_is_activations_with_the_cap_named
+m oom-cap-not-named analyzer/cmd_oom.c \
+  'l->result ? "per_process_cap" : "device"' \
+  '"device"' \
+  test_h200_retention.py::test_oom_under_offload_is_activations_with_the_cap_named
+m user-code-includes-site-packages analyzer/attribution.c \
+  'const char *pkg = strstr(file, "-packages/");' \
+  'const char *pkg = NULL;' \
+  test_retention.py::test_a_library_in_a_site_packages_directory_is_not_the_users_code
+
 # ---- the driver ------------------------------------------------------------------------------
 
 if [ "${1:-}" = --list ]; then
@@ -300,7 +334,9 @@ EOF
 scratch=${MUTANTS_DIR:-$(mktemp -d "${TMPDIR:-/tmp}/vrt-mutants.XXXXXX")}
 cleanup() { [ "${MUTANTS_KEEP:-0}" = 1 ] || rm -rf "$scratch"; }
 trap cleanup EXIT
-src=$scratch/src bld=$scratch/build
+# The build sits inside the copy, as build/ does here: a build tree finds the Python package at
+# ../../python from its analyzer/ (analyzer/paths.c).
+src=$scratch/src bld=$scratch/src/build
 jobs=${MUTANTS_JOBS:-2}
 mkdir -p "$src" "$scratch/orig"
 tree_files() { # NUL-separated: what git tracks or would track; without git, all but the build trees
