@@ -971,8 +971,16 @@ static void baseline_headline(const struct leaks *lk, const struct vrt_sites *gr
 			stacks[n] = growing->v[i].stack;
 			bytes[n++] = growing->v[i].bytes;
 		}
+	int64_t labelled = 0; /* the allocator's cache, workspaces, NCCL: rising, but not blamed */
+	for (size_t i = 0; i < growing->n; i++)
+		if (persistent_by_design(lk->t, &growing->v[i]) || growing->v[i].label)
+			labelled += growing->v[i].bytes;
 	int k;
-	if (!n || total <= 0 || window_s <= 0) {
+	if ((!n || total <= 0 || window_s <= 0) && labelled > 0) {
+		k = snprintf(buf, len, "no growth of %s: the working set is steady; what rose is %s of memory kept by "
+			     "design (the allocator's cache, workspaces, NCCL)", lk->blocks ? "tensors" : "CUDA allocations",
+			     vrt_bytes(labelled));
+	} else if (!n || total <= 0 || window_s <= 0) {
 		k = snprintf(buf, len, "no growth: no site of %s keeps rising across the low points of total memory",
 			     lk->blocks ? "tensors" : "CUDA allocations");
 	} else if (c->steady && c->allocations) {
@@ -981,8 +989,9 @@ static void baseline_headline(const struct leaks *lk, const struct vrt_sites *gr
 			     vrt_bytes(total / (int64_t)c->allocations), (unsigned long long)c->allocations,
 			     duration(c->mean, every, sizeof(every)), vrt_bytes((int64_t)((double)total / window_s)));
 	} else {
-		k = snprintf(buf, len, "+%s per second over %.1f s", vrt_bytes((int64_t)((double)total / window_s)),
-			     window_s);
+		char over[32];
+		k = snprintf(buf, len, "+%s over %s (+%s/s)", vrt_bytes(total), duration(window_s, over, sizeof(over)),
+			     vrt_bytes((int64_t)((double)total / window_s)));
 	}
 	struct vrt_shares shares;
 	if (n && k > 0 && (size_t)k < len && !vrt_shares_build(lk->t, stacks, bytes, n, &shares)) {

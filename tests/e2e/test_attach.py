@@ -323,6 +323,6 @@ def test_leaks_of_an_attached_job_names_the_growing_site_and_its_rate(injected):
     assert top["bytes_per_second"] > 0 and d["window_s"] > 0
     assert top["bytes_per_step"] in (None, LOOP_BYTES)
     assert re.fullmatch(r"\+64\.0 KiB per step \(\d+ steps, one every \d+ ms; \+[\d.]+ [KM]iB/s\): 100% from "
-                        r"loop_site \(attach_target\)|\+[\d.]+ [KM]iB per second over [\d.]+ s: 100% from loop_site "
+                        r"loop_site \(attach_target\)|\+[\d.]+ [KM]iB over (\d+ ms|[\d.]+ s) \(\+[\d.]+ [KM]iB/s\): 100% from loop_site "
                         r"\(attach_target\)", d["summary"]), d["summary"]
     assert BEFORE_ATTACH not in json.dumps(d["growing"])  # the seed is not growth
