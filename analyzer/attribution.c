@@ -245,6 +245,8 @@ int vrt_shares_build(const struct vrt_trace *t, const uint32_t *stacks, const in
 			break;
 	}
 	for (size_t i = 0; i < m; i++) {
+		if (!p[i].bytes)
+			continue; /* only evidence of who else calls a helper */
 		struct vrt_share *sh = share_of(out, &p[i].a);
 		sh->bytes += p[i].bytes;
 		int line = p[i].a.python ? p[i].a.user.line : 0;

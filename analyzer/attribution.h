@@ -56,7 +56,8 @@ struct vrt_shares {
 };
 
 /* Groups (stack, bytes) pairs; a user function that allocates for two or more different callers
- * is a helper, and its callers are named instead. */
+ * is a helper, and its callers are named instead. A pair with 0 bytes is only evidence of
+ * another caller (an allocation that did not survive), never a share. */
 int vrt_shares_build(const struct vrt_trace *t, const uint32_t *stacks, const int64_t *bytes, size_t n,
 		     struct vrt_shares *out);
 void vrt_shares_free(struct vrt_shares *s);

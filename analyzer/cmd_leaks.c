@@ -855,6 +855,7 @@ struct lows {
 /* How the top growing site's allocations came between the first low point and the last: a
  * loop's step when they came at a steady pace. */
 struct cadence {
+	struct vrt_sites stacks; /* every stack that allocated in the window: who else calls a helper */
 	uint64_t allocations;
 	double first_s, last_s;
 	double mean, m2;        /* of the intervals (Welford) */
@@ -913,7 +914,6 @@ static bool born_at(const struct leaks *lk, const struct vrt_effect *e, uint32_t
 /* The allocations of stack between events from and to (a third pass, for one site). */
 static void measure_cadence(struct leaks *lk, uint32_t stack, uint64_t from, uint64_t to, struct cadence *c)
 {
-	*c = (struct cadence){ 0 };
 	struct vrt_model m;
 	if (vrt_model_init(&m))
 		return;
@@ -923,7 +923,11 @@ static void measure_cadence(struct leaks *lk, uint32_t stack, uint64_t from, uin
 	vrt_replay_begin(&rp, lk->t);
 	while (vrt_replay_next(&rp, &r) && m.events < to) {
 		vrt_model_apply(&m, &r, &e);
-		if (m.events <= from || !born_at(lk, &e, stack))
+		if (m.events <= from || e.kind != VRT_EFFECT_BORN || !counts(lk, &e.item))
+			continue;
+		if (c->stacks.n < 4096)
+			vrt_sites_get(&c->stacks, e.item.stack, NULL);
+		if (!born_at(lk, &e, stack))
 			continue;
 		double now = vrt_ts_seconds(lk->t, r.ts);
 		if (c->allocations++) {
@@ -962,8 +966,9 @@ static void baseline_headline(const struct leaks *lk, const struct vrt_sites *gr
 			      const struct cadence *c, char *buf, size_t len)
 {
 	int64_t total = 0;
-	uint32_t *stacks = calloc(growing->n ? growing->n : 1, sizeof(*stacks));
-	int64_t *bytes = calloc(growing->n ? growing->n : 1, sizeof(*bytes));
+	size_t cap = growing->n + c->stacks.n + 1;
+	uint32_t *stacks = calloc(cap, sizeof(*stacks));
+	int64_t *bytes = calloc(cap, sizeof(*bytes));
 	size_t n = 0;
 	for (size_t i = 0; stacks && bytes && i < growing->n; i++)
 		if (!persistent_by_design(lk->t, &growing->v[i]) && !growing->v[i].label && growing->v[i].value2) {
@@ -971,16 +976,19 @@ static void baseline_headline(const struct leaks *lk, const struct vrt_sites *gr
 			stacks[n] = growing->v[i].stack;
 			bytes[n++] = growing->v[i].bytes;
 		}
+	size_t blamed = n;
+	for (size_t i = 0; blamed && stacks && bytes && i < c->stacks.n; i++)
+		stacks[n++] = c->stacks.v[i].stack; /* bytes 0: evidence only */
 	int64_t labelled = 0; /* the allocator's cache, workspaces, NCCL: rising, but not blamed */
 	for (size_t i = 0; i < growing->n; i++)
 		if (persistent_by_design(lk->t, &growing->v[i]) || growing->v[i].label)
 			labelled += growing->v[i].bytes;
 	int k;
-	if ((!n || total <= 0 || window_s <= 0) && labelled > 0) {
+	if ((!blamed || total <= 0 || window_s <= 0) && labelled > 0) {
 		k = snprintf(buf, len, "no growth of %s: the working set is steady; what rose is %s of memory kept by "
 			     "design (the allocator's cache, workspaces, NCCL)", lk->blocks ? "tensors" : "CUDA allocations",
 			     vrt_bytes(labelled));
-	} else if (!n || total <= 0 || window_s <= 0) {
+	} else if (!blamed || total <= 0 || window_s <= 0) {
 		k = snprintf(buf, len, "no growth: no site of %s keeps rising across the low points of total memory",
 			     lk->blocks ? "tensors" : "CUDA allocations");
 	} else if (c->steady && c->allocations) {
@@ -994,7 +1002,7 @@ static void baseline_headline(const struct leaks *lk, const struct vrt_sites *gr
 			     vrt_bytes((int64_t)((double)total / window_s)));
 	}
 	struct vrt_shares shares;
-	if (n && k > 0 && (size_t)k < len && !vrt_shares_build(lk->t, stacks, bytes, n, &shares)) {
+	if (blamed && k > 0 && (size_t)k < len && !vrt_shares_build(lk->t, stacks, bytes, n, &shares)) {
 		if (shares.n) {
 			snprintf(buf + k, len - (size_t)k, ": ");
 			vrt_shares_format(&shares, 3, buf + k + 2, len - (size_t)k - 2);
@@ -1058,6 +1066,7 @@ static int baseline(struct leaks *lk, struct vrt_model *end)
 		if (!persistent_by_design(lk->t, &growing.v[i]) && !growing.v[i].label && growing.v[i].value2)
 			top = &growing.v[i];
 	struct cadence cad = { 0 };
+	vrt_sites_init(&cad.stacks);
 	if (top)
 		measure_cadence(lk, top->stack, lw->min_event[first], lw->min_event[last], &cad);
 	char summary[1024];
@@ -1118,6 +1127,7 @@ static int baseline(struct leaks *lk, struct vrt_model *end)
 	}
 	if (!rc && lk->o->fail_on_growth && growing.n && growing.v[0].value2)
 		rc = VRT_EXIT_FINDINGS;
+	vrt_sites_free(&cad.stacks);
 	vrt_sites_free(&growing);
 	for (int w = 0; w < WINDOWS; w++)
 		vrt_sites_free(&lw->at[w]);

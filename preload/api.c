@@ -102,7 +102,9 @@ VRT_EXPORT void vramtrace_record_oom_limits(int device, unsigned long long reque
 	record(&ev, NULL);
 }
 
-VRT_EXPORT void vramtrace_record_exiting(int stage)
+VRT_EXPORT void vramtrace_record_exiting(int stage) { vrt_record_exiting(stage); }
+
+void vrt_record_exiting(int stage)
 {
 	struct vrt_event ev = { .op = VRT_OP_EXITING, .api = VRT_API_USER_API, .aux = (uint64_t)stage };
 	record(&ev, NULL);

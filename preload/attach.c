@@ -368,6 +368,7 @@ static void *attach_worker(void *arg)
 	 * make: attach it now (this thread has no lock of the program's). */
 	if (vrt_tbuf_self())
 		vrt_torch_maybe_attach();
+	vrt_python_watch_teardown();
 	return NULL;
 }
 

@@ -406,6 +406,10 @@ void vrt_torch_maybe_attach(void);
 bool vrt_python_walk_request(int reason, uint64_t *ticket);
 bool vrt_python_walk_done(uint64_t ticket);
 void vrt_python_walked_for_snapshot(void);
+/* An attached interpreter records EXITING when it begins to finalize (pyreach.c). */
+void vrt_python_watch_teardown(void);
+/* The EXITING record (stage: enum vrt_exiting), from any thread (api.c). */
+void vrt_record_exiting(int stage);
 void vrt_torch_settle(void);
 void vrt_torch_fork_child(void);
 

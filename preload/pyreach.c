@@ -516,3 +516,72 @@ bool vrt_python_walk_request(int reason, uint64_t *ticket)
 }
 
 bool vrt_python_walk_done(uint64_t ticket) { return atomic_load(&walks_done) >= ticket; }
+
+/* ---- teardown of an interpreter attached to -------------------------------------------- */
+
+/*
+ * A job started under `vramtrace run` says when its interpreter begins to finalize (its
+ * sitecustomize's vramtrace._retention); one attached to has no such hook, and its teardown
+ * (module globals cleared, their tensors freed) would read as the program's own frees. The
+ * attach asks the main thread to register one, through the C API only: nothing of ours is
+ * imported into the job.
+ */
+typedef PyObject *(*py_cfunction)(PyObject *, PyObject *);
+struct py_method_def { /* PyMethodDef, stable ABI */
+	const char *name;
+	py_cfunction meth;
+	int flags;
+	const char *doc;
+};
+#define PY_METH_NOARGS 0x0004
+
+static PyObject *on_teardown(PyObject *self, PyObject *unused)
+{
+	(void)self, (void)unused;
+	vrt_record_exiting(1);
+	py.incref(py.none);
+	return py.none;
+}
+
+static struct py_method_def teardown_def = { "vramtrace_teardown", on_teardown, PY_METH_NOARGS, NULL };
+
+static int pending_watch_teardown(void *arg)
+{
+	(void)arg;
+	PyObject *(*import)(const char *) = NULL;
+	PyObject *(*new_function)(void *, PyObject *, PyObject *) = NULL;
+	PyObject *(*call_method)(PyObject *, const char *, const char *, ...) = NULL;
+	PyObject *(*module_dict)(void) = NULL;
+	PyObject *(*dict_get)(PyObject *, const char *) = NULL;
+	*(void **)&import = sym("PyImport_ImportModule");
+	*(void **)&new_function = sym("PyCFunction_NewEx");
+	*(void **)&call_method = sym("PyObject_CallMethod");
+	*(void **)&module_dict = sym("PyImport_GetModuleDict");
+	*(void **)&dict_get = sym("PyDict_GetItemString");
+	if (!import || !new_function || !call_method || !module_dict || !dict_get || !resolve())
+		return 0;
+	PyObject *mods = module_dict();
+	if (mods && dict_get(mods, "vramtrace._retention")) /* borrowed: it has its own hook */
+		return 0;
+	PyObject *threading = import("threading");
+	PyObject *fn = threading ? new_function(&teardown_def, NULL, NULL) : NULL;
+	PyObject *r = fn ? call_method(threading, "_register_atexit", "O", fn) : NULL;
+	if (r)
+		py.decref(r);
+	if (fn)
+		py.decref(fn);
+	if (threading)
+		py.decref(threading);
+	py.err_clear(); /* a pending call that fails would raise in the program */
+	return 0;
+}
+
+void vrt_python_watch_teardown(void)
+{
+	int (*add_pending)(int (*)(void *), void *) = NULL;
+	int (*initialized)(void) = NULL;
+	*(void **)&add_pending = sym("Py_AddPendingCall");
+	*(void **)&initialized = sym("Py_IsInitialized");
+	if (add_pending && initialized && initialized())
+		add_pending(pending_watch_teardown, NULL);
+}

@@ -296,6 +296,15 @@ m leaks-baseline-step-miscounted analyzer/cmd_leaks.c \
   test_leaks_without_phases.py::test_growth_is_measured_before_teardown_and_named_by_the_users_lines \
   test_attach.py::test_leaks_of_an_attached_job_names_the_growing_site_and_its_rate
 
+m attach-teardown-unwatched preload/attach.c \
+  '\tvrt_python_watch_teardown();\n' \
+  '' \
+  test_attach.py::test_an_attached_python_job_ends_where_its_teardown_began
+m leaks-baseline-helper-named analyzer/cmd_leaks.c \
+  'stacks[n++] = c->stacks.v[i].stack; /* bytes 0: evidence only */' \
+  '(void)0;' \
+  test_attach.py::test_an_attached_python_job_ends_where_its_teardown_began
+
 # ---- the driver ------------------------------------------------------------------------------
 
 if [ "${1:-}" = --list ]; then

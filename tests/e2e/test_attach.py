@@ -15,13 +15,14 @@ import os
 import re
 import signal
 import subprocess
+import sys
 import time
 from pathlib import Path
 
 import pytest
 
 from conftest import (BUILD, DOUBLES, KiB, MiB, PROGRAM_SOURCES, PROGRAMS, TIMEOUT, VRAMTRACE, Traced, analyze,
-                      clean_env, frame_functions)
+                      clean_env, frame_functions, program)
 
 BEFORE_TRACING = "[allocated before tracing started]"
 BEFORE_ATTACH = "[allocated before attach, unattributed]"
@@ -326,3 +327,36 @@ def test_leaks_of_an_attached_job_names_the_growing_site_and_its_rate(injected):
                         r"loop_site \(attach_target\)|\+[\d.]+ [KM]iB over (\d+ ms|[\d.]+ s) \(\+[\d.]+ [KM]iB/s\): 100% from loop_site "
                         r"\(attach_target\)", d["summary"]), d["summary"]
     assert BEFORE_ATTACH not in json.dumps(d["growing"])  # the seed is not growth
+
+
+def test_an_attached_python_job_ends_where_its_teardown_began(tmp_path):
+    """Attached to an untraced Python job that keeps a buffer per step until it exits: the
+    interpreter's teardown frees them all, and the analysis must end where teardown began (the
+    preload asks the attached interpreter to say so), naming the growing line."""
+    why = _ptrace_unavailable()
+    if why:
+        pytest.skip(f"ptrace is not permitted here: {why}")
+    script = PROGRAM_SOURCES / "attach_grow.py"
+    job = subprocess.Popen([sys.executable, str(script), program("libpyalloc_lib.so")], stdin=subprocess.PIPE,
+                           stdout=subprocess.PIPE, text=True, cwd=tmp_path)
+    out = tmp_path / "grow.vrt"
+    try:
+        pid, word = job.stdout.readline().split()
+        assert word == "ready"
+        attached = vramtrace("attach", "-o", out, pid, check=False)
+        assert attached.returncode == 0, attached.stderr
+        time.sleep(0.5)
+    finally:
+        job.stdin.close()
+        kept = job.stdout.read()
+        job.wait(timeout=TIMEOUT)
+    assert job.returncode == 0 and kept.startswith("kept "), kept
+    t = Traced([sys.executable, script], out, 0, "", "")
+    assert len(t.events("exiting")) == 1
+    d = json.loads(analyze("leaks", "--json", "-q", out).stdout)
+    assert d["teardown_s"] is not None
+    line = next(n for n, text in enumerate(script.read_text().splitlines(), 1) if "the growing line" in text)
+    top = d["growing"][0]
+    assert [(f["function"], f["line"]) for f in top["frames"] if f.get("function") == "step"] == [("step", line)]
+    assert top["still_rising"] and top["bytes"] == MiB * top["allocations_in_window"] > 0
+    assert "100%% from step (attach_grow.py:%d)" % line in d["summary"], d["summary"]
