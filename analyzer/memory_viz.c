@@ -10,6 +10,9 @@
  *    free_completed, segment_alloc/free (segment_map/unmap for expandable segments), oom.
  * Frames are written once and shared through the pickle memo, as Python's own pickler does: a
  * stack's frame list, and each distinct frame, is one object however often it appears.
+ * "The end" is where the interpreter's teardown began when the trace says (EXITING), as in
+ * report: what teardown frees, the program did not, and a snapshot the program took of itself
+ * sees the same state.
  */
 #include "memory_viz.h"
 
@@ -214,7 +217,7 @@ static int device_trace(struct viz *v, struct vrt_trace *t, int dev, uint64_t ma
 	uint64_t written = 0;
 	pk_list_begin(v->out);
 	vrt_replay_begin(&rp, t);
-	while (written + 2 <= max_events && vrt_replay_next(&rp, &r)) {
+	while (written + 2 <= max_events && vrt_replay_next(&rp, &r) && r.op != VRT_OP_EXITING) {
 		vrt_model_apply(&m, &r, &e);
 		int d = r.op == VRT_OP_OOM ? r.device : e.kind == VRT_EFFECT_NONE ? -1 : e.item.device;
 		if (d == dev)
@@ -398,7 +401,7 @@ static int survey(struct viz *v, struct vrt_trace *t, struct vrt_model *end, uin
 	struct vrt_effect e;
 	*devices = 0;
 	vrt_replay_begin(&rp, t);
-	while (vrt_replay_next(&rp, &r)) {
+	while (vrt_replay_next(&rp, &r) && r.op != VRT_OP_EXITING) {
 		vrt_model_apply(end, &r, &e);
 		int d = r.op == VRT_OP_OOM ? r.device : e.kind == VRT_EFFECT_NONE ? -1 : e.item.device;
 		if (d >= 0 && d < 64 && (r.op == VRT_OP_OOM || e.kind == VRT_EFFECT_BORN))
@@ -415,7 +418,7 @@ static int end_state(struct vrt_trace *t, struct vrt_model *end, bool have)
 	struct vrt_replay rp;
 	struct vrt_record r;
 	vrt_replay_begin(&rp, t);
-	while (vrt_replay_next(&rp, &r))
+	while (vrt_replay_next(&rp, &r) && r.op != VRT_OP_EXITING)
 		vrt_model_apply(end, &r, NULL);
 	return rp.error ? vrt_fail(rp.error, "%s: stopped at a bad record", t->path) : 0;
 }

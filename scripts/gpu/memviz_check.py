@@ -21,14 +21,17 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 VT = os.path.join(os.path.dirname(os.path.dirname(HERE)), "build", "analyzer", "vramtrace")
 
 
+STATE = {}  # the workload's model, optimizer and kept tensors: alive until the interpreter exits
+
+
 def workload(snap_path):
     import torch
 
     torch.cuda.memory._record_memory_history(max_entries=1_000_000)
     torch.manual_seed(0)
-    model = torch.nn.Sequential(*[torch.nn.Linear(1024, 1024) for _ in range(6)]).cuda()
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
-    kept = []
+    model = STATE["model"] = torch.nn.Sequential(*[torch.nn.Linear(1024, 1024) for _ in range(6)]).cuda()
+    opt = STATE["opt"] = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    kept = STATE["kept"] = []
     for step in range(12):
         x = torch.randn(96 + 8 * step, 1024, device="cuda")  # varying sizes: splits and reuse
         model(x).pow(2).mean().backward()
@@ -38,13 +41,13 @@ def workload(snap_path):
             kept.append(torch.empty((step + 1) << 20, dtype=torch.uint8, device="cuda"))
     del x
     torch.cuda.synchronize()
-    snap = torch.cuda.memory._snapshot()
+    snap = torch.cuda.memory._snapshot()  # then nothing allocates or frees until teardown
     with open(snap_path, "wb") as f:
         pickle.dump(snap, f)
-    torch.cuda.memory._record_memory_history(enabled=None)
     print("VRAMTRACE_TRUTH " + json.dumps({"allocated": torch.cuda.memory_allocated(),
                                            "reserved": torch.cuda.memory_reserved(),
-                                           "peak_allocated": torch.cuda.max_memory_allocated()}), flush=True)
+                                           "peak_allocated": torch.cuda.max_memory_allocated(),
+                                           "torch_trace_entries": len(snap["device_traces"][0])}), flush=True)
 
 
 def summary(snap):
@@ -54,7 +57,9 @@ def summary(snap):
     for b in blocks:
         states[b["state"]] = states.get(b["state"], 0) + 1
     live = peak = 0
+    actions = {}
     for e in (snap["device_traces"][0] if snap["device_traces"] else []):
+        actions[e["action"]] = actions.get(e["action"], 0) + 1
         if e["action"] == "alloc":
             live += e["size"]
             peak = max(peak, live)
@@ -64,7 +69,7 @@ def summary(snap):
             "reserved": sum(s["total_size"] for s in segs),
             "active": sum(b["size"] for b in blocks if b["state"] == "active_allocated"),
             "trace_entries": len(snap["device_traces"][0]) if snap["device_traces"] else 0,
-            "trace_peak_active": peak, "trace_live_at_end": live}
+            "trace_peak_active": peak, "trace_live_at_end": live, "actions": actions}
 
 
 def views(snap):
@@ -108,6 +113,7 @@ def main(out):
     lines += ["%-18s %14s %14s %s" % (k, result["torch"][k], result["vramtrace"][k], result["equal"][k]) for k in keys]
     lines += ["block states: torch %s, vramtrace %s" % (result["torch"]["block_states"],
                                                         result["vramtrace"]["block_states"])]
+    lines += ["trace actions: torch %s, vramtrace %s" % (result["torch"]["actions"], result["vramtrace"]["actions"])]
     lines += ["views torch: %s" % result["torch_views"], "views vramtrace: %s" % result["vramtrace_views"],
               "pickle bytes: %s" % result["pickle_bytes"], "truth: %s" % truth]
     text = "\n".join(lines)
