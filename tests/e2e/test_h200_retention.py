@@ -91,3 +91,21 @@ def test_accelerate_prepare_keeps_each_calls_model_and_optimizer():
     models = {i for kind, i in kept if kind == "models"}
     optimizers = {i for kind, i in kept if kind == "optimizers"}
     assert 0 < len(optimizers) <= truth["accelerator_optimizers"] and len(models) <= truth["accelerator_models"]
+
+
+def test_an_attached_job_names_the_line_that_grows_per_step():
+    """attach-grow.vrt: the on-call case (issue 19). scripts/gpu/attach_grow.py keeps one 8 MiB
+    tensor per step in a module-level list; vramtrace attached to it 6 s after it started (its
+    loop had run about 16 steps) and it ran to its end, its teardown freeing the list."""
+    truth = TRUTH["attach-grow"]
+    d = json.loads(analyze("leaks", "--json", "-q", H200 / "attach-grow.vrt").stdout)
+    assert d["phase"] is None and d["teardown_s"] is not None and d["layer"] == "tensors"
+    top = d["growing"][0]
+    python = [f for f in top["frames"] if f.get("line")]
+    assert (python[0]["file"].rsplit("/", 1)[-1], python[0]["line"]) == (truth["file"], truth["grow_line"])
+    assert top["category"] == "user_tensors" and top["bytes_per_step"] == truth["grow_bytes_per_step"]
+    assert truth["steps"] - 30 < top["steps"] < truth["steps"]  # the steps after the attach
+    assert d["summary"].startswith("+8.00 MiB per step (%d steps" % top["steps"])
+    assert d["summary"].endswith("100%% from main (attach_grow.py:%d)" % truth["grow_line"])
+    # nothing that is a tensor is called cache: the only other rising line is the cache itself
+    assert all(g["category"] == "allocator_cache" for g in d["growing"][1:])
