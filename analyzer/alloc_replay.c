@@ -665,8 +665,13 @@ static void request(struct engine *e, const struct vrt_record *r, uint32_t threa
 		return;
 	}
 	e->r->recorded_ooms++;
-	if (!block)
+	if (!block) {
+		if (!e->r->failed) {
+			record_failure(e, d, r, thread);
+			e->r->fail.in_trace = true; /* the program went on: so does the replay */
+		}
 		return;
+	}
 	if (until) {
 		e->r->until_fits = true;
 		vrt_am_release(&d->am, block);

@@ -56,6 +56,7 @@ struct vrt_replay_failure {
 	uint32_t stack, thread;
 	int device;
 	bool by_limit; /* the per-process limit refused it, not the device */
+	bool in_trace; /* the trace has it fail too (PyTorch raised out of memory there) */
 };
 
 struct vrt_alloc_replay {
@@ -75,7 +76,7 @@ struct vrt_alloc_replay {
 	int n_dev;
 	uint64_t requests, frees, unknown_frees, empty_caches, recorded_ooms;
 
-	bool failed;               /* a request that succeeded in the trace fails in the model */
+	bool failed;               /* a request fails in the model (first one in fail) */
 	struct vrt_replay_failure fail;
 	bool avoided_oom;          /* a request that failed in the trace fits: the replay stopped there */
 	uint64_t avoided_oom_ts;

@@ -70,9 +70,9 @@ static void print_device(const struct vrt_replay_device *d)
 static void print_failure(const struct vrt_trace *t, const struct vrt_alloc_replay *r)
 {
 	const struct vrt_replay_failure *f = &r->fail;
-	printf("\nresult     fails at %.3f s: a request of %s (%s rounded) on device %d; the allocator had reserved %s, "
+	printf("\nresult     fails at %.3f s%s: a request of %s (%s rounded) on device %d; the allocator had reserved %s, "
 	       "%s of it allocated; ",
-	       vrt_ts_seconds(t, f->ts), vrt_bytes((int64_t)f->request), vrt_bytes((int64_t)f->rounded), f->device,
+	       vrt_ts_seconds(t, f->ts), f->in_trace ? ", where the trace failed too" : "", vrt_bytes((int64_t)f->request), vrt_bytes((int64_t)f->rounded), f->device,
 	       vrt_bytes((int64_t)f->reserved), vrt_bytes((int64_t)f->allocated));
 	if (f->by_limit)
 		printf("the new segment would pass the %s limit\n", vrt_bytes((int64_t)f->limit));
@@ -127,8 +127,7 @@ static void print_text(const struct vrt_trace *t, const struct vrt_alloc_replay 
 		       "run would go on differently from there, so the replay stops\n",
 		       vrt_ts_seconds(t, r->avoided_oom_ts));
 	else
-		printf("\nresult     fits: no request fails%s\n",
-		       r->recorded_ooms ? " that did not fail in the trace too" : "");
+		printf("\nresult     fits: no request fails\n");
 	if (r->as_recorded)
 		print_check(r);
 	if (r->approximate)
@@ -168,7 +167,8 @@ static void json_failure(const struct vrt_trace *t, const struct vrt_alloc_repla
 	       vrt_ts_seconds(t, f->ts), (unsigned long long)f->request, (unsigned long long)f->rounded, f->device,
 	       (unsigned long long)f->reserved, (unsigned long long)f->allocated);
 	json_u64_or_null("limit", f->limit, f->limit != 0);
-	printf(", \"cause\": \"%s\", \"stack\": ", f->by_limit ? "limit" : "device");
+	printf(", \"cause\": \"%s\", \"in_trace\": %s, \"stack\": ", f->by_limit ? "limit" : "device",
+	       f->in_trace ? "true" : "false");
 	struct vrt_site site = { .stack = f->stack, .bytes = (int64_t)f->request, .count = 1 };
 	vrt_site_json(stdout, t, &site, false);
 	putchar('}');
