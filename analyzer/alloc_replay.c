@@ -639,8 +639,12 @@ static void request(struct engine *e, const struct vrt_record *r, uint32_t threa
 	uint64_t size = recorded_ok ? r->aux : r->size;
 	settle_others(e, thread, r->ts);
 	bool until = e->o->until_event && e->ev_index == e->o->until_event;
-	if (until)
-		e->r->dev[d->device].releasable_now = vrt_am_releasable(&d->am);
+	if (until) {
+		struct vrt_replay_device *o = &e->r->dev[d->device];
+		o->releasable_now = vrt_am_releasable(&d->am);
+		o->reserved_at_until = d->am.stats.reserved;
+		o->allocated_at_until = d->am.stats.allocated;
+	}
 	if (has_kind(l, is_release) && !has_kind(l, is_failure) && vrt_am_fits_without_release(&d->am, size, r->stream))
 		empty_cache_here(e, l, r->ts);
 	e->cur = l;
@@ -755,6 +759,8 @@ static bool survey(struct engine *e, const struct vrt_record *r, uint32_t thread
 			l = pending_of(e, thread);
 			if (l && !has_kind(l, is_failure))
 				e->limit_evidence = true; /* the device never refused: a limit did */
+			if (d && !e->capacity && r->aux) /* PyTorch's record has the device's free bytes */
+				e->capacity = r->aux + (uint64_t)e->m.live[vrt_device_slot(r->device)][VRT_KIND_DEVICE];
 			if (l && !e->replaying)
 				set_len(e, l, 0);
 		} else if (d && r->kind == VRT_KIND_DEVICE) {
@@ -869,7 +875,7 @@ static int reset(struct engine *e)
 		e->dev[k] = (struct dev){ .e = e, .device = k };
 	}
 	struct vrt_alloc_replay *r = e->r;
-	memset(r->dev, 0, sizeof(r->dev));
+	memset(r->dev, 0, sizeof(r->dev)); /* the until figures too */
 	r->n_dev = 0;
 	r->requests = r->frees = r->unknown_frees = r->empty_caches = r->recorded_ooms = 0;
 	r->failed = r->avoided_oom = r->stopped = r->until_reached = r->until_fits = false;
@@ -902,7 +908,7 @@ static void choose_limits(struct engine *e, const struct vrt_alloc_replay_option
 		for (int k = 0; k < VRT_REPLAY_MAX_DEVICES; k++)
 			peak = e->dev[k].rec_peak > peak ? e->dev[k].rec_peak : peak;
 		r->limit = peak;
-		r->limit_source = "inferred (an out-of-memory error the device did not cause: at most the recorded peak)";
+		r->limit_source = "inferred: the device did not refuse, so a limit did, at most the recorded peak";
 	} else {
 		r->limit_source = "none";
 	}

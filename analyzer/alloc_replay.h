@@ -48,6 +48,9 @@ struct vrt_replay_device {
 	uint64_t unused_at_peak, largest_free_at_peak;  /* reserved - allocated, largest free block */
 	struct vrt_am_stats stats;
 	uint64_t reserved_now, allocated_now, recorded_reserved_now, releasable_now;
+	/* just before the request at until_event: what the model held, and what an empty_cache()
+	 * would have given back then */
+	uint64_t reserved_at_until, allocated_at_until;
 };
 
 struct vrt_replay_failure {

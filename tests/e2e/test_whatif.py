@@ -167,3 +167,59 @@ def test_whatif_the_cap_is_predicted_from_the_uncapped_run(setting):
     d = whatif(f"whatif-{setting}", "--allocator-limit", str(capped["allocator_limit"]))
     assert bool(d["fails_at"]) == capped["oom"]
     assert d["peak_reserved"] <= capped["allocator_limit"]
+
+
+# ---- oom: what would make it fit --------------------------------------------------------------
+
+def remedies(name):
+    d = json.loads(analyze("oom", "--json", H200 / f"{name}.vrt").stdout)["oom"]
+    return d, {m["name"]: m for m in d["remedies"]}
+
+
+def test_oom_remedies_for_zero2_with_offload_optimizer():
+    """The user story: ZeRO-2 + offload_optimizer under a cap. Offloading the optimizer could not
+    help, its state was off the device already; the activations fill it. What was missing is the
+    request plus what was reserved, past the cap (OOM_LIMITS)."""
+    truth = TRUTH["retain-ds-oom-offload"]
+    d, m = remedies("retain-ds-oom-offload")
+    assert d["shortfall_bytes"] == truth["reserved"] + truth["requested"] - truth["allowed"]
+    assert set(m) >= {"no per-process cap", "expandable_segments:True", "max_split_size_mb:128", "empty_cache()",
+                      "activation checkpointing", "ZeRO-3 partitioning", "offload_param", "offload_optimizer",
+                      "a smaller batch or sequence"}
+    assert all(r["decided_by"] in ("replay", "identity", "rule") for r in d["remedies"])
+    opt = m["offload_optimizer"]
+    assert opt["frees_bytes"] == 0 and opt["fits"] is False and opt["decided_by"] == "identity"
+    act = m["activation checkpointing"]
+    assert act["decided_by"] == "identity" and act["fits"] is True
+    assert act["frees_bytes"] == next(c["bytes"] for c in d["categories"] if c["name"] == "activations")
+    assert m["no per-process cap"]["fits"] is True and m["no per-process cap"]["decided_by"] == "replay"
+    z3 = m["ZeRO-3 partitioning"]
+    assert z3["frees_bytes"] == 0 and z3["fits"] is False  # one rank: nothing to partition across
+    params = next(c for c in d["categories"] if c["name"] == "parameters")
+    assert m["offload_param"]["frees_bytes"] == params["bytes"]
+    assert params["identity_bytes"] == truth["parameters"]  # what the program counted itself
+    batch = m["a smaller batch or sequence"]
+    assert batch["fits"] is True and "4 earlier calls of nvtx:DeepSpeedEngine.forward" in batch["detail"]
+    # the settings were replayed up to the failing request under the same cap
+    assert m["expandable_segments:True"]["fits"] is True and m["expandable_segments:True"]["frees_bytes"] > 0
+    assert m["max_split_size_mb:128"]["fits"] is False
+
+
+def test_oom_remedies_text():
+    out = analyze("oom", H200 / "retain-ds-oom-offload.vrt").stdout
+    assert "what would make it fit" in out
+    line = next(l for l in out.splitlines() if l.strip().startswith("offload_optimizer"))
+    assert "0 B" in line and " no " in line and "[identity]" in line
+
+
+def test_oom_remedies_in_the_html_report(tmp_path):
+    from test_html import body_rows, dump_dom, element_block, html, needs_chromium, page_data
+    if needs_chromium.args[0]:
+        pytest.skip(needs_chromium.kwargs["reason"])
+    out = tmp_path / "oom.html"
+    html(H200 / "retain-ds-oom-offload.vrt", out)
+    d = page_data(out)["oom"]["oom"]
+    dom = dump_dom(tmp_path, out)
+    table = element_block(dom, "table", "oom-remedies")
+    assert body_rows(table) == len(d["remedies"]) >= 9
+    assert "offload_optimizer" in table
