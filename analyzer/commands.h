@@ -155,16 +155,22 @@ int vrt_cmd_snapshot(int argc, char **argv);
 	"usage: vramtrace diff [options] A.vrt B.vrt\n"                                                  \
 	"       vramtrace diff [options] TRACE --at S1 --at S2\n"                                        \
 	"\n"                                                                                           \
-	"Bytes live by site in A (or at time S1) against B (or at S2), largest change first.\n"         \
+	"Bytes live by site in A (or at time S1) against B (or at S2), largest change first. By\n"     \
+	"category (--by category): parameters, gradients, optimizer state, activations... in each\n"   \
+	"trace at its out-of-memory error, else at its peak (or at --at), so that what a change (a\n" \
+	"larger batch) grew reads off directly.\n"                                                     \
 	"\n"                                                                                           \
 	"options:\n"                                                                                   \
-	"  --at S     a time in seconds (twice, for one trace); default: the end of each trace\n"        \
+	"  --by WHAT  site (the default) or category\n"                                                \
+	"  --at S     a time in seconds (twice, for one trace); default: the end of each trace (by\n"  \
+	"             category: its OOM, else its peak)\n"                                            \
 	"  --json     machine-readable output\n"                                                         \
 	"  --top N    sites listed (default 10)\n"                                                        \
 	"\n"                                                                                           \
 	"examples:\n"                                                                                  \
 	"  vramtrace diff before.vrt after.vrt\n"                                                       \
-	"  vramtrace diff run.vrt --at 10 --at 600\n"
+	"  vramtrace diff run.vrt --at 10 --at 600\n"                                                    \
+	"  vramtrace diff --by category batch8.vrt batch16.vrt\n"
 
 #define VRT_HELP_WHATIF                                                                                \
 	"usage: vramtrace whatif [options] TRACE\n"                                                      \

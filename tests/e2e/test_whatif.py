@@ -223,3 +223,31 @@ def test_oom_remedies_in_the_html_report(tmp_path):
     table = element_block(dom, "table", "oom-remedies")
     assert body_rows(table) == len(d["remedies"]) >= 9
     assert "offload_optimizer" in table
+
+
+# ---- diff by category -------------------------------------------------------------------------
+
+def category_diff(*args):
+    return json.loads(analyze("diff", "--by", "category", "--json", *args).stdout)
+
+
+def test_diff_by_category_at_the_peak_and_at_the_oom():
+    """ZeRO-2 without offload at its peak against ZeRO-2 + offload_optimizer at its OOM: the
+    activations of the larger batch grew; the optimizer state left the device."""
+    d = category_diff(H200 / "retain-ds-zero2.vrt", H200 / "retain-ds-oom-offload.vrt")
+    assert d["a"]["at"] == "peak" and d["b"]["at"] == "oom" and d["b"]["retention_walk"]
+    rows = {c["name"]: c for c in d["categories"]}
+    for side in "ab":
+        assert sum(c["bytes_" + side] for c in d["categories"]) == d[side]["live_bytes"]
+    assert d["categories"][0]["name"] == "activations" and rows["activations"]["delta"] > 0
+    assert rows["activations"]["decided_by_b"] == "identity"
+    assert rows["optimizer_state"]["bytes_b"] == 0 < rows["optimizer_state"]["bytes_a"]
+    assert all(c["delta"] == c["bytes_b"] - c["bytes_a"] for c in d["categories"])
+    text = analyze("diff", "--by", "category", H200 / "retain-ds-zero2.vrt", H200 / "retain-ds-oom-offload.vrt").stdout
+    assert "\nactivations grows by " in text and "every other category changes by at most" in text
+
+
+def test_diff_by_category_of_one_time_against_itself_is_flat():
+    d = category_diff(H200 / "oom.vrt", "--at", "10.9", "--at", "10.9")
+    assert d["a"]["at"] == d["b"]["at"] == "time" and d["a"]["live_bytes"] == d["b"]["live_bytes"] > 0
+    assert d["categories"] and all(c["delta"] == 0 for c in d["categories"])
