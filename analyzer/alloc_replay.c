@@ -896,10 +896,10 @@ static void choose_limits(struct engine *e, const struct vrt_alloc_replay_option
 		r->limit_source = "none (lifted)";
 	} else if (info && *info && !vrt_parse_size(info, &v) && v) {
 		r->limit = v;
-		r->limit_source = "the trace (INFO torch.allocator_limit)";
+		r->limit_source = "the trace's INFO torch.allocator_limit";
 	} else if (e->oom_limit) {
 		r->limit = e->oom_limit;
-		r->limit_source = "the trace (OOM_LIMITS)";
+		r->limit_source = "PyTorch's figures at the trace's out-of-memory error";
 	} else if (r->cfg.fraction < 1.0 && e->device_total) {
 		r->limit = (uint64_t)(r->cfg.fraction * (double)e->device_total);
 		r->limit_source = "per_process_memory_fraction";
@@ -917,7 +917,7 @@ static void choose_limits(struct engine *e, const struct vrt_alloc_replay_option
 		r->capacity_source = "--device-memory";
 	} else if (e->capacity) {
 		r->capacity = e->capacity;
-		r->capacity_source = "the trace (free memory at its out-of-memory error)";
+		r->capacity_source = "free at the trace's out-of-memory error, plus what the process held";
 	} else {
 		r->capacity_source = "unknown (the trace never ran out of device memory)";
 	}
