@@ -487,6 +487,20 @@ static void check(struct engine *e, struct op_list *rec, uint64_t ts, const char
 		 (unsigned long long)size, ra, rb);
 }
 
+/* Under the recorded setting, a request that fits where it failed (or the other way round) is
+ * a difference even when no segment operation tells. */
+static void outcome_differs(struct engine *e, uint64_t ts, const char *what, uint64_t size)
+{
+	struct vrt_replay_check *c = &e->r->check;
+	if (!e->r->as_recorded)
+		return;
+	c->mismatched_requests++;
+	if (c->first_mismatch_s >= 0)
+		return;
+	c->first_mismatch_s = vrt_ts_seconds(e->t, ts);
+	snprintf(c->first_mismatch, sizeof(c->first_mismatch), "%s (%llu bytes)", what, (unsigned long long)size);
+}
+
 static void after_model(struct engine *e, struct dev *d, uint64_t ts)
 {
 	const struct vrt_am_stats *s = &d->am.stats;
@@ -588,24 +602,26 @@ static void recorded_allocate(struct dev *d, int64_t delta)
 		d->rec_allocated_peak = (uint64_t)d->rec_allocated;
 }
 
-/* The model's block for a recorded block and the recorded size, until its BLOCK_FREE. */
-static uint32_t forget_block(struct engine *e, struct dev *d, int device, uint64_t addr)
+/* The model's block for a recorded block (0: the model failed it) and the recorded size, until
+ * its BLOCK_FREE. false when the recording never had the block. */
+static bool forget_block(struct engine *e, struct dev *d, int device, uint64_t addr, uint32_t *block)
 {
 	uint64_t ref = map_take(&e->blocks, dev_key(device, addr));
+	*block = 0;
 	if (!ref)
-		return 0;
+		return false;
 	struct block_ref *b = &e->refs[ref - 1];
-	uint32_t block = b->block;
+	*block = b->block;
 	recorded_allocate(d, -(int64_t)b->size);
 	b->block = e->free_refs;
 	e->free_refs = (uint32_t)ref;
-	return block;
+	return true;
 }
 
 static void remember_block(struct engine *e, struct dev *d, const struct vrt_record *r, uint32_t block)
 {
-	uint32_t stale = forget_block(e, d, r->device, r->addr);
-	if (stale) /* its free was lost: it cannot still live */
+	uint32_t stale;
+	if (forget_block(e, d, r->device, r->addr, &stale) && stale) /* its free was lost: it cannot still live */
 		vrt_am_release(&d->am, stale);
 	uint32_t ref = e->free_refs;
 	if (ref) {
@@ -638,6 +654,8 @@ static void request(struct engine *e, const struct vrt_record *r, uint32_t threa
 		return;
 	uint64_t size = recorded_ok ? r->aux : r->size;
 	settle_others(e, thread, r->ts);
+	if (has_kind(l, is_release) && !has_kind(l, is_failure) && vrt_am_fits_without_release(&d->am, size, r->stream))
+		empty_cache_here(e, l, r->ts);
 	bool until = e->o->until_event && e->ev_index == e->o->until_event;
 	if (until) {
 		struct vrt_replay_device *o = &e->r->dev[d->device];
@@ -645,8 +663,6 @@ static void request(struct engine *e, const struct vrt_record *r, uint32_t threa
 		o->reserved_at_until = d->am.stats.reserved;
 		o->allocated_at_until = d->am.stats.allocated;
 	}
-	if (has_kind(l, is_release) && !has_kind(l, is_failure) && vrt_am_fits_without_release(&d->am, size, r->stream))
-		empty_cache_here(e, l, r->ts);
 	e->cur = l;
 	e->model_ops.n = 0;
 	uint32_t block = vrt_am_malloc(&d->am, size, r->stream);
@@ -657,13 +673,14 @@ static void request(struct engine *e, const struct vrt_record *r, uint32_t threa
 	check(e, l, r->ts, recorded_ok ? "request" : "failed request", size);
 	set_len(e, l, 0);
 	if (recorded_ok) {
+		remember_block(e, d, r, block); /* a failed one too: the recording's total counts it */
 		if (!block) {
+			outcome_differs(e, r->ts, "the model fails a request the allocator served", size);
 			record_failure(e, d, r, thread);
 			if (!e->o->keep_going)
 				stop(e, r->ts);
 			return;
 		}
-		remember_block(e, d, r, block);
 		e->r->check.blocks++;
 		e->r->check.blocks_at_recorded_address += vrt_am_block_addr(&d->am, block) == r->addr;
 		return;
@@ -682,7 +699,8 @@ static void request(struct engine *e, const struct vrt_record *r, uint32_t threa
 		return;
 	}
 	if (e->r->as_recorded) {
-		vrt_am_release(&d->am, block); /* the program never had it; the check counted it */
+		outcome_differs(e, r->ts, "the model serves a request the allocator failed", size);
+		vrt_am_release(&d->am, block); /* the program never had it */
 		return;
 	}
 	e->r->avoided_oom = true;
@@ -701,11 +719,13 @@ static void release(struct engine *e, const struct vrt_record *r, uint32_t threa
 		set_len(e, l, 0);
 	}
 	struct dev *d = dev_of(e, r->device);
-	uint32_t block = d && d->used ? forget_block(e, d, r->device, r->addr) : 0;
-	if (!block) {
+	uint32_t block = 0;
+	if (!d || !d->used || !forget_block(e, d, r->device, r->addr, &block)) {
 		e->r->unknown_frees++;
 		return;
 	}
+	if (!block)
+		return; /* the model failed it: nothing to give back */
 	vrt_am_release(&d->am, block);
 	e->r->model_events++;
 	e->r->frees++;
@@ -721,8 +741,7 @@ static void seed_block(struct engine *e, const struct vrt_record *r)
 	e->r->approximate = true;
 	uint32_t block = vrt_am_malloc(&d->am, r->aux ? r->aux : r->size, r->stream);
 	after_model(e, d, r->ts);
-	if (block)
-		remember_block(e, d, r, block);
+	remember_block(e, d, r, block);
 }
 
 static void resize_block(struct engine *e, const struct vrt_record *r)

@@ -90,7 +90,6 @@ struct vrt_alloc_replay {
 	struct vrt_replay_check check;
 	uint64_t events;           /* trace records replayed */
 	uint64_t model_events;     /* requests and frees given to the model */
-	double model_seconds;      /* time spent in the model itself */
 };
 
 /* Replays t. 0, or a vrt_error; conf errors as VRT_E_USAGE with the reason in err. */

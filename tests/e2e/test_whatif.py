@@ -79,6 +79,18 @@ def test_a_limit_is_never_passed_and_the_first_failure_is_named():
     assert at_peak["fails_at"] is None and at_peak["peak_reserved"] == d["peak_reserved"]
 
 
+def test_a_smaller_device_refuses_new_segments():
+    """A device of half the recorded peak: memory outside the allocator stays as recorded, so the
+    first cudaMalloc that does not fit what is left fails (after the cache is freed), not a limit."""
+    d = whatif("leak-fixed")
+    size = d["peak_reserved"] // 2
+    small = whatif("leak-fixed", "--device-memory", str(size))
+    f = small["fails_at"]
+    assert small["device_memory"] == size and small["allocator_limit"] is None
+    assert f and f["cause"] == "device" and f["reserved"] < size
+    assert small["peak_reserved"] < size
+
+
 def test_lifting_the_trace_limit_avoids_its_oom():
     """The OOM of retain-ds-oom-offload came from the 5.59 GiB cap: with the device's 139 GiB
     instead, the failing request fits and the replay stops there (the run would differ after)."""
