@@ -48,9 +48,13 @@ static const struct vrt_replay_device *main_device(const struct vrt_alloc_replay
 	return best;
 }
 
-static void print_device(const struct vrt_replay_device *d)
+static void print_device(const struct vrt_trace *t, const struct vrt_alloc_replay *r, const struct vrt_replay_device *d)
 {
-	printf("\ndevice %d             predicted     recorded\n", d->device);
+	if (r->stopped)
+		printf("\ndevice %d             predicted     recorded (up to %.3f s, where the replay stopped)\n", d->device,
+		       vrt_ts_seconds(t, r->stop_ts));
+	else
+		printf("\ndevice %d             predicted     recorded\n", d->device);
 	printf("  peak reserved    %12s %12s\n", vrt_bytes((int64_t)d->peak_reserved), vrt_bytes((int64_t)d->recorded_peak_reserved));
 	printf("  peak allocated   %12s %12s\n", vrt_bytes((int64_t)d->peak_allocated), vrt_bytes((int64_t)d->recorded_peak_allocated));
 	printf("  at the peak      %s reserved but not allocated; the largest free block %s\n",
@@ -61,7 +65,7 @@ static void print_device(const struct vrt_replay_device *d)
 	if (s->bytes_mapped)
 		printf("; %s mapped, %s unmapped", vrt_bytes((int64_t)s->bytes_mapped), vrt_bytes((int64_t)s->bytes_unmapped));
 	if (s->retries)
-		printf("; %llu times freed its cache to retry", (unsigned long long)s->retries);
+		printf("; freed its cache and retried %llu time%s", (unsigned long long)s->retries, s->retries == 1 ? "" : "s");
 	if (s->gc_releases)
 		printf("; %llu blocks garbage-collected", (unsigned long long)s->gc_releases);
 	putchar('\n');
@@ -116,10 +120,10 @@ static void print_text(const struct vrt_trace *t, const struct vrt_alloc_replay 
 		printf("device     %s (%s); memory outside the allocator as recorded\n", vrt_bytes((int64_t)r->capacity),
 		       r->capacity_source);
 	else
-		printf("device     unlimited: its size is %s (--device-memory gives one)\n", r->capacity_source);
+		printf("device     unlimited: its size is %s; --device-memory gives one\n", r->capacity_source);
 	for (int k = 0; k < r->n_dev; k++)
 		if (r->dev[k].stats.requests)
-			print_device(&r->dev[k]);
+			print_device(t, r, &r->dev[k]);
 	if (r->failed)
 		print_failure(t, r);
 	else if (r->avoided_oom)
