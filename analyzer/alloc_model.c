@@ -251,6 +251,14 @@ int vrt_am_config_parse(struct vrt_am_config *c, const char *conf, char *err, si
 	return 0;
 }
 
+bool vrt_am_config_equal(const struct vrt_am_config *a, const struct vrt_am_config *b)
+{
+	return a->max_split_size == b->max_split_size && a->max_non_split_rounding == b->max_non_split_rounding &&
+	       a->large_segment_size == b->large_segment_size && a->gc_threshold == b->gc_threshold &&
+	       a->fraction == b->fraction && !memcmp(a->divisions, b->divisions, sizeof(a->divisions)) &&
+	       a->expandable == b->expandable && a->async_backend == b->async_backend;
+}
+
 struct appender {
 	char *buf;
 	size_t len, n;

@@ -982,7 +982,7 @@ int vrt_alloc_replay_run(struct vrt_trace *t, const struct vrt_alloc_replay_opti
 	e->t = t;
 	e->r = r;
 	e->o = o;
-	bool same = !memcmp(&r->cfg, &recorded, sizeof(recorded)) && !o->allocator_limit && !o->no_limit &&
+	bool same = vrt_am_config_equal(&r->cfg, &recorded) && !o->allocator_limit && !o->no_limit &&
 		    !o->device_memory;
 	int rcode = reset(e);
 	choose_limits(e, o, r);
