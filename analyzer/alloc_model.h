@@ -59,6 +59,7 @@ void vrt_am_config_default(struct vrt_am_config *c);
 /* Parses a PYTORCH_ALLOC_CONF string over c, as PyTorch does (unknown keys and bad values are
  * errors there too). 0, or -1 with the reason in err. */
 int vrt_am_config_parse(struct vrt_am_config *c, const char *conf, char *err, size_t err_len);
+bool vrt_am_config_equal(const struct vrt_am_config *a, const struct vrt_am_config *b);
 /* The setting in PYTORCH_ALLOC_CONF syntax, the keys that differ from the defaults only ("" for
  * the defaults). */
 void vrt_am_config_format(const struct vrt_am_config *c, char *buf, size_t len);

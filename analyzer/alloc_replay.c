@@ -487,6 +487,20 @@ static void check(struct engine *e, struct op_list *rec, uint64_t ts, const char
 		 (unsigned long long)size, ra, rb);
 }
 
+/* Under the recorded setting, a request that fits where it failed (or the other way round) is
+ * a difference even when no segment operation tells. */
+static void outcome_differs(struct engine *e, uint64_t ts, const char *what, uint64_t size)
+{
+	struct vrt_replay_check *c = &e->r->check;
+	if (!e->r->as_recorded)
+		return;
+	c->mismatched_requests++;
+	if (c->first_mismatch_s >= 0)
+		return;
+	c->first_mismatch_s = vrt_ts_seconds(e->t, ts);
+	snprintf(c->first_mismatch, sizeof(c->first_mismatch), "%s (%llu bytes)", what, (unsigned long long)size);
+}
+
 static void after_model(struct engine *e, struct dev *d, uint64_t ts)
 {
 	const struct vrt_am_stats *s = &d->am.stats;
@@ -588,24 +602,26 @@ static void recorded_allocate(struct dev *d, int64_t delta)
 		d->rec_allocated_peak = (uint64_t)d->rec_allocated;
 }
 
-/* The model's block for a recorded block and the recorded size, until its BLOCK_FREE. */
-static uint32_t forget_block(struct engine *e, struct dev *d, int device, uint64_t addr)
+/* The model's block for a recorded block (0: the model failed it) and the recorded size, until
+ * its BLOCK_FREE. false when the recording never had the block. */
+static bool forget_block(struct engine *e, struct dev *d, int device, uint64_t addr, uint32_t *block)
 {
 	uint64_t ref = map_take(&e->blocks, dev_key(device, addr));
+	*block = 0;
 	if (!ref)
-		return 0;
+		return false;
 	struct block_ref *b = &e->refs[ref - 1];
-	uint32_t block = b->block;
+	*block = b->block;
 	recorded_allocate(d, -(int64_t)b->size);
 	b->block = e->free_refs;
 	e->free_refs = (uint32_t)ref;
-	return block;
+	return true;
 }
 
 static void remember_block(struct engine *e, struct dev *d, const struct vrt_record *r, uint32_t block)
 {
-	uint32_t stale = forget_block(e, d, r->device, r->addr);
-	if (stale) /* its free was lost: it cannot still live */
+	uint32_t stale;
+	if (forget_block(e, d, r->device, r->addr, &stale) && stale) /* its free was lost: it cannot still live */
 		vrt_am_release(&d->am, stale);
 	uint32_t ref = e->free_refs;
 	if (ref) {
@@ -638,11 +654,15 @@ static void request(struct engine *e, const struct vrt_record *r, uint32_t threa
 		return;
 	uint64_t size = recorded_ok ? r->aux : r->size;
 	settle_others(e, thread, r->ts);
-	bool until = e->o->until_event && e->ev_index == e->o->until_event;
-	if (until)
-		e->r->dev[d->device].releasable_now = vrt_am_releasable(&d->am);
 	if (has_kind(l, is_release) && !has_kind(l, is_failure) && vrt_am_fits_without_release(&d->am, size, r->stream))
 		empty_cache_here(e, l, r->ts);
+	bool until = e->o->until_event && e->ev_index == e->o->until_event;
+	if (until) {
+		struct vrt_replay_device *o = &e->r->dev[d->device];
+		o->releasable_now = vrt_am_releasable(&d->am);
+		o->reserved_at_until = d->am.stats.reserved;
+		o->allocated_at_until = d->am.stats.allocated;
+	}
 	e->cur = l;
 	e->model_ops.n = 0;
 	uint32_t block = vrt_am_malloc(&d->am, size, r->stream);
@@ -653,27 +673,34 @@ static void request(struct engine *e, const struct vrt_record *r, uint32_t threa
 	check(e, l, r->ts, recorded_ok ? "request" : "failed request", size);
 	set_len(e, l, 0);
 	if (recorded_ok) {
+		remember_block(e, d, r, block); /* a failed one too: the recording's total counts it */
 		if (!block) {
+			outcome_differs(e, r->ts, "the model fails a request the allocator served", size);
 			record_failure(e, d, r, thread);
 			if (!e->o->keep_going)
 				stop(e, r->ts);
 			return;
 		}
-		remember_block(e, d, r, block);
 		e->r->check.blocks++;
 		e->r->check.blocks_at_recorded_address += vrt_am_block_addr(&d->am, block) == r->addr;
 		return;
 	}
 	e->r->recorded_ooms++;
-	if (!block)
+	if (!block) {
+		if (!e->r->failed) {
+			record_failure(e, d, r, thread);
+			e->r->fail.in_trace = true; /* the program went on: so does the replay */
+		}
 		return;
+	}
 	if (until) {
 		e->r->until_fits = true;
 		vrt_am_release(&d->am, block);
 		return;
 	}
 	if (e->r->as_recorded) {
-		vrt_am_release(&d->am, block); /* the program never had it; the check counted it */
+		outcome_differs(e, r->ts, "the model serves a request the allocator failed", size);
+		vrt_am_release(&d->am, block); /* the program never had it */
 		return;
 	}
 	e->r->avoided_oom = true;
@@ -692,11 +719,13 @@ static void release(struct engine *e, const struct vrt_record *r, uint32_t threa
 		set_len(e, l, 0);
 	}
 	struct dev *d = dev_of(e, r->device);
-	uint32_t block = d && d->used ? forget_block(e, d, r->device, r->addr) : 0;
-	if (!block) {
+	uint32_t block = 0;
+	if (!d || !d->used || !forget_block(e, d, r->device, r->addr, &block)) {
 		e->r->unknown_frees++;
 		return;
 	}
+	if (!block)
+		return; /* the model failed it: nothing to give back */
 	vrt_am_release(&d->am, block);
 	e->r->model_events++;
 	e->r->frees++;
@@ -712,8 +741,7 @@ static void seed_block(struct engine *e, const struct vrt_record *r)
 	e->r->approximate = true;
 	uint32_t block = vrt_am_malloc(&d->am, r->aux ? r->aux : r->size, r->stream);
 	after_model(e, d, r->ts);
-	if (block)
-		remember_block(e, d, r, block);
+	remember_block(e, d, r, block);
 }
 
 static void resize_block(struct engine *e, const struct vrt_record *r)
@@ -750,6 +778,8 @@ static bool survey(struct engine *e, const struct vrt_record *r, uint32_t thread
 			l = pending_of(e, thread);
 			if (l && !has_kind(l, is_failure))
 				e->limit_evidence = true; /* the device never refused: a limit did */
+			if (d && !e->capacity && r->aux) /* PyTorch's record has the device's free bytes */
+				e->capacity = r->aux + (uint64_t)e->m.live[vrt_device_slot(r->device)][VRT_KIND_DEVICE];
 			if (l && !e->replaying)
 				set_len(e, l, 0);
 		} else if (d && r->kind == VRT_KIND_DEVICE) {
@@ -864,7 +894,7 @@ static int reset(struct engine *e)
 		e->dev[k] = (struct dev){ .e = e, .device = k };
 	}
 	struct vrt_alloc_replay *r = e->r;
-	memset(r->dev, 0, sizeof(r->dev));
+	memset(r->dev, 0, sizeof(r->dev)); /* the until figures too */
 	r->n_dev = 0;
 	r->requests = r->frees = r->unknown_frees = r->empty_caches = r->recorded_ooms = 0;
 	r->failed = r->avoided_oom = r->stopped = r->until_reached = r->until_fits = false;
@@ -885,10 +915,10 @@ static void choose_limits(struct engine *e, const struct vrt_alloc_replay_option
 		r->limit_source = "none (lifted)";
 	} else if (info && *info && !vrt_parse_size(info, &v) && v) {
 		r->limit = v;
-		r->limit_source = "the trace (INFO torch.allocator_limit)";
+		r->limit_source = "the trace's INFO torch.allocator_limit";
 	} else if (e->oom_limit) {
 		r->limit = e->oom_limit;
-		r->limit_source = "the trace (OOM_LIMITS)";
+		r->limit_source = "PyTorch's figures at the trace's out-of-memory error";
 	} else if (r->cfg.fraction < 1.0 && e->device_total) {
 		r->limit = (uint64_t)(r->cfg.fraction * (double)e->device_total);
 		r->limit_source = "per_process_memory_fraction";
@@ -897,7 +927,7 @@ static void choose_limits(struct engine *e, const struct vrt_alloc_replay_option
 		for (int k = 0; k < VRT_REPLAY_MAX_DEVICES; k++)
 			peak = e->dev[k].rec_peak > peak ? e->dev[k].rec_peak : peak;
 		r->limit = peak;
-		r->limit_source = "inferred (an out-of-memory error the device did not cause: at most the recorded peak)";
+		r->limit_source = "inferred: the device did not refuse, so a limit did, at most the recorded peak";
 	} else {
 		r->limit_source = "none";
 	}
@@ -906,7 +936,7 @@ static void choose_limits(struct engine *e, const struct vrt_alloc_replay_option
 		r->capacity_source = "--device-memory";
 	} else if (e->capacity) {
 		r->capacity = e->capacity;
-		r->capacity_source = "the trace (free memory at its out-of-memory error)";
+		r->capacity_source = "free at the trace's out-of-memory error, plus what the process held";
 	} else {
 		r->capacity_source = "unknown (the trace never ran out of device memory)";
 	}
@@ -952,7 +982,7 @@ int vrt_alloc_replay_run(struct vrt_trace *t, const struct vrt_alloc_replay_opti
 	e->t = t;
 	e->r = r;
 	e->o = o;
-	bool same = !memcmp(&r->cfg, &recorded, sizeof(recorded)) && !o->allocator_limit && !o->no_limit &&
+	bool same = vrt_am_config_equal(&r->cfg, &recorded) && !o->allocator_limit && !o->no_limit &&
 		    !o->device_memory;
 	int rcode = reset(e);
 	choose_limits(e, o, r);

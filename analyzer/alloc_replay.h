@@ -48,6 +48,9 @@ struct vrt_replay_device {
 	uint64_t unused_at_peak, largest_free_at_peak;  /* reserved - allocated, largest free block */
 	struct vrt_am_stats stats;
 	uint64_t reserved_now, allocated_now, recorded_reserved_now, releasable_now;
+	/* just before the request at until_event: what the model held, and what an empty_cache()
+	 * would have given back then */
+	uint64_t reserved_at_until, allocated_at_until;
 };
 
 struct vrt_replay_failure {
@@ -56,6 +59,7 @@ struct vrt_replay_failure {
 	uint32_t stack, thread;
 	int device;
 	bool by_limit; /* the per-process limit refused it, not the device */
+	bool in_trace; /* the trace has it fail too (PyTorch raised out of memory there) */
 };
 
 struct vrt_alloc_replay {
@@ -75,7 +79,7 @@ struct vrt_alloc_replay {
 	int n_dev;
 	uint64_t requests, frees, unknown_frees, empty_caches, recorded_ooms;
 
-	bool failed;               /* a request that succeeded in the trace fails in the model */
+	bool failed;               /* a request fails in the model (first one in fail) */
 	struct vrt_replay_failure fail;
 	bool avoided_oom;          /* a request that failed in the trace fits: the replay stopped there */
 	uint64_t avoided_oom_ts;
@@ -86,7 +90,6 @@ struct vrt_alloc_replay {
 	struct vrt_replay_check check;
 	uint64_t events;           /* trace records replayed */
 	uint64_t model_events;     /* requests and frees given to the model */
-	double model_seconds;      /* time spent in the model itself */
 };
 
 /* Replays t. 0, or a vrt_error; conf errors as VRT_E_USAGE with the reason in err. */

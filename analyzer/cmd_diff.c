@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "category_diff.h"
 #include "cli.h"
 #include "json.h"
 #include "model.h"
@@ -171,7 +172,7 @@ static void print_row(struct side *sa, struct side *sb, const struct row *r, boo
 int vrt_cmd_diff(int argc, char **argv)
 {
 	struct side a = { .at = -1, .trace.fd = -1 }, b = { .at = -1, .trace.fd = -1 };
-	bool json = false, quiet = false;
+	bool json = false, quiet = false, by_category = false;
 	int top = 10, n_at = 0, rc;
 	double at[2] = { -1, -1 };
 	for (int i = 1; i < argc; i++) {
@@ -191,6 +192,8 @@ int vrt_cmd_diff(int argc, char **argv)
 			if ((rc = vrt_seconds_option("diff", x, argv[++i], &at[n_at++])))
 				return rc;
 		}
+		else if (!strcmp(x, "--by") && i + 1 < argc && (!strcmp(argv[i + 1], "category") || !strcmp(argv[i + 1], "site")))
+			by_category = !strcmp(argv[++i], "category");
 		else if (x[0] == '-')
 			return vrt_usage("diff", "unexpected argument '%s'", x);
 		else if (!a.path)
@@ -214,6 +217,8 @@ int vrt_cmd_diff(int argc, char **argv)
 	if (!rc) {
 		a.path = path_a;
 		b.path = same ? path_a : path_b;
+		if (by_category)
+			return vrt_category_diff(a.path, a.at, b.path, b.at, json, quiet);
 		rc = load_side(&a, quiet);
 	}
 	if (!rc)

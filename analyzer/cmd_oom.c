@@ -14,6 +14,7 @@
 #include "categories.h"
 #include "model.h"
 #include "owners.h"
+#include "remedies.h"
 #include "report_common.h"
 #include "sites.h"
 #include "stacks.h"
@@ -237,8 +238,23 @@ static void print_limit(const struct oom *o, int64_t live)
 	putchar('\n');
 }
 
+/* The remedies at the failing request (remedies.c): it needs the request, the limits and
+ * what was live by category. */
+static void remedies_for(struct vrt_trace *t, const struct oom *o, const struct explanation *x, struct vrt_remedies *rm)
+{
+	const struct vrt_record *r = &o->rec;
+	struct vrt_remedy_input in = { .event = o->event, .device = r->device, .requested = r->size,
+				       .device_free = o->cuda_total ? o->cuda_free : r->aux, .limits = &o->limits,
+				       .cats = x->cats, .n_cats = x->n_cats, .walked = o->walked };
+	if (o->n_phases) {
+		in.phase = o->phases[o->n_phases - 1].name;
+		in.phase_call = o->phases[o->n_phases - 1].invocation;
+	}
+	vrt_remedies_compute(t, &in, rm);
+}
+
 static void print_text(const struct vrt_trace *t, const struct oom *o, const struct explanation *x,
-		       const struct oom_options *opt, int count)
+		       const struct oom_options *opt, int count, const struct vrt_remedies *rm)
 {
 	const struct vrt_record *r = &o->rec;
 	bool torch = r->api == VRT_API_TORCH_OOM;
@@ -292,6 +308,7 @@ static void print_text(const struct vrt_trace *t, const struct oom *o, const str
 			       vrt_bytes(x->host_pinned));
 		putchar('\n');
 	}
+	vrt_remedies_print(rm, stdout);
 }
 
 static void json_categories(const struct vrt_category *c, int n)
@@ -339,7 +356,7 @@ static void json_limit(const struct oom *o)
 }
 
 static void print_json(const struct vrt_trace *t, const struct oom *o, const struct explanation *x,
-		       const struct oom_options *opt)
+		       const struct oom_options *opt, const struct vrt_remedies *rm)
 {
 	const struct vrt_record *r = &o->rec;
 	printf("{\"file\": ");
@@ -385,7 +402,9 @@ static void print_json(const struct vrt_trace *t, const struct oom *o, const str
 		json_string(stdout, vrt_site_category(t, &x->device_sites.v[i], &rule));
 		putchar('}');
 	}
-	printf("]}}\n");
+	putchar(']');
+	vrt_remedies_json(rm, stdout);
+	printf("}}\n");
 }
 
 /* In a run's directory, the process that ran out of memory. */
@@ -457,11 +476,13 @@ int vrt_cmd_oom(int argc, char **argv)
 		vrt_warn_model(&t, &m, opt.quiet);
 		if (!rc) {
 			struct explanation x;
+			struct vrt_remedies rm;
 			explain(&t, &m, &o, o.rec.device, &x);
+			remedies_for(&t, &o, &x, &rm);
 			if (opt.json)
-				print_json(&t, &o, &x, &opt);
+				print_json(&t, &o, &x, &opt, &rm);
 			else
-				print_text(&t, &o, &x, &opt, count);
+				print_text(&t, &o, &x, &opt, count, &rm);
 			vrt_sites_free(&x.device_sites);
 			vrt_sites_free(&x.host_sites);
 		}

@@ -48,9 +48,13 @@ static const struct vrt_replay_device *main_device(const struct vrt_alloc_replay
 	return best;
 }
 
-static void print_device(const struct vrt_replay_device *d)
+static void print_device(const struct vrt_trace *t, const struct vrt_alloc_replay *r, const struct vrt_replay_device *d)
 {
-	printf("\ndevice %d             predicted     recorded\n", d->device);
+	if (r->stopped)
+		printf("\ndevice %d             predicted     recorded (up to %.3f s, where the replay stopped)\n", d->device,
+		       vrt_ts_seconds(t, r->stop_ts));
+	else
+		printf("\ndevice %d             predicted     recorded\n", d->device);
 	printf("  peak reserved    %12s %12s\n", vrt_bytes((int64_t)d->peak_reserved), vrt_bytes((int64_t)d->recorded_peak_reserved));
 	printf("  peak allocated   %12s %12s\n", vrt_bytes((int64_t)d->peak_allocated), vrt_bytes((int64_t)d->recorded_peak_allocated));
 	printf("  at the peak      %s reserved but not allocated; the largest free block %s\n",
@@ -61,7 +65,7 @@ static void print_device(const struct vrt_replay_device *d)
 	if (s->bytes_mapped)
 		printf("; %s mapped, %s unmapped", vrt_bytes((int64_t)s->bytes_mapped), vrt_bytes((int64_t)s->bytes_unmapped));
 	if (s->retries)
-		printf("; %llu times freed its cache to retry", (unsigned long long)s->retries);
+		printf("; freed its cache and retried %llu time%s", (unsigned long long)s->retries, s->retries == 1 ? "" : "s");
 	if (s->gc_releases)
 		printf("; %llu blocks garbage-collected", (unsigned long long)s->gc_releases);
 	putchar('\n');
@@ -70,9 +74,9 @@ static void print_device(const struct vrt_replay_device *d)
 static void print_failure(const struct vrt_trace *t, const struct vrt_alloc_replay *r)
 {
 	const struct vrt_replay_failure *f = &r->fail;
-	printf("\nresult     fails at %.3f s: a request of %s (%s rounded) on device %d; the allocator had reserved %s, "
+	printf("\nresult     fails at %.3f s%s: a request of %s (%s rounded) on device %d; the allocator had reserved %s, "
 	       "%s of it allocated; ",
-	       vrt_ts_seconds(t, f->ts), vrt_bytes((int64_t)f->request), vrt_bytes((int64_t)f->rounded), f->device,
+	       vrt_ts_seconds(t, f->ts), f->in_trace ? ", where the trace failed too" : "", vrt_bytes((int64_t)f->request), vrt_bytes((int64_t)f->rounded), f->device,
 	       vrt_bytes((int64_t)f->reserved), vrt_bytes((int64_t)f->allocated));
 	if (f->by_limit)
 		printf("the new segment would pass the %s limit\n", vrt_bytes((int64_t)f->limit));
@@ -116,10 +120,10 @@ static void print_text(const struct vrt_trace *t, const struct vrt_alloc_replay 
 		printf("device     %s (%s); memory outside the allocator as recorded\n", vrt_bytes((int64_t)r->capacity),
 		       r->capacity_source);
 	else
-		printf("device     unlimited: its size is %s (--device-memory gives one)\n", r->capacity_source);
+		printf("device     unlimited: its size is %s; --device-memory gives one\n", r->capacity_source);
 	for (int k = 0; k < r->n_dev; k++)
 		if (r->dev[k].stats.requests)
-			print_device(&r->dev[k]);
+			print_device(t, r, &r->dev[k]);
 	if (r->failed)
 		print_failure(t, r);
 	else if (r->avoided_oom)
@@ -127,8 +131,7 @@ static void print_text(const struct vrt_trace *t, const struct vrt_alloc_replay 
 		       "run would go on differently from there, so the replay stops\n",
 		       vrt_ts_seconds(t, r->avoided_oom_ts));
 	else
-		printf("\nresult     fits: no request fails%s\n",
-		       r->recorded_ooms ? " that did not fail in the trace too" : "");
+		printf("\nresult     fits: no request fails\n");
 	if (r->as_recorded)
 		print_check(r);
 	if (r->approximate)
@@ -168,7 +171,8 @@ static void json_failure(const struct vrt_trace *t, const struct vrt_alloc_repla
 	       vrt_ts_seconds(t, f->ts), (unsigned long long)f->request, (unsigned long long)f->rounded, f->device,
 	       (unsigned long long)f->reserved, (unsigned long long)f->allocated);
 	json_u64_or_null("limit", f->limit, f->limit != 0);
-	printf(", \"cause\": \"%s\", \"stack\": ", f->by_limit ? "limit" : "device");
+	printf(", \"cause\": \"%s\", \"in_trace\": %s, \"stack\": ", f->by_limit ? "limit" : "device",
+	       f->in_trace ? "true" : "false");
 	struct vrt_site site = { .stack = f->stack, .bytes = (int64_t)f->request, .count = 1 };
 	vrt_site_json(stdout, t, &site, false);
 	putchar('}');

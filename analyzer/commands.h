@@ -99,8 +99,13 @@ int vrt_cmd_snapshot(int argc, char **argv);
 	"Explains the last out-of-memory failure in the trace: the request, free and total memory,\n"   \
 	"what was live by category (parameters, gradients, optimizer state, activations, workspaces,\n" \
 	"allocator cache, the step's own tensors, non-PyTorch) with the rule that put each site\n"     \
-	"there, pinned host memory beside it, the top sites, and the phase it happened in. Given a\n"   \
-	"directory (a run's traces), it explains the process that ran out of memory.\n"                \
+	"there, pinned host memory beside it, the top sites, and the phase it happened in. Then what\n" \
+	"would make it fit: for lifting the cap, expandable_segments, max_split_size_mb, empty_cache(),\n" \
+	"activation checkpointing, ZeRO-3, offload_param, offload_optimizer and a smaller batch, the\n" \
+	"bytes each frees at the failing request, whether that request and every one before it would\n" \
+	"then fit, and what decided it (replay: the allocator replayed as in `vramtrace whatif`;\n"  \
+	"identity: what a retention walk found; rule: the allocating stacks). Given a directory (a\n" \
+	"run's traces), it explains the process that ran out of memory.\n"                         \
 	"\n"                                                                                           \
 	"options:\n"                                                                                   \
 	"  --json        machine-readable output\n"                                                      \
@@ -161,17 +166,23 @@ int vrt_cmd_snapshot(int argc, char **argv);
 	"usage: vramtrace diff [options] A.vrt B.vrt\n"                                                  \
 	"       vramtrace diff [options] TRACE --at S1 --at S2\n"                                        \
 	"\n"                                                                                           \
-	"Bytes live by site in A (or at time S1) against B (or at S2), largest change first.\n"         \
+	"Bytes live by site in A (or at time S1) against B (or at S2), largest change first. By\n"     \
+	"category (--by category): parameters, gradients, optimizer state, activations... in each\n"   \
+	"trace at its out-of-memory error, else at its peak (or at --at), so that what a change (a\n" \
+	"larger batch) grew reads off directly.\n"                                                     \
 	"\n"                                                                                           \
 	"options:\n"                                                                                   \
-	"  --at S     a time in seconds (twice, for one trace); default: the end of each trace\n"        \
+	"  --by WHAT  site (the default) or category\n"                                                \
+	"  --at S     a time in seconds (twice, for one trace); default: the end of each trace (by\n"  \
+	"             category: its OOM, else its peak)\n"                                            \
 	"  --json     machine-readable output\n"                                                         \
 	"  --top N    sites listed (default 10)\n"                                                        \
 	"  --max-memory SIZE  stop (exit 6) before using more memory (default: half of the machine's)\n" \
 	"\n"                                                                                           \
 	"examples:\n"                                                                                  \
 	"  vramtrace diff before.vrt after.vrt\n"                                                       \
-	"  vramtrace diff run.vrt --at 10 --at 600\n"
+	"  vramtrace diff run.vrt --at 10 --at 600\n"                                                    \
+	"  vramtrace diff --by category batch8.vrt batch16.vrt\n"
 
 #define VRT_HELP_WHATIF                                                                                \
 	"usage: vramtrace whatif [options] TRACE\n"                                                      \

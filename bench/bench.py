@@ -2,7 +2,7 @@
 """bench.py - vramtrace's CPU benchmarks; bench/run.sh builds what they need and calls this.
 
     python3 bench/bench.py --build BUILD_DIR [--reps N] [--big EVENTS] [--json OUT]
-                           [--only hot,size,analyzer] [--quick]
+                           [--only hot,size,analyzer,whatif] [--quick]
 
 Prints one table (see bench/NOTES.md for what every number means):
 
@@ -16,6 +16,10 @@ Prints one table (see bench/NOTES.md for what every number means):
   analyzer   `vramtrace report --json -q` and `vramtrace leaks --json -q` on synthetic traces
              of 10M and --big events: events/s (per CPU second and per wall second) and peak
              memory (max RSS; RssAnon apart, since the reader maps the trace file).
+  whatif     the caching-allocator replay: the model alone (bench/alloc_model_speed: a trace's
+             tensor requests and frees decoded once, then replayed, best CPU time of --reps) on a
+             synthetic PyTorch trace (tests/gen_torch_trace) and on an H200 trace, and
+             `vramtrace whatif --json -q` end to end (reading included): allocator events/s.
 
 Nothing here needs a GPU or the network. Generated files go to a temporary directory that is
 deleted at the end.
@@ -41,6 +45,7 @@ TARGET_STACKS_NS = 1000
 TARGET_BYTES_PER_EVENT = 2.0
 TARGET_EVENTS_PER_S = 20e6
 TARGET_BYTES_PER_LIVE = 128  # analyzer memory per live allocation (analyzer/model.h)
+TARGET_REPLAY_EVENTS_PER_S = 10e6
 MEMRAY_BYTES_PER_EVENT = 3.5
 
 
@@ -58,8 +63,10 @@ class Bench:
         self.preload = os.path.join(b, "preload", "libvramtrace.so")
         self.vramtrace = os.path.join(b, "analyzer", "vramtrace")
         self.pyprog = os.path.join(HERE, "hotpath_py.py")
+        self.model_speed = os.path.join(b, "bench", "alloc_model_speed")
+        self.gen_torch = os.path.join(b, "tests", "gen_torch_trace")
         self.tmp = tempfile.mkdtemp(prefix="vramtrace-bench-")
-        self.results = {"hot": [], "size": {}, "analyzer": [], "memory": [], "notes": []}
+        self.results = {"hot": [], "size": {}, "analyzer": [], "memory": [], "whatif": [], "notes": []}
         self.lost_total = 0
 
     # ---- helpers ------------------------------------------------------------------------
@@ -293,6 +300,55 @@ class Bench:
             big = fit
         self.results["analyzer"] += self.analyze(big, f"{big // 1_000_000}M")
 
+    # ---- whatif ---------------------------------------------------------------------------
+
+    def model_speed_run(self, path, label, reps):
+        r = subprocess.run([self.model_speed, path, "--reps", str(reps)], capture_output=True, text=True)
+        if r.returncode:
+            raise SystemExit(f"bench: alloc_model_speed failed: {r.stderr}")
+        m = self.parse_kv(r.stdout)
+        row = {"what": "model", "trace": label, "allocator_events": int(m["events"]), "cpu_s": m["seconds"],
+               "allocator_events_per_s": m["events_per_s"]}
+        self.progress(f"whatif: the model on {label}: {m['events_per_s'] / 1e6:.1f}M allocator events/s")
+        return row
+
+    def whatif(self):
+        events = 2_000_000 if self.a.quick else 10_000_000
+        path = os.path.join(self.tmp, "torch.vrt")
+        g = subprocess.run([self.gen_torch, path, str(events)], capture_output=True, text=True)
+        if g.returncode:
+            raise SystemExit(f"bench: gen_torch_trace failed: {g.stderr}")
+        trace_events = int(g.stdout.split()[0])
+        label = f"synthetic {trace_events // 1_000_000}M"
+        self.results["whatif"].append(self.model_speed_run(path, label, self.a.reps))
+        h200 = os.path.join(ROOT, "tests", "golden", "h200", "retain-ds-oom-offload.vrt")
+        if os.path.exists(h200):
+            self.results["whatif"].append(self.model_speed_run(h200, "H200 ZeRO-2 offload OOM", 50))
+        m = self.measure([self.vramtrace, "whatif", "--json", "-q", path])
+        cpu = m["user_s"] + m["sys_s"]
+        out = subprocess.run([self.vramtrace, "whatif", "--json", "-q", path], capture_output=True, text=True)
+        d = json.loads(out.stdout)
+        allocator = d["requests"] + d["frees"]
+        self.results["whatif"].append({"what": "whatif", "trace": label, "trace_events": trace_events,
+                                       "allocator_events": allocator, "cpu_s": cpu, "wall_s": m["wall_s"],
+                                       "allocator_events_per_s": allocator / cpu, "maxrss_kb": m["maxrss_kb"]})
+        self.progress(f"whatif: end to end on {label}: {cpu:.1f} s CPU")
+        os.unlink(path)
+
+    def whatif_table(self, lines):
+        rows = self.results["whatif"]
+        if not rows:
+            return
+        lines.append("")
+        lines.append("WHATIF: the caching-allocator replay, allocator events (tensor requests + frees) per CPU second")
+        lines.append(f"  {'what':28} {'trace':26} {'events':>10} {'CPU s':>7} {'M events/s':>11}")
+        for r in rows:
+            what = "model alone (best of reps)" if r["what"] == "model" else "vramtrace whatif, end to end"
+            lines.append(f"  {what:28} {r['trace']:26} {r['allocator_events']:>10} {r['cpu_s']:>7.2f} "
+                         f"{r['allocator_events_per_s'] / 1e6:>11.1f}")
+        lines.append(f"  target >= {TARGET_REPLAY_EVENTS_PER_S / 1e6:.0f}M allocator events/s for the replay; end to "
+                     f"end adds reading the trace (and a second pass when it holds its own limit)")
+
     # ---- output -------------------------------------------------------------------------
 
     def progress(self, msg):
@@ -410,6 +466,7 @@ class Bench:
         self.hot_table(lines)
         self.size_table(lines)
         self.analyzer_table(lines)
+        self.whatif_table(lines)
         lines.append("")
         lines.append(f"events lost in all traced runs: {self.lost_total}")
         return "\n".join(lines)
@@ -422,7 +479,7 @@ def main():
     p.add_argument("--big", type=int, default=200_000_000, help="events in the large analyzer trace")
     p.add_argument("--budget", type=float, default=60.0, help="CPU seconds the large analyzer run may take")
     p.add_argument("--force-big", action="store_true", help="run --big events even if over --budget")
-    p.add_argument("--only", default="hot,size,analyzer")
+    p.add_argument("--only", default="hot,size,analyzer,whatif")
     p.add_argument("--quick", action="store_true", help="small sizes, for checking the harness")
     p.add_argument("--json", help="also write every measurement here")
     p.add_argument("--json-only", action="store_true", help=argparse.SUPPRESS)
@@ -437,6 +494,8 @@ def main():
             b.size()
         if "analyzer" in only:
             b.analyzer()
+        if "whatif" in only:
+            b.whatif()
         b.results["seconds"] = time.time() - t0
         print(b.table())
         if a.json:

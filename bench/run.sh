@@ -2,7 +2,7 @@
 # bench/run.sh - builds and runs vramtrace's CPU benchmarks and prints one table.
 #
 #   bench/run.sh [--quick] [--reps N] [--big EVENTS] [--budget CPU_S] [--force-big]
-#                [--only hot,size,analyzer] [--json FILE]
+#                [--only hot,size,analyzer,whatif] [--json FILE]
 #
 # What it measures (bench/NOTES.md explains every number and holds the results):
 #   hot path    ns vramtrace adds to a cudaMalloc+cudaFree pair: C (1 call site, 40-frame chain)
@@ -13,6 +13,8 @@
 #   analyzer    `vramtrace report` / `vramtrace leaks` events/s and peak memory on synthetic
 #               traces of 10M and 200M events (the 200M run shrinks to fit --budget CPU
 #               seconds, default 60, unless --force-big)
+#   whatif      the caching-allocator replay: the model alone and `vramtrace whatif` end to end,
+#               allocator events/s on a synthetic PyTorch trace and an H200 trace
 # Needs meson, ninja, a C compiler and python3; no GPU, no network. Uses the build directory
 # $BENCH_BUILD (default: build/ at the top of the tree; `meson setup` if it does not exist).
 # About 4-5 minutes on 2 cores; --quick checks the harness in about a minute.
@@ -25,5 +27,6 @@ if [ ! -f "$build/build.ninja" ]; then
 	meson setup "$build" "$root" >/dev/null
 fi
 ninja -C "$build" bench/hotpath bench/gen_trace bench/peakmem bench/libprefault.so bench/libcudart.so.13 \
+	bench/alloc_model_speed tests/gen_torch_trace \
 	preload/libvramtrace.so analyzer/vramtrace tests/doubles/libcudart.so.13 tests/doubles/libcuda.so.1 >/dev/null
 exec python3 "$here/bench.py" --build "$build" "$@"

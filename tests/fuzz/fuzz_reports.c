@@ -41,6 +41,9 @@ static const char *const runs[][MAX_ARGS] = {
 	{ "dump", "--stacks", "--tables", "@" },
 	{ "info", "--json", "@" },
 	{ "html", "-q", "--buckets", "16", "--sites", "3", "-o", "#", "@" },
+	{ "whatif", "--json", "-q", "@" },
+	{ "whatif", "-q", "--alloc-conf", "expandable_segments:True", "--allocator-limit", "64M", "@" },
+	{ "diff", "--by", "category", "--json", "-q", "@", "@" },
 };
 
 static int (*command(const char *name))(int, char **)
@@ -52,6 +55,7 @@ static int (*command(const char *name))(int, char **)
 		{ "report", vrt_cmd_report }, { "leaks", vrt_cmd_leaks }, { "oom", vrt_cmd_oom },
 		{ "timeline", vrt_cmd_timeline }, { "export", vrt_cmd_export }, { "diff", vrt_cmd_diff },
 		{ "dump", vrt_cmd_dump }, { "info", vrt_cmd_info }, { "html", vrt_cmd_html },
+		{ "whatif", vrt_cmd_whatif },
 	};
 	for (size_t i = 0; i < sizeof(table) / sizeof(table[0]); i++)
 		if (!strcmp(table[i].name, name))

@@ -439,8 +439,14 @@ static void test_config_parse(void)
 	VT_EQ(c.max_split_size, 128 * MiB);
 	vrt_am_config_format(&c, text, sizeof(text));
 	VT_CHECK(!strcmp(text, "expandable_segments:True,max_split_size_mb:128"));
+	struct vrt_am_config d;
+	vrt_am_config_default(&d);
+	VT_CHECK(!vrt_am_config_equal(&c, &d));
 	VT_EQ(vrt_am_config_parse(&c, "", err, sizeof(err)), 0);
 	VT_EQ(c.max_split_size, UINT64_MAX); /* reset by every parse */
+	VT_CHECK(!vrt_am_config_equal(&c, &d)); /* expandable_segments is not: it stays True */
+	c.expandable = false;
+	VT_CHECK(vrt_am_config_equal(&c, &d));
 	VT_EQ(vrt_am_config_parse(&c, "max_split_size_mb:19", err, sizeof(err)), -1);
 	VT_EQ(vrt_am_config_parse(&c, "garbage_collection_threshold:1.0", err, sizeof(err)), -1);
 	VT_EQ(vrt_am_config_parse(&c, "expandable_segments:true", err, sizeof(err)), -1);

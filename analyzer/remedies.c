@@ -1,0 +1,356 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Each remedy is measured where the request failed. The allocator settings and the cap are
+ * replayed (alloc_replay.h) up to that request, under the trace's own limit: "fits" means no
+ * request before it failed and it did not either; what they free is how much less the
+ * allocator held just before it. The others take bytes off what was live by category, and fit
+ * when they take at least what was missing: an upper bound, since freed tensor memory is only
+ * reusable where the allocator can place the next request.
+ */
+#include "remedies.h"
+
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "alloc_replay.h"
+#include "cli.h"
+#include "json.h"
+#include "model.h"
+
+static struct vrt_remedy *add(struct vrt_remedies *r, const char *name, int64_t frees, enum vrt_fit fits,
+			      const char *decided_by, const char *fmt, ...) __attribute__((format(printf, 6, 7)));
+static struct vrt_remedy *add(struct vrt_remedies *r, const char *name, int64_t frees, enum vrt_fit fits,
+			      const char *decided_by, const char *fmt, ...)
+{
+	if (r->n == VRT_MAX_REMEDIES)
+		return NULL;
+	struct vrt_remedy *m = &r->v[r->n++];
+	snprintf(m->name, sizeof(m->name), "%s", name);
+	m->frees_bytes = frees;
+	m->fits = fits;
+	m->decided_by = decided_by;
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(m->detail, sizeof(m->detail), fmt, ap);
+	va_end(ap);
+	return m;
+}
+
+/* ---- replayed remedies ------------------------------------------------------------------- */
+
+struct outcome {
+	struct vrt_alloc_replay r;
+	int rc;
+	char err[200];
+};
+
+static void replay_to(struct vrt_trace *t, const struct vrt_remedy_input *in, const char *conf, bool no_limit,
+		      struct outcome *o)
+{
+	struct vrt_alloc_replay_options opt = { .alloc_conf = conf, .no_limit = no_limit, .until_event = in->event,
+						.keep_going = true };
+	o->rc = vrt_alloc_replay_run(t, &opt, &o->r, o->err, sizeof(o->err));
+}
+
+static enum vrt_fit fit_of(const struct outcome *o, uint64_t event)
+{
+	if (o->rc || !o->r.until_reached)
+		return VRT_FIT_UNKNOWN;
+	if (o->r.failed && o->r.fail.event < event)
+		return VRT_FIT_NO;
+	return o->r.until_fits ? VRT_FIT_YES : VRT_FIT_NO;
+}
+
+static const struct vrt_replay_device *device_of(const struct outcome *o, int device)
+{
+	return device >= 0 && device < o->r.n_dev ? &o->r.dev[device] : NULL;
+}
+
+/* A setting tried where the recorded one failed. */
+static void try_setting(struct vrt_trace *t, const struct vrt_remedy_input *in, const struct outcome *base,
+			const char *name, const char *extra, struct vrt_remedies *out)
+{
+	char conf[300];
+	const char *recorded = base->r.recorded_conf;
+	snprintf(conf, sizeof(conf), "%s%s%s", recorded, *recorded ? "," : "", extra);
+	struct outcome *o = calloc(1, sizeof(*o));
+	if (!o)
+		return;
+	replay_to(t, in, conf, false, o);
+	enum vrt_fit fits = fit_of(o, in->event);
+	const struct vrt_replay_device *d = device_of(o, in->device), *b = device_of(base, in->device);
+	if (fits == VRT_FIT_UNKNOWN) {
+		add(out, name, 0, fits, "replay", "the replay did not reach the failing request%s%s", *o->err ? ": " : "",
+		    o->err);
+	} else if (o->r.failed && o->r.fail.event < in->event) {
+		add(out, name, 0, VRT_FIT_NO, "replay", "an earlier request fails: %s at %.3f s",
+		    vrt_bytes((int64_t)o->r.fail.request), vrt_ts_seconds(t, o->r.fail.ts));
+	} else {
+		int64_t frees = b && d ? (int64_t)b->reserved_at_until - (int64_t)d->reserved_at_until : 0;
+		add(out, name, frees, fits, "replay", "%s reserved just before it instead of %s",
+		    vrt_bytes(d ? (int64_t)d->reserved_at_until : 0), vrt_bytes(b ? (int64_t)b->reserved_at_until : 0));
+	}
+	free(o);
+}
+
+static void cap_remedy(struct vrt_trace *t, const struct vrt_remedy_input *in, const struct outcome *base,
+		       struct vrt_remedies *out)
+{
+	const struct vrt_record *l = in->limits;
+	if (l && l->op && !l->result) {
+		add(out, "no per-process cap", 0, VRT_FIT_NO, "replay",
+		    "there was none to lift: the device itself had only %s free", vrt_bytes((int64_t)l->aux2));
+		return;
+	}
+	if (!(l && l->op) && !base->r.limit)
+		return; /* no cap known, and the device's own size is not in the trace */
+	struct outcome *o = calloc(1, sizeof(*o));
+	if (!o)
+		return;
+	replay_to(t, in, NULL, true, o);
+	uint64_t allowed = l && l->op ? l->aux : base->r.limit, free_bytes = l && l->op ? l->aux2 : in->device_free;
+	uint64_t reserved = l && l->op ? l->id : base->r.fail.reserved;
+	int64_t frees = free_bytes ? (int64_t)(free_bytes + reserved) - (int64_t)allowed : 0;
+	add(out, "no per-process cap", frees, fit_of(o, in->event), "replay",
+	    "PyTorch may reserve %s (%s)%s%s%s", vrt_bytes((int64_t)allowed),
+	    l && l->op ? "set_per_process_memory_fraction" : base->r.limit_source, free_bytes ? "; the device had " : "",
+	    free_bytes ? vrt_bytes((int64_t)free_bytes) : "", free_bytes ? " free" : "");
+	free(o);
+}
+
+/* ---- remedies from what was live --------------------------------------------------------- */
+
+static const struct vrt_category *category(const struct vrt_remedy_input *in, const char *name)
+{
+	for (int i = 0; i < in->n_cats; i++)
+		if (!strcmp(in->cats[i].name, name))
+			return &in->cats[i];
+	return NULL;
+}
+
+static enum vrt_fit covers(int64_t frees, int64_t shortfall)
+{
+	if (shortfall <= 0)
+		return VRT_FIT_UNKNOWN;
+	return frees >= shortfall ? VRT_FIT_YES : VRT_FIT_NO;
+}
+
+/* A retention walk at the failure decides a category by what its tensors are; without one, or
+ * where it found little, the allocating stacks' rules did. An absent category was decided by
+ * the walk when there was one: it found no such tensor. */
+static const char *decided(const struct vrt_remedy_input *in, const struct vrt_category *c)
+{
+	if (!c)
+		return in->walked ? "identity" : "rule";
+	return c->identity && 2 * c->identity >= c->bytes ? "identity" : "rule";
+}
+
+static int world_size(const struct vrt_trace *t)
+{
+	if (t->hdr.world_size > 0)
+		return t->hdr.world_size;
+	const char *w = vrt_info(t, "env.WORLD_SIZE");
+	int n = w ? atoi(w) : 0;
+	return n > 0 ? n : 1;
+}
+
+static void category_remedies(const struct vrt_trace *t, const struct vrt_remedy_input *in, struct vrt_remedies *out)
+{
+	const struct vrt_category *act = category(in, "activations"), *par = category(in, "parameters"),
+				  *opt = category(in, "optimizer_state");
+	int64_t a = act ? act->bytes : 0, p = par ? par->bytes : 0, s = opt ? opt->bytes : 0;
+	int world = world_size(t);
+	add(out, "activation checkpointing", a, covers(a, out->shortfall), decided(in, act),
+	    "at most the %s of activations live then (saved for backward), less what recomputing keeps", vrt_bytes(a));
+	int64_t part = world > 1 ? p - p / world : 0;
+	if (world > 1)
+		add(out, "ZeRO-3 partitioning", part, covers(part, out->shortfall), decided(in, par),
+		    "%s of parameters on the device, a %d-th of them kept on each of %d ranks", vrt_bytes(p), world, world);
+	else
+		add(out, "ZeRO-3 partitioning", 0, VRT_FIT_NO, decided(in, par),
+		    "one rank (WORLD_SIZE 1): there is nothing to partition the %s of parameters across", vrt_bytes(p));
+	add(out, "offload_param", p, covers(p, out->shortfall), decided(in, par), "the %s of parameters on the device",
+	    vrt_bytes(p));
+	if (s)
+		add(out, "offload_optimizer", s, covers(s, out->shortfall), decided(in, opt),
+		    "the %s of optimizer state still on the device", vrt_bytes(s));
+	else
+		add(out, "offload_optimizer", 0, VRT_FIT_NO, decided(in, opt),
+		    "no optimizer state is on the device (offloaded already, or not made yet): nothing to move");
+}
+
+/* ---- a smaller batch: earlier calls of the same phase (or mark intervals) ----------------- */
+
+#define MAX_CALLS 256
+
+struct calls {
+	uint64_t peak[MAX_CALLS];
+	int n, depth;
+	bool open;
+	uint64_t current;
+};
+
+static void close_call(struct calls *c)
+{
+	if (c->open && c->n < MAX_CALLS)
+		c->peak[c->n++] = c->current;
+	c->open = false;
+}
+
+/* Peaks of tensor bytes of every earlier call of the failing call's phase (or, with no phase,
+ * of every interval between marks), and the tensor bytes at the failure. */
+static int call_peaks(struct vrt_trace *t, const struct vrt_remedy_input *in, struct calls *c, uint64_t *now)
+{
+	struct vrt_model m;
+	struct vrt_replay rp;
+	struct vrt_record r;
+	int rc = vrt_model_init(&m);
+	if (rc)
+		return rc;
+	int slot = vrt_device_slot(in->device);
+	uint64_t events = 0;
+	vrt_replay_begin(&rp, t);
+	while (events < in->event && vrt_replay_next(&rp, &r)) {
+		vrt_model_apply(&m, &r, NULL);
+		events += r.op < VRT_OP_CP_BEGIN;
+		uint64_t live = m.tensors[slot] > 0 ? (uint64_t)m.tensors[slot] : 0;
+		if (in->phase && r.op == VRT_OP_PHASE_ENTER && r.id == in->phase && !c->depth++) {
+			c->open = true;
+			c->current = live;
+		} else if (in->phase && r.op == VRT_OP_PHASE_EXIT && r.id == in->phase && c->depth && !--c->depth) {
+			close_call(c);
+		} else if (!in->phase && r.op == VRT_OP_MARK) {
+			close_call(c);
+			c->open = true;
+			c->current = live;
+		}
+		if (c->open && live > c->current)
+			c->current = live;
+	}
+	*now = m.tensors[slot] > 0 ? (uint64_t)m.tensors[slot] : 0;
+	vrt_model_free(&m);
+	return rp.error;
+}
+
+static void batch_remedy(struct vrt_trace *t, const struct vrt_remedy_input *in, struct vrt_remedies *out)
+{
+	struct calls *c = calloc(1, sizeof(*c));
+	uint64_t now = 0;
+	if (!c || call_peaks(t, in, c, &now)) {
+		free(c);
+		return;
+	}
+	const char *what = in->phase ? vrt_string(t, in->phase) : NULL;
+	if (!c->n) {
+		add(out, "a smaller batch or sequence", 0, VRT_FIT_UNKNOWN, "replay", "the trace holds no earlier call of %s",
+		    what ? what : "a phase, nor marks");
+		free(c);
+		return;
+	}
+	uint64_t best = 0;
+	char list[160];
+	size_t used = 0;
+	list[0] = 0;
+	for (int i = 0; i < c->n; i++) {
+		best = c->peak[i] > best ? c->peak[i] : best;
+		if (i >= c->n - 6 && used < sizeof(list))
+			used += (size_t)snprintf(list + used, sizeof(list) - used, "%s%s", used ? ", " : "",
+						 vrt_bytes((int64_t)c->peak[i]));
+	}
+	uint64_t need = now + in->requested;
+	char label[120];
+	if (what)
+		snprintf(label, sizeof(label), "call%s of %.80s", c->n == 1 ? "" : "s", what);
+	else
+		snprintf(label, sizeof(label), "interval%s between marks", c->n == 1 ? "" : "s");
+	add(out, "a smaller batch or sequence", need > best ? (int64_t)(need - best) : 0, VRT_FIT_YES, "replay",
+	    "%d earlier %s peaked at %s%s in tensors (this one needed at least %s): one like those fits", c->n, label,
+	    c->n > 6 ? "... " : "", list, vrt_bytes((int64_t)need));
+	free(c);
+}
+
+/* ---- all of them ------------------------------------------------------------------------- */
+
+static int64_t shortfall(const struct vrt_remedy_input *in, const struct outcome *base)
+{
+	const struct vrt_record *l = in->limits;
+	if (l && l->op) {
+		int64_t need = l->result ? (int64_t)(l->id + l->size) - (int64_t)l->aux : (int64_t)l->size - (int64_t)l->aux2;
+		return need > 0 ? need : 0;
+	}
+	const struct vrt_replay_failure *f = &base->r.fail;
+	if (!base->rc && base->r.failed && f->event == in->event && f->by_limit) {
+		int64_t need = (int64_t)(f->reserved + vrt_am_allocation_size(&base->r.cfg, f->rounded)) - (int64_t)f->limit;
+		return need > 0 ? need : 0;
+	}
+	if (in->device_free && in->requested > in->device_free)
+		return (int64_t)(in->requested - in->device_free);
+	return 0;
+}
+
+void vrt_remedies_compute(struct vrt_trace *t, const struct vrt_remedy_input *in, struct vrt_remedies *out)
+{
+	memset(out, 0, sizeof(*out));
+	struct outcome *base = calloc(1, sizeof(*base));
+	if (!base)
+		return;
+	replay_to(t, in, NULL, false, base);
+	out->replayed = !base->rc && base->r.until_reached;
+	if (!out->replayed)
+		snprintf(out->note, sizeof(out->note), "the allocator replay did not reach the failing request (%.120s)",
+			 base->rc ? (*base->err ? base->err : vrt_strerror(base->rc)) : "an earlier request failed in it");
+	out->shortfall = shortfall(in, base);
+	if (out->replayed) {
+		cap_remedy(t, in, base, out);
+		if (!base->r.cfg.expandable)
+			try_setting(t, in, base, "expandable_segments:True", "expandable_segments:True", out);
+		if (base->r.cfg.max_split_size != 128ull << 20)
+			try_setting(t, in, base, "max_split_size_mb:128", "max_split_size_mb:128", out);
+		if (base->r.cfg.max_split_size != 512ull << 20)
+			try_setting(t, in, base, "max_split_size_mb:512", "max_split_size_mb:512", out);
+		const struct vrt_replay_device *d = device_of(base, in->device);
+		uint64_t cached = d ? d->releasable_now : 0;
+		add(out, "empty_cache()", (int64_t)cached, VRT_FIT_NO, "replay",
+		    cached ? "what it gives back just before the request: the allocator frees that itself before it "
+			     "raises out of memory"
+			   : "nothing cached could be given back: every cached block is part of a segment in use");
+	}
+	category_remedies(t, in, out);
+	batch_remedy(t, in, out);
+	free(base);
+}
+
+static const char *fit_text(enum vrt_fit f) { return f == VRT_FIT_YES ? "fits" : f == VRT_FIT_NO ? "no" : "?"; }
+
+void vrt_remedies_print(const struct vrt_remedies *r, FILE *out)
+{
+	fprintf(out, "\nwhat would make it fit (what a change frees at the failing request, whether that request and "
+		     "every one before it then fit, what decided it)");
+	if (r->shortfall)
+		fprintf(out, "; %s were missing", vrt_bytes(r->shortfall));
+	fputs(":\n", out);
+	for (int i = 0; i < r->n; i++) {
+		const struct vrt_remedy *m = &r->v[i];
+		fprintf(out, "  %-28s %10s  %-4s  [%s] %s\n", m->name, vrt_bytes(m->frees_bytes), fit_text(m->fits),
+			m->decided_by, m->detail);
+	}
+	if (*r->note)
+		fprintf(out, "  (%s)\n", r->note);
+}
+
+void vrt_remedies_json(const struct vrt_remedies *r, FILE *out)
+{
+	fprintf(out, ", \"shortfall_bytes\": %lld, \"remedies\": [", (long long)r->shortfall);
+	for (int i = 0; i < r->n; i++) {
+		const struct vrt_remedy *m = &r->v[i];
+		fprintf(out, "%s{\"name\": ", i ? ", " : "");
+		json_string(out, m->name);
+		fprintf(out, ", \"frees_bytes\": %lld, \"fits\": %s, \"decided_by\": \"%s\", \"detail\": ",
+			(long long)m->frees_bytes, m->fits == VRT_FIT_YES ? "true" : m->fits == VRT_FIT_NO ? "false" : "null",
+			m->decided_by);
+		json_string(out, m->detail);
+		fputc('}', out);
+	}
+	fputc(']', out);
+}
