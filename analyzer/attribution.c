@@ -25,14 +25,14 @@ void vrt_attribution_use(const struct vrt_trace *t)
 /* The part of file below the library path it is in ("deepspeed/__init__.py"), or NULL. */
 static const char *below_library_path(const char *file)
 {
-	for (const char *p = library_paths; *p;) {
-		const char *end = strchr(p, '\x1f');
+	for (const char *p = library_paths; *p;) { /* U+001F between them, as the reader shows it */
+		const char *end = strstr(p, "\\x1f");
 		size_t n = end ? (size_t)(end - p) : strlen(p);
 		if (n && !strncmp(file, p, n) && file[n] == '/')
 			return file + n + 1;
 		if (!end)
 			break;
-		p = end + 1;
+		p = end + 4;
 	}
 	const char *pkg = strstr(file, "-packages/");
 	return pkg ? pkg + 10 : NULL;

@@ -22,7 +22,8 @@ int vrt_exit_code(int err)
 	case VRT_E_MAGIC: case VRT_E_VERSION: case VRT_E_TRUNCATED: case VRT_E_CORRUPT: case VRT_E_DECOMPRESS:
 	case VRT_E_RECORD: case VRT_E_RANGE: case VRT_E_SIZE: case VRT_E_EMPTY:
 		return VRT_EXIT_BAD_TRACE;
-	case VRT_E_IO: case VRT_E_NOENT: case VRT_E_PERM: case VRT_E_PROTO: case VRT_E_UNSUPPORTED:
+	case VRT_E_IO: case VRT_E_NOENT: case VRT_E_PERM: case VRT_E_PROTO: case VRT_E_UNSUPPORTED: case VRT_E_CHANGED:
+	case VRT_E_NOT_FILE: case VRT_E_PEER:
 		return VRT_EXIT_IO;
 	case VRT_E_ARG:
 		return VRT_EXIT_USAGE;
@@ -52,6 +53,29 @@ int vrt_usage(const char *command, const char *fmt, ...)
 	va_end(ap);
 	fprintf(stderr, "\nTry 'vramtrace %s --help'.\n", command);
 	return VRT_EXIT_USAGE;
+}
+
+int vrt_int_option(const char *command, const char *option, const char *value, long long lo, long long hi,
+		   long long *out)
+{
+	char *end;
+	errno = 0;
+	long long v = strtoll(value, &end, 10);
+	if (!*value || *end || errno || v < lo || v > hi)
+		return vrt_usage(command, "%s takes a whole number from %lld to %lld, not '%s'", option, lo, hi, value);
+	*out = v;
+	return 0;
+}
+
+int vrt_seconds_option(const char *command, const char *option, const char *value, double *out)
+{
+	char *end;
+	errno = 0;
+	double v = strtod(value, &end);
+	if (!*value || *end || errno || !(v >= 0) || v > 1e15) /* !(v >= 0): NaN too */
+		return vrt_usage(command, "%s takes a time in seconds (0 or more, such as 12.5), not '%s'", option, value);
+	*out = v;
+	return 0;
 }
 
 bool vrt_is_help(const char *arg) { return !strcmp(arg, "-h") || !strcmp(arg, "--help"); }
@@ -91,8 +115,24 @@ const char *vrt_bytes(int64_t bytes)
 	return b;
 }
 
+static const char *file_type(const char *path)
+{
+	struct stat st;
+	if (stat(path, &st))
+		return "not a regular file";
+	return S_ISDIR(st.st_mode)    ? "a directory"
+	       : S_ISFIFO(st.st_mode) ? "a FIFO"
+	       : S_ISCHR(st.st_mode)  ? "a character device"
+	       : S_ISBLK(st.st_mode)  ? "a block device"
+	       : S_ISSOCK(st.st_mode) ? "a socket"
+				      : "not a regular file";
+}
+
+const char *vrt_current_trace;
+
 int vrt_open_or_fail(struct vrt_trace *t, const char *path)
 {
+	vrt_current_trace = path;
 	int rc = vrt_trace_open(t, path);
 	if (!rc) {
 		vrt_attribution_use(t);
@@ -102,7 +142,52 @@ int vrt_open_or_fail(struct vrt_trace *t, const char *path)
 		return vrt_fail(rc, "%s", path);
 	if (rc == VRT_E_VERSION)
 		return vrt_fail(rc, "%s (this vramtrace reads format %d.x)", path, VRT_FORMAT_MAJOR);
+	if (rc == VRT_E_NOT_FILE) {
+		vrt_fail(0, "%s is %s, not a trace file: traces are read from regular files", path, file_type(path));
+		return vrt_exit_code(rc);
+	}
+	if (rc == VRT_E_CHANGED)
+		return vrt_fail(rc, "%s", path);
 	return vrt_fail(rc, "cannot read %s", path);
+}
+
+const char *vrt_escape(const char *s)
+{
+	static char ring[4][1024];
+	static int next;
+	char *b = ring[next++ % 4];
+	size_t o = 0;
+	for (const unsigned char *p = (const unsigned char *)(s ? s : ""); *p && o + 5 < sizeof(ring[0]); p++) {
+		if (*p < 0x20 || *p == 0x7f || *p >= 0x80) /* a peer's text is ASCII; anything else is shown, not sent */
+			o += (size_t)snprintf(b + o, sizeof(ring[0]) - o, "\\x%02x", *p);
+		else
+			b[o++] = (char)*p;
+	}
+	b[o] = 0;
+	return b;
+}
+
+const char *vrt_end_text(const struct vrt_trace *t)
+{
+	if (t->cut_short)
+		return "unknown: the trace was cut short";
+	return t->state_valid ? vrt_end_reason_text(t->hdr.state.end_reason) : "unknown";
+}
+
+void vrt_json_completeness(FILE *out, const struct vrt_trace *t, int64_t events_read)
+{
+	const struct vrt_file_state *s = &t->hdr.state;
+	fprintf(out, "\"truncated\": %s, \"completeness\": {\"cut_short\": %s, \"partial_chunk\": %s, "
+		     "\"damaged_chunks\": %llu, \"history_lost\": %s, \"chunks_written\": %llu, \"chunks_found\": %llu, "
+		     "\"events_written\": %llu, \"events_lost\": %llu",
+		vrt_trace_cut(t) ? "true" : "false", t->cut_short ? "true" : "false", t->truncated ? "true" : "false",
+		(unsigned long long)t->corrupt_chunks, t->history_lost ? "true" : "false",
+		(unsigned long long)(t->state_valid ? s->last_chunk_seq : 0), (unsigned long long)t->seq_found,
+		(unsigned long long)(t->state_valid ? s->events_written : 0),
+		(unsigned long long)(t->state_valid ? s->events_lost : 0));
+	if (events_read >= 0)
+		fprintf(out, ", \"events_read\": %lld", (long long)events_read);
+	fputc('}', out);
 }
 
 const char *vrt_write_error_text(int32_t detail)
@@ -120,6 +205,13 @@ void vrt_warn_trace_state(const struct vrt_trace *t, bool quiet)
 	if (!t->state_valid)
 		fprintf(stderr, "vramtrace: warning: %s: the state block is damaged; reading what the chunks hold\n",
 			t->path);
+	else if (t->cut_short)
+		fprintf(stderr, "vramtrace: warning: %s: the trace was cut short: the file holds chunks up to number %llu of "
+				"the %llu written (%llu of %llu bytes); reports cover what it holds, and how the process "
+				"ended is unknown\n",
+			t->path, (unsigned long long)t->seq_found, (unsigned long long)s->last_chunk_seq,
+			(unsigned long long)(t->end_found < t->size ? t->end_found : t->size),
+			(unsigned long long)s->log_end);
 	else if (s->end_reason == VRT_END_WRITE_FAILED)
 		fprintf(stderr, "vramtrace: warning: %s: the trace was cut short at %.3f s: writing it failed (%s); "
 				"the process went on untraced\n",
@@ -226,7 +318,8 @@ int vrt_collect_inputs(int argc, char **argv, char ***paths, int *n_out)
 			int rc = add_dir(argv[i], &in, &n, &cap);
 			if (rc)
 				return rc;
-			qsort(in + before, (size_t)(n - before), sizeof(*in), cmp_input);
+			if (n > before) /* qsort's array must not be NULL, even empty */
+				qsort(in + before, (size_t)(n - before), sizeof(*in), cmp_input);
 			continue;
 		}
 		if (n == cap) {
@@ -246,6 +339,48 @@ int vrt_collect_inputs(int argc, char **argv, char ***paths, int *n_out)
 	free(in);
 	*n_out = n;
 	return n ? 0 : VRT_E_NOENT;
+}
+
+int vrt_single_input(const char *command, const char *arg, bool (*pick)(const char *path, void *ctx), void *ctx,
+		     char *out, size_t len)
+{
+	struct stat st;
+	if (stat(arg, &st) || !S_ISDIR(st.st_mode)) {
+		if (snprintf(out, len, "%s", arg) >= (int)len)
+			return vrt_fail(VRT_E_ARG, "%s: path too long", arg);
+		return 0;
+	}
+	char **paths, *one[] = { (char *)arg };
+	int n, rc = vrt_collect_inputs(1, one, &paths, &n);
+	if (rc == VRT_E_NOENT) {
+		vrt_fail(0, "%s holds no traces (*.vrt)", arg);
+		return vrt_exit_code(rc);
+	}
+	if (rc)
+		return vrt_fail(rc, "%s", arg);
+	int chosen = -1, matches = 0;
+	for (int i = 0; i < n; i++) {
+		if (pick && !pick(paths[i], ctx))
+			continue;
+		if (!matches++)
+			chosen = i;
+	}
+	if (!pick && n > 1) {
+		fprintf(stderr, "vramtrace: %s holds %d traces; `%s` reads one: name it (report and leaks read them all):\n",
+			arg, n, command);
+		for (int i = 0; i < n; i++)
+			fprintf(stderr, "  %s\n", paths[i]);
+		rc = VRT_EXIT_USAGE;
+	} else if (chosen < 0) {
+		vrt_fail(0, "no trace in %s has what `%s` looks for", arg, command);
+		rc = VRT_EXIT_FINDINGS;
+	} else if (snprintf(out, len, "%s", paths[chosen]) >= (int)len) {
+		rc = vrt_fail(VRT_E_ARG, "%s: path too long", paths[chosen]);
+	} else if (matches > 1) {
+		fprintf(stderr, "vramtrace: note: %d traces in %s qualify; reading the first, %s\n", matches, arg, out);
+	}
+	vrt_free_inputs(paths, n);
+	return rc;
 }
 
 void vrt_free_inputs(char **paths, int n)

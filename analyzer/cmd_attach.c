@@ -103,20 +103,50 @@ static int absolute_path(const char *path, char *out, size_t len)
 	return snprintf(out, len, "%s/%s", cwd, path) < (int)len ? 0 : VRT_E_ARG;
 }
 
-/* Sends one request and reports the outcome; not_traced is the message for "no socket". */
+/* "process Q (uid U, comm)": who holds another process's control socket name. */
+static const char *impostor(const struct vrt_ctl_msg *m)
+{
+	static char text[128];
+	char path[64], comm[32] = "?";
+	snprintf(path, sizeof(path), "/proc/%d/comm", (int)m->impostor_pid);
+	FILE *f = fopen(path, "re");
+	if (f) {
+		if (fgets(comm, sizeof(comm), f))
+			comm[strcspn(comm, "\n")] = 0;
+		fclose(f);
+	}
+	snprintf(text, sizeof(text), "process %d (uid %u, %s)", (int)m->impostor_pid, (unsigned)m->impostor_uid,
+		 vrt_escape(comm));
+	return text;
+}
+
+/* The socket name was taken, and the real server (if any) answered elsewhere: say so. */
+static void note_impostor(int pid, const struct vrt_ctl_msg *m)
+{
+	if (m->impostor_pid && m->via[0])
+		fprintf(stderr, "vramtrace: note: @vramtrace.%d is held by %s, not by process %d: ignored it; process %d "
+				"answered at %s\n", pid, impostor(m), pid, pid, vrt_escape(m->via));
+}
+
+/* Sends one request and reports the outcome; not_traced is the message for "no socket". What the
+ * process says back is printed with its control characters escaped: it is not ours. */
 static int request(int pid, uint16_t type, const char *payload, int timeout_ms, const char *not_traced)
 {
 	struct vrt_ctl_msg reply;
 	int rc = vrt_ctl_request(pid, type, payload, &reply, timeout_ms);
+	if (rc == VRT_E_PEER)
+		return refuse(rc, "process %d: its control socket @vramtrace.%d is held by %s, not by process %d: "
+			      "refusing to talk to it", pid, pid, impostor(&reply), pid);
 	if (rc == VRT_E_NOENT)
 		return refuse(VRT_E_NOENT, not_traced, pid, pid);
 	if (rc == VRT_E_PERM)
 		return vrt_fail(rc, "process %d refused the request (not the same user)", pid);
 	if (rc)
 		return vrt_fail(rc, "no answer from process %d", pid);
+	note_impostor(pid, &reply);
 	if (reply.status)
-		return refuse(reply.status, "process %d: %s", pid, reply.payload);
-	printf("process %d: %s\n", pid, reply.payload);
+		return refuse(reply.status, "process %d: %s", pid, vrt_escape(reply.payload));
+	printf("process %d: %s\n", pid, vrt_escape(reply.payload));
 	return 0;
 }
 
@@ -184,9 +214,10 @@ static int wait_until_tracing(int pid, const char *library)
 			continue; /* not listening yet */
 		const char *failed = strstr(reply.payload, " attach failed: ");
 		if (failed)
-			return refuse(VRT_E_IO, "process %d: %s", pid, failed + 1);
+			return refuse(VRT_E_IO, "process %d: %s", pid, vrt_escape(failed + 1));
 		if (strstr(reply.payload, " mode full ") && field(reply.payload, " trace ", trace, sizeof(trace))) {
-			printf("process %d: libvramtrace.so injected; tracing everything to %s\n", pid, trace);
+			note_impostor(pid, &reply);
+			printf("process %d: libvramtrace.so injected; tracing everything to %s\n", pid, vrt_escape(trace));
 			return 0;
 		}
 	}
@@ -225,9 +256,12 @@ int vrt_cmd_attach(int argc, char **argv)
 		return rc;
 	struct vrt_ctl_msg status;
 	rc = vrt_ctl_request(o.pid, VRT_CTL_STATUS, NULL, &status, 5000);
-	if (rc == VRT_E_NOENT && (o.stop || o.armed))
+	if (rc == VRT_E_PEER) /* no vramtrace of that process answers; someone took its name */
+		fprintf(stderr, "vramtrace: note: @vramtrace.%d is held by %s, not by process %d: ignored it\n", o.pid,
+			impostor(&status), o.pid);
+	if ((rc == VRT_E_NOENT || rc == VRT_E_PEER) && (o.stop || o.armed))
 		return refuse(VRT_E_NOENT, "process %d is not traced: there is nothing to %s", o.pid, o.stop ? "stop" : "arm");
-	if (rc == VRT_E_NOENT)
+	if (rc == VRT_E_NOENT || rc == VRT_E_PEER)
 		return inject(&o);
 	if (rc)
 		return request(o.pid, VRT_CTL_STATUS, NULL, 5000, NOT_TRACED); /* reports the error */

@@ -170,9 +170,9 @@ static void print_row(struct side *sa, struct side *sb, const struct row *r, boo
 
 int vrt_cmd_diff(int argc, char **argv)
 {
-	struct side a = { .at = -1 }, b = { .at = -1 };
+	struct side a = { .at = -1, .trace.fd = -1 }, b = { .at = -1, .trace.fd = -1 };
 	bool json = false, quiet = false;
-	int top = 10, n_at = 0;
+	int top = 10, n_at = 0, rc;
 	double at[2] = { -1, -1 };
 	for (int i = 1; i < argc; i++) {
 		const char *x = argv[i];
@@ -182,10 +182,15 @@ int vrt_cmd_diff(int argc, char **argv)
 			json = true;
 		else if (!strcmp(x, "-q") || !strcmp(x, "--quiet"))
 			quiet = true;
-		else if (!strcmp(x, "--top") && i + 1 < argc)
-			top = atoi(argv[++i]);
-		else if (!strcmp(x, "--at") && i + 1 < argc && n_at < 2)
-			at[n_at++] = atof(argv[++i]);
+		else if (!strcmp(x, "--top") && i + 1 < argc) {
+			long long v;
+			if ((rc = vrt_int_option("diff", x, argv[++i], 1, 1000000, &v)))
+				return rc;
+			top = (int)v;
+		} else if (!strcmp(x, "--at") && i + 1 < argc && n_at < 2) {
+			if ((rc = vrt_seconds_option("diff", x, argv[++i], &at[n_at++])))
+				return rc;
+		}
 		else if (x[0] == '-')
 			return vrt_usage("diff", "unexpected argument '%s'", x);
 		else if (!a.path)
@@ -201,15 +206,34 @@ int vrt_cmd_diff(int argc, char **argv)
 		b.path = a.path;
 	a.at = at[0];
 	b.at = b.path == a.path ? at[1] : n_at ? at[1] : -1;
-	int rc = load_side(&a, quiet);
+	char path_a[4096], path_b[4096];
+	bool same = b.path == a.path;
+	rc = vrt_single_input("diff", a.path, NULL, NULL, path_a, sizeof(path_a));
+	if (!rc && !same)
+		rc = vrt_single_input("diff", b.path, NULL, NULL, path_b, sizeof(path_b));
+	if (!rc) {
+		a.path = path_a;
+		b.path = same ? path_a : path_b;
+		rc = load_side(&a, quiet);
+	}
 	if (!rc)
 		rc = load_side(&b, quiet);
 	if (!rc) {
 		struct row *rows = NULL;
 		size_t n = build_rows(&a, &b, &rows);
-		if (json)
-			printf("{\"a\": \"%s\", \"b\": \"%s\", \"total_a\": %lld, \"total_b\": %lld, \"sites\": [", a.path, b.path,
+		if (json) {
+			printf("{\"a\": ");
+			json_string(stdout, a.path);
+			printf(", \"b\": ");
+			json_string(stdout, b.path);
+			printf(", \"total_a\": %lld, \"total_b\": %lld, \"completeness_a\": {",
 			       (long long)vrt_sites_total(&a.sites), (long long)vrt_sites_total(&b.sites));
+			vrt_json_completeness(stdout, &a.trace, -1);
+			printf("}, \"completeness_b\": {");
+			vrt_json_completeness(stdout, &b.trace, -1);
+			printf("}, \"truncated\": %s, \"sites\": [",
+			       vrt_trace_cut(&a.trace) || vrt_trace_cut(&b.trace) ? "true" : "false");
+		}
 		else
 			printf("vramtrace diff: %s%s -> %s%s\n  total %s -> %s\n\n", a.path, a.at >= 0 ? " (at time)" : "",
 			       b.path, b.at >= 0 ? " (at time)" : "", vrt_bytes(vrt_sites_total(&a.sites)),
@@ -228,9 +252,9 @@ int vrt_cmd_diff(int argc, char **argv)
 	}
 	vrt_sites_free(&a.sites);
 	vrt_sites_free(&b.sites);
-	if (a.trace.map)
+	if (a.trace.fd >= 0)
 		vrt_trace_close(&a.trace);
-	if (b.trace.map)
+	if (b.trace.fd >= 0)
 		vrt_trace_close(&b.trace);
 	return rc;
 }

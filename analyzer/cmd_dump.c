@@ -17,11 +17,17 @@ struct dump_options {
 static void print_header(const struct vrt_trace *t)
 {
 	const struct vrt_file_header *h = &t->hdr;
-	printf("# vramtrace trace format %u.%u, pid %d, ppid %d, rank %d, host %.64s\n", h->version_major,
-	       h->version_minor, h->pid, h->ppid, h->rank, h->hostname);
+	char host[sizeof(h->hostname) + 1];
+	snprintf(host, sizeof(host), "%.*s", (int)sizeof(h->hostname), h->hostname);
+	printf("# vramtrace trace format %u.%u, pid %d, ppid %d, rank %d, host %s\n", h->version_major,
+	       h->version_minor, h->pid, h->ppid, h->rank, vrt_escape(host));
 	printf("# %s, ts unit %u ns, %zu chunks%s\n", h->ring_size ? "ring" : "keep-all", h->ts_unit_ns, t->n_chunks,
 	       t->history_lost ? ", oldest history overwritten" : "");
-	if (t->state_valid)
+	if (t->cut_short)
+		printf("# end: %s (chunks up to %" PRIu64 " of %" PRIu64 " are in the file); %" PRIu64
+		       " events written, %" PRIu64 " lost\n",
+		       vrt_end_text(t), t->seq_found, h->state.last_chunk_seq, h->state.events_written, h->state.events_lost);
+	else if (t->state_valid)
 		printf("# end: %s (%d); %" PRIu64 " events written, %" PRIu64 " lost\n",
 		       vrt_end_reason_text(h->state.end_reason), h->state.end_detail, h->state.events_written,
 		       h->state.events_lost);
@@ -131,9 +137,10 @@ int vrt_cmd_dump(int argc, char **argv)
 	}
 	if (!o.path)
 		return vrt_usage("dump", "no trace file given");
+	char path[4096];
 	struct vrt_trace t;
-	int rc = vrt_open_or_fail(&t, o.path);
-	if (rc)
+	int rc = vrt_single_input("dump", o.path, NULL, NULL, path, sizeof(path));
+	if (rc || (rc = vrt_open_or_fail(&t, o.path = path)))
 		return rc;
 	vrt_warn_trace_state(&t, o.quiet);
 	print_header(&t);

@@ -36,6 +36,7 @@
 #include "commands.h"
 #include "html_template.h"
 #include "json.h"
+#include "safe_output.h"
 #include "model.h"
 #include "report_common.h"
 #include "sites.h"
@@ -327,6 +328,9 @@ static void group_series(const struct html *h, const struct vrt_model *m, int se
 
 static int pass_peaks(struct html *h)
 {
+	for (int i = 0; i < h->n_series; i++)
+		group_series(h, &h->end, i, &h->s[i].live_end);
+	vrt_model_free(&h->end); /* its totals stay: one live set in memory at a time */
 	struct vrt_model m;
 	if (vrt_model_init(&m))
 		return vrt_fail(VRT_E_NOMEM, "html");
@@ -348,8 +352,6 @@ static int pass_peaks(struct html *h)
 		}
 	}
 	vrt_model_free(&m);
-	for (int i = 0; i < h->n_series; i++)
-		group_series(h, &h->end, i, &h->s[i].live_end);
 	return replay_error(h, &rp);
 }
 
@@ -943,10 +945,12 @@ static void write_process(FILE *out, const struct html *h)
 	fprintf(out, ", \"started_unix_s\": %.3f, \"duration_s\": %.6f, \"events\": %llu, \"events_lost\": %llu, \"end\": ",
 		(double)hd->start_realtime_ns / 1e9, end_s > h->to ? end_s : h->to, (unsigned long long)h->end.events,
 		(unsigned long long)(t->state_valid ? hd->state.events_lost : 0));
-	json_string(out, t->state_valid ? vrt_end_reason_text(hd->state.end_reason) : "unknown (state block damaged)");
+	json_string(out, t->cut_short       ? vrt_end_text(t)
+			 : t->state_valid ? vrt_end_reason_text(hd->state.end_reason)
+					  : "unknown (state block damaged)");
 	fprintf(out, ", \"end_code\": %d, \"end_detail\": %d, \"ring\": %s, \"history_lost\": %s, \"truncated\": %s}",
 		t->state_valid ? (int)hd->state.end_reason : -1, hd->state.end_detail, hd->ring_size ? "true" : "false",
-		t->history_lost ? "true" : "false", t->truncated || t->corrupt_chunks ? "true" : "false");
+		t->history_lost ? "true" : "false", vrt_trace_cut(t) || t->corrupt_chunks ? "true" : "false");
 }
 
 struct frame_table {
@@ -1328,27 +1332,20 @@ static int html_run(struct html *h, FILE *out)
 	return 0;
 }
 
-/* Writes through PATH.partial, renamed over PATH at the end: an unwritable place fails before
- * the work, and a failure leaves any earlier report in place. */
+/* Writes a new file beside PATH, renamed over it at the end (safe_output.c): an unwritable place
+ * fails before the work, and a failure leaves any earlier report in place. */
 static int html_to_file(struct html *h)
 {
-	char partial[4096];
-	if (snprintf(partial, sizeof(partial), "%s.partial", h->o->out) >= (int)sizeof(partial))
-		return vrt_fail(VRT_E_ARG, "%s: path too long", h->o->out);
-	FILE *out = fopen(partial, "w");
-	if (!out) {
-		vrt_fail(0, "cannot write %s: %s", h->o->out, strerror(errno));
-		return VRT_EXIT_IO;
-	}
-	int rc = html_run(h, out);
-	bool failed = ferror(out) != 0;
-	if ((fclose(out) || failed) && !rc)
-		rc = vrt_fail(VRT_E_IO, "cannot write %s", h->o->out);
-	if (!rc && rename(partial, h->o->out))
-		rc = vrt_fail(VRT_E_IO, "cannot write %s", h->o->out);
+	struct vrt_safe_output out;
+	int rc = vrt_safe_output_open(&out, h->o->out, h->t);
 	if (rc)
-		unlink(partial);
-	else if (!h->o->quiet)
+		return rc;
+	rc = html_run(h, out.f);
+	if (rc)
+		vrt_safe_output_abort(&out);
+	else
+		rc = vrt_safe_output_commit(&out);
+	if (!rc && !h->o->quiet)
 		fprintf(stderr, "vramtrace: wrote %s (%d series, %d sites, %d buckets)\n", h->o->out, h->n_series,
 			h->n_sites, h->cur_b + 1);
 	return rc;
@@ -1390,9 +1387,10 @@ int vrt_cmd_html(int argc, char **argv)
 		return vrt_usage("html", "no trace file given");
 	if (!o.out)
 		return vrt_usage("html", "no output file given (-o REPORT.html)");
+	char path[4096];
 	struct vrt_trace t;
-	int rc = vrt_open_or_fail(&t, o.trace);
-	if (rc)
+	int rc = vrt_single_input("html", o.trace, NULL, NULL, path, sizeof(path));
+	if (rc || (rc = vrt_open_or_fail(&t, o.trace = path)))
 		return rc;
 	vrt_warn_trace_state(&t, o.quiet);
 	struct html *h = calloc(1, sizeof(*h));

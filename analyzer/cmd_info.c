@@ -19,12 +19,20 @@ static void print_text(const struct vrt_trace *t)
 	if (gmtime_r(&secs, &tm))
 		strftime(when, sizeof(when), "%Y-%m-%d %H:%M:%S UTC", &tm);
 	printf("trace      %s (format %u.%u)\n", t->path, h->version_major, h->version_minor);
-	printf("process    pid %d, parent %d, rank %d, local rank %d, world %d, host %.64s\n", h->pid, h->ppid, h->rank,
-	       h->local_rank, h->world_size, h->hostname);
+	char host[sizeof(h->hostname) + 1];
+	snprintf(host, sizeof(host), "%.*s", (int)sizeof(h->hostname), h->hostname);
+	printf("process    pid %d, parent %d, rank %d, local rank %d, world %d, host %s\n", h->pid, h->ppid, h->rank,
+	       h->local_rank, h->world_size, vrt_escape(host));
 	const char *cmd = vrt_info(t, "cmdline");
 	printf("command    %s\n", cmd ? cmd : "?");
 	printf("started    %s\n", when);
-	if (t->state_valid) {
+	if (t->cut_short) {
+		printf("ended      unknown: the trace was cut short (the file holds chunks up to number %" PRIu64
+		       " of the %" PRIu64 " written; it last said: %s)\n",
+		       t->seq_found, s->last_chunk_seq, vrt_end_reason_text(s->end_reason));
+		printf("events     %" PRIu64 " written, %" PRIu64 " lost; fewer are in the file\n", s->events_written,
+		       s->events_lost);
+	} else if (t->state_valid) {
 		printf("ended      %s", vrt_end_reason_text(s->end_reason));
 		if (s->end_reason == VRT_END_SIGNAL || s->end_reason == VRT_END_KILLED)
 			printf(" (signal %d)", s->end_detail);
@@ -37,9 +45,10 @@ static void print_text(const struct vrt_trace *t)
 	} else {
 		printf("ended      unknown: the state block is damaged\n");
 	}
-	printf("layout     %s, %zu chunks, %" PRIu64 " bytes%s%s%s\n",
+	printf("layout     %s, %zu chunks, %" PRIu64 " bytes%s%s%s%s\n",
 	       h->ring_size ? "ring" : "keep-all", t->n_chunks, t->size, t->history_lost ? ", oldest history overwritten" : "",
-	       t->truncated ? ", ends in a partial chunk" : "", t->corrupt_chunks ? ", damaged chunks skipped" : "");
+	       t->cut_short ? ", cut short" : "", t->truncated ? ", ends in a partial chunk" : "",
+	       t->corrupt_chunks ? ", damaged chunks skipped" : "");
 	if (h->ring_size)
 		printf("ring       %s, wrapped %" PRIu64 " times\n", vrt_bytes((int64_t)h->ring_size), s->ring_laps);
 	const struct vrt_tables *tb = &t->tables;
@@ -63,9 +72,10 @@ int vrt_cmd_info(int argc, char **argv)
 	}
 	if (!path)
 		return vrt_usage("info", "no trace file given");
+	char file[4096];
 	struct vrt_trace t;
-	int rc = vrt_open_or_fail(&t, path);
-	if (rc)
+	int rc = vrt_single_input("info", path, NULL, NULL, file, sizeof(file));
+	if (rc || (rc = vrt_open_or_fail(&t, path = file)))
 		return rc;
 	if (!json) {
 		print_text(&t);
@@ -74,12 +84,13 @@ int vrt_cmd_info(int argc, char **argv)
 		printf("{\"file\": ");
 		json_string(stdout, path);
 		printf(", \"pid\": %d, \"rank\": %d, \"end_reason\": ", t.hdr.pid, t.hdr.rank);
-		json_string(stdout, t.state_valid ? vrt_end_reason_text(s->end_reason) : "unknown");
+		json_string(stdout, vrt_end_text(&t));
 		printf(", \"end_code\": %u, \"end_detail\": %d, \"events_written\": %" PRIu64 ", \"events_lost\": %" PRIu64
-		       ", \"ring\": %s, \"history_lost\": %s, \"truncated\": %s, \"chunks\": %zu}\n",
+		       ", \"ring\": %s, \"history_lost\": %s, \"chunks\": %zu, ",
 		       t.state_valid ? s->end_reason : 0, s->end_detail, s->events_written, s->events_lost,
-		       t.hdr.ring_size ? "true" : "false", t.history_lost ? "true" : "false", t.truncated ? "true" : "false",
-		       t.n_chunks);
+		       t.hdr.ring_size ? "true" : "false", t.history_lost ? "true" : "false", t.n_chunks);
+		vrt_json_completeness(stdout, &t, -1);
+		printf("}\n");
 	}
 	vrt_trace_close(&t);
 	return 0;

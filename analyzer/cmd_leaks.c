@@ -41,6 +41,7 @@ struct invocation {
 	int64_t live_at_entry, live_at_exit, live_at_next;
 	int64_t allocated, freed;
 	int64_t survivors;                /* bytes born here and live at the next entry */
+	uint64_t lost;                    /* events lost from its entry to the next (LOST records) */
 };
 
 struct group {
@@ -435,6 +436,8 @@ static int replay(struct leaks *lk, struct vrt_model *m)
 			lk->live_at_teardown = live_total(lk, m);
 			measure_end(lk, m, lk->teardown_s);
 		}
+		if (r.op == VRT_OP_LOST && lk->n_inv) /* a lost free would show as a survivor of this call */
+			lk->inv[lk->n_inv - 1].lost += r.id;
 		int kind;
 		if (!lk->ended && is_boundary(lk, &r, &kind)) {
 			double now = vrt_ts_seconds(lk->t, r.ts);
@@ -718,9 +721,12 @@ static void print_text(struct leaks *lk, struct vrt_sites *sites)
 	for (size_t i = 0; i < lk->n_inv; i++) {
 		const struct invocation *v = &lk->inv[i];
 		bool last = i + 1 == lk->n_inv;
-		printf("  %4zu %14s %14s %14s %14s %19s%s %13s\n", i + 1, vrt_bytes(v->live_at_entry),
+		char lost[48] = "";
+		if (v->lost)
+			snprintf(lost, sizeof(lost), "  (%llu events lost: bounds)", (unsigned long long)v->lost);
+		printf("  %4zu %14s %14s %14s %14s %19s%s %13s%s\n", i + 1, vrt_bytes(v->live_at_entry),
 		       vrt_bytes(v->allocated), vrt_bytes(v->freed), vrt_bytes(v->live_at_exit), vrt_bytes(v->live_at_next),
-		       last ? "*" : " ", vrt_bytes(v->survivors));
+		       last ? "*" : " ", vrt_bytes(v->survivors), lost);
 	}
 	if (lk->n_inv && lk->teardown_s)
 		printf("  * no next call: measured where teardown began (%.3f s); the interpreter's teardown then "
@@ -764,7 +770,9 @@ static void print_json(struct leaks *lk, struct vrt_sites *sites)
 	char line[1024];
 	printf("{\"file\": ");
 	json_string(stdout, t->path);
-	printf(", \"pid\": %d, \"rank\": %d, \"phase\": ", t->hdr.pid, t->hdr.rank);
+	printf(", \"pid\": %d, \"rank\": %d, ", t->hdr.pid, t->hdr.rank);
+	vrt_json_completeness(stdout, t, -1);
+	printf(", \"phase\": ");
 	json_string(stdout, lk->name);
 	printf(", \"layer\": \"%s\", \"phases\": [", lk->blocks ? "tensors" : "cuda");
 	for (size_t i = 0; i < lk->n_inv; i++) {
@@ -773,9 +781,10 @@ static void print_json(struct leaks *lk, struct vrt_sites *sites)
 		json_string(stdout, lk->name);
 		printf(", \"index\": %zu, \"start_s\": %.6f, \"end_s\": %.6f, \"live_bytes_at_entry\": %lld, "
 		       "\"allocated_bytes\": %lld, \"freed_bytes\": %lld, \"live_bytes_at_exit\": %lld, "
-		       "\"live_bytes_at_next_entry\": %lld, \"survivor_bytes\": %lld}",
+		       "\"live_bytes_at_next_entry\": %lld, \"survivor_bytes\": %lld, \"events_lost\": %llu}",
 		       i + 1, v->enter_s, v->exit_s, (long long)v->live_at_entry, (long long)v->allocated, (long long)v->freed,
-		       (long long)v->live_at_exit, (long long)v->live_at_next, (long long)v->survivors);
+		       (long long)v->live_at_exit, (long long)v->live_at_next, (long long)v->survivors,
+		       (unsigned long long)v->lost);
 	}
 	headline(lk, sites, line, sizeof(line));
 	printf("], \"phase_picked_because\": ");
@@ -817,6 +826,7 @@ static void print_json(struct leaks *lk, struct vrt_sites *sites)
 /* ---- no phases: growth at the low points --------------------------------------------- */
 
 struct lows {
+	uint64_t lost[WINDOWS]; /* events lost in each window (LOST records) */
 	uint64_t min_event[WINDOWS];
 	int64_t min_live[WINDOWS];
 	struct vrt_sites at[WINDOWS];
@@ -839,6 +849,8 @@ static int find_lows(struct leaks *lk, struct lows *lw, uint64_t total_events)
 		if (!m.events)
 			continue; /* a checkpoint before the first event belongs to no window */
 		int w = (int)((m.events - 1) * WINDOWS / (total_events ? total_events : 1));
+		if (r.op == VRT_OP_LOST && w < WINDOWS)
+			lw->lost[w] += r.id;
 		int64_t live = live_total(lk, &m);
 		if (w < WINDOWS && live < lw->min_live[w]) {
 			lw->min_live[w] = live;
@@ -906,11 +918,17 @@ static int baseline(struct leaks *lk, struct vrt_model *end)
 		g->value2 = s->bytes > at_two_thirds; /* still rising late: unbounded; else it levelled off */
 	}
 	vrt_sites_sort(&growing);
+	/* Events lost between the first low point and the last: lost frees look like growth. */
+	uint64_t lost = 0;
+	for (int w = first < 0 ? 0 : first; w <= last; w++)
+		lost += lw->lost[w];
 	if (!rc && lk->o->json) {
 		printf("{\"file\": ");
 		json_string(stdout, lk->t->path);
-		printf(", \"pid\": %d, \"rank\": %d, \"phase\": null, \"phases\": [], \"survivors\": [], \"growing\": [",
-		       lk->t->hdr.pid, lk->t->hdr.rank);
+		printf(", \"pid\": %d, \"rank\": %d, ", lk->t->hdr.pid, lk->t->hdr.rank);
+		vrt_json_completeness(stdout, lk->t, -1);
+		printf(", \"phase\": null, \"phases\": [], \"survivors\": [], \"events_lost_in_windows\": %llu, "
+		       "\"growing\": [", (unsigned long long)lost);
 		for (size_t i = 0; i < growing.n && i < (size_t)lk->o->top; i++) {
 			printf("%s", i ? ", " : "");
 			vrt_site_json(stdout, lk->t, &growing.v[i], true);
@@ -927,6 +945,9 @@ static int baseline(struct leaks *lk, struct vrt_model *end)
 			printf("%24s %s across the low points (%s; category %s)\n", "",
 			       growing.v[i].value2 ? "keeps rising" : "rose, then levelled off (bounded cache?)",
 			       vrt_bytes(growing.v[i].bytes), cat);
+			if (lost)
+				printf("%24s but %llu events were lost between those low points: a lost free looks "
+				       "like growth\n", "", (unsigned long long)lost);
 		}
 		if (!growing.n)
 			printf("no site grows across the low points of total memory\n");
@@ -1036,8 +1057,13 @@ int vrt_cmd_leaks(int argc, char **argv)
 			o.until_mark = argv[++i];
 		else if (!strcmp(a, "--layer") && i + 1 < argc)
 			o.layer = argv[++i];
-		else if (!strcmp(a, "--top") && i + 1 < argc)
-			o.top = atoi(argv[++i]);
+		else if (!strcmp(a, "--top") && i + 1 < argc) {
+			long long v;
+			int bad = vrt_int_option("leaks", a, argv[++i], 1, 1000000, &v);
+			if (bad)
+				return bad;
+			o.top = (int)v;
+		}
 		else if (a[0] == '-')
 			return vrt_usage("leaks", "unknown option '%s'", a);
 		else if (n_files < 256)
@@ -1053,12 +1079,13 @@ int vrt_cmd_leaks(int argc, char **argv)
 	int n, rc = vrt_collect_inputs(n_files, files, &paths, &n);
 	if (rc)
 		return vrt_fail(rc, "no trace files in the arguments");
-	int worst = 0;
+	int worst = 0, printed = 0;
 	for (int i = 0; i < n; i++) {
-		rc = leaks_one(paths[i], &o, n > 1, i == 0);
+		rc = leaks_one(paths[i], &o, n > 1, printed == 0);
+		printed += rc == 0 || rc == VRT_EXIT_FINDINGS;
 		worst = rc > worst ? rc : worst;
 	}
-	if (o.json)
+	if (o.json && printed) /* JSON on stdout, or nothing: the errors went to stderr */
 		fputs(n > 1 ? "]}\n" : "\n", stdout);
 	vrt_free_inputs(paths, n);
 	return worst;

@@ -344,6 +344,8 @@ static void print_json(const struct vrt_trace *t, const struct oom *o, const str
 	const struct vrt_record *r = &o->rec;
 	printf("{\"file\": ");
 	json_string(stdout, t->path);
+	printf(", ");
+	vrt_json_completeness(stdout, t, -1);
 	printf(", \"oom\": {\"requested_bytes\": %llu, \"device\": %d, \"time_s\": %.6f, \"api\": ",
 	       (unsigned long long)r->size, r->device, vrt_ts_seconds(t, r->ts));
 	json_string(stdout, vrt_api_name(r->api));
@@ -386,6 +388,20 @@ static void print_json(const struct vrt_trace *t, const struct oom *o, const str
 	printf("]}}\n");
 }
 
+/* In a run's directory, the process that ran out of memory. */
+static bool has_oom(const char *path, void *ctx)
+{
+	struct vrt_trace t;
+	struct oom o = { 0 };
+	int count = 0;
+	(void)ctx;
+	if (vrt_trace_open(&t, path))
+		return false;
+	bool found = find_oom(&t, 0, &o, &count) == 0;
+	vrt_trace_close(&t);
+	return found;
+}
+
 int vrt_cmd_oom(int argc, char **argv)
 {
 	struct oom_options opt = { .top = 10 };
@@ -398,10 +414,16 @@ int vrt_cmd_oom(int argc, char **argv)
 			opt.json = true;
 		else if (!strcmp(a, "-q") || !strcmp(a, "--quiet"))
 			opt.quiet = true;
-		else if (!strcmp(a, "--top") && i + 1 < argc)
-			opt.top = atoi(argv[++i]);
-		else if (!strcmp(a, "--index") && i + 1 < argc)
-			opt.index = atoi(argv[++i]);
+		else if ((!strcmp(a, "--top") || !strcmp(a, "--index")) && i + 1 < argc) {
+			long long v; /* --index counts from 1: the first OOM */
+			int bad = vrt_int_option("oom", a, argv[++i], 1, 1000000000, &v);
+			if (bad)
+				return bad;
+			if (!strcmp(a, "--top"))
+				opt.top = (int)v;
+			else
+				opt.index = (int)v;
+		}
 		else if (a[0] == '-' || path)
 			return vrt_usage("oom", "unexpected argument '%s'", a);
 		else
@@ -411,9 +433,10 @@ int vrt_cmd_oom(int argc, char **argv)
 		return vrt_usage("oom", "no trace file given");
 	if (opt.top <= 0 || opt.index < 0)
 		return vrt_usage("oom", "--top and --index take positive numbers");
+	char file[4096];
 	struct vrt_trace t;
-	int rc = vrt_open_or_fail(&t, path);
-	if (rc)
+	int rc = vrt_single_input("oom", path, has_oom, NULL, file, sizeof(file));
+	if (rc || (rc = vrt_open_or_fail(&t, path = file)))
 		return rc;
 	vrt_warn_trace_state(&t, opt.quiet);
 	struct oom o = { 0 };

@@ -34,10 +34,14 @@ struct report {
 	struct vrt_model end;
 	struct vrt_sites live_at_end;
 	struct peak_target peaks[VRT_MAX_DEVICES + 1][VRT_KIND_LAST + 1];
+	int64_t torch_segments[VRT_MAX_DEVICES + 1][VRT_KIND_LAST];
 	int n_peaks;
 	double seconds;
 	double teardown_s;          /* where "the end" was measured, when the trace says teardown began */
 	struct vrt_owners owners;   /* the retention walks, for what is live at the end */
+	struct vrt_category cats[VRT_MAX_DEVICES + 1][VRT_MAX_CATEGORIES]; /* what is live at the end */
+	int n_cats[VRT_MAX_DEVICES + 1];
+	uint64_t lost; /* events lost while recording: the state block's count, or the LOST records' */
 };
 
 static void collect_peaks(struct report *r)
@@ -93,19 +97,25 @@ static int snapshot_peaks(struct report *r)
 }
 
 /* What is live at the end, by what it is, per device: the last retention walk decides what it
- * found, the stacks' rules the rest. */
-static void print_categories(struct report *r)
+ * found, the stacks' rules the rest. Computed while the end's live set is in memory. */
+static void categorize_end(struct report *r)
 {
 	for (int d = 0; d <= VRT_MAX_DEVICES; d++) {
 		bool host = d == VRT_HOST_SLOT;
-		struct vrt_category cats[VRT_MAX_CATEGORIES];
-		int n = 0;
-		vrt_categorize(r->t, &r->end, &r->owners.last, d, r->end.any_blocks && !host, host, cats, &n);
-		if (!n)
+		vrt_categorize(r->t, &r->end, r->owners.walks ? &r->owners.last : NULL, d, r->end.any_blocks && !host, host,
+			       r->cats[d], &r->n_cats[d]);
+	}
+}
+
+static void print_categories(const struct report *r)
+{
+	for (int d = 0; d <= VRT_MAX_DEVICES; d++) {
+		const struct vrt_category *cats = r->cats[d];
+		if (!r->n_cats[d])
 			continue;
 		printf("\nlive at the end on %s, by what it is (the last retention walk at %.3f s, else the stacks' rules):\n",
-		       host ? "the host (pinned)" : vrt_device_name(d), vrt_ts_seconds(r->t, r->owners.last.ts));
-		for (int i = 0; i < n; i++)
+		       d == VRT_HOST_SLOT ? "the host (pinned)" : vrt_device_name(d), vrt_ts_seconds(r->t, r->owners.last.ts));
+		for (int i = 0; i < r->n_cats[d]; i++)
 			printf("  %-16s %10s   %s\n", cats[i].name, vrt_bytes(cats[i].bytes),
 			       cats[i].identity == cats[i].bytes ? "by identity"
 			       : cats[i].identity                ? "partly by identity"
@@ -113,24 +123,19 @@ static void print_categories(struct report *r)
 	}
 }
 
-static void json_categories_at_end(struct report *r)
+static void json_categories_at_end(const struct report *r)
 {
 	printf(", \"categories_at_end\": [");
 	bool first = true;
-	for (int d = 0; d <= VRT_MAX_DEVICES; d++) {
-		bool host = d == VRT_HOST_SLOT;
-		struct vrt_category cats[VRT_MAX_CATEGORIES];
-		int n = 0;
-		vrt_categorize(r->t, &r->end, r->owners.walks ? &r->owners.last : NULL, d, r->end.any_blocks && !host, host,
-			       cats, &n);
-		for (int i = 0; i < n; i++) {
-			printf("%s{\"device\": %d, \"name\": ", first ? "" : ", ", host ? -1 : d);
-			json_string(stdout, cats[i].name);
-			printf(", \"bytes\": %lld, \"identity_bytes\": %lld, \"decided_by\": \"%s\"}", (long long)cats[i].bytes,
-			       (long long)cats[i].identity, 2 * cats[i].identity >= cats[i].bytes ? "identity" : "rule");
+	for (int d = 0; d <= VRT_MAX_DEVICES; d++)
+		for (int i = 0; i < r->n_cats[d]; i++) {
+			const struct vrt_category *c = &r->cats[d][i];
+			printf("%s{\"device\": %d, \"name\": ", first ? "" : ", ", d == VRT_HOST_SLOT ? -1 : d);
+			json_string(stdout, c->name);
+			printf(", \"bytes\": %lld, \"identity_bytes\": %lld, \"decided_by\": \"%s\"}", (long long)c->bytes,
+			       (long long)c->identity, 2 * c->identity >= c->bytes ? "identity" : "rule");
 			first = false;
 		}
-	}
 	printf("], \"teardown_s\": ");
 	if (r->teardown_s)
 		printf("%.6f", r->teardown_s);
@@ -146,28 +151,41 @@ static void print_text(struct report *r, const struct report_options *o)
 	vrt_process_label(t, who, sizeof(who));
 	const char *cmd = vrt_info(t, "cmdline");
 	printf("vramtrace report: %s (%s%s%s)\n", t->path, who, cmd ? ": " : "", cmd ? cmd : "");
-	printf("%llu events over %.3f s; the process %s\n", (unsigned long long)m->events, r->seconds,
-	       t->state_valid ? vrt_end_reason_text(t->hdr.state.end_reason) : "(state unknown)");
+	const struct vrt_file_state *st = &t->hdr.state;
+	if (t->cut_short)
+		printf("%llu events over %.3f s; the trace was cut short (%llu of the %llu events written are in the file): "
+		       "how the process ended is unknown\n",
+		       (unsigned long long)m->events, r->seconds, (unsigned long long)m->events,
+		       (unsigned long long)st->events_written);
+	else
+		printf("%llu events over %.3f s; the process %s\n", (unsigned long long)m->events, r->seconds,
+		       t->state_valid ? vrt_end_reason_text(st->end_reason) : "(state unknown)");
 	if (r->teardown_s)
 		printf("\"at the end\" below is where teardown began (%.3f s): what the interpreter freed after that, the "
 		       "program did not\n", r->teardown_s);
 	putchar('\n');
+	/* Figures from a trace that misses events are bounds, and say so where they are shown. */
+	char peak_note[64] = "";
+	if (vrt_trace_cut(t))
+		snprintf(peak_note, sizeof(peak_note), "  (the trace ends early: as of its end)");
+	else if (r->lost)
+		snprintf(peak_note, sizeof(peak_note), "  (%llu events lost)", (unsigned long long)r->lost);
 	printf("memory held, per device and kind (CUDA allocations):\n");
 	for (int d = 0; d <= VRT_MAX_DEVICES; d++)
 		for (int k = 0; k < VRT_KIND_LAST; k++) {
 			if (!m->peak[d][k])
 				continue;
-			printf("  %-9s %-12s peak %10s at %8.3f s    live at end %10s\n", vrt_device_name(d),
+			printf("  %-9s %-12s peak %10s at %8.3f s    live at end %10s%s\n", vrt_device_name(d),
 			       vrt_kind_name((uint32_t)k), vrt_bytes(m->peak[d][k]), vrt_ts_seconds(t, m->peak_ts[d][k]),
-			       vrt_bytes(m->live[d][k]));
+			       vrt_bytes(m->live[d][k]), peak_note);
 		}
 	if (m->any_blocks) {
 		printf("\ntensors (PyTorch caching-allocator blocks):\n");
 		for (int d = 0; d < VRT_MAX_DEVICES; d++)
 			if (m->tensor_peak[d])
-				printf("  %-9s peak %10s at %8.3f s    live at end %10s    %llu events\n",
+				printf("  %-9s peak %10s at %8.3f s    live at end %10s    %llu events%s\n",
 				       vrt_device_name(d), vrt_bytes(m->tensor_peak[d]), vrt_ts_seconds(t, m->tensor_peak_ts[d]),
-				       vrt_bytes(m->tensors[d]), (unsigned long long)m->tensor_events[d]);
+				       vrt_bytes(m->tensors[d]), (unsigned long long)m->tensor_events[d], peak_note);
 	}
 	if (r->owners.walks)
 		print_categories(r);
@@ -212,7 +230,9 @@ static void print_json(struct report *r, const struct report_options *o)
 	json_string(stdout, t->path);
 	printf(", \"pid\": %d, \"rank\": %d, \"events\": %llu, \"duration_s\": %.6f, \"end\": ", t->hdr.pid,
 	       t->hdr.rank, (unsigned long long)m->events, r->seconds);
-	json_string(stdout, t->state_valid ? vrt_end_reason_text(t->hdr.state.end_reason) : "unknown");
+	json_string(stdout, vrt_end_text(t));
+	printf(", \"events_lost\": %llu, ", (unsigned long long)r->lost);
+	vrt_json_completeness(stdout, t, (int64_t)m->events);
 	printf(", \"devices\": [");
 	bool first = true;
 	for (int d = 0; d <= VRT_MAX_DEVICES; d++)
@@ -223,7 +243,7 @@ static void print_json(struct report *r, const struct report_options *o)
 			       "\"live_bytes_at_end\": %lld, \"pytorch_allocator_bytes\": %lld, \"top_at_peak\": ",
 			       first ? "" : ", ", d == VRT_HOST_SLOT ? -1 : d, vrt_kind_name((uint32_t)k),
 			       (long long)m->peak[d][k], vrt_ts_seconds(t, m->peak_ts[d][k]), (long long)m->live[d][k],
-			       (long long)vrt_torch_segment_bytes(t, m, d, k));
+			       (long long)r->torch_segments[d][k]);
 			json_sites(stdout, t, &r->peaks[d][k].sites, o->top);
 			putchar('}');
 			first = false;
@@ -251,8 +271,10 @@ static void print_json(struct report *r, const struct report_options *o)
 	printf("}");
 }
 
-static int report_one(const char *path, const struct report_options *o, bool many, bool first)
+/* printed: reports written so far (a --json list opens with the first, whichever file it is). */
+static int report_one(const char *path, const struct report_options *o, bool many, int *printed)
 {
+	bool first = !*printed;
 	struct vrt_trace t;
 	int rc = vrt_open_or_fail(&t, path);
 	if (rc)
@@ -271,10 +293,19 @@ static int report_one(const char *path, const struct report_options *o, bool man
 	r->teardown_s = ro.teardown_s;
 	if (!rc) {
 		r->seconds = vrt_ts_seconds(&t, r->end.last_ts);
+		r->lost = t.state_valid && t.hdr.state.events_lost > r->end.lost ? t.hdr.state.events_lost : r->end.lost;
 		collect_peaks(r);
-		rc = snapshot_peaks(r);
 		vrt_sites_init(&r->live_at_end);
 		vrt_report_group_live(&t, &r->end, &r->live_at_end, -2, r->end.any_blocks ? -1 : -2);
+		for (int d = 0; d <= VRT_MAX_DEVICES; d++)
+			for (int k = 0; k < VRT_KIND_LAST; k++)
+				if (r->end.peak[d][k])
+					r->torch_segments[d][k] = vrt_torch_segment_bytes(&t, &r->end, d, k);
+		categorize_end(r);
+		/* What the end holds is grouped: only its totals are needed from here on, so that the
+		 * second pass's model is the only live set in memory. */
+		vrt_model_free(&r->end);
+		rc = snapshot_peaks(r);
 	}
 	if (!rc) {
 		if (o->json) {
@@ -286,6 +317,7 @@ static int report_one(const char *path, const struct report_options *o, bool man
 				printf("\n");
 			print_text(r, o);
 		}
+		++*printed;
 	}
 	for (int d = 0; d <= VRT_MAX_DEVICES; d++)
 		for (int k = 0; k <= VRT_KIND_LAST; k++)
@@ -302,7 +334,8 @@ int vrt_cmd_report(int argc, char **argv)
 {
 	struct report_options o = { .top = 10, .frames = 8 };
 	char *files[256];
-	int n_files = 0;
+	int n_files = 0, rc;
+	long long v;
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i];
 		if (vrt_is_help(a))
@@ -311,12 +344,18 @@ int vrt_cmd_report(int argc, char **argv)
 			o.json = true;
 		else if (!strcmp(a, "-q") || !strcmp(a, "--quiet"))
 			o.quiet = true;
-		else if (!strcmp(a, "--top") && i + 1 < argc)
-			o.top = atoi(argv[++i]);
+		else if (!strcmp(a, "--top") && i + 1 < argc) {
+			if ((rc = vrt_int_option("report", a, argv[++i], 1, 1000000, &v)))
+				return rc;
+			o.top = (int)v;
+		}
 		else if (!strcmp(a, "--until-mark") && i + 1 < argc)
 			o.until_mark = argv[++i];
-		else if (!strcmp(a, "--frames") && i + 1 < argc)
-			o.frames = atoi(argv[++i]);
+		else if (!strcmp(a, "--frames") && i + 1 < argc) {
+			if ((rc = vrt_int_option("report", a, argv[++i], 0, VRT_MAX_FRAMES, &v)))
+				return rc;
+			o.frames = (int)v;
+		}
 		else if (a[0] == '-')
 			return vrt_usage("report", "unknown option '%s'", a);
 		else if (n_files < 256)
@@ -324,18 +363,17 @@ int vrt_cmd_report(int argc, char **argv)
 	}
 	if (!n_files)
 		return vrt_usage("report", "no trace file given");
-	if (o.top <= 0)
-		return vrt_usage("report", "--top takes a positive number");
 	char **paths;
-	int n, rc = vrt_collect_inputs(n_files, files, &paths, &n);
+	int n;
+	rc = vrt_collect_inputs(n_files, files, &paths, &n);
 	if (rc)
 		return vrt_fail(rc, "no trace files in the arguments");
-	int worst = 0;
+	int worst = 0, printed = 0;
 	for (int i = 0; i < n; i++) {
-		rc = report_one(paths[i], &o, n > 1, i == 0);
+		rc = report_one(paths[i], &o, n > 1, &printed);
 		worst = rc > worst ? rc : worst;
 	}
-	if (o.json)
+	if (o.json && printed) /* JSON on stdout, or nothing: the errors went to stderr */
 		fputs(n > 1 ? "]}\n" : "\n", stdout);
 	vrt_free_inputs(paths, n);
 	return worst;

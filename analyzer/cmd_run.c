@@ -17,6 +17,7 @@
 #include "paths.h"
 #include "vramtrace/error.h"
 #include "vramtrace/options.h"
+#include "vramtrace/output_place.h"
 #include "vramtrace/record.h"
 
 struct run_options {
@@ -234,9 +235,12 @@ static void report_trace(const struct run_options *o, bool is_dir, int status, u
 			 o->output && o->output[strlen(o->output) - 1] != '/' ? "/" : o->output ? "" : "/", (int)child);
 	struct vrt_file_state s;
 	bool trace = record_end(path, status, ended_ns, &s);
+	char why[1200];
 	if (o->quiet)
 		return;
-	if (trace && s.end_reason == VRT_END_WRITE_FAILED)
+	if (!trace && !vrt_output_place_ok(o->output ? o->output : ".", is_dir || !o->output, why, sizeof(why)))
+		fprintf(stderr, "vramtrace: no trace was written: %s\n", why); /* the preload refused it too */
+	else if (trace && s.end_reason == VRT_END_WRITE_FAILED)
 		fprintf(stderr, "vramtrace: trace: %s (cut short: writing it failed: %s)\n", path,
 			vrt_write_error_text(s.end_detail));
 	else if (trace)

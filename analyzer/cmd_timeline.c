@@ -147,6 +147,7 @@ static void print_chart(const struct vrt_trace *t, const struct vrt_series *s, c
 int vrt_cmd_timeline(int argc, char **argv)
 {
 	struct timeline_options o = { .from = 0, .to = 1e308 };
+	int rc;
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i];
 		if (vrt_is_help(a))
@@ -155,12 +156,18 @@ int vrt_cmd_timeline(int argc, char **argv)
 			o.csv = true;
 		else if (!strcmp(a, "-q") || !strcmp(a, "--quiet"))
 			o.quiet = true;
-		else if (!strcmp(a, "--buckets") && i + 1 < argc)
-			o.buckets = atoi(argv[++i]);
-		else if (!strcmp(a, "--from") && i + 1 < argc)
-			o.from = atof(argv[++i]);
-		else if (!strcmp(a, "--to") && i + 1 < argc)
-			o.to = atof(argv[++i]);
+		else if (!strcmp(a, "--buckets") && i + 1 < argc) {
+			long long v;
+			if ((rc = vrt_int_option("timeline", a, argv[++i], 1, 1000000, &v)))
+				return rc;
+			o.buckets = (int)v;
+		} else if (!strcmp(a, "--from") && i + 1 < argc) {
+			if ((rc = vrt_seconds_option("timeline", a, argv[++i], &o.from)))
+				return rc;
+		} else if (!strcmp(a, "--to") && i + 1 < argc) {
+			if ((rc = vrt_seconds_option("timeline", a, argv[++i], &o.to)))
+				return rc;
+		}
 		else if (a[0] == '-' || o.path)
 			return vrt_usage("timeline", "unexpected argument '%s'", a);
 		else
@@ -168,14 +175,15 @@ int vrt_cmd_timeline(int argc, char **argv)
 	}
 	if (!o.path)
 		return vrt_usage("timeline", "no trace file given");
-	if (o.buckets < 0 || o.buckets > 1000000 || o.to <= o.from)
-		return vrt_usage("timeline", "--buckets takes 1..1000000 and --from must be below --to");
+	if (o.to <= o.from)
+		return vrt_usage("timeline", "--from must be below --to");
 	int width = terminal_width();
 	if (!o.buckets)
 		o.buckets = o.csv ? 100 : width;
+	char path[4096];
 	struct vrt_trace t;
-	int rc = vrt_open_or_fail(&t, o.path);
-	if (rc)
+	rc = vrt_single_input("timeline", o.path, NULL, NULL, path, sizeof(path));
+	if (rc || (rc = vrt_open_or_fail(&t, o.path = path)))
 		return rc;
 	vrt_warn_trace_state(&t, o.quiet);
 	double end = t.state_valid && t.hdr.state.end_ts ? vrt_ts_seconds(&t, t.hdr.state.end_ts) : 0;

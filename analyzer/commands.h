@@ -11,6 +11,7 @@ int vrt_cmd_timeline(int argc, char **argv);
 int vrt_cmd_html(int argc, char **argv);
 int vrt_cmd_export(int argc, char **argv);
 int vrt_cmd_diff(int argc, char **argv);
+int vrt_cmd_whatif(int argc, char **argv);
 int vrt_cmd_dump(int argc, char **argv);
 int vrt_cmd_info(int argc, char **argv);
 int vrt_cmd_attach(int argc, char **argv);
@@ -61,6 +62,7 @@ int vrt_cmd_snapshot(int argc, char **argv);
 	"  --frames N    frames shown per site (default 8)\n"                                            \
 	"  --until-mark LABEL  stop at the first mark LABEL (vramtrace.mark / vramtrace mark)\n"          \
 	"  -q, --quiet   no progress or notes on stderr\n"                                               \
+	"  --max-memory SIZE  stop (exit 6) before using more memory (default: half of the machine's)\n" \
 	"\n"                                                                                           \
 	"examples:\n"                                                                                  \
 	"  vramtrace report vramtrace.1234.vrt\n"                                                       \
@@ -85,29 +87,32 @@ int vrt_cmd_snapshot(int argc, char **argv);
 	"  --layer L      tensors (PyTorch blocks, the default when present) or cuda (allocations)\n"      \
 	"  --until-mark LABEL  treat the first mark LABEL as the end of the trace\n"                     \
 	"  -q, --quiet    no progress or notes on stderr\n"                                              \
+	"  --max-memory SIZE  stop (exit 6) before using more memory (default: half of the machine's)\n" \
 	"\n"                                                                                           \
 	"examples:\n"                                                                                  \
 	"  vramtrace leaks --phase train leak.vrt\n"                                                     \
 	"  vramtrace leaks --json leak.vrt | jq '.survivors[0]'\n"
 
 #define VRT_HELP_OOM                                                                                   \
-	"usage: vramtrace oom [options] TRACE\n"                                                         \
+	"usage: vramtrace oom [options] TRACE|DIR\n"                                                     \
 	"\n"                                                                                           \
 	"Explains the last out-of-memory failure in the trace: the request, free and total memory,\n"   \
 	"what was live by category (parameters, gradients, optimizer state, activations, workspaces,\n" \
 	"allocator cache, the step's own tensors, non-PyTorch) with the rule that put each site\n"     \
-	"there, pinned host memory beside it, the top sites, and the phase it happened in.\n"          \
+	"there, pinned host memory beside it, the top sites, and the phase it happened in. Given a\n"   \
+	"directory (a run's traces), it explains the process that ran out of memory.\n"                \
 	"\n"                                                                                           \
 	"options:\n"                                                                                   \
 	"  --json        machine-readable output\n"                                                      \
 	"  --top N       sites listed (default 10)\n"                                                    \
 	"  --index K     explain the K-th OOM (1 = first) instead of the last\n"                         \
+	"  --max-memory SIZE  stop (exit 6) before using more memory (default: half of the machine's)\n" \
 	"\n"                                                                                           \
 	"examples:\n"                                                                                  \
 	"  vramtrace oom crash.vrt\n"
 
 #define VRT_HELP_TIMELINE                                                                              \
-	"usage: vramtrace timeline [options] TRACE\n"                                                    \
+	"usage: vramtrace timeline [options] TRACE|DIR\n"                                          \
 	"\n"                                                                                           \
 	"Live bytes over time per device and kind: a compact chart in the terminal, or CSV.\n"         \
 	"\n"                                                                                           \
@@ -115,13 +120,14 @@ int vrt_cmd_snapshot(int argc, char **argv);
 	"  --csv            one row per time bucket: time_s, then one column per device/kind\n"          \
 	"  --buckets N      time buckets (default: the terminal width, 100 for CSV)\n"                   \
 	"  --from S --to S  a time range in seconds\n"                                                   \
+	"  --max-memory SIZE  stop (exit 6) before using more memory (default: half of the machine's)\n" \
 	"\n"                                                                                           \
 	"examples:\n"                                                                                  \
 	"  vramtrace timeline run.vrt\n"                                                                 \
 	"  vramtrace timeline --csv --buckets 1000 run.vrt > memory.csv\n"
 
 #define VRT_HELP_HTML                                                                                  \
-	"usage: vramtrace html [options] TRACE -o REPORT.html\n"                                         \
+	"usage: vramtrace html [options] TRACE|DIR -o REPORT.html\n"                               \
 	"\n"                                                                                           \
 	"One self-contained HTML file (no network needed): a stacked timeline of live memory by top\n"  \
 	"site with phases marked and zoom, a flame graph of live memory at the peak or at any clicked\n" \
@@ -133,12 +139,13 @@ int vrt_cmd_snapshot(int argc, char **argv);
 	"  --sites N    sites drawn as their own band (default 12)\n"                                    \
 	"  --buckets N  time buckets (default 600)\n"                                                    \
 	"  -q, --quiet  no progress or notes on stderr\n"                                                \
+	"  --max-memory SIZE  stop (exit 6) before using more memory (default: half of the machine's)\n" \
 	"\n"                                                                                           \
 	"examples:\n"                                                                                  \
 	"  vramtrace html run.vrt -o run.html\n"
 
 #define VRT_HELP_EXPORT                                                                                \
-	"usage: vramtrace export --format FORMAT TRACE -o FILE\n"                                       \
+	"usage: vramtrace export --format FORMAT [--max-memory SIZE] TRACE|DIR -o FILE\n"          \
 	"\n"                                                                                           \
 	"formats:\n"                                                                                   \
 	"  memory-viz   PyTorch memory snapshot (pickle) for pytorch.org/memory_viz\n"                   \
@@ -160,13 +167,40 @@ int vrt_cmd_snapshot(int argc, char **argv);
 	"  --at S     a time in seconds (twice, for one trace); default: the end of each trace\n"        \
 	"  --json     machine-readable output\n"                                                         \
 	"  --top N    sites listed (default 10)\n"                                                        \
+	"  --max-memory SIZE  stop (exit 6) before using more memory (default: half of the machine's)\n" \
 	"\n"                                                                                           \
 	"examples:\n"                                                                                  \
 	"  vramtrace diff before.vrt after.vrt\n"                                                       \
 	"  vramtrace diff run.vrt --at 10 --at 600\n"
 
+#define VRT_HELP_WHATIF                                                                                \
+	"usage: vramtrace whatif [options] TRACE\n"                                                      \
+	"\n"                                                                                           \
+	"Replays the trace's tensor requests and frees (size, stream, device, order) through a model\n" \
+	"of PyTorch 2.11's CUDA caching allocator: the peak reserved and allocated memory a setting\n"  \
+	"would reach, how much of the reserved memory would sit unallocated at the peak and the\n"      \
+	"largest free block then, and under a limit the first request that would fail, with its\n"     \
+	"stack. Memory outside the allocator (CUDA context, NCCL, libraries) stays as recorded; the\n"  \
+	"program's own empty_cache() calls happen where they happened. Under the recorded setting it\n" \
+	"also checks itself: every cudaMalloc and cudaFree (or map and unmap) of the allocator at the\n" \
+	"same request as recorded.\n"                                                                  \
+	"\n"                                                                                           \
+	"options:\n"                                                                                   \
+	"  --alloc-conf STR       a PYTORCH_ALLOC_CONF setting (default: the recorded one), e.g.\n"    \
+	"                         expandable_segments:True or max_split_size_mb:512\n"                  \
+	"  --allocator-limit SIZE bytes the allocator may reserve, as set_per_process_memory_fraction\n" \
+	"                         sets them (a byte count or 4.9G; default: the trace's own limit)\n"   \
+	"  --device-memory SIZE   a device of that size (default: the recorded device)\n"              \
+	"  --json                 machine-readable output\n"                                            \
+	"  -q, --quiet            no notes on stderr\n"                                                 \
+	"\n"                                                                                           \
+	"examples:\n"                                                                                  \
+	"  vramtrace whatif run.vrt\n"                                                                 \
+	"  vramtrace whatif --alloc-conf expandable_segments:True --allocator-limit 4.9G run.vrt\n"     \
+	"  vramtrace whatif --json --alloc-conf max_split_size_mb:512 crash.vrt | jq .fails_at\n"
+
 #define VRT_HELP_DUMP                                                                                  \
-	"usage: vramtrace dump [--stacks] [--tables] TRACE\n"                                            \
+	"usage: vramtrace dump [--stacks] [--tables] [--max-memory SIZE] TRACE|DIR\n"              \
 	"\n"                                                                                           \
 	"Prints the header, then every record: time (s), thread, operation, API, device, kind,\n"      \
 	"address, size and stack id. --stacks adds each event's frames; --tables the definitions\n"   \
@@ -177,7 +211,7 @@ int vrt_cmd_snapshot(int argc, char **argv);
 	"  vramtrace dump --stacks run.vrt | less\n"
 
 #define VRT_HELP_INFO                                                                                  \
-	"usage: vramtrace info [--json] TRACE\n"                                                         \
+	"usage: vramtrace info [--json] [--max-memory SIZE] TRACE|DIR\n"                           \
 	"\n"                                                                                           \
 	"The process (pid, rank, command line, host), how it ended (exit, signal, killed), the trace\n" \
 	"layout (ring or keep-all, chunks, lost events) and the table sizes.\n"                         \

@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "budget.h"
 #include "cli.h"
 #include "commands.h"
 #include "vramtrace/format.h"
@@ -60,6 +61,8 @@ const struct vrt_command vrt_commands[] = {
 	{ "html", vrt_cmd_html, "one self-contained HTML report", VRT_HELP_HTML },
 	{ "export", vrt_cmd_export, "PyTorch memory_viz, Chrome/Perfetto or folded-stack files", VRT_HELP_EXPORT },
 	{ "diff", vrt_cmd_diff, "compare two traces, or two times of one, by site", VRT_HELP_DIFF },
+	{ "whatif", vrt_cmd_whatif, "replay the tensor requests under another allocator setting or limit",
+	  VRT_HELP_WHATIF },
 	{ "dump", vrt_cmd_dump, "print every record", VRT_HELP_DUMP },
 	{ "info", vrt_cmd_info, "what a trace holds and how its process ended", VRT_HELP_INFO },
 	{ "attach", vrt_cmd_attach, "start tracing a running process", VRT_HELP_ATTACH },
@@ -73,6 +76,52 @@ const struct vrt_command vrt_commands[] = {
 	{ NULL, NULL, NULL, NULL },
 };
 
+/* Commands that read traces: they take --max-memory, whatever else they take. */
+static bool reads_traces(const char *name)
+{
+	static const char *const readers[] = { "report", "leaks", "oom", "timeline", "html", "export",
+					       "diff", "dump", "info", NULL };
+	for (const char *const *r = readers; *r; r++)
+		if (!strcmp(*r, name))
+			return true;
+	return false;
+}
+
+/*
+ * Takes --max-memory SIZE (or --max-memory=SIZE) out of a trace-reading command's arguments and
+ * sets the budget: that value, or the default. A --json output is held back until the command
+ * ends, so that one stopped by the budget writes nothing rather than half a document.
+ */
+static int take_budget(const char *name, int *argc, char **argv)
+{
+	uint64_t bytes = vrt_budget_default();
+	bool json = false;
+	int w = 1;
+	for (int i = 1; i < *argc; i++) {
+		const char *a = argv[i], *value = NULL;
+		if (!strcmp(a, "--max-memory") && i + 1 < *argc)
+			value = argv[++i];
+		else if (!strncmp(a, "--max-memory=", 13))
+			value = a + 13;
+		else if (!strcmp(a, "--max-memory"))
+			return vrt_usage(name, "--max-memory takes a size such as 512M or 8G");
+		if (value) {
+			if (vrt_parse_size(value, &bytes) || bytes < (1u << 20))
+				return vrt_usage(name, "--max-memory takes a size of at least 1M, such as 512M or 8G (not '%s')",
+						 value);
+			continue;
+		}
+		json |= !strcmp(a, "--json");
+		argv[w++] = argv[i];
+	}
+	argv[w] = NULL;
+	*argc = w;
+	vrt_budget_set(bytes);
+	if (json)
+		setvbuf(stdout, NULL, _IOFBF, 16u << 20);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	if (argc < 2) {
@@ -84,9 +133,14 @@ int main(int argc, char **argv)
 		return cmd_version(0, NULL);
 	if (vrt_is_help(name))
 		return cmd_help(argc - 1, argv + 1);
-	for (const struct vrt_command *c = vrt_commands; c->name; c++)
-		if (!strcmp(c->name, name))
-			return c->run(argc - 1, argv + 1);
+	for (const struct vrt_command *c = vrt_commands; c->name; c++) {
+		if (strcmp(c->name, name))
+			continue;
+		int n = argc - 1, rc;
+		if (reads_traces(name) && (rc = take_budget(name, &n, argv + 1)))
+			return rc;
+		return c->run(n, argv + 1);
+	}
 	fprintf(stderr, "vramtrace: unknown command '%s'\n\n", name);
 	overview(stderr);
 	return VRT_EXIT_USAGE;

@@ -17,112 +17,180 @@ int vrt_device_slot(int device) { return device >= 0 && device < VRT_MAX_DEVICES
 bool vrt_item_counted(const struct vrt_item *it) { return it->space == VRT_IS_ADDR || it->space == VRT_IS_HANDLE; }
 
 /*
- * The live set is a linear-probing table of 96-byte items with a parallel array of 8-byte tags:
- * probes walk the tags (a cache line holds 8) and touch an item only where its tag matches. A tag
- * is the key's hash with bit 0 set, so that 0 marks an empty slot; equal tags are confirmed
- * against the item. Items sit where they always did, so live-set walks see the same order.
+ * A live item as stored: 64 bytes, one cache line. Fields a space never uses share a word:
+ * extra is the stream of an allocation or a tensor block, the offset in the handle of a mapping,
+ * and a handle's references and mappings. The event index of the birth keeps 48 bits (2.8e14
+ * events), beside the device.
  */
+struct vrt_live {
+	uint64_t addr, size, ts, aux;
+	uint64_t extra;
+	uint64_t born_phase;
+	uint64_t born;   /* born_event | (uint16_t)device << 48 */
+	uint32_t stack;
+	uint8_t api, op, space;
+	uint8_t flags;   /* kind (bits 0-1), seeded (bit 2) */
+};
+_Static_assert(sizeof(struct vrt_live) == 64, "a live item is one cache line");
+
+#define BORN_EVENT_MASK ((1ull << 48) - 1)
+
+static int16_t live_device(const struct vrt_live *l) { return (int16_t)(uint16_t)(l->born >> 48); }
+static uint8_t live_kind(const struct vrt_live *l) { return l->flags & 3; }
+static uint32_t handle_refs(const struct vrt_live *l) { return (uint32_t)l->extra; }
+static uint32_t handle_maps(const struct vrt_live *l) { return (uint32_t)(l->extra >> 32); }
+static void handle_set(struct vrt_live *l, uint32_t refs, uint32_t maps) { l->extra = refs | (uint64_t)maps << 32; }
+
+static void unpack(const struct vrt_live *l, struct vrt_item *it)
+{
+	bool handle = l->space == VRT_IS_HANDLE, map = l->space == VRT_IS_MAP;
+	bool streams = l->space == VRT_IS_ADDR || l->space == VRT_IS_BLOCK;
+	*it = (struct vrt_item){
+		.addr = l->addr, .size = l->size, .ts = l->ts, .aux = l->aux, .aux2 = map ? l->extra : 0,
+		.stream = streams ? l->extra : 0, .born_event = l->born & BORN_EVENT_MASK, .born_phase = l->born_phase,
+		.stack = l->stack, .refs = handle ? handle_refs(l) : 1, .maps = handle ? handle_maps(l) : 0,
+		.api = l->api, .device = live_device(l), .space = l->space, .op = l->op, .kind = live_kind(l),
+		.seeded = (l->flags >> 2) & 1,
+	};
+}
+
+/* The index: linear probing over item positions, at most half full, so that a probe rarely
+ * touches an item that is not the one looked for. */
 static uint64_t key_hash(uint8_t space, uint64_t addr) { return (addr ^ ((uint64_t)space << 59)) * 0x9e3779b97f4a7c15ull; }
 
-static size_t home_of(size_t cap, uint64_t h) { return (size_t)(h ^ (h >> 31)) & (cap - 1); }
-
-static size_t slot_of(const struct vrt_model *m, uint8_t space, uint64_t addr)
+static size_t home_of(size_t cap, uint8_t space, uint64_t addr)
 {
-	return home_of(m->cap, key_hash(space, addr));
+	uint64_t h = key_hash(space, addr);
+	return (size_t)(h ^ (h >> 31)) & (cap - 1);
 }
 
 int vrt_model_init(struct vrt_model *m)
 {
 	memset(m, 0, sizeof(*m));
 	m->cap = 4096;
-	m->slots = calloc(m->cap, sizeof(*m->slots));
-	m->tags = calloc(m->cap, sizeof(*m->tags));
-	if (m->slots && m->tags)
+	m->items_cap = 1024;
+	m->index = calloc(m->cap, sizeof(*m->index));
+	m->items = malloc(m->items_cap * sizeof(*m->items));
+	if (m->index && m->items)
 		return 0;
 	vrt_model_free(m);
 	return VRT_E_NOMEM;
 }
 
+/* Frees the live set; the totals stay readable. */
 void vrt_model_free(struct vrt_model *m)
 {
-	free(m->slots);
-	free(m->tags);
-	m->slots = NULL;
-	m->tags = NULL;
+	free(m->items);
+	free(m->index);
+	m->items = NULL;
+	m->index = NULL;
+	m->cap = m->items_cap = m->used = 0;
 }
 
-static struct vrt_item *find(struct vrt_model *m, uint8_t space, uint64_t addr)
+/* The index slot that holds item position pos (which is in the index). */
+static size_t slot_of_item(const struct vrt_model *m, size_t pos)
 {
-	uint64_t h = key_hash(space, addr), tag = h | 1;
-	for (size_t i = home_of(m->cap, h);; i = (i + 1) & (m->cap - 1)) {
-		if (!m->tags[i])
-			return NULL;
-		if (m->tags[i] == tag && m->slots[i].space == space && m->slots[i].addr == addr)
-			return &m->slots[i];
-	}
-}
-
-/* A free slot for (space, addr), its tag set; the caller fills the item. */
-static size_t claim(uint64_t *tags, size_t cap, uint8_t space, uint64_t addr)
-{
-	uint64_t h = key_hash(space, addr);
-	size_t i = home_of(cap, h);
-	while (tags[i])
-		i = (i + 1) & (cap - 1);
-	tags[i] = h | 1;
+	const struct vrt_live *l = &m->items[pos];
+	size_t i = home_of(m->cap, l->space, l->addr);
+	while (m->index[i] != pos + 1)
+		i = (i + 1) & (m->cap - 1);
 	return i;
 }
 
-static bool grow(struct vrt_model *m)
+static struct vrt_live *find(struct vrt_model *m, uint8_t space, uint64_t addr)
+{
+	if (!m->cap)
+		return NULL;
+	for (size_t i = home_of(m->cap, space, addr);; i = (i + 1) & (m->cap - 1)) {
+		uint32_t v = m->index[i];
+		if (!v)
+			return NULL;
+		struct vrt_live *l = &m->items[v - 1];
+		if (l->addr == addr && l->space == space)
+			return l;
+	}
+}
+
+static bool grow_index(struct vrt_model *m)
 {
 	size_t cap = m->cap * 2;
-	struct vrt_item *slots = calloc(cap, sizeof(*slots));
-	uint64_t *tags = calloc(cap, sizeof(*tags));
-	if (!slots || !tags) {
-		free(slots);
-		free(tags);
+	uint32_t *index = calloc(cap, sizeof(*index));
+	if (!index)
 		return false;
+	for (size_t pos = 0; pos < m->used; pos++) {
+		size_t i = home_of(cap, m->items[pos].space, m->items[pos].addr);
+		while (index[i])
+			i = (i + 1) & (cap - 1);
+		index[i] = (uint32_t)pos + 1;
 	}
-	for (size_t i = 0; i < m->cap; i++)
-		if (m->tags[i])
-			slots[claim(tags, cap, m->slots[i].space, m->slots[i].addr)] = m->slots[i];
-	vrt_model_free(m);
-	m->slots = slots;
-	m->tags = tags;
+	free(m->index);
+	m->index = index;
 	m->cap = cap;
 	return true;
 }
 
-static struct vrt_item *insert(struct vrt_model *m, uint8_t space, uint64_t addr)
+/* Room for one more item, indexed under (space, addr); the caller fills it. NULL (and the
+ * model's error set) when memory runs out. */
+static struct vrt_live *insert(struct vrt_model *m, uint8_t space, uint64_t addr)
 {
-	if ((m->used + 1) * 4 > m->cap * 3 && !grow(m))
+	if (!m->cap || m->used >= UINT32_MAX - 1) {
+		m->error = VRT_E_NOMEM;
 		return NULL;
-	m->used++;
-	return &m->slots[claim(m->tags, m->cap, space, addr)];
+	}
+	if ((m->used + 1) * 2 > m->cap && !grow_index(m)) {
+		m->error = VRT_E_NOMEM;
+		return NULL;
+	}
+	if (m->used == m->items_cap) {
+		/* Large arrays are their own mappings, which realloc moves without copying: resident
+		 * memory stays what the items use. */
+		size_t ncap = m->items_cap * 2;
+		struct vrt_live *items = realloc(m->items, ncap * sizeof(*items));
+		if (!items) {
+			m->error = VRT_E_NOMEM;
+			return NULL;
+		}
+		m->items = items;
+		m->items_cap = ncap;
+	}
+	size_t i = home_of(m->cap, space, addr);
+	while (m->index[i])
+		i = (i + 1) & (m->cap - 1);
+	m->index[i] = (uint32_t)(m->used + 1);
+	struct vrt_live *l = &m->items[m->used++];
+	l->space = space;
+	l->addr = addr;
+	return l;
 }
 
-static void erase(struct vrt_model *m, struct vrt_item *it)
+/* Removes l: backward-shift deletion in the index, and the last item moves into l's place. */
+static void erase(struct vrt_model *m, struct vrt_live *l)
 {
-	m->held -= it->size;
-	size_t hole = (size_t)(it - m->slots), mask = m->cap - 1;
-	for (size_t i = (hole + 1) & mask; m->tags[i]; i = (i + 1) & mask) {
-		size_t home = slot_of(m, m->slots[i].space, m->slots[i].addr);
+	m->held -= l->size;
+	size_t pos = (size_t)(l - m->items), mask = m->cap - 1;
+	size_t hole = slot_of_item(m, pos);
+	for (size_t i = (hole + 1) & mask; m->index[i]; i = (i + 1) & mask) {
+		const struct vrt_live *x = &m->items[m->index[i] - 1];
+		size_t home = home_of(m->cap, x->space, x->addr);
 		bool stays = hole <= i ? (home > hole && home <= i) : (home > hole || home <= i);
 		if (stays)
 			continue;
-		m->slots[hole] = m->slots[i];
-		m->tags[hole] = m->tags[i];
+		m->index[hole] = m->index[i];
 		hole = i;
 	}
-	m->slots[hole].space = 0;
-	m->tags[hole] = 0;
+	m->index[hole] = 0;
+	size_t last = m->used - 1;
+	if (pos != last) {
+		m->index[slot_of_item(m, last)] = (uint32_t)pos + 1;
+		m->items[pos] = m->items[last];
+	}
 	m->used--;
 }
 
-static void count(struct vrt_model *m, const struct vrt_item *it, int64_t delta, struct vrt_effect *e)
+static void count(struct vrt_model *m, const struct vrt_live *l, int64_t delta, struct vrt_effect *e)
 {
-	int d = vrt_device_slot(it->device);
-	if (it->space == VRT_IS_BLOCK) {
+	int d = vrt_device_slot(live_device(l));
+	if (l->space == VRT_IS_BLOCK) {
 		m->tensors[d] += delta;
 		if (m->tensors[d] > m->tensor_peak[d]) {
 			m->tensor_peak[d] = m->tensors[d];
@@ -133,22 +201,23 @@ static void count(struct vrt_model *m, const struct vrt_item *it, int64_t delta,
 		e->tensor = true;
 		return;
 	}
-	if (it->space == VRT_IS_IMPORT) {
+	if (l->space == VRT_IS_IMPORT) {
 		m->imported[d] += delta;
 		return;
 	}
-	if (it->space == VRT_IS_VA) {
+	if (l->space == VRT_IS_VA) {
 		m->reserved_va += delta;
 		return;
 	}
-	if (!vrt_item_counted(it) || it->kind >= VRT_KIND_LAST)
+	if (l->space != VRT_IS_ADDR && l->space != VRT_IS_HANDLE)
 		return;
-	int64_t *live = &m->live[d][it->kind];
+	uint8_t kind = live_kind(l);
+	int64_t *live = &m->live[d][kind];
 	*live += delta;
-	if (*live > m->peak[d][it->kind]) {
-		m->peak[d][it->kind] = *live;
-		m->peak_ts[d][it->kind] = m->last_ts;
-		m->peak_event[d][it->kind] = m->events;
+	if (*live > m->peak[d][kind]) {
+		m->peak[d][kind] = *live;
+		m->peak_ts[d][kind] = m->last_ts;
+		m->peak_event[d][kind] = m->events;
 	}
 	e->delta += delta;
 }
@@ -166,24 +235,26 @@ static uint8_t space_of(uint32_t op)
 	return 0;
 }
 
-static void died(struct vrt_model *m, struct vrt_item *it, struct vrt_effect *e)
+static void died(struct vrt_model *m, struct vrt_live *l, struct vrt_effect *e)
 {
 	e->kind = VRT_EFFECT_DIED;
-	e->item = *it;
-	count(m, it, -(int64_t)it->size, e);
-	erase(m, it);
+	unpack(l, &e->item);
+	count(m, l, -(int64_t)l->size, e);
+	erase(m, l);
 }
 
 static void handle_unref(struct vrt_model *m, uint64_t handle, bool ref, bool map, struct vrt_effect *e)
 {
-	struct vrt_item *h = find(m, VRT_IS_HANDLE, handle);
+	struct vrt_live *h = find(m, VRT_IS_HANDLE, handle);
 	if (!h)
 		return;
-	if (ref && h->refs)
-		h->refs--;
-	if (map && h->maps)
-		h->maps--;
-	if (!h->refs && !h->maps)
+	uint32_t refs = handle_refs(h), maps = handle_maps(h);
+	if (ref && refs)
+		refs--;
+	if (map && maps)
+		maps--;
+	handle_set(h, refs, maps);
+	if (!refs && !maps)
 		died(m, h, e);
 }
 
@@ -193,12 +264,12 @@ static void born(struct vrt_model *m, const struct vrt_record *r, uint8_t op, bo
 	if (!space)
 		return;
 	if (op == VRT_OP_PHYS_CREATE && r->api == VRT_API_CU_MEM_RETAIN_HANDLE) {
-		struct vrt_item *h = find(m, VRT_IS_HANDLE, r->addr);
+		struct vrt_live *h = find(m, VRT_IS_HANDLE, r->addr);
 		if (h)
-			h->refs++;
+			handle_set(h, handle_refs(h) + 1, handle_maps(h));
 		return;
 	}
-	struct vrt_item *old = find(m, space, r->addr);
+	struct vrt_live *old = find(m, space, r->addr);
 	if (old) {
 		if (old->ts > r->ts)
 			return;
@@ -210,68 +281,59 @@ static void born(struct vrt_model *m, const struct vrt_record *r, uint8_t op, bo
 		m->implausible++;
 		return;
 	}
-	struct vrt_item *it = insert(m, space, r->addr);
-	if (!it)
+	struct vrt_live *l = insert(m, space, r->addr);
+	if (!l)
 		return;
 	m->held += r->size;
-	/* Every field, one by one: a struct assignment zeroes all 96 bytes first (rep stos), which
-	 * cost a quarter of born(). */
-	it->addr = r->addr;
-	it->size = r->size;
-	it->ts = r->ts;
-	it->aux = r->aux;
-	it->aux2 = r->aux2;
-	it->stream = r->stream;
-	it->born_event = m->events;
-	it->born_phase = m->phase_seq;
-	it->stack = r->stack;
-	it->refs = 1;
-	it->maps = 0;
-	it->api = (uint16_t)r->api;
-	it->device = (int16_t)r->device;
-	it->space = space;
-	it->op = op;
-	it->kind = (uint8_t)r->kind;
-	it->seeded = seeded;
-	if (space == VRT_IS_HANDLE && seeded && r->aux2)
-		it->refs = (uint32_t)r->aux2; /* checkpoints carry the reference count there */
+	l->size = r->size;
+	l->ts = r->ts;
+	l->aux = r->aux;
+	l->extra = space == VRT_IS_MAP ? r->aux2 : r->stream;
+	l->born_phase = m->phase_seq;
+	l->born = (m->events & BORN_EVENT_MASK) | (uint64_t)(uint16_t)(int16_t)r->device << 48;
+	l->stack = r->stack;
+	l->api = (uint8_t)r->api;
+	l->op = op;
+	l->flags = (uint8_t)((r->kind & 3) | (seeded ? 4 : 0));
+	if (space == VRT_IS_HANDLE) /* checkpoints carry the reference count in y */
+		handle_set(l, seeded && r->aux2 ? (uint32_t)r->aux2 : 1, 0);
 	if (space == VRT_IS_MAP) {
-		struct vrt_item *h = find(m, VRT_IS_HANDLE, r->aux);
+		struct vrt_live *h = find(m, VRT_IS_HANDLE, r->aux);
 		if (h) {
-			h->maps++;
-			it->kind = h->kind;
-			it->device = h->device;
+			handle_set(h, handle_refs(h), handle_maps(h) + 1);
+			l->flags = (uint8_t)((l->flags & ~3) | live_kind(h));
+			l->born = (l->born & BORN_EVENT_MASK) | (h->born & ~BORN_EVENT_MASK);
 		}
 	}
 	if (space == VRT_IS_BLOCK)
 		m->any_blocks = true;
 	e->kind = VRT_EFFECT_BORN;
-	e->item = *it;
-	count(m, it, (int64_t)it->size, e);
+	unpack(l, &e->item);
+	count(m, l, (int64_t)l->size, e);
 }
 
 static void release(struct vrt_model *m, const struct vrt_record *r, struct vrt_effect *e)
 {
 	uint8_t space = space_of(r->op);
-	struct vrt_item *it = find(m, space, r->addr);
-	if (!it) {
+	struct vrt_live *l = find(m, space, r->addr);
+	if (!l) {
 		m->unknown_frees++;
 		return;
 	}
-	if (it->ts > r->ts)
+	if (l->ts > r->ts)
 		return; /* stale: names an earlier incarnation */
 	if (space == VRT_IS_HANDLE) {
 		handle_unref(m, r->addr, true, false, e);
 		return;
 	}
-	uint64_t handle = it->aux, size = it->size, end = r->addr + (r->size ? r->size : size);
-	died(m, it, e);
+	uint64_t handle = l->aux, size = l->size, end = r->addr + (r->size ? r->size : size);
+	died(m, l, e);
 	if (space != VRT_IS_MAP)
 		return;
 	struct vrt_effect more = { 0 };
 	handle_unref(m, handle, false, true, &more);
 	for (uint64_t p = r->addr + size; p < end;) {
-		struct vrt_item *next = find(m, VRT_IS_MAP, p);
+		struct vrt_live *next = find(m, VRT_IS_MAP, p);
 		if (!next)
 			break;
 		uint64_t h = next->aux, n = next->size;
@@ -284,13 +346,13 @@ static void release(struct vrt_model *m, const struct vrt_record *r, struct vrt_
 
 static void context_reset(struct vrt_model *m, int device, struct vrt_effect *e)
 {
-	for (size_t i = 0; i < m->cap;) {
-		struct vrt_item *it = &m->slots[i];
-		bool gone = it->space && it->device == device && it->kind != VRT_KIND_HOST_PINNED &&
-			    (it->space == VRT_IS_ADDR || it->space == VRT_IS_BLOCK);
-		if (gone) {
+	for (size_t i = 0; i < m->used;) {
+		struct vrt_live *l = &m->items[i];
+		bool gone = live_device(l) == device && live_kind(l) != VRT_KIND_HOST_PINNED &&
+			    (l->space == VRT_IS_ADDR || l->space == VRT_IS_BLOCK);
+		if (gone) { /* the last item takes its place: look at position i again */
 			struct vrt_effect ignored = { 0 };
-			died(m, it, &ignored);
+			died(m, l, &ignored);
 			e->delta += ignored.delta;
 		} else {
 			i++;
@@ -347,16 +409,16 @@ void vrt_model_apply(struct vrt_model *m, const struct vrt_record *r, struct vrt
 		release(m, r, e);
 		break;
 	case VRT_OP_BLOCK_SIZE: {
-		struct vrt_item *it = find(m, VRT_IS_BLOCK, r->addr);
-		if (it && r->size > it->size && r->size - it->size > VRT_HELD_MAX - m->held) {
+		struct vrt_live *l = find(m, VRT_IS_BLOCK, r->addr);
+		if (l && r->size > l->size && r->size - l->size > VRT_HELD_MAX - m->held) {
 			m->implausible++;
-		} else if (it && r->size != it->size) {
-			m->held = m->held - it->size + r->size;
-			int64_t delta = (int64_t)r->size - (int64_t)it->size;
-			it->size = r->size;
+		} else if (l && r->size != l->size) {
+			m->held = m->held - l->size + r->size;
+			int64_t delta = (int64_t)r->size - (int64_t)l->size;
+			l->size = r->size;
 			e->kind = VRT_EFFECT_RESIZED;
-			e->item = *it;
-			count(m, it, delta, e);
+			unpack(l, &e->item);
+			count(m, l, delta, e);
 		}
 		break;
 	}
@@ -393,9 +455,11 @@ void vrt_blocks_probe_apply(struct vrt_blocks_probe *p, const struct vrt_record 
 
 void vrt_model_each(const struct vrt_model *m, void (*fn)(void *ctx, const struct vrt_item *it), void *ctx)
 {
-	for (size_t i = 0; i < m->cap; i++)
-		if (m->slots[i].space)
-			fn(ctx, &m->slots[i]);
+	struct vrt_item it;
+	for (size_t i = 0; i < m->used; i++) {
+		unpack(&m->items[i], &it);
+		fn(ctx, &it);
+	}
 }
 
 /* ---- replay ----------------------------------------------------------------------------- */
@@ -420,6 +484,11 @@ static bool next_chunk(struct vrt_replay *rp)
 		size_t len;
 		rp->bytes_done += t->chunks[i].stored;
 		int rc = vrt_trace_chunk(t, i, &rp->p, &len);
+		if (rc == VRT_E_CHANGED || rc == VRT_E_NOMEM || rc == VRT_E_IO) {
+			rp->error = rc; /* what the file held is no longer there: nothing after it is sound */
+			rp->p = rp->end = NULL;
+			return false;
+		}
 		if (rc) {
 			rp->bad_chunks++;
 			continue;

@@ -29,6 +29,12 @@ enum vrt_item_space {
 	VRT_IS_IMPORT = 6,
 };
 
+/*
+ * One live item, as the model hands it out (vrt_model_each, effects). The model stores items
+ * packed (64 bytes, model.c) and unpacks this view on demand: aux2 is the offset in the handle of
+ * a MAP and 0 otherwise; stream is 0 for spaces whose records carry none (HANDLE, MAP, VA,
+ * IMPORT); refs and maps count for a HANDLE only (1 and 0 otherwise).
+ */
 struct vrt_item {
 	uint64_t addr, size, ts, aux, aux2, stream;
 	uint64_t born_event;  /* event index of its birth */
@@ -51,10 +57,22 @@ struct vrt_effect {
 	bool tensor;          /* the counted total is the tensor layer */
 };
 
+struct vrt_live;
+
+/*
+ * The live set: items in one dense array (the order vrt_model_each walks; a death moves the last
+ * item into its place) and an open-addressing index of item positions by (space, address), at
+ * most half full. Memory: 64 bytes per item plus 8 to 16 of index, 24 while the index doubles
+ * (VRT_MODEL_BYTES_PER_ITEM bounds it).
+ */
+#define VRT_MODEL_BYTES_PER_ITEM 88
+
 struct vrt_model {
-	struct vrt_item *slots; /* open addressing; space 0: empty */
-	uint64_t *tags;         /* per slot: 0 empty, else a hash of (space, addr), probed first */
-	size_t cap, used;
+	struct vrt_live *items;
+	uint32_t *index;        /* item position + 1; 0: empty */
+	size_t cap;             /* index slots, a power of two */
+	size_t used, items_cap; /* live items; room in items */
+	int error;              /* VRT_E_NOMEM once an item could not be stored: the model is incomplete */
 	/* Counted totals: memory actually held, per device slot (host = VRT_HOST_SLOT) and kind. */
 	int64_t live[VRT_MAX_DEVICES + 1][VRT_KIND_LAST];
 	int64_t peak[VRT_MAX_DEVICES + 1][VRT_KIND_LAST];

@@ -116,7 +116,10 @@ const char *vrt_owner_category_name(unsigned category)
 
 /* ---- chains ------------------------------------------------------------------------------ */
 
-#define CHAIN_SEP '\x1f'
+/* The steps' separator, U+001F, as the reader keeps it: it writes every control character of a
+ * trace's strings as \xNN (trace_reader.c), so that none reaches a terminal raw. */
+#define CHAIN_SEP "\\x1f"
+#define CHAIN_SEP_LEN 4
 
 static void put_escaped(FILE *out, const char *s, size_t n)
 {
@@ -132,7 +135,7 @@ static void put_escaped(FILE *out, const char *s, size_t n)
 void vrt_chain_print(FILE *out, const char *chain, const char *sep)
 {
 	const char *p = chain;
-	for (const char *q; (q = strchr(p, CHAIN_SEP)); p = q + 1) {
+	for (const char *q; (q = strstr(p, CHAIN_SEP)); p = q + CHAIN_SEP_LEN) {
 		put_escaped(out, p, (size_t)(q - p));
 		fputs(sep, out);
 	}
@@ -145,7 +148,7 @@ void vrt_chain_json(FILE *out, const char *chain)
 	const char *p = chain;
 	char step[512];
 	for (bool first = true; *chain; first = false) {
-		const char *q = strchr(p, CHAIN_SEP);
+		const char *q = strstr(p, CHAIN_SEP);
 		size_t n = q ? (size_t)(q - p) : strlen(p);
 		snprintf(step, sizeof(step), "%.*s", (int)(n < sizeof(step) - 1 ? n : sizeof(step) - 1), p);
 		if (!first)
@@ -153,7 +156,7 @@ void vrt_chain_json(FILE *out, const char *chain)
 		json_string(out, step);
 		if (!q)
 			break;
-		p = q + 1;
+		p = q + CHAIN_SEP_LEN;
 	}
 	fputc(']', out);
 }

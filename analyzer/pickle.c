@@ -6,6 +6,7 @@
 enum {
 	PROTO = 0x80, STOP = '.', MARK = '(', EMPTY_DICT = '}', SETITEMS = 'u', EMPTY_LIST = ']', APPENDS = 'e',
 	BINUNICODE = 'X', BININT = 'J', LONG1 = 0x8a, NONE = 'N', NEWTRUE = 0x88, NEWFALSE = 0x89, TUPLE2 = 0x86,
+	LONG_BINPUT = 'r', LONG_BINGET = 'j',
 };
 
 static void u32(FILE *f, uint32_t v)
@@ -81,4 +82,16 @@ void pk_key_int(FILE *f, const char *key, int64_t value)
 {
 	pk_str(f, key);
 	pk_int(f, value);
+}
+
+void pk_put(FILE *f, uint32_t i)
+{
+	fputc(LONG_BINPUT, f);
+	u32(f, i);
+}
+
+void pk_get(FILE *f, uint32_t i)
+{
+	fputc(LONG_BINGET, f);
+	u32(f, i);
 }

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /* Just enough of Python's pickle protocol 2 to write PyTorch's memory snapshot: dicts, lists,
- * strings, integers, booleans, None and 2-tuples. Streaming; the caller balances begin/end. */
+ * strings, integers, booleans, None, 2-tuples and the memo. Streaming; the caller balances begin/end. */
 #ifndef VRAMTRACE_PICKLE_H
 #define VRAMTRACE_PICKLE_H
 
@@ -19,6 +19,9 @@ void pk_int(FILE *f, int64_t v);
 void pk_bool(FILE *f, bool v);
 void pk_none(FILE *f);
 void pk_tuple2_int(FILE *f, int64_t a, int64_t b);
+/* The memo: put stores the object just built under index i; get pushes it again (shared). */
+void pk_put(FILE *f, uint32_t i);
+void pk_get(FILE *f, uint32_t i);
 /* key: value pairs inside a dict */
 void pk_key_str(FILE *f, const char *key, const char *value);
 void pk_key_int(FILE *f, const char *key, int64_t value);

@@ -43,8 +43,13 @@ int vrt_report_replay_ex(struct vrt_trace *t, struct vrt_model *m, struct vrt_re
 	}
 	vrt_progress_end(&pr);
 	vrt_warn_model(t, m, o->quiet);
+	if (rp.error == VRT_E_CHANGED)
+		return vrt_fail(rp.error, "%s: stopped after %llu events", t->path, (unsigned long long)m->events);
 	if (rp.error)
 		return vrt_fail(rp.error, "%s: stopped at a bad record after %llu events", t->path,
+				(unsigned long long)m->events);
+	if (m->error)
+		return vrt_fail(m->error, "%s: the live set could not be kept after %llu events", t->path,
 				(unsigned long long)m->events);
 	return 0;
 }

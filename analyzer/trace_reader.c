@@ -14,26 +14,44 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <zstd.h>
 
 #include "vramtrace/error.h"
 
-/* Writers hand out ids in order; an id far beyond what was defined so far is corruption, and
- * must not make the reader allocate for it. */
-#define MAX_ID_JUMP (1u << 20)
-
 static uint64_t align8(uint64_t v) { return (v + 7) & ~7ull; }
+
+/* The file is read with pread, never mapped: a file that shrinks under the reader gives a short
+ * read (VRT_E_CHANGED), not SIGBUS. Everything read lies below t->size, the size at open. */
+static int read_at(struct vrt_trace *t, uint64_t off, void *buf, size_t len)
+{
+	for (size_t done = 0; done < len;) {
+		ssize_t n = pread(t->fd, (uint8_t *)buf + done, len - done, (off_t)(off + done));
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return VRT_E_IO;
+		if (n == 0) {
+			t->changed = true;
+			return VRT_E_CHANGED;
+		}
+		done += (size_t)n;
+	}
+	return 0;
+}
 
 static int header_check(struct vrt_trace *t)
 {
-	if (t->size < VRT_FILE_HEADER_SIZE)
-		return t->size >= VRT_FILE_MAGIC_LEN && !memcmp(t->map, VRT_FILE_MAGIC, VRT_FILE_MAGIC_LEN)
-			       ? VRT_E_TRUNCATED
-			       : VRT_E_MAGIC;
-	memcpy(&t->hdr, t->map, sizeof(t->hdr));
+	uint8_t magic[VRT_FILE_MAGIC_LEN];
+	if (t->size < VRT_FILE_HEADER_SIZE) {
+		bool ours = t->size >= VRT_FILE_MAGIC_LEN && !read_at(t, 0, magic, sizeof(magic)) &&
+			    !memcmp(magic, VRT_FILE_MAGIC, VRT_FILE_MAGIC_LEN);
+		return ours ? VRT_E_TRUNCATED : VRT_E_MAGIC;
+	}
+	int rc = read_at(t, 0, &t->hdr, sizeof(t->hdr));
+	if (rc)
+		return rc;
 	const struct vrt_file_header *h = &t->hdr;
 	if (memcmp(h->magic, VRT_FILE_MAGIC, VRT_FILE_MAGIC_LEN))
 		return VRT_E_MAGIC;
@@ -53,35 +71,11 @@ static int header_check(struct vrt_trace *t)
 	return 0;
 }
 
-/*
- * Gives back the pages of a range read once (a chunk's payload, checksummed or decompressed):
- * the mapping is read-only and private, so a later read faults them in again from the page
- * cache. Without this a command's resident memory grows with the trace it reads.
- */
-static void release_pages(const struct vrt_trace *t, uint64_t off, uint64_t len)
-{
-	uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE);
-	uint64_t start = (off + page - 1) & ~(page - 1), end = (off + len) & ~(page - 1);
-	if (end > start)
-		madvise((void *)(t->map + start), end - start, MADV_DONTNEED);
-}
-
-/* While scanning: gives back what lies behind off, every few MiB. */
-static void release_behind(const struct vrt_trace *t, uint64_t *released, uint64_t off)
-{
-	if (off > *released + (8u << 20)) {
-		release_pages(t, *released, off - *released);
-		*released = off;
-	}
-}
-
-/* A valid chunk header at off (absolute) that fits in [off, limit)? */
-static bool chunk_at(const struct vrt_trace *t, uint64_t off, uint64_t limit, struct vrt_chunk_ref *out)
+/* A valid chunk header in hdr (read from off) whose payload fits in [off, limit)? */
+static bool header_valid(const void *hdr, uint64_t off, uint64_t limit, struct vrt_chunk_ref *out)
 {
 	struct vrt_chunk_header ch;
-	if (off + sizeof(ch) > limit || off + sizeof(ch) > t->size)
-		return false;
-	memcpy(&ch, t->map + off, sizeof(ch));
+	memcpy(&ch, hdr, sizeof(ch));
 	if (ch.magic != VRT_CHUNK_MAGIC || ch.header_crc != vrt_crc32c(0, &ch, offsetof(struct vrt_chunk_header, header_crc)))
 		return false;
 	if (!ch.type || ch.type >= VRT_CHUNK_TYPE_LAST || ch.raw_size > VRT_CHUNK_MAX_RAW || !ch.seq)
@@ -90,6 +84,19 @@ static bool chunk_at(const struct vrt_trace *t, uint64_t off, uint64_t limit, st
 		return false;
 	*out = (struct vrt_chunk_ref){ off, ch.seq, ch.stored_size, ch.raw_size, ch.type };
 	return true;
+}
+
+static bool chunk_at(struct vrt_trace *t, uint64_t off, uint64_t limit, struct vrt_chunk_ref *out)
+{
+	uint8_t hdr[sizeof(struct vrt_chunk_header)];
+	if (off + sizeof(hdr) > limit || off + sizeof(hdr) > t->size || read_at(t, off, hdr, sizeof(hdr)))
+		return false;
+	return header_valid(hdr, off, limit, out);
+}
+
+static uint64_t chunk_end(const struct vrt_chunk_ref *c)
+{
+	return c->offset + align8(sizeof(struct vrt_chunk_header) + (c->type == VRT_CHUNK_PADDING ? 0 : c->stored));
 }
 
 static int add_chunk(struct vrt_trace *t, const struct vrt_chunk_ref *c, size_t *cap)
@@ -103,25 +110,32 @@ static int add_chunk(struct vrt_trace *t, const struct vrt_chunk_ref *c, size_t 
 		*cap = ncap;
 	}
 	t->chunks[t->n_chunks++] = *c;
+	if (c->seq > t->seq_found)
+		t->seq_found = c->seq;
 	return 0;
 }
 
-static int scan_log(struct vrt_trace *t, uint64_t from, size_t *cap)
+/* Walks the log from `from`; returns where the walk stopped (the end of its last chunk). */
+static int scan_log(struct vrt_trace *t, uint64_t from, size_t *cap, uint64_t *stopped)
 {
-	uint64_t off = from, released = from;
+	uint64_t off = from;
 	struct vrt_chunk_ref c;
 	while (chunk_at(t, off, t->size, &c) && c.type != VRT_CHUNK_PADDING) {
 		int rc = add_chunk(t, &c, cap);
 		if (rc)
 			return rc;
-		off += align8(sizeof(struct vrt_chunk_header) + c.stored);
-		release_behind(t, &released, off);
+		off = chunk_end(&c);
 	}
+	*stopped = off;
 	if (off < t->size && off + sizeof(struct vrt_chunk_header) <= t->size) {
 		/* Bytes remain that are not a valid chunk: a crash mid-write or damage. */
+		uint8_t tail[64];
+		size_t n = t->size - off < sizeof(tail) ? (size_t)(t->size - off) : sizeof(tail);
 		bool zeros = true;
-		for (uint64_t i = off; i < t->size && i < off + 64 && zeros; i++)
-			zeros = t->map[i] == 0;
+		if (read_at(t, off, tail, n))
+			return t->changed ? VRT_E_CHANGED : VRT_E_IO;
+		for (size_t i = 0; i < n && zeros; i++)
+			zeros = tail[i] == 0;
 		t->truncated = !zeros;
 	} else if (off < t->size) {
 		t->truncated = true;
@@ -129,27 +143,83 @@ static int scan_log(struct vrt_trace *t, uint64_t from, size_t *cap)
 	return 0;
 }
 
-static int scan_ring(struct vrt_trace *t, size_t *cap)
+/* The ring scan reads the file a window at a time and skips holes (SEEK_DATA): a sparse ring
+ * costs what it stores, not what its header claims. */
+#define SCAN_WINDOW (1u << 20)
+
+struct window {
+	uint8_t *buf;
+	uint64_t base, len;
+};
+
+static int window_at(struct vrt_trace *t, struct window *w, uint64_t off, uint64_t limit)
+{
+	if (off >= w->base && off + sizeof(struct vrt_chunk_header) <= w->base + w->len)
+		return 0;
+	uint64_t n = limit - off < SCAN_WINDOW ? limit - off : SCAN_WINDOW;
+	w->base = off;
+	w->len = 0;
+	int rc = read_at(t, off, w->buf, (size_t)n);
+	if (!rc)
+		w->len = n;
+	return rc;
+}
+
+/* The next offset at or after off that lies in data (not a hole), 8-aligned; limit if none. */
+static uint64_t next_data(const struct vrt_trace *t, uint64_t off, uint64_t limit, uint64_t *data_end)
+{
+	off_t d = lseek(t->fd, (off_t)off, SEEK_DATA);
+	if (d < 0) {
+		if (errno == ENXIO)
+			return limit; /* nothing but holes up to the end of the file */
+		*data_end = limit; /* no SEEK_DATA here: everything is data */
+		return off;
+	}
+	uint64_t at = align8((uint64_t)d);
+	off_t h = lseek(t->fd, (off_t)at, SEEK_HOLE);
+	*data_end = h < 0 || (uint64_t)h > limit ? limit : (uint64_t)h;
+	return at < limit ? at : limit;
+}
+
+static int scan_ring(struct vrt_trace *t, size_t *cap, uint64_t *ring_end_found)
 {
 	uint64_t base = t->hdr.ring_offset, end = base + t->hdr.ring_size;
 	if (end > t->size)
 		end = t->size; /* the ring had not filled when the file was written */
-	struct vrt_chunk_ref c;
-	uint64_t released = base;
-	for (uint64_t off = base; off < end; release_behind(t, &released, off)) {
-		if (!chunk_at(t, off, end, &c)) {
-			off += 8;
-			t->garbage_bytes += 8;
+	struct window w = { malloc(SCAN_WINDOW), 0, 0 };
+	if (!w.buf)
+		return VRT_E_NOMEM;
+	uint64_t data_end = base;
+	int rc = 0;
+	for (uint64_t off = base; off + sizeof(struct vrt_chunk_header) <= end && !rc;) {
+		if (off >= data_end) {
+			uint64_t at = next_data(t, off, end, &data_end);
+			t->garbage_bytes += at - off;
+			off = at;
 			continue;
 		}
-		int rc = add_chunk(t, &c, cap); /* padding too: its sequence number counts */
-		if (rc)
-			return rc;
-		if (c.type == VRT_CHUNK_PADDING)
-			break; /* it reaches the ring's end */
-		off += align8(sizeof(struct vrt_chunk_header) + c.stored);
+		if ((rc = window_at(t, &w, off, end)))
+			break;
+		struct vrt_chunk_ref c;
+		if (header_valid(w.buf + (off - w.base), off, end, &c)) {
+			rc = add_chunk(t, &c, cap); /* padding too: its sequence number counts */
+			if (c.type == VRT_CHUNK_PADDING)
+				break; /* it reaches the ring's end */
+			if (chunk_end(&c) > *ring_end_found)
+				*ring_end_found = chunk_end(&c);
+			off = chunk_end(&c);
+			continue;
+		}
+		/* Overwritten remains: on to the next 8-aligned place that starts with the magic. */
+		uint64_t stop = w.base + w.len < data_end ? w.base + w.len : data_end, next = off + 8;
+		uint32_t magic = VRT_CHUNK_MAGIC;
+		while (next + 4 <= stop && memcmp(w.buf + (next - w.base), &magic, 4))
+			next += 8;
+		t->garbage_bytes += next - off;
+		off = next;
 	}
-	return 0;
+	free(w.buf);
+	return rc;
 }
 
 static int cmp_seq(const void *a, const void *b)
@@ -192,73 +262,127 @@ static void order_chunks(struct vrt_trace *t)
 	t->n_chunks = k;
 }
 
-/* A chunk is usable when its payload checksum holds and it declares a codec and size that can
- * be decoded; the others are dropped here, counted, and reported by every command. */
-static bool payload_ok(const struct vrt_trace *t, const struct vrt_chunk_ref *c)
+/* A payload no valid chunk has: larger than any zstd frame of VRT_CHUNK_MAX_RAW bytes. */
+static bool stored_plausible(const struct vrt_chunk_ref *c)
 {
-	struct vrt_chunk_header ch;
-	memcpy(&ch, t->map + c->offset, sizeof(ch));
-	const uint8_t *payload = t->map + c->offset + sizeof(ch);
-	if (c->offset + sizeof(ch) + c->stored > t->size)
-		return false;
-	bool crc_ok = ch.payload_crc == vrt_crc32c(0, payload, c->stored);
-	release_pages(t, c->offset + sizeof(ch), c->stored);
-	if (!crc_ok)
-		return false;
-	if (ch.codec == VRT_CODEC_NONE)
-		return c->raw == c->stored;
-	if (ch.codec != VRT_CODEC_ZSTD)
-		return false;
-	unsigned long long declared = ZSTD_getFrameContentSize(payload, c->stored);
-	return declared == c->raw;
+	return c->stored <= ZSTD_compressBound(VRT_CHUNK_MAX_RAW);
 }
 
-static void drop_damaged(struct vrt_trace *t)
+/* Reads chunk c's payload into t->stored. */
+static int read_payload(struct vrt_trace *t, const struct vrt_chunk_ref *c, struct vrt_chunk_header *ch)
+{
+	if (!stored_plausible(c))
+		return VRT_E_CORRUPT;
+	if (c->stored > t->stored_cap) {
+		uint8_t *n = realloc(t->stored, c->stored);
+		if (!n)
+			return VRT_E_NOMEM;
+		t->stored = n;
+		t->stored_cap = c->stored;
+	}
+	int rc = read_at(t, c->offset, ch, sizeof(*ch));
+	if (!rc && c->stored)
+		rc = read_at(t, c->offset + sizeof(*ch), t->stored, c->stored);
+	return rc;
+}
+
+/* A chunk is usable when its payload checksum holds and it declares a codec and size that can
+ * be decoded; the others are dropped here, counted, and reported by every command. */
+static int payload_ok(struct vrt_trace *t, const struct vrt_chunk_ref *c, bool *ok)
+{
+	struct vrt_chunk_header ch;
+	*ok = false;
+	int rc = read_payload(t, c, &ch);
+	if (rc)
+		return rc == VRT_E_CORRUPT ? 0 : rc;
+	if (ch.payload_crc != vrt_crc32c(0, t->stored, c->stored))
+		return 0;
+	if (ch.codec == VRT_CODEC_NONE)
+		*ok = c->raw == c->stored;
+	else if (ch.codec == VRT_CODEC_ZSTD)
+		*ok = ZSTD_getFrameContentSize(t->stored, c->stored) == c->raw;
+	return 0;
+}
+
+static int drop_damaged(struct vrt_trace *t)
 {
 	size_t k = 0;
 	for (size_t i = 0; i < t->n_chunks; i++) {
-		if (payload_ok(t, &t->chunks[i]))
+		bool ok;
+		int rc = payload_ok(t, &t->chunks[i], &ok);
+		if (rc)
+			return rc;
+		if (ok) {
 			t->chunks[k++] = t->chunks[i];
-		else
-			t->corrupt_chunks++;
+			continue;
+		}
+		t->corrupt_chunks++;
+		if (t->chunks[i].type == VRT_CHUNK_TABLES)
+			t->tables_damaged_raw += t->chunks[i].raw;
 	}
 	t->n_chunks = k;
+	return 0;
+}
+
+/*
+ * Whether the file holds what its state block says was written: the chunk numbered
+ * last_chunk_seq, and chunks up to log_end (keep-all, or a ring before its first wrap: the
+ * ring's last chunk; after a wrap: the log's). A file that holds more is fine (the state block
+ * is rewritten after each chunk, so it can be one behind); less means the end was cut off. A
+ * trace whose writing failed numbered the chunk it could not write.
+ */
+static void check_state(struct vrt_trace *t, uint64_t ring_end_found, uint64_t log_stopped)
+{
+	const struct vrt_file_state *s = &t->hdr.state;
+	if (!t->state_valid)
+		return;
+	bool ring_log = t->hdr.ring_size && s->ring_laps == 0;
+	t->end_found = ring_log ? ring_end_found : log_stopped;
+	uint64_t seq_written = s->last_chunk_seq - (s->end_reason == VRT_END_WRITE_FAILED && s->last_chunk_seq);
+	t->cut_short = t->seq_found < seq_written || t->end_found < s->log_end;
 }
 
 static int find_chunks(struct vrt_trace *t)
 {
 	size_t cap = 0;
-	int rc = t->hdr.ring_size ? scan_ring(t, &cap) : scan_log(t, t->hdr.log_offset, &cap);
+	uint64_t ring_end = t->hdr.ring_offset, log_stopped = t->hdr.log_offset;
+	int rc = t->hdr.ring_size ? scan_ring(t, &cap, &ring_end) : scan_log(t, t->hdr.log_offset, &cap, &log_stopped);
 	if (!rc && t->hdr.ring_size && t->size > t->hdr.log_offset)
-		rc = scan_log(t, t->hdr.log_offset, &cap);
+		rc = scan_log(t, t->hdr.log_offset, &cap, &log_stopped);
 	if (rc)
 		return rc;
+	check_state(t, ring_end, log_stopped);
 	order_chunks(t);
-	drop_damaged(t);
+	if ((rc = drop_damaged(t)))
+		return rc;
 	/* The first chunk ever written is number 1: gone means the ring overwrote the start. */
 	t->history_lost = t->n_chunks && t->chunks[0].seq != 1;
 	return 0;
 }
 
+/* The chunk at c no longer what the scan found: the file was rewritten since. */
+static int changed(struct vrt_trace *t)
+{
+	t->changed = true;
+	return VRT_E_CHANGED;
+}
+
 int vrt_trace_chunk(struct vrt_trace *t, size_t i, const uint8_t **data, size_t *len)
 {
 	const struct vrt_chunk_ref *c = &t->chunks[i];
-	const uint8_t *payload = t->map + c->offset + sizeof(struct vrt_chunk_header);
 	struct vrt_chunk_header ch;
-	memcpy(&ch, t->map + c->offset, sizeof(ch));
-	if (c->offset + sizeof(ch) + c->stored > t->size)
-		return VRT_E_TRUNCATED;
-	if (ch.payload_crc != vrt_crc32c(0, payload, c->stored))
-		return VRT_E_CORRUPT;
+	int rc = read_payload(t, c, &ch);
+	if (rc)
+		return rc;
+	/* Every chunk here passed its checks when the file was opened. */
+	if (ch.seq != c->seq || ch.stored_size != c->stored || ch.raw_size != c->raw ||
+	    ch.payload_crc != vrt_crc32c(0, t->stored, c->stored))
+		return changed(t);
 	if (ch.codec == VRT_CODEC_NONE) {
-		if (c->raw != c->stored)
-			return VRT_E_CORRUPT;
-		*data = payload;
+		*data = t->stored;
 		*len = c->stored;
 		return 0;
 	}
-	if (ch.codec != VRT_CODEC_ZSTD)
-		return VRT_E_DECOMPRESS;
 	if (c->raw > t->raw_cap) {
 		uint8_t *n = realloc(t->raw, c->raw);
 		if (!n)
@@ -266,13 +390,20 @@ int vrt_trace_chunk(struct vrt_trace *t, size_t i, const uint8_t **data, size_t 
 		t->raw = n;
 		t->raw_cap = c->raw;
 	}
-	size_t got = ZSTD_decompressDCtx(t->dctx, t->raw, c->raw, payload, c->stored);
-	release_pages(t, c->offset + sizeof(ch), c->stored);
+	size_t got = ZSTD_decompressDCtx(t->dctx, t->raw, c->raw, t->stored, c->stored);
 	if (ZSTD_isError(got) || got != c->raw)
 		return VRT_E_DECOMPRESS;
 	*data = t->raw;
 	*len = got;
 	return 0;
+}
+
+bool vrt_trace_changed(struct vrt_trace *t)
+{
+	struct stat st;
+	if (!t->changed && t->fd >= 0 && !fstat(t->fd, &st) && (uint64_t)st.st_size < t->size)
+		t->changed = true;
+	return t->changed;
 }
 
 /* ---- tables ----------------------------------------------------------------------------- */
@@ -323,20 +454,115 @@ static int put_symbol(struct vrt_tables *tb, const struct vrt_symbol_def *s)
 	return 0;
 }
 
-/* Capacities are tracked in the n_* fields as "slots available" while loading. */
+/* ---- strings as shown ---------------------------------------------------------------- */
+
+/* Length of the UTF-8 sequence at p (n bytes left) if it is well formed, else 0. */
+static size_t utf8_len(const uint8_t *p, size_t n, uint32_t *cp)
+{
+	size_t len = p[0] >= 0xf0 && p[0] <= 0xf4 ? 4 : p[0] >= 0xe0 ? 3 : p[0] >= 0xc2 && p[0] < 0xe0 ? 2 : 0;
+	if (!len || len > n)
+		return 0;
+	uint32_t v = p[0] & (0x7f >> len);
+	for (size_t i = 1; i < len; i++) {
+		if ((p[i] & 0xc0) != 0x80)
+			return 0;
+		v = v << 6 | (p[i] & 0x3f);
+	}
+	static const uint32_t least[5] = { 0, 0, 0x80, 0x800, 0x10000 };
+	if (v < least[len] || v > 0x10ffff || (v >= 0xd800 && v <= 0xdfff))
+		return 0;
+	*cp = v;
+	return len;
+}
+
+/* Code points a terminal acts on or that reorder what is shown: C1 controls, bidi controls. */
+static bool shown_escaped(uint32_t cp)
+{
+	return (cp >= 0x80 && cp < 0xa0) || (cp >= 0x202a && cp <= 0x202e) || (cp >= 0x2066 && cp <= 0x2069);
+}
+
+/*
+ * A string from the trace as every report shows it: C0 and C1 controls, DEL, bidi controls and
+ * bytes that are not UTF-8 written as \xNN, and cut at VRT_STRING_SHOWN bytes with a marker.
+ * Traces come from other people; a function name must not set a terminal's title or clear it,
+ * nor carry megabytes into every output.
+ */
+static char *display_string(const uint8_t *p, size_t n, uint32_t *len_out)
+{
+	char out[VRT_STRING_SHOWN + 1], marker[64];
+	size_t mlen = (size_t)snprintf(marker, sizeof(marker), "...[cut: %zu bytes in all]", n), o = 0;
+	for (size_t i = 0; i < n;) {
+		uint32_t cp = p[i];
+		size_t len = p[i] < 0x80 ? 1 : utf8_len(p + i, n - i, &cp), step = len ? len : 1;
+		bool escape = !len || cp < 0x20 || cp == 0x7f || shown_escaped(cp);
+		size_t need = escape ? 4 * step : step;
+		bool last = i + step >= n;
+		if (o + need > VRT_STRING_SHOWN - mlen && !(last && o + need <= VRT_STRING_SHOWN)) {
+			memcpy(out + o, marker, mlen); /* o <= VRT_STRING_SHOWN - mlen here */
+			o += mlen;
+			break;
+		}
+		for (size_t k = 0; k < step; k++) {
+			if (escape)
+				o += (size_t)snprintf(out + o, sizeof(out) - o, "\\x%02x", p[i + k]);
+			else
+				out[o++] = (char)p[i + k];
+		}
+		i += step;
+	}
+	out[o] = 0;
+	char *copy = malloc(o + 1);
+	if (copy)
+		memcpy(copy, out, o + 1);
+	*len_out = (uint32_t)o;
+	return copy;
+}
+
+/* ---- definitions ------------------------------------------------------------------------ */
+
+enum { T_STRING, T_MODULE, T_PYCODE, T_PYFRAME, T_STACK, T_THREAD, T_TABLES };
+
+/* While loading: room in each array ("slots available"), and definitions read per table. */
 struct table_caps {
 	size_t strings, modules, pycodes, pyframes, nodes, threads, info;
+	uint64_t defined[T_TABLES];
 };
+
+static int table_of(uint8_t op)
+{
+	switch (op) {
+	case VRT_OP_STRING: return T_STRING;
+	case VRT_OP_MODULE: return T_MODULE;
+	case VRT_OP_PYCODE: return T_PYCODE;
+	case VRT_OP_PYFRAME: return T_PYFRAME;
+	case VRT_OP_STACK: return T_STACK;
+	case VRT_OP_THREAD_INFO: return T_THREAD;
+	}
+	return -1;
+}
+
+/*
+ * Ids are dense: an id runs at most VRT_ID_SLACK ahead of the definitions of its table read so
+ * far, and of what TABLES chunks skipped as damaged could have defined (a definition takes at
+ * least 3 bytes). Every table is an array indexed by id, so its memory is proportional to the
+ * definitions read, whatever ids a file names.
+ */
+static bool id_plausible(const struct vrt_trace *t, const struct table_caps *cap, int table, uint64_t id)
+{
+	uint64_t bound = cap->defined[table] + VRT_ID_SLACK + t->tables_damaged_raw / 3;
+	return id <= bound;
+}
 
 static int load_record(struct vrt_trace *t, struct table_caps *cap, const struct vrt_record *r)
 {
 	struct vrt_tables *tb = &t->tables;
 	size_t id = (size_t)r->id;
-	size_t defined = r->op == VRT_OP_STRING ? tb->n_strings : r->op == VRT_OP_MODULE ? tb->n_modules
-		       : r->op == VRT_OP_PYCODE ? tb->n_pycodes : r->op == VRT_OP_PYFRAME ? tb->n_pyframes
-		       : r->op == VRT_OP_STACK ? tb->n_nodes : r->op == VRT_OP_THREAD_INFO ? tb->n_threads : 0;
-	if (r->op != VRT_OP_SYMBOL && r->op != VRT_OP_INFO && r->id > defined + MAX_ID_JUMP)
-		return VRT_E_RANGE;
+	int table = table_of(r->op);
+	if (table >= 0) {
+		if (!id_plausible(t, cap, table, r->id))
+			return VRT_E_RANGE;
+		cap->defined[table]++;
+	}
 	switch (r->op) {
 	case VRT_OP_STRING: {
 		size_t old = cap->strings;
@@ -345,14 +571,13 @@ static int load_record(struct vrt_trace *t, struct table_caps *cap, const struct
 		size_t tmp = old;
 		if (!grow((void **)&tb->string_lens, &tmp, cap->strings, sizeof(uint32_t)))
 			return VRT_E_NOMEM;
-		char *s = malloc(r->bytes_len + 1);
+		uint32_t len;
+		char *s = display_string(r->bytes, r->bytes_len, &len);
 		if (!s)
 			return VRT_E_NOMEM;
-		memcpy(s, r->bytes, r->bytes_len);
-		s[r->bytes_len] = 0;
 		free(tb->strings[id]);
 		tb->strings[id] = s;
-		tb->string_lens[id] = r->bytes_len;
+		tb->string_lens[id] = len;
 		tb->n_strings = id + 1 > tb->n_strings ? id + 1 : tb->n_strings;
 		return 0;
 	}
@@ -418,10 +643,13 @@ static int load_tables(struct vrt_trace *t)
 		const uint8_t *p, *end;
 		size_t len;
 		int rc = vrt_trace_chunk(t, i, &p, &len);
-		if (rc) {
+		if (rc == VRT_E_DECOMPRESS) {
 			t->corrupt_chunks++;
+			t->tables_damaged_raw += t->chunks[i].raw;
 			continue;
 		}
+		if (rc)
+			return rc;
 		if (!len)
 			continue;
 		end = p + len;
@@ -515,24 +743,24 @@ int vrt_trace_open(struct vrt_trace *t, const char *path)
 	memset(t, 0, sizeof(*t));
 	t->serial = ++opened;
 	snprintf(t->path, sizeof(t->path), "%s", path);
-	t->fd = open(path, O_RDONLY | O_CLOEXEC);
+	/* O_NONBLOCK: opening a FIFO must not wait for a writer; it is refused just below. */
+	t->fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
 	if (t->fd < 0)
 		return errno == ENOENT ? VRT_E_NOENT : errno == EACCES ? VRT_E_PERM : VRT_E_IO;
 	struct stat st;
 	int rc = VRT_E_IO;
-	if (fstat(t->fd, &st) || !S_ISREG(st.st_mode))
+	if (fstat(t->fd, &st))
 		goto fail;
+	if (!S_ISREG(st.st_mode)) {
+		rc = VRT_E_NOT_FILE;
+		goto fail;
+	}
 	t->size = (uint64_t)st.st_size;
 	if (!t->size) {
 		rc = VRT_E_MAGIC;
 		goto fail;
 	}
-	t->map = mmap(NULL, t->size, PROT_READ, MAP_PRIVATE, t->fd, 0);
-	if (t->map == MAP_FAILED) {
-		t->map = NULL;
-		goto fail;
-	}
-	madvise((void *)t->map, t->size, MADV_SEQUENTIAL);
+	posix_fadvise(t->fd, 0, 0, POSIX_FADV_SEQUENTIAL);
 	t->dctx = ZSTD_createDCtx();
 	if (!t->dctx) {
 		rc = VRT_E_NOMEM;
@@ -564,10 +792,9 @@ void vrt_trace_close(struct vrt_trace *t)
 	free(tb->info_values);
 	free(t->chunks);
 	free(t->raw);
+	free(t->stored);
 	if (t->dctx)
 		ZSTD_freeDCtx(t->dctx);
-	if (t->map)
-		munmap((void *)t->map, t->size);
 	if (t->fd >= 0)
 		close(t->fd);
 	memset(t, 0, sizeof(*t));

@@ -54,7 +54,7 @@ struct vrt_thread_def {
 };
 
 struct vrt_tables {
-	char **strings;
+	char **strings;       /* as shown: control characters escaped, cut at VRT_STRING_SHOWN */
 	uint32_t *string_lens;
 	size_t n_strings;
 	struct vrt_module *modules;
@@ -75,9 +75,8 @@ struct vrt_tables {
 
 struct vrt_trace {
 	char path[4096];
-	int fd;
-	const uint8_t *map;
-	uint64_t size;
+	int fd;                       /* -1 when not open */
+	uint64_t size;                /* file size when opened: what the scan covered */
 	struct vrt_file_header hdr;
 	bool state_valid;
 	struct vrt_chunk_ref *chunks; /* sorted by seq */
@@ -85,19 +84,35 @@ struct vrt_trace {
 	size_t replay_from;           /* first chunk to replay (a checkpoint after ring wrap) */
 	bool history_lost;            /* the ring overwrote the beginning */
 	uint64_t corrupt_chunks;      /* chunks whose header or payload failed a check */
-	uint64_t garbage_bytes;       /* bytes skipped while resynchronising */
+	uint64_t garbage_bytes;       /* bytes skipped while resynchronising (holes included) */
 	bool truncated;               /* the log ends in a partial chunk */
+	/* The file holds less than its state block says was written: it was cut short (copied
+	 * while written, truncated, a partial download). seq_found and end_found are what the
+	 * chunks reach; the state block's last_chunk_seq and log_end what was written. */
+	bool cut_short;
+	uint64_t seq_found, end_found;
+	bool changed;                 /* the file shrank or a checked chunk no longer checks */
+	uint64_t tables_damaged_raw;  /* raw bytes of TABLES chunks skipped as damaged */
 	struct vrt_tables tables;
 	uint64_t serial;              /* distinct for every trace opened by this process */
 	void *dctx;
-	uint8_t *raw;
-	size_t raw_cap;
+	uint8_t *raw, *stored;        /* a chunk decoded, and as read */
+	size_t raw_cap, stored_cap;
 };
 
-/* Opens, scans and loads the tables. On error *t is released and a vrt_error returned. */
+/* Strings longer than this are cut for display when read ("...[cut: N bytes in all]"). */
+#define VRT_STRING_SHOWN 4096
+
+/* Opens, scans and loads the tables. On error *t is released and a vrt_error returned. Only a
+ * regular file is opened (VRT_E_NOT_FILE otherwise; a FIFO is never waited on). */
 int vrt_trace_open(struct vrt_trace *t, const char *path);
+/* Whether the file lost any of what it held when opened (a last check, before results are given). */
+bool vrt_trace_changed(struct vrt_trace *t);
+/* What a reader should say about t's completeness: cut short, or ending in a partial chunk. */
+static inline bool vrt_trace_cut(const struct vrt_trace *t) { return t->cut_short || t->truncated; }
 void vrt_trace_close(struct vrt_trace *t);
-/* Decodes chunk i; *data stays valid until the next call. VRT_E_CORRUPT etc. on bad chunks. */
+/* Decodes chunk i; *data stays valid until the next call. VRT_E_CORRUPT etc. on bad chunks;
+ * VRT_E_CHANGED when a chunk that checked at open no longer does (the file was rewritten). */
 int vrt_trace_chunk(struct vrt_trace *t, size_t i, const uint8_t **data, size_t *len);
 
 /* Table lookups: NULL / "" / 0 when undefined. */

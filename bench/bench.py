@@ -40,6 +40,7 @@ TARGET_NOSTACK_NS = 150
 TARGET_STACKS_NS = 1000
 TARGET_BYTES_PER_EVENT = 2.0
 TARGET_EVENTS_PER_S = 20e6
+TARGET_BYTES_PER_LIVE = 128  # analyzer memory per live allocation (analyzer/model.h)
 MEMRAY_BYTES_PER_EVENT = 3.5
 
 
@@ -58,7 +59,7 @@ class Bench:
         self.vramtrace = os.path.join(b, "analyzer", "vramtrace")
         self.pyprog = os.path.join(HERE, "hotpath_py.py")
         self.tmp = tempfile.mkdtemp(prefix="vramtrace-bench-")
-        self.results = {"hot": [], "size": {}, "analyzer": [], "notes": []}
+        self.results = {"hot": [], "size": {}, "analyzer": [], "memory": [], "notes": []}
         self.lost_total = 0
 
     # ---- helpers ------------------------------------------------------------------------
@@ -252,7 +253,27 @@ class Bench:
         os.unlink(path)
         return rows
 
+    def live_memory(self):
+        """Peak RSS per live allocation: report and leaks on a trace holding `held` allocations
+        live to the end (gen_trace --hold), less the same on one that holds ~4.5k."""
+        held = 200_000 if self.a.quick else 2_000_000
+        per = {}
+        for label, args in (("base", ["100000"]), ("held", [str(held + 100000), "--hold", str(held)])):
+            path = os.path.join(self.tmp, f"live-{label}.vrt")
+            g = subprocess.run([self.gen, path, *args], capture_output=True, text=True)
+            if g.returncode:
+                raise SystemExit(f"bench: gen_trace failed: {g.stderr}")
+            for command in ("report", "leaks"):
+                per[(label, command)] = self.measure([self.vramtrace, command, "--json", "-q", path])["maxrss_kb"]
+            os.unlink(path)
+        for command in ("report", "leaks"):
+            b = (per[("held", command)] - per[("base", command)]) * 1024 / held
+            self.results["memory"].append({"command": command, "held": held, "bytes_per_live_allocation": b,
+                                           "maxrss_kb": per[("held", command)], "base_maxrss_kb": per[("base", command)]})
+            self.progress(f"analyzer: {command}, {held} live allocations: {b:.0f} B each")
+
     def analyzer(self):
+        self.live_memory()
         small = 1_000_000 if self.a.quick else 10_000_000
         rows = self.analyze(small, f"{small // 1_000_000}M")
         self.results["analyzer"] += rows
@@ -363,8 +384,18 @@ class Bench:
                          f"{r['events_per_wall_s'] / 1e6:>11.2f} {r['maxrss_kb'] / 1024:>10.1f} "
                          f"{r['anon_peak_kb'] / 1024:>8.1f}")
         lines.append(f"  target >= {TARGET_EVENTS_PER_S / 1e6:.0f}M events/s; memory bounded by live set + tables "
-                     f"(anon MB flat across sizes); maxRSS includes the mmapped trace file pages. "
+                     f"(maxRSS flat across sizes: the trace is read with pread, never mapped). "
                      f"Anchor: memray/bytehound analyzers OOM on 100+ GB traces")
+        for m in self.results["memory"]:
+            lines.append(f"  memory: {m['command']} {m['bytes_per_live_allocation']:.0f} B per live allocation "
+                         f"({m['held']} held: {m['maxrss_kb'] / 1024:.1f} MB, {m['base_maxrss_kb'] / 1024:.1f} MB with "
+                         f"~4.5k); target <= {TARGET_BYTES_PER_LIVE} B (analyzer/model.h)")
+        for command in ("report", "leaks"):
+            runs = sorted((r for r in rows if r["command"] == command), key=lambda r: r["events"])
+            if len(runs) >= 2 and runs[-1]["events"] > runs[0]["events"]:
+                per_event = (runs[-1]["maxrss_kb"] - runs[0]["maxrss_kb"]) * 1024 / (runs[-1]["events"] - runs[0]["events"])
+                lines.append(f"  memory: {command} {per_event:.3f} B per decoded event ({runs[0]['events'] // 1_000_000}M "
+                             f"-> {runs[-1]['events'] // 1_000_000}M events; the live set is the same)")
         for note in self.results["notes"]:
             lines.append(f"  note: {note}")
 

@@ -7,7 +7,7 @@
  * chunks of ~1 MiB raw (THREAD records on thread switches, ALLOC/FREE with the deltas reset at
  * each chunk), PHASE_ENTER/PHASE_EXIT around every step, and the exit checkpoint.
  *
- *   gen_trace OUT EVENTS [--leak-every STEPS] [--seed N] [--step-events N]
+ *   gen_trace OUT EVENTS [--leak-every STEPS] [--seed N] [--step-events N] [--hold N]
  *
  * The workload: ~2000 long-lived allocations made first ("weights"), then steps of ~10k events
  * (--step-events) inside a "train_step" phase; each step allocates ~2500 activations and frees
@@ -15,7 +15,9 @@
  * frames sharing prefixes, ~30 frames each). Addresses come from a LIFO free list over a pool of
  * 2 MiB-aligned blocks, as a caching allocator would hand them out. 5% of events come from a
  * second thread (pinned host staging buffers). --leak-every K leaks one allocation every K
- * steps from its own site (for `vramtrace leaks`). Keep-all layout (no ring).
+ * steps from its own site (for `vramtrace leaks`). --hold N first makes N more allocations that
+ * stay live to the end (4 KiB apart, outside the pool), for the analyzer's memory per live
+ * allocation; they count towards EVENTS. Keep-all layout (no ring).
  *
  * Prints: events=N bytes=B seconds=S
  */
@@ -342,6 +344,30 @@ static void phase(uint8_t op, uint32_t name)
 	event(1, &r);
 }
 
+/* --hold: allocations that stay live, at addresses of their own. */
+static uint64_t n_held;
+static uint64_t held_addr(uint64_t i) { return 0x100000000000ull + i * 4096; }
+
+static void hold(uint64_t n)
+{
+	for (; n_held < n; n_held++) {
+		struct vrt_record r = { .op = VRT_OP_ALLOC, .ts = tick(), .api = VRT_API_CUDA_MALLOC,
+					.kind = VRT_KIND_DEVICE, .addr = held_addr(n_held), .size = 4096,
+					.stack = stacks[n_held % N_STACKS] };
+		event(1, &r);
+	}
+}
+
+/* The exit checkpoint, in parts of at most ~1 MiB of records like the collector's. */
+static void checkpoint_part(struct buf *cp, struct vrt_delta *d, bool last)
+{
+	if (!last && cp->len < CHUNK_BYTES)
+		return;
+	check(vrt_writer_put(w, VRT_CHUNK_CHECKPOINT, cp->data, cp->len), "write checkpoint");
+	cp->len = 0;
+	*d = (struct vrt_delta){ 0, 0 };
+}
+
 static void checkpoint_exit(void)
 {
 	struct buf cp = { 0 };
@@ -358,21 +384,29 @@ static void checkpoint_exit(void)
 		put(&cp, &r, &d);
 		count++;
 	}
+	for (uint64_t i = 0; i < n_held; i++, count++) {
+		r = (struct vrt_record){ .op = VRT_OP_CP_LIVE, .id2 = VRT_OP_ALLOC, .ts = 1, .api = VRT_API_CUDA_MALLOC,
+					 .kind = VRT_KIND_DEVICE, .addr = held_addr(i), .size = 4096,
+					 .stack = stacks[i % N_STACKS] };
+		put(&cp, &r, &d);
+		checkpoint_part(&cp, &d, false);
+	}
 	r = (struct vrt_record){ .op = VRT_OP_CP_END, .id = count };
 	put(&cp, &r, &d);
-	check(vrt_writer_put(w, VRT_CHUNK_CHECKPOINT, cp.data, cp.len), "write checkpoint");
+	checkpoint_part(&cp, &d, true);
 	free(cp.data);
 }
 
 int main(int argc, char **argv)
 {
 	if (argc < 3) {
-		fprintf(stderr, "usage: gen_trace OUT EVENTS [--leak-every STEPS] [--seed N] [--step-events N]\n");
+		fprintf(stderr, "usage: gen_trace OUT EVENTS [--leak-every STEPS] [--seed N] [--step-events N] [--hold N]\n");
 		return 2;
 	}
 	const char *out = argv[1];
 	uint64_t want = strtoull(argv[2], NULL, 10);
 	long leak_every = 0, step_events = 10000;
+	uint64_t held = 0;
 	for (int i = 3; i + 1 < argc; i += 2) {
 		if (!strcmp(argv[i], "--leak-every"))
 			leak_every = atol(argv[i + 1]);
@@ -380,6 +414,8 @@ int main(int argc, char **argv)
 			rng_state = strtoull(argv[i + 1], NULL, 10) * 0x9e3779b97f4a7c15ull | 1;
 		else if (!strcmp(argv[i], "--step-events"))
 			step_events = atol(argv[i + 1]);
+		else if (!strcmp(argv[i], "--hold"))
+			held = strtoull(argv[i + 1], NULL, 10);
 	}
 	struct timespec t0, t1;
 	clock_gettime(CLOCK_MONOTONIC, &t0);
@@ -406,6 +442,7 @@ int main(int argc, char **argv)
 	}
 	n_free = POOL;
 
+	hold(held < want ? held : want);
 	/* weights: long-lived */
 	for (int i = 0; i < 2000 && n_events < want; i++)
 		alloc(1, stacks[i % 40], stack_size[i % 40] * 4, VRT_KIND_DEVICE, 0);

@@ -4,10 +4,12 @@
  *   wall_s=… user_s=… sys_s=… maxrss_kb=… anon_peak_kb=… file_peak_kb=… rc=…
  *
  * maxrss_kb is the kernel's high-water mark (getrusage of the child, as /usr/bin/time -v
- * reports it): anonymous memory plus the file pages the child had mapped. The analyzer mmaps
- * the whole trace, so its file pages show up there while it reads; anon_peak_kb (RssAnon,
- * sampled from /proc/PID/status every 2 ms) is the memory it allocated itself: the live model,
- * the tables, the decompression buffer. file_peak_kb is the sampled peak of RssFile.
+ * reports it): anonymous memory plus the file pages the child had mapped (the analyzer reads
+ * traces with pread, so only its own binary and libraries'); anon_peak_kb (RssAnon, sampled
+ * from /proc/PID/status every 2 ms) is the memory it allocated itself: the live model, the
+ * tables, the decompression buffer. file_peak_kb is the sampled peak of RssFile. The child is
+ * forked from this small process: a child of a large one would carry that one's pages in its
+ * maxrss (the kernel keeps the high-water mark across exec).
  */
 #define _GNU_SOURCE
 #include <fcntl.h>

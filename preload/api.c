@@ -12,10 +12,11 @@
 
 static void label(uint8_t op, const char *text)
 {
-	if (!text || !vrt_enter())
+	int guard;
+	if (!text || !(guard = vrt_enter()))
 		return;
 	vrt_emit_label(op, text);
-	vrt_leave();
+	vrt_leave(guard);
 }
 
 VRT_EXPORT void vramtrace_mark(const char *text) { label(VRT_OP_MARK, text); }
@@ -65,10 +66,11 @@ VRT_EXPORT long vramtrace_live_query(unsigned long long born_ns, struct vramtrac
  * them to the layout. */
 static void record(const struct vrt_event *ev, const char *text)
 {
-	if (!recording() || !vrt_enter())
+	int guard;
+	if (!recording() || !(guard = vrt_enter()))
 		return;
 	vrt_emit_text(ev, text, text ? strlen(text) : 0);
-	vrt_leave();
+	vrt_leave(guard);
 }
 
 VRT_EXPORT void vramtrace_record_owner(int device, unsigned long long addr, unsigned long long size, int category,
@@ -86,6 +88,8 @@ VRT_EXPORT void vramtrace_record_walk(int reason, int status, unsigned long long
 				.aux2 = (uint64_t)status, .addr = born_ns, .size = objects,
 				.stream = duration_ns / 1000 };
 	record(&ev, NULL);
+	if (reason == VRT_WALK_SNAPSHOT)
+		vrt_python_walked_for_snapshot();
 }
 
 VRT_EXPORT void vramtrace_record_oom_limits(int device, unsigned long long requested, unsigned long long allowed,

@@ -360,8 +360,14 @@ static void *attach_worker(void *arg)
 	atomic_store(&seed_pending, 1);
 	struct vrt_ctl_msg reply;
 	int rc = vrt_ctl_request((int)getpid(), VRT_CTL_START, NULL, &reply, 30000);
-	if (rc || reply.status)
+	if (rc || reply.status) {
 		fail("could not start tracing: %s", rc ? vrt_strerror(rc) : reply.payload);
+		return NULL;
+	}
+	/* The tensor layer attaches at PyTorch's next new segment, which a warm cache may never
+	 * make: attach it now (this thread has no lock of the program's). */
+	if (vrt_tbuf_self())
+		vrt_torch_maybe_attach();
 	return NULL;
 }
 

@@ -499,6 +499,30 @@ static void report_unflushed_losses(struct collector *c)
 	}
 }
 
+/* Events no buffer could be mapped for (an address space limit): counted lost, in thread 0's
+ * name, and said once; so is a buffer mapped smaller than asked. */
+static void report_buffer_shortage(struct collector *c)
+{
+	static bool said_small, said_none;
+	uint64_t small = atomic_load_explicit(&vrt_tbuf_smallest, memory_order_relaxed);
+	if (small && !said_small) {
+		said_small = true;
+		vrt_log("VRAMTRACE_THREAD_BUFFER=%llu could not be mapped; a thread got %llu bytes",
+			(unsigned long long)vrt_cfg.thread_buffer, (unsigned long long)small);
+	}
+	uint64_t none = atomic_exchange_explicit(&vrt_tbuf_unbuffered, 0, memory_order_relaxed);
+	if (!none)
+		return;
+	if (!said_none) {
+		said_none = true;
+		vrt_log("no event buffer could be mapped for a thread; its events are counted lost");
+	}
+	static struct vrt_tbuf process_wide = { .index = 0 };
+	process_wide.tid = vrt_pid;
+	struct vrt_raw raw = { .len = sizeof(raw), .op = VRT_OP_LOST, .size = none, .ts_ns = vrt_now_ns() };
+	process(c, &process_wide, &raw);
+}
+
 /*
  * Only events stamped before the horizon are taken; later ones wait for the next drain. Thread
  * A's allocation is published before A returns the pointer, so before thread B can free it; if
@@ -535,6 +559,7 @@ void vrt_collector_drain(struct collector *c)
 	for (int i = 0; i < n; i++)
 		atomic_store_explicit(&cur[i].b->tail, cur[i].pos, memory_order_release);
 	report_unflushed_losses(c);
+	report_buffer_shortage(c);
 	vrt_collector_section_enter(); /* a fork's prepare handler walks the list we unlink from */
 	vrt_tbuf_reclaim_dead();
 	vrt_collector_section_leave();
@@ -563,7 +588,7 @@ static bool queried_item(const struct vrt_live *e)
 	return buffer && (e->kind == VRT_KIND_DEVICE || e->kind == VRT_KIND_HOST_PINNED || e->kind == VRT_KIND_MANAGED);
 }
 
-static void answer_query(struct collector *c)
+void vrt_collector_answer_query(struct collector *c)
 {
 	if (VRT_LIKELY(!atomic_load_explicit(&pending_query, memory_order_relaxed)))
 		return;
@@ -690,7 +715,7 @@ static void *collector_main(void *arg)
 			return NULL;
 		}
 		vrt_collector_drain(c);
-		answer_query(c);
+		vrt_collector_answer_query(c);
 		if (atomic_load(&vrt_state) == VRT_STATE_DISABLED && c->writer) {
 			vrt_output_finish(c, VRT_END_DISABLED, 0);
 			continue;

@@ -72,6 +72,8 @@ void vrt_output_info(struct collector *c, const char *key, const char *value);
 
 /* collector.c */
 void vrt_collector_drain(struct collector *c);
+/* Answers an application thread's question about the live set, if one is waiting. */
+void vrt_collector_answer_query(struct collector *c);
 /* From an application thread: the live buffers born at or after born_after_ns (vramtrace.h). */
 long vrt_collector_query_live(uint64_t born_after_ns, struct vramtrace_live_item *out, size_t cap);
 void vrt_collector_set_mode(struct collector *c, int mode, int cause);

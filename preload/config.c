@@ -61,19 +61,21 @@ static int parse_value(const struct option_def *d, const char *s, long long *out
 	return VRT_E_ARG;
 }
 
-static void copy_string(char *dst, size_t cap, const char *src)
+/* Never truncated: a shortened path names another file, a shortened list other functions. */
+static int copy_string(char *dst, size_t cap, const char *src)
 {
 	size_t n = strlen(src);
 	if (n >= cap)
-		n = cap - 1;
-	memcpy(dst, src, n);
-	dst[n] = 0;
+		return VRT_E_SIZE;
+	memcpy(dst, src, n + 1);
+	return 0;
 }
 
-static void store(struct vrt_config *cfg, int id, const char *s, long long v)
+static int store(struct vrt_config *cfg, int id, const char *s, long long v)
 {
 	switch (id) {
-	case VRT_OPTION_OUTPUT: copy_string(cfg->output, sizeof(cfg->output), s); break;
+	case VRT_OPTION_OUTPUT: return copy_string(cfg->output, sizeof(cfg->output), s);
+	case VRT_OPTION_PHASE: return copy_string(cfg->phase, sizeof(cfg->phase), s);
 	case VRT_OPTION_MODE: cfg->mode = (int)v; break;
 	case VRT_OPTION_RING: cfg->ring_bytes = (uint64_t)v; break;
 	case VRT_OPTION_STACK_DEPTH: cfg->stack_depth = (int)v; break;
@@ -83,13 +85,13 @@ static void store(struct vrt_config *cfg, int id, const char *s, long long v)
 	case VRT_OPTION_FLUSH_MS: cfg->flush_ms = (int)v; break;
 	case VRT_OPTION_TS_UNIT_NS: cfg->ts_unit_ns = (int)v; break;
 	case VRT_OPTION_THREAD_BUFFER: cfg->thread_buffer = (uint64_t)v; break;
-	case VRT_OPTION_PHASE: copy_string(cfg->phase, sizeof(cfg->phase), s); break;
 	case VRT_OPTION_NVTX: cfg->nvtx = v; break;
 	case VRT_OPTION_TORCH: cfg->torch = v; break;
 	case VRT_OPTION_CONTROL: cfg->control = v; break;
 	case VRT_OPTION_FOLLOW_FORK: cfg->follow_fork = v; break;
 	case VRT_OPTION_QUIET: cfg->quiet = v; break;
 	}
+	return 0;
 }
 
 static void load_from_env(struct vrt_config *cfg, int id)
@@ -103,7 +105,12 @@ static void load_from_env(struct vrt_config *cfg, int id)
 		vrt_log("%s=%s is not valid; using the default %s", d->name, s, d->def);
 		return;
 	}
-	store(cfg, id, s, v);
+	if (!store(cfg, id, s, v))
+		return;
+	if (id == VRT_OPTION_OUTPUT)
+		cfg->output_unusable = true; /* said by the preload's one line (lifecycle.c) */
+	else
+		vrt_log("%s is %zu bytes long, more than vramtrace takes; ignored", d->name, strlen(s));
 }
 
 void vrt_config_load(struct vrt_config *cfg)

@@ -2,7 +2,9 @@
 /*
  * The control socket: abstract "\0vramtrace.<pid>", SOCK_SEQPACKET, served by the collector
  * thread. Only a peer with our own uid is answered (SO_PEERCRED); anything malformed or slow is
- * dropped. One request, one reply, close.
+ * dropped. One request, one reply, close. Any local user can bind the abstract name first: then
+ * the socket is <dir>/ctl.<pid> in a directory of our own (include/vramtrace/control.h), and a
+ * line on stderr says who took the name.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -10,27 +12,118 @@
 #include <stddef.h>
 #include <poll.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "attach.h"
 #include "collector.h"
 #include "vramtrace/control.h"
 
-int vrt_control_listen(void)
+static int listen_at(const struct sockaddr_un *addr, socklen_t len)
 {
 	int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
 	if (fd < 0)
 		return -1;
+	if (bind(fd, (const struct sockaddr *)addr, len) || listen(fd, 4)) {
+		int e = errno;
+		close(fd);
+		errno = e;
+		return -1;
+	}
+	return fd;
+}
+
+/* Who holds an address: the pid and uid of its listener (SO_PEERCRED), or false. */
+static bool holder(const struct sockaddr_un *addr, socklen_t len, struct ucred *cred)
+{
+	int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+	socklen_t cl = sizeof(*cred);
+	bool known = fd >= 0 && !connect(fd, (const struct sockaddr *)addr, len) &&
+		     !getsockopt(fd, SOL_SOCKET, SO_PEERCRED, cred, &cl);
+	if (fd >= 0)
+		close(fd);
+	return known;
+}
+
+/* The socket file of the fallback, removed at exit by the process that made it. */
+static char fallback_path[108];
+static pid_t fallback_owner;
+
+static void remove_fallback(void)
+{
+	if (fallback_owner == getpid())
+		unlink(fallback_path);
+}
+
+/* <dir>/ctl.<pid> in the first directory of our own that works; a stale socket of an earlier
+ * process with our pid (nobody listening) is replaced. */
+static int listen_fallback(char *where, size_t where_len)
+{
+	unsigned uid = (unsigned)geteuid();
+	char dir[64];
+	for (int i = 0; vrt_ctl_fallback_dir(i, uid, dir, sizeof(dir)); i++) {
+		if (!dir[0])
+			continue;
+		if (mkdir(dir, 0700) && errno != EEXIST)
+			continue;
+		if (!vrt_ctl_dir_private(dir, uid))
+			continue; /* someone else's, or open to others: not ours to use */
+		struct sockaddr_un addr = { .sun_family = AF_UNIX };
+		snprintf(addr.sun_path, sizeof(addr.sun_path), "%s/ctl.%d", dir, (int)getpid());
+		int fd = listen_at(&addr, sizeof(addr));
+		struct ucred cred;
+		if (fd < 0 && errno == EADDRINUSE && !holder(&addr, sizeof(addr), &cred) && !unlink(addr.sun_path))
+			fd = listen_at(&addr, sizeof(addr));
+		if (fd < 0)
+			continue;
+		snprintf(where, where_len, "%s", addr.sun_path);
+		bool first = !fallback_path[0];
+		snprintf(fallback_path, sizeof(fallback_path), "%s", addr.sun_path);
+		fallback_owner = getpid();
+		if (first)
+			atexit(remove_fallback);
+		return fd;
+	}
+	return -1;
+}
+
+/* Printed whatever VRAMTRACE_QUIET says: someone took this process's name. */
+static void say_taken(const char *name, const struct ucred *who, const char *where)
+{
+	char line[512], holder_text[64] = "another process";
+	if (who)
+		snprintf(holder_text, sizeof(holder_text), "process %d (uid %u)", (int)who->pid, (unsigned)who->uid);
+	int n = where ? snprintf(line, sizeof(line), "vramtrace[%d]: the control socket name @%s is taken by %s; "
+				 "listening at %s instead\n", (int)getpid(), name, holder_text, where)
+		      : snprintf(line, sizeof(line), "vramtrace[%d]: the control socket name @%s is taken by %s, and no "
+				 "directory of ours could hold one instead: this process cannot be attached or marked\n",
+				 (int)getpid(), name, holder_text);
+	if (n > 0) {
+		ssize_t ignored = write(STDERR_FILENO, line, (size_t)n < sizeof(line) ? (size_t)n : sizeof(line) - 1);
+		(void)ignored;
+	}
+}
+
+int vrt_control_listen(void)
+{
 	struct sockaddr_un addr = { .sun_family = AF_UNIX };
 	int n = snprintf(addr.sun_path + 1, sizeof(addr.sun_path) - 1, VRT_CTL_SOCKET_PREFIX "%d", (int)getpid());
 	socklen_t len = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + (size_t)n);
-	if (bind(fd, (struct sockaddr *)&addr, len) || listen(fd, 4)) {
-		close(fd);
-		return -1;
+	int fd = listen_at(&addr, len);
+	if (fd < 0 && errno == EADDRINUSE) {
+		struct ucred cred;
+		bool known = holder(&addr, len, &cred);
+		char where[108];
+		fd = listen_fallback(where, sizeof(where));
+		say_taken(addr.sun_path + 1, known ? &cred : NULL, fd >= 0 ? where : NULL);
 	}
+	if (fd < 0)
+		return -1;
 	int high = fcntl(fd, F_DUPFD_CLOEXEC, 512);
 	if (high >= 0) {
 		close(fd);
@@ -117,6 +210,24 @@ static int stop(struct collector *c, char *reply, size_t reply_len)
 	return 0;
 }
 
+/* A snapshot of a Python job says what holds what is live: its main thread walks at its next
+ * safe point (pyreach.c) while we keep draining; bounded, since that thread may be in a long C
+ * call, and then the snapshot goes without (the walk lands in the trace when it runs). */
+static void walk_before_snapshot(struct collector *c)
+{
+	uint64_t ticket;
+	if (atomic_load(&vrt_mode) != VRT_MODE_FULL || !vrt_python_walk_request(VRT_WALK_SNAPSHOT, &ticket))
+		return;
+	uint64_t deadline = vrt_now_ns() + 15000000000ull;
+	while (!vrt_python_walk_done(ticket) && vrt_now_ns() < deadline) {
+		vrt_collector_drain(c);
+		vrt_collector_answer_query(c); /* the walk asks us what is live */
+		struct timespec pause = { 0, 10000000 };
+		nanosleep(&pause, NULL);
+	}
+	vrt_collector_drain(c);
+}
+
 static int handle(struct collector *c, const struct vrt_ctl_msg *m, char *reply, size_t reply_len)
 {
 	switch (m->type) {
@@ -141,6 +252,7 @@ static int handle(struct collector *c, const struct vrt_ctl_msg *m, char *reply,
 		snprintf(reply, reply_len, "marked \"%.200s\"", m->payload);
 		return 0;
 	case VRT_CTL_SNAPSHOT:
+		walk_before_snapshot(c);
 		return vrt_output_snapshot(c, m->payload, reply, reply_len);
 	case VRT_CTL_STOP:
 		return stop(c, reply, reply_len);

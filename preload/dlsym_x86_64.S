@@ -1,14 +1,24 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * dlsym(handle, name): ask vrt_dlsym_filter first; if it answers VRT_PASS ((void *)-1), jump
- * to the real dlsym with the caller's return address still on the stack, so glibc resolves
+ * to the next dlsym with the caller's return address still on the stack, so glibc resolves
  * RTLD_NEXT relative to the real caller, not to libvramtrace.so.
+ *
+ * Exported three ways (preload/vramtrace.map): plain dlsym (the default, dlsym@@GLIBC_2.34),
+ * and dlsym@GLIBC_2.2.5, so that dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.34" or "GLIBC_2.2.5") in
+ * a library preloaded before us (a shim taking "the real dlsym") finds ours, as a plain
+ * reference does.
  */
 	.text
-	.globl	dlsym
-	.type	dlsym, @function
+	.globl	vrt_dlsym
+	.type	vrt_dlsym, @function
+	.globl	vrt_dlsym_compat
+	.type	vrt_dlsym_compat, @function
+	.symver	vrt_dlsym, dlsym@@GLIBC_2.34
+	.symver	vrt_dlsym_compat, dlsym@GLIBC_2.2.5
 	.p2align 4
-dlsym:
+vrt_dlsym:
+vrt_dlsym_compat:
 	.cfi_startproc
 	pushq	%rdi
 	.cfi_adjust_cfa_offset 8
@@ -29,6 +39,7 @@ dlsym:
 1:
 	jmp	*vrt_real_dlsym_ptr(%rip)
 	.cfi_endproc
-	.size	dlsym, .-dlsym
+	.size	vrt_dlsym, .-vrt_dlsym
+	.size	vrt_dlsym_compat, .-vrt_dlsym_compat
 
 	.section .note.GNU-stack,"",@progbits

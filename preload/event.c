@@ -7,42 +7,46 @@
 
 __thread struct vrt_tls vrt_tls VRT_TLS;
 
-/* A signal handler's hook (enum vrt_busy): it interrupted the state busy, restored by vrt_leave. */
-static bool enter_nested(int busy, int state)
+/* Tokens (vrt_enter): the busy state to restore, plus one so that 0 means "do not record". */
+#define TOKEN_NESTED 0x100
+
+/* A signal handler's hook (enum vrt_busy): busy is what it interrupted, kept in the token. */
+static int enter_nested(int busy, int state)
 {
-	if (VRT_UNLIKELY(vrt_tls.nested == VRT_MAX_NESTED)) {
-		atomic_fetch_add_explicit(&vrt_tls.missed, 1, memory_order_relaxed);
-		return false;
-	}
-	vrt_tls.outer[vrt_tls.nested++] = (uint8_t)busy;
+	vrt_tls.nested++;
 	vrt_tls.busy = state | (busy & (VRT_BUSY_EMITTING | VRT_BUSY_DEFERRING) ? VRT_BUSY_DEFERRING : 0);
-	return true;
+	return (busy + 1) | TOKEN_NESTED;
 }
 
-static bool enter(int state)
+static int enter(int state)
 {
-	if (VRT_UNLIKELY(atomic_load_explicit(&vrt_state, memory_order_acquire) != VRT_STATE_READY))
-		return false;
+	int st = atomic_load_explicit(&vrt_state, memory_order_acquire);
+	/* Before our constructor ran: start now, unless this thread is inside vramtrace (the
+	 * constructor itself, or its collector: starting from there would wait on itself). */
+	if (VRT_UNLIKELY(st != VRT_STATE_READY) && (st != VRT_STATE_UNINIT || vrt_tls.busy || !vrt_start_early()))
+		return 0;
 	int busy = vrt_tls.busy;
 	if (VRT_LIKELY(!busy)) {
 		vrt_tls.busy = state;
-		return true;
+		return 1;
 	}
 	if ((busy & VRT_BUSY_STATE) == VRT_BUSY_SELF)
-		return false;
+		return 0;
 	if ((busy & VRT_BUSY_EMITTING) || state == VRT_BUSY_RUNTIME)
 		return enter_nested(busy, state);
-	return false; /* a driver call made by the real call under way */
+	return 0; /* a driver call made by the real call under way */
 }
 
 /* Kept out of line so the compiler cannot hoist the TLS access above the state check. */
-__attribute__((noinline)) bool vrt_enter(void) { return enter(VRT_BUSY_HOOK); }
+__attribute__((noinline)) int vrt_enter(void) { return enter(VRT_BUSY_HOOK); }
 
-__attribute__((noinline)) bool vrt_enter_runtime(void) { return enter(VRT_BUSY_RUNTIME); }
+__attribute__((noinline)) int vrt_enter_runtime(void) { return enter(VRT_BUSY_RUNTIME); }
 
-__attribute__((noinline)) void vrt_leave(void)
+__attribute__((noinline)) void vrt_leave(int token)
 {
-	vrt_tls.busy = VRT_UNLIKELY(vrt_tls.nested) ? vrt_tls.outer[--vrt_tls.nested] : VRT_BUSY_NO;
+	if (VRT_UNLIKELY(token & TOKEN_NESTED))
+		vrt_tls.nested--;
+	vrt_tls.busy = (token & 0xff) - 1;
 }
 
 static size_t raw_length(int n_native, int n_python, size_t label)
@@ -87,17 +91,15 @@ static void flush_lost(struct vrt_tbuf *b)
 	vrt_tbuf_publish(b, r);
 }
 
-static void emit(const struct vrt_event *ev, bool with_stack)
+static void emit_into(struct vrt_tbuf *b, const struct vrt_event *ev, bool with_stack)
 {
-	struct vrt_tbuf *b = vrt_tbuf_self();
-	if (VRT_UNLIKELY(!b))
-		return;
 	if (VRT_UNLIKELY(atomic_load_explicit(&vrt_tls.missed, memory_order_relaxed)))
 		b->lost += atomic_exchange_explicit(&vrt_tls.missed, 0, memory_order_relaxed);
 	if (VRT_UNLIKELY(b->lost))
 		flush_lost(b);
 	struct vrt_capture cap;
 	cap.n_native = cap.n_python = 0;
+	cap.hash = 0;
 	uint32_t stack_id = 0;
 	if (with_stack && atomic_load_explicit(&vrt_mode, memory_order_relaxed) == VRT_MODE_FULL) {
 		vrt_stack_capture(&cap);
@@ -123,35 +125,42 @@ static void emit(const struct vrt_event *ev, bool with_stack)
 }
 
 /*
- * A signal handler's event while the buffer is mid-write: kept in a deferred slot (claimed
- * atomically: handlers nest) until the interrupted emit publishes it.
+ * The first side buffer after the thread's buffer b that no level of this thread is writing,
+ * marked: a signal handler's level while an interrupted one may be mid-write (enum vrt_busy).
+ * NULL (counted lost by the caller) only without memory for a new one.
  */
-static void defer(const struct vrt_event *ev)
+static struct vrt_tbuf *side_begin(struct vrt_tbuf *b)
 {
-	struct vrt_tbuf *b = vrt_tls.buf;
-	uint32_t n = b ? atomic_fetch_add_explicit(&b->n_deferred, 1, memory_order_relaxed) : VRT_DEFERRED_SLOTS;
-	if (n >= VRT_DEFERRED_SLOTS) {
+	for (;;) {
+		struct vrt_tbuf *s = atomic_load_explicit(&b->side, memory_order_acquire);
+		if (!s && !(s = vrt_tbuf_add_side(b)))
+			return NULL;
+		if (!s->writing) {
+			s->writing = true;
+			atomic_signal_fence(memory_order_seq_cst); /* marked before anything is reserved */
+			return s;
+		}
+		b = s;
+	}
+}
+
+static void side_end(struct vrt_tbuf *s)
+{
+	atomic_signal_fence(memory_order_seq_cst); /* published before the mark goes */
+	s->writing = false;
+}
+
+static void emit_side(const struct vrt_event *ev)
+{
+	struct vrt_tbuf *b = vrt_tbuf_self(), *s;
+	if (VRT_UNLIKELY(!b))
+		return; /* counted (vrt_tbuf_unbuffered) */
+	if (VRT_UNLIKELY(!(s = side_begin(b)))) {
 		atomic_fetch_add_explicit(&vrt_tls.missed, 1, memory_order_relaxed);
 		return;
 	}
-	b->deferred[n] = *ev;
-	if (!ev->ts_ns)
-		b->deferred[n].ts_ns = vrt_now_ns();
-}
-
-/* Publishes the deferred events, oldest first, while EMITTING. Copies them out before the slots
- * are released: a handler may claim slot 0 again as soon as they are. */
-static void publish_deferred(struct vrt_tbuf *b)
-{
-	struct vrt_event copy[VRT_DEFERRED_SLOTS];
-	uint32_t n = atomic_load_explicit(&b->n_deferred, memory_order_relaxed), kept;
-	do {
-		kept = n < VRT_DEFERRED_SLOTS ? n : VRT_DEFERRED_SLOTS;
-		memcpy(copy, b->deferred, kept * sizeof(copy[0]));
-	} while (!atomic_compare_exchange_weak_explicit(&b->n_deferred, &n, 0, memory_order_relaxed,
-							memory_order_relaxed));
-	for (uint32_t i = 0; i < kept; i++)
-		emit(&copy[i], false);
+	emit_into(s, ev, false);
+	side_end(s);
 }
 
 int vrt_emitting_begin(void)
@@ -162,55 +171,31 @@ int vrt_emitting_begin(void)
 	return busy;
 }
 
-/*
- * Restores busy, then publishes what signal handlers deferred meanwhile. The check comes after
- * the restore: a handler that runs later records directly (and publishes these first), so none
- * is left in a slot until the thread's next event. Not when the restored state is itself
- * inside a write (an interrupted level publishes them).
- */
 void vrt_emitting_end(int busy)
 {
-	for (;;) {
-		atomic_signal_fence(memory_order_seq_cst);
-		vrt_tls.busy = busy;
-		atomic_signal_fence(memory_order_seq_cst);
-		struct vrt_tbuf *b = vrt_tls.buf;
-		if (VRT_LIKELY(!b || !atomic_load_explicit(&b->n_deferred, memory_order_relaxed)) ||
-		    (busy & (VRT_BUSY_EMITTING | VRT_BUSY_DEFERRING)))
-			return;
-		vrt_emitting_begin();
-		publish_deferred(b);
-	}
-}
-
-void vrt_emit_deferred(void)
-{
-	struct vrt_tbuf *b = vrt_tls.buf;
-	if (b && atomic_load_explicit(&b->n_deferred, memory_order_relaxed) && !vrt_tls.busy)
-		vrt_emitting_end(vrt_emitting_begin());
+	atomic_signal_fence(memory_order_seq_cst); /* what it guards is done before it is cleared */
+	vrt_tls.busy = busy;
 }
 
 void vrt_emit(const struct vrt_event *ev, bool with_stack)
 {
 	if (VRT_UNLIKELY(vrt_tls.busy & VRT_BUSY_DEFERRING)) {
-		defer(ev);
+		emit_side(ev);
 		return;
 	}
 	int busy = vrt_emitting_begin();
-	struct vrt_tbuf *b = vrt_tls.buf;
-	if (VRT_UNLIKELY(b && atomic_load_explicit(&b->n_deferred, memory_order_relaxed)))
-		publish_deferred(b); /* before ev: they happened first */
-	emit(ev, with_stack);
-	vrt_emitting_end(busy); /* and those that interrupted ev */
+	struct vrt_tbuf *b = vrt_tbuf_self();
+	if (VRT_LIKELY(b))
+		emit_into(b, ev, with_stack);
+	vrt_emitting_end(busy);
 }
 
-static void emit_label(uint8_t op, const char *label)
+static void emit_label(struct vrt_tbuf *b, uint8_t op, const char *label, bool with_stack)
 {
-	struct vrt_tbuf *b = vrt_tbuf_self();
 	if (!b || !label)
 		return;
 	size_t n = strnlen(label, 255);
-	bool with_stack = op == VRT_OP_PHASE_ENTER && atomic_load(&vrt_mode) == VRT_MODE_FULL;
+	with_stack = with_stack && op == VRT_OP_PHASE_ENTER && atomic_load(&vrt_mode) == VRT_MODE_FULL;
 	struct vrt_capture cap;
 	cap.n_native = cap.n_python = 0;
 	cap.hash = 0;
@@ -242,19 +227,26 @@ static void emit_label(uint8_t op, const char *label)
 void vrt_emit_label(uint8_t op, const char *label)
 {
 	if (VRT_UNLIKELY(vrt_tls.busy & VRT_BUSY_DEFERRING)) {
-		atomic_fetch_add_explicit(&vrt_tls.missed, 1, memory_order_relaxed);
+		struct vrt_tbuf *b = vrt_tbuf_self(), *s;
+		if (!b)
+			return;
+		if (!(s = side_begin(b))) {
+			atomic_fetch_add_explicit(&vrt_tls.missed, 1, memory_order_relaxed);
+			return;
+		}
+		emit_label(s, op, label, false);
+		side_end(s);
 		return;
 	}
 	int busy = vrt_emitting_begin();
-	emit_label(op, label);
+	emit_label(vrt_tbuf_self(), op, label, true);
 	vrt_emitting_end(busy);
 }
 
 /* A record with a text payload and no stack (retention findings): len bytes of text, cut to
  * VRT_TEXT_MAX, then a NUL. */
-static void emit_text(const struct vrt_event *ev, const char *text, size_t len)
+static void emit_text(struct vrt_tbuf *b, const struct vrt_event *ev, const char *text, size_t len)
 {
-	struct vrt_tbuf *b = vrt_tbuf_self();
 	if (!b)
 		return;
 	len = len < VRT_TEXT_MAX ? len : VRT_TEXT_MAX;
@@ -272,12 +264,22 @@ static void emit_text(const struct vrt_event *ev, const char *text, size_t len)
 
 void vrt_emit_text(const struct vrt_event *ev, const char *text, size_t len)
 {
+	if (!text)
+		text = "", len = 0;
 	if (VRT_UNLIKELY(vrt_tls.busy & VRT_BUSY_DEFERRING)) {
-		atomic_fetch_add_explicit(&vrt_tls.missed, 1, memory_order_relaxed);
+		struct vrt_tbuf *b = vrt_tbuf_self(), *s;
+		if (!b)
+			return;
+		if (!(s = side_begin(b))) {
+			atomic_fetch_add_explicit(&vrt_tls.missed, 1, memory_order_relaxed);
+			return;
+		}
+		emit_text(s, ev, text, len);
+		side_end(s);
 		return;
 	}
 	int busy = vrt_emitting_begin();
-	emit_text(ev, text ? text : "", text ? len : 0);
+	emit_text(vrt_tbuf_self(), ev, text, len);
 	vrt_emitting_end(busy);
 }
 

@@ -40,12 +40,13 @@ static void alloc_done(uint16_t api, CUresult r, uint8_t kind, int device, uint6
 
 static CUresult hook_cuMemAlloc_v2(void *real, CUdeviceptr *dptr, size_t size)
 {
+	int guard;
 	CUresult (*fn)(CUdeviceptr *, size_t) = real;
-	if (!vrt_enter())
+	if (!(guard = vrt_enter()))
 		return fn(dptr, size);
 	CUresult r = fn(dptr, size);
 	alloc_done(VRT_API_CU_MEM_ALLOC, r, VRT_KIND_DEVICE, vrt_current_device_driver(), r ? 0 : *dptr, size, 0, 0);
-	vrt_leave();
+	vrt_leave(guard);
 	return r;
 }
 VRT_DEFINE_HOOK(cuMemAlloc_v2, CUresult, (CUdeviceptr * dptr, size_t size), (dptr, size), MISSING)
@@ -53,14 +54,15 @@ VRT_DEFINE_HOOK(cuMemAlloc_v2, CUresult, (CUdeviceptr * dptr, size_t size), (dpt
 static CUresult hook_cuMemAllocPitch_v2(void *real, CUdeviceptr *dptr, size_t *pitch, size_t width, size_t height,
 					unsigned int elem)
 {
+	int guard;
 	CUresult (*fn)(CUdeviceptr *, size_t *, size_t, size_t, unsigned int) = real;
-	if (!vrt_enter())
+	if (!(guard = vrt_enter()))
 		return fn(dptr, pitch, width, height, elem);
 	CUresult r = fn(dptr, pitch, width, height, elem);
 	uint64_t size = r ? (uint64_t)width * height : (uint64_t)*pitch * height;
 	alloc_done(VRT_API_CU_MEM_ALLOC_PITCH, r, VRT_KIND_DEVICE, vrt_current_device_driver(), r ? 0 : *dptr, size,
 		   width, 0);
-	vrt_leave();
+	vrt_leave(guard);
 	return r;
 }
 VRT_DEFINE_HOOK(cuMemAllocPitch_v2, CUresult,
@@ -69,13 +71,14 @@ VRT_DEFINE_HOOK(cuMemAllocPitch_v2, CUresult,
 
 static CUresult hook_cuMemAllocManaged(void *real, CUdeviceptr *dptr, size_t size, unsigned int flags)
 {
+	int guard;
 	CUresult (*fn)(CUdeviceptr *, size_t, unsigned int) = real;
-	if (!vrt_enter())
+	if (!(guard = vrt_enter()))
 		return fn(dptr, size, flags);
 	CUresult r = fn(dptr, size, flags);
 	alloc_done(VRT_API_CU_MEM_ALLOC_MANAGED, r, VRT_KIND_MANAGED, vrt_current_device_driver(), r ? 0 : *dptr, size,
 		   flags, 0);
-	vrt_leave();
+	vrt_leave(guard);
 	return r;
 }
 VRT_DEFINE_HOOK(cuMemAllocManaged, CUresult, (CUdeviceptr * dptr, size_t size, unsigned int flags),
@@ -84,13 +87,14 @@ VRT_DEFINE_HOOK(cuMemAllocManaged, CUresult, (CUdeviceptr * dptr, size_t size, u
 static CUresult free_common(uint16_t api, CUresult (*fn)(CUdeviceptr, CUstream), CUresult (*fn1)(CUdeviceptr),
 			    CUdeviceptr p, CUstream s)
 {
-	if (!p || !vrt_enter())
+	int guard;
+	if (!p || !(guard = vrt_enter()))
 		return fn ? fn(p, s) : fn1(p);
 	uint64_t ts = vrt_now_ns();
 	CUresult r = fn ? fn(p, s) : fn1(p);
 	if (r == CUDA_SUCCESS)
 		vrt_record_release(VRT_OP_FREE, api, ts, p, 0, (uint64_t)(uintptr_t)s);
-	vrt_leave();
+	vrt_leave(guard);
 	return r;
 }
 
@@ -101,15 +105,16 @@ VRT_DEFINE_HOOK(cuMemFree_v2, CUresult, (CUdeviceptr p), (p), MISSING)
 
 static CUresult alloc_async(uint16_t api, void *real, CUdeviceptr *dptr, size_t size, CUmemoryPool pool, CUstream s)
 {
+	int guard;
 	CUresult r;
-	if (!vrt_enter())
+	if (!(guard = vrt_enter()))
 		return pool ? ((CUresult(*)(CUdeviceptr *, size_t, CUmemoryPool, CUstream))real)(dptr, size, pool, s)
 			    : ((CUresult(*)(CUdeviceptr *, size_t, CUstream))real)(dptr, size, s);
 	r = pool ? ((CUresult(*)(CUdeviceptr *, size_t, CUmemoryPool, CUstream))real)(dptr, size, pool, s)
 		 : ((CUresult(*)(CUdeviceptr *, size_t, CUstream))real)(dptr, size, s);
 	alloc_done(api, r, VRT_KIND_DEVICE, vrt_current_device_driver(), r ? 0 : *dptr, size, (uint64_t)(uintptr_t)pool,
 		   (uint64_t)(uintptr_t)s);
-	vrt_leave();
+	vrt_leave(guard);
 	return r;
 }
 
@@ -156,37 +161,40 @@ VRT_DEFINE_HOOK(cuMemFreeAsync_ptsz, CUresult, (CUdeviceptr p, CUstream s), (p, 
 
 static CUresult hook_cuMemAllocHost_v2(void *real, void **pp, size_t size)
 {
+	int guard;
 	CUresult (*fn)(void **, size_t) = real;
-	if (!vrt_enter())
+	if (!(guard = vrt_enter()))
 		return fn(pp, size);
 	CUresult r = fn(pp, size);
 	alloc_done(VRT_API_CU_MEM_ALLOC_HOST, r, VRT_KIND_HOST_PINNED, -1, r ? 0 : (uint64_t)(uintptr_t)*pp, size, 0, 0);
-	vrt_leave();
+	vrt_leave(guard);
 	return r;
 }
 VRT_DEFINE_HOOK(cuMemAllocHost_v2, CUresult, (void **pp, size_t size), (pp, size), MISSING)
 
 static CUresult hook_cuMemHostAlloc(void *real, void **pp, size_t size, unsigned int flags)
 {
+	int guard;
 	CUresult (*fn)(void **, size_t, unsigned int) = real;
-	if (!vrt_enter())
+	if (!(guard = vrt_enter()))
 		return fn(pp, size, flags);
 	CUresult r = fn(pp, size, flags);
 	alloc_done(VRT_API_CU_MEM_HOST_ALLOC, r, VRT_KIND_HOST_PINNED, -1, r ? 0 : (uint64_t)(uintptr_t)*pp, size, flags,
 		   0);
-	vrt_leave();
+	vrt_leave(guard);
 	return r;
 }
 VRT_DEFINE_HOOK(cuMemHostAlloc, CUresult, (void **pp, size_t size, unsigned int flags), (pp, size, flags), MISSING)
 
 static CUresult hook_cuMemHostRegister_v2(void *real, void *p, size_t size, unsigned int flags)
 {
+	int guard;
 	CUresult (*fn)(void *, size_t, unsigned int) = real;
-	if (!vrt_enter())
+	if (!(guard = vrt_enter()))
 		return fn(p, size, flags);
 	CUresult r = fn(p, size, flags);
 	alloc_done(VRT_API_CU_MEM_HOST_REGISTER, r, VRT_KIND_HOST_PINNED, -1, (uint64_t)(uintptr_t)p, size, flags, 0);
-	vrt_leave();
+	vrt_leave(guard);
 	return r;
 }
 VRT_DEFINE_HOOK(cuMemHostRegister_v2, CUresult, (void *p, size_t size, unsigned int flags), (p, size, flags),
@@ -194,13 +202,14 @@ VRT_DEFINE_HOOK(cuMemHostRegister_v2, CUresult, (void *p, size_t size, unsigned 
 
 static CUresult host_release(uint16_t api, CUresult (*fn)(void *), void *p)
 {
-	if (!p || !vrt_enter())
+	int guard;
+	if (!p || !(guard = vrt_enter()))
 		return fn(p);
 	uint64_t ts = vrt_now_ns();
 	CUresult r = fn(p);
 	if (r == CUDA_SUCCESS)
 		vrt_record_release(VRT_OP_FREE, api, ts, (uint64_t)(uintptr_t)p, 0, 0);
-	vrt_leave();
+	vrt_leave(guard);
 	return r;
 }
 
@@ -218,15 +227,16 @@ VRT_DEFINE_HOOK(cuMemHostUnregister, CUresult, (void *p), (p), MISSING)
 static CUresult hook_cuMemCreate(void *real, CUmemGenericAllocationHandle *h, size_t size,
 				 const CUmemAllocationProp *prop, unsigned long long flags)
 {
+	int guard;
 	CUresult (*fn)(CUmemGenericAllocationHandle *, size_t, const CUmemAllocationProp *, unsigned long long) = real;
-	if (!vrt_enter())
+	if (!(guard = vrt_enter()))
 		return fn(h, size, prop, flags);
 	CUresult r = fn(h, size, prop, flags);
 	bool on_device = !prop || prop->location.type == CU_MEM_LOCATION_TYPE_DEVICE;
 	vrt_record_alloc(VRT_API_CU_MEM_CREATE, r, is_oom(r), VRT_OP_PHYS_CREATE,
 			 on_device ? VRT_KIND_DEVICE : VRT_KIND_HOST_PINNED, on_device && prop ? prop->location.id : -1,
 			 r ? 0 : *h, size, 0, 0);
-	vrt_leave();
+	vrt_leave(guard);
 	return r;
 }
 VRT_DEFINE_HOOK(cuMemCreate, CUresult,
@@ -235,14 +245,15 @@ VRT_DEFINE_HOOK(cuMemCreate, CUresult,
 
 static CUresult hook_cuMemRetainAllocationHandle(void *real, CUmemGenericAllocationHandle *h, void *addr)
 {
+	int guard;
 	CUresult (*fn)(CUmemGenericAllocationHandle *, void *) = real;
-	if (!vrt_enter())
+	if (!(guard = vrt_enter()))
 		return fn(h, addr);
 	CUresult r = fn(h, addr);
 	if (r == CUDA_SUCCESS) /* one more reference to an existing handle: size 0, see the spec */
 		vrt_record_alloc(VRT_API_CU_MEM_RETAIN_HANDLE, r, false, VRT_OP_PHYS_CREATE, VRT_KIND_DEVICE, -1, *h, 0,
 				 (uint64_t)(uintptr_t)addr, 0);
-	vrt_leave();
+	vrt_leave(guard);
 	return r;
 }
 VRT_DEFINE_HOOK(cuMemRetainAllocationHandle, CUresult, (CUmemGenericAllocationHandle * h, void *addr), (h, addr),
@@ -250,14 +261,15 @@ VRT_DEFINE_HOOK(cuMemRetainAllocationHandle, CUresult, (CUmemGenericAllocationHa
 
 static CUresult hook_cuMemRelease(void *real, CUmemGenericAllocationHandle h)
 {
+	int guard;
 	CUresult (*fn)(CUmemGenericAllocationHandle) = real;
-	if (!vrt_enter())
+	if (!(guard = vrt_enter()))
 		return fn(h);
 	uint64_t ts = vrt_now_ns();
 	CUresult r = fn(h);
 	if (r == CUDA_SUCCESS)
 		vrt_record_release(VRT_OP_PHYS_RELEASE, VRT_API_CU_MEM_RELEASE, ts, h, 0, 0);
-	vrt_leave();
+	vrt_leave(guard);
 	return r;
 }
 VRT_DEFINE_HOOK(cuMemRelease, CUresult, (CUmemGenericAllocationHandle h), (h), MISSING)
@@ -265,8 +277,9 @@ VRT_DEFINE_HOOK(cuMemRelease, CUresult, (CUmemGenericAllocationHandle h), (h), M
 static CUresult hook_cuMemMap(void *real, CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAllocationHandle h,
 			      unsigned long long flags)
 {
+	int guard;
 	CUresult (*fn)(CUdeviceptr, size_t, size_t, CUmemGenericAllocationHandle, unsigned long long) = real;
-	if (!vrt_enter())
+	if (!(guard = vrt_enter()))
 		return fn(ptr, size, offset, h, flags);
 	CUresult r = fn(ptr, size, offset, h, flags);
 	if (r == CUDA_SUCCESS) {
@@ -274,7 +287,7 @@ static CUresult hook_cuMemMap(void *real, CUdeviceptr ptr, size_t size, size_t o
 					.addr = ptr, .size = size, .aux = h, .aux2 = offset };
 		vrt_emit(&ev, true);
 	}
-	vrt_leave();
+	vrt_leave(guard);
 	return r;
 }
 VRT_DEFINE_HOOK(cuMemMap, CUresult,
@@ -283,14 +296,15 @@ VRT_DEFINE_HOOK(cuMemMap, CUresult,
 
 static CUresult hook_cuMemUnmap(void *real, CUdeviceptr ptr, size_t size)
 {
+	int guard;
 	CUresult (*fn)(CUdeviceptr, size_t) = real;
-	if (!vrt_enter())
+	if (!(guard = vrt_enter()))
 		return fn(ptr, size);
 	uint64_t ts = vrt_now_ns();
 	CUresult r = fn(ptr, size);
 	if (r == CUDA_SUCCESS)
 		vrt_record_release(VRT_OP_UNMAP, VRT_API_CU_MEM_UNMAP, ts, ptr, size, 0);
-	vrt_leave();
+	vrt_leave(guard);
 	return r;
 }
 VRT_DEFINE_HOOK(cuMemUnmap, CUresult, (CUdeviceptr ptr, size_t size), (ptr, size), MISSING)
@@ -298,8 +312,9 @@ VRT_DEFINE_HOOK(cuMemUnmap, CUresult, (CUdeviceptr ptr, size_t size), (ptr, size
 static CUresult hook_cuMemAddressReserve(void *real, CUdeviceptr *ptr, size_t size, size_t align, CUdeviceptr addr,
 					 unsigned long long flags)
 {
+	int guard;
 	CUresult (*fn)(CUdeviceptr *, size_t, size_t, CUdeviceptr, unsigned long long) = real;
-	if (!vrt_enter())
+	if (!(guard = vrt_enter()))
 		return fn(ptr, size, align, addr, flags);
 	CUresult r = fn(ptr, size, align, addr, flags);
 	if (r == CUDA_SUCCESS) {
@@ -307,7 +322,7 @@ static CUresult hook_cuMemAddressReserve(void *real, CUdeviceptr *ptr, size_t si
 					.addr = *ptr, .size = size, .aux = align };
 		vrt_emit(&ev, true);
 	}
-	vrt_leave();
+	vrt_leave(guard);
 	return r;
 }
 VRT_DEFINE_HOOK(cuMemAddressReserve, CUresult,
@@ -316,14 +331,15 @@ VRT_DEFINE_HOOK(cuMemAddressReserve, CUresult,
 
 static CUresult hook_cuMemAddressFree(void *real, CUdeviceptr ptr, size_t size)
 {
+	int guard;
 	CUresult (*fn)(CUdeviceptr, size_t) = real;
-	if (!vrt_enter())
+	if (!(guard = vrt_enter()))
 		return fn(ptr, size);
 	uint64_t ts = vrt_now_ns();
 	CUresult r = fn(ptr, size);
 	if (r == CUDA_SUCCESS)
 		vrt_record_release(VRT_OP_VA_FREE, VRT_API_CU_MEM_ADDRESS_FREE, ts, ptr, size, 0);
-	vrt_leave();
+	vrt_leave(guard);
 	return r;
 }
 VRT_DEFINE_HOOK(cuMemAddressFree, CUresult, (CUdeviceptr ptr, size_t size), (ptr, size), MISSING)
@@ -333,8 +349,9 @@ VRT_DEFINE_HOOK(cuMemAddressFree, CUresult, (CUdeviceptr ptr, size_t size), (ptr
 static CUresult hook_cuMemImportFromShareableHandle(void *real, CUmemGenericAllocationHandle *h, void *os,
 						    CUmemAllocationHandleType type)
 {
+	int guard;
 	CUresult (*fn)(CUmemGenericAllocationHandle *, void *, CUmemAllocationHandleType) = real;
-	if (!vrt_enter())
+	if (!(guard = vrt_enter()))
 		return fn(h, os, type);
 	CUresult r = fn(h, os, type);
 	if (r == CUDA_SUCCESS) {
@@ -342,7 +359,7 @@ static CUresult hook_cuMemImportFromShareableHandle(void *real, CUmemGenericAllo
 					.addr = *h, .aux = (uint64_t)type };
 		vrt_emit(&ev, true);
 	}
-	vrt_leave();
+	vrt_leave(guard);
 	return r;
 }
 VRT_DEFINE_HOOK(cuMemImportFromShareableHandle, CUresult,
@@ -364,8 +381,9 @@ static uint64_t range_size(CUdeviceptr p)
 
 static CUresult hook_cuIpcOpenMemHandle_v2(void *real, CUdeviceptr *p, CUipcMemHandle h, unsigned int flags)
 {
+	int guard;
 	CUresult (*fn)(CUdeviceptr *, CUipcMemHandle, unsigned int) = real;
-	if (!vrt_enter())
+	if (!(guard = vrt_enter()))
 		return fn(p, h, flags);
 	CUresult r = fn(p, h, flags);
 	if (r == CUDA_SUCCESS) {
@@ -374,7 +392,7 @@ static CUresult hook_cuIpcOpenMemHandle_v2(void *real, CUdeviceptr *p, CUipcMemH
 					.size = range_size(*p), .aux = flags };
 		vrt_emit(&ev, true);
 	}
-	vrt_leave();
+	vrt_leave(guard);
 	return r;
 }
 VRT_DEFINE_HOOK(cuIpcOpenMemHandle_v2, CUresult, (CUdeviceptr * p, CUipcMemHandle h, unsigned int flags),
@@ -382,14 +400,15 @@ VRT_DEFINE_HOOK(cuIpcOpenMemHandle_v2, CUresult, (CUdeviceptr * p, CUipcMemHandl
 
 static CUresult hook_cuIpcCloseMemHandle(void *real, CUdeviceptr p)
 {
+	int guard;
 	CUresult (*fn)(CUdeviceptr) = real;
-	if (!vrt_enter())
+	if (!(guard = vrt_enter()))
 		return fn(p);
 	uint64_t ts = vrt_now_ns();
 	CUresult r = fn(p);
 	if (r == CUDA_SUCCESS)
 		vrt_record_release(VRT_OP_IMPORT_CLOSE, VRT_API_CU_IPC_CLOSE, ts, p, 0, 0);
-	vrt_leave();
+	vrt_leave(guard);
 	return r;
 }
 VRT_DEFINE_HOOK(cuIpcCloseMemHandle, CUresult, (CUdeviceptr p), (p), MISSING)
@@ -398,15 +417,16 @@ VRT_DEFINE_HOOK(cuIpcCloseMemHandle, CUresult, (CUdeviceptr p), (p), MISSING)
 
 static CUresult hook_cuDevicePrimaryCtxReset_v2(void *real, CUdevice dev)
 {
+	int guard;
 	CUresult (*fn)(CUdevice) = real;
-	if (!vrt_enter())
+	if (!(guard = vrt_enter()))
 		return fn(dev);
 	CUresult r = fn(dev);
 	if (r == CUDA_SUCCESS) {
 		struct vrt_event ev = { .op = VRT_OP_CONTEXT, .api = VRT_API_CU_PRIMARY_CTX_RESET, .device = (int16_t)dev };
 		vrt_emit(&ev, false);
 	}
-	vrt_leave();
+	vrt_leave(guard);
 	return r;
 }
 VRT_DEFINE_HOOK(cuDevicePrimaryCtxReset_v2, CUresult, (CUdevice dev), (dev), MISSING)

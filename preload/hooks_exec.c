@@ -50,24 +50,26 @@ static void *real(enum real_fn which)
  * exec or _exit must leave the parent's trace alone. */
 static bool is_traced_process(void) { return atomic_load(&vrt_state) == VRT_STATE_READY && getpid() == vrt_pid; }
 
-/* Before the real call: true if the trace was finished and must go on should the call return. */
-static bool exec_begin(void)
+/* Before the real call: nonzero (vrt_enter's token) if the trace was finished and must go on
+ * should the call return. */
+static int exec_begin(void)
 {
-	if (!is_traced_process() || !vrt_enter())
-		return false;
+	int guard;
+	if (!is_traced_process() || !(guard = vrt_enter()))
+		return 0;
 	if (vrt_collector_close_now(VRT_END_EXEC, 0))
-		return true; /* still busy: this thread records nothing until exec_failed */
-	vrt_leave();
-	return false;
+		return guard; /* still busy: this thread records nothing until exec_failed */
+	vrt_leave(guard);
+	return 0;
 }
 
-static int exec_failed(bool closed, int rc)
+static int exec_failed(int closed, int rc)
 {
 	if (!closed)
 		return rc;
 	int saved = errno;
 	vrt_collector_reopen_after_exec();
-	vrt_leave();
+	vrt_leave(closed);
 	errno = saved;
 	return rc;
 }
@@ -83,7 +85,7 @@ VRT_EXPORT int execve(const char *path, char *const argv[], char *const envp[])
 	int (*fn)(const char *, char *const[], char *const[]) = real(EXECVE);
 	if (!fn)
 		return missing();
-	bool closed = exec_begin();
+	int closed = exec_begin();
 	return exec_failed(closed, fn(path, argv, envp));
 }
 
@@ -92,7 +94,7 @@ VRT_EXPORT int execv(const char *path, char *const argv[])
 	int (*fn)(const char *, char *const[]) = real(EXECV);
 	if (!fn)
 		return missing();
-	bool closed = exec_begin();
+	int closed = exec_begin();
 	return exec_failed(closed, fn(path, argv));
 }
 
@@ -101,7 +103,7 @@ VRT_EXPORT int execvp(const char *file, char *const argv[])
 	int (*fn)(const char *, char *const[]) = real(EXECVP);
 	if (!fn)
 		return missing();
-	bool closed = exec_begin();
+	int closed = exec_begin();
 	return exec_failed(closed, fn(file, argv));
 }
 
@@ -110,7 +112,7 @@ VRT_EXPORT int execvpe(const char *file, char *const argv[], char *const envp[])
 	int (*fn)(const char *, char *const[], char *const[]) = real(EXECVPE);
 	if (!fn)
 		return missing();
-	bool closed = exec_begin();
+	int closed = exec_begin();
 	return exec_failed(closed, fn(file, argv, envp));
 }
 
@@ -119,14 +121,14 @@ VRT_EXPORT int fexecve(int fd, char *const argv[], char *const envp[])
 	int (*fn)(int, char *const[], char *const[]) = real(FEXECVE);
 	if (!fn)
 		return missing();
-	bool closed = exec_begin();
+	int closed = exec_begin();
 	return exec_failed(closed, fn(fd, argv, envp));
 }
 
 VRT_EXPORT int execveat(int dirfd, const char *path, char *const argv[], char *const envp[], int flags)
 {
 	int (*fn)(int, const char *, char *const[], char *const[], int) = real(EXECVEAT);
-	bool closed = exec_begin();
+	int closed = exec_begin();
 	/* glibc before 2.34 has no wrapper: the system call is the same thing. */
 	int rc = fn ? fn(dirfd, path, argv, envp, flags) : (int)syscall(SYS_execveat, dirfd, path, argv, envp, flags);
 	return exec_failed(closed, rc);

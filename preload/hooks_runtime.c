@@ -41,15 +41,16 @@ static void alloc_done(uint16_t api, cudaError_t r, uint8_t kind, int device, vo
 
 static cudaError_t release(uint16_t api, void *real, void *p, cudaStream_t s, bool with_stream)
 {
+	int guard;
 	cudaError_t (*fn1)(void *) = real;
 	cudaError_t (*fn2)(void *, cudaStream_t) = real;
-	if (!p || !vrt_enter_runtime())
+	if (!p || !(guard = vrt_enter_runtime()))
 		return with_stream ? fn2(p, s) : fn1(p);
 	uint64_t ts = vrt_now_ns();
 	cudaError_t r = with_stream ? fn2(p, s) : fn1(p);
 	if (r == cudaSuccess)
 		vrt_record_release(VRT_OP_FREE, api, ts, (uint64_t)(uintptr_t)p, 0, (uint64_t)(uintptr_t)s);
-	vrt_leave();
+	vrt_leave(guard);
 	return r;
 }
 
@@ -57,26 +58,28 @@ static cudaError_t release(uint16_t api, void *real, void *p, cudaStream_t s, bo
 
 static cudaError_t hook_cudaMalloc(void *real, void **p, size_t size)
 {
+	int guard;
 	cudaError_t (*fn)(void **, size_t) = real;
-	if (!vrt_enter_runtime())
+	if (!(guard = vrt_enter_runtime()))
 		return fn(p, size);
 	cudaError_t r = fn(p, size);
 	alloc_done(VRT_API_CUDA_MALLOC, r, VRT_KIND_DEVICE, vrt_current_device_runtime(), r ? NULL : *p, size, 0, 0);
-	vrt_leave();
+	vrt_leave(guard);
 	return r;
 }
 VRT_DEFINE_HOOK(cudaMalloc, cudaError_t, (void **p, size_t size), (p, size), MISSING)
 
 static cudaError_t hook_cudaMallocPitch(void *real, void **p, size_t *pitch, size_t width, size_t height)
 {
+	int guard;
 	cudaError_t (*fn)(void **, size_t *, size_t, size_t) = real;
-	if (!vrt_enter_runtime())
+	if (!(guard = vrt_enter_runtime()))
 		return fn(p, pitch, width, height);
 	cudaError_t r = fn(p, pitch, width, height);
 	uint64_t size = r ? (uint64_t)width * height : (uint64_t)*pitch * height;
 	alloc_done(VRT_API_CUDA_MALLOC_PITCH, r, VRT_KIND_DEVICE, vrt_current_device_runtime(), r ? NULL : *p, size,
 		   width, 0);
-	vrt_leave();
+	vrt_leave(guard);
 	return r;
 }
 VRT_DEFINE_HOOK(cudaMallocPitch, cudaError_t, (void **p, size_t *pitch, size_t width, size_t height),
@@ -84,15 +87,16 @@ VRT_DEFINE_HOOK(cudaMallocPitch, cudaError_t, (void **p, size_t *pitch, size_t w
 
 static cudaError_t hook_cudaMalloc3D(void *real, struct cudaPitchedPtr *pp, struct cudaExtent extent)
 {
+	int guard;
 	cudaError_t (*fn)(struct cudaPitchedPtr *, struct cudaExtent) = real;
-	if (!vrt_enter_runtime())
+	if (!(guard = vrt_enter_runtime()))
 		return fn(pp, extent);
 	cudaError_t r = fn(pp, extent);
 	uint64_t rows = (uint64_t)extent.height * (extent.depth ? extent.depth : 1);
 	uint64_t size = r ? extent.width * rows : pp->pitch * rows;
 	alloc_done(VRT_API_CUDA_MALLOC_3D, r, VRT_KIND_DEVICE, vrt_current_device_runtime(), r ? NULL : pp->ptr, size,
 		   extent.width, 0);
-	vrt_leave();
+	vrt_leave(guard);
 	return r;
 }
 VRT_DEFINE_HOOK(cudaMalloc3D, cudaError_t, (struct cudaPitchedPtr * pp, struct cudaExtent extent), (pp, extent),
@@ -100,13 +104,14 @@ VRT_DEFINE_HOOK(cudaMalloc3D, cudaError_t, (struct cudaPitchedPtr * pp, struct c
 
 static cudaError_t hook_cudaMallocManaged(void *real, void **p, size_t size, unsigned int flags)
 {
+	int guard;
 	cudaError_t (*fn)(void **, size_t, unsigned int) = real;
-	if (!vrt_enter_runtime())
+	if (!(guard = vrt_enter_runtime()))
 		return fn(p, size, flags);
 	cudaError_t r = fn(p, size, flags);
 	alloc_done(VRT_API_CUDA_MALLOC_MANAGED, r, VRT_KIND_MANAGED, vrt_current_device_runtime(), r ? NULL : *p, size,
 		   flags, 0);
-	vrt_leave();
+	vrt_leave(guard);
 	return r;
 }
 VRT_DEFINE_HOOK(cudaMallocManaged, cudaError_t, (void **p, size_t size, unsigned int flags), (p, size, flags),
@@ -119,14 +124,15 @@ VRT_DEFINE_HOOK(cudaFree, cudaError_t, (void *p), (p), MISSING)
 
 static cudaError_t alloc_async(uint16_t api, void *real, void **p, size_t size, cudaMemPool_t pool, cudaStream_t s)
 {
+	int guard;
 	cudaError_t (*fn)(void **, size_t, cudaStream_t) = real;
 	cudaError_t (*fn_pool)(void **, size_t, cudaMemPool_t, cudaStream_t) = real;
-	if (!vrt_enter_runtime())
+	if (!(guard = vrt_enter_runtime()))
 		return pool ? fn_pool(p, size, pool, s) : fn(p, size, s);
 	cudaError_t r = pool ? fn_pool(p, size, pool, s) : fn(p, size, s);
 	alloc_done(api, r, VRT_KIND_DEVICE, vrt_current_device_runtime(), r ? NULL : *p, size, (uint64_t)(uintptr_t)pool,
 		   (uint64_t)(uintptr_t)s);
-	vrt_leave();
+	vrt_leave(guard);
 	return r;
 }
 
@@ -173,36 +179,39 @@ VRT_DEFINE_HOOK(cudaFreeAsync_ptsz, cudaError_t, (void *p, cudaStream_t s), (p, 
 
 static cudaError_t hook_cudaMallocHost(void *real, void **p, size_t size)
 {
+	int guard;
 	cudaError_t (*fn)(void **, size_t) = real;
-	if (!vrt_enter_runtime())
+	if (!(guard = vrt_enter_runtime()))
 		return fn(p, size);
 	cudaError_t r = fn(p, size);
 	alloc_done(VRT_API_CUDA_MALLOC_HOST, r, VRT_KIND_HOST_PINNED, -1, r ? NULL : *p, size, 0, 0);
-	vrt_leave();
+	vrt_leave(guard);
 	return r;
 }
 VRT_DEFINE_HOOK(cudaMallocHost, cudaError_t, (void **p, size_t size), (p, size), MISSING)
 
 static cudaError_t hook_cudaHostAlloc(void *real, void **p, size_t size, unsigned int flags)
 {
+	int guard;
 	cudaError_t (*fn)(void **, size_t, unsigned int) = real;
-	if (!vrt_enter_runtime())
+	if (!(guard = vrt_enter_runtime()))
 		return fn(p, size, flags);
 	cudaError_t r = fn(p, size, flags);
 	alloc_done(VRT_API_CUDA_HOST_ALLOC, r, VRT_KIND_HOST_PINNED, -1, r ? NULL : *p, size, flags, 0);
-	vrt_leave();
+	vrt_leave(guard);
 	return r;
 }
 VRT_DEFINE_HOOK(cudaHostAlloc, cudaError_t, (void **p, size_t size, unsigned int flags), (p, size, flags), MISSING)
 
 static cudaError_t hook_cudaHostRegister(void *real, void *p, size_t size, unsigned int flags)
 {
+	int guard;
 	cudaError_t (*fn)(void *, size_t, unsigned int) = real;
-	if (!vrt_enter_runtime())
+	if (!(guard = vrt_enter_runtime()))
 		return fn(p, size, flags);
 	cudaError_t r = fn(p, size, flags);
 	alloc_done(VRT_API_CUDA_HOST_REGISTER, r, VRT_KIND_HOST_PINNED, -1, p, size, flags, 0);
-	vrt_leave();
+	vrt_leave(guard);
 	return r;
 }
 VRT_DEFINE_HOOK(cudaHostRegister, cudaError_t, (void *p, size_t size, unsigned int flags), (p, size, flags),
@@ -221,8 +230,9 @@ VRT_DEFINE_HOOK(cudaHostUnregister, cudaError_t, (void *p), (p), MISSING)
 
 static cudaError_t hook_cudaIpcOpenMemHandle(void *real, void **p, cudaIpcMemHandle_t h, unsigned int flags)
 {
+	int guard;
 	cudaError_t (*fn)(void **, cudaIpcMemHandle_t, unsigned int) = real;
-	if (!vrt_enter_runtime())
+	if (!(guard = vrt_enter_runtime()))
 		return fn(p, h, flags);
 	cudaError_t r = fn(p, h, flags);
 	if (r == cudaSuccess) {
@@ -240,7 +250,7 @@ static cudaError_t hook_cudaIpcOpenMemHandle(void *real, void **p, cudaIpcMemHan
 					.addr = (uint64_t)(uintptr_t)*p, .size = size, .aux = flags };
 		vrt_emit(&ev, true);
 	}
-	vrt_leave();
+	vrt_leave(guard);
 	return r;
 }
 VRT_DEFINE_HOOK(cudaIpcOpenMemHandle, cudaError_t, (void **p, cudaIpcMemHandle_t h, unsigned int flags), (p, h, flags),
@@ -248,22 +258,24 @@ VRT_DEFINE_HOOK(cudaIpcOpenMemHandle, cudaError_t, (void **p, cudaIpcMemHandle_t
 
 static cudaError_t hook_cudaIpcCloseMemHandle(void *real, void *p)
 {
+	int guard;
 	cudaError_t (*fn)(void *) = real;
-	if (!vrt_enter_runtime())
+	if (!(guard = vrt_enter_runtime()))
 		return fn(p);
 	uint64_t ts = vrt_now_ns();
 	cudaError_t r = fn(p);
 	if (r == cudaSuccess)
 		vrt_record_release(VRT_OP_IMPORT_CLOSE, VRT_API_CUDA_IPC_CLOSE, ts, (uint64_t)(uintptr_t)p, 0, 0);
-	vrt_leave();
+	vrt_leave(guard);
 	return r;
 }
 VRT_DEFINE_HOOK(cudaIpcCloseMemHandle, cudaError_t, (void *p), (p), MISSING)
 
 static cudaError_t hook_cudaDeviceReset(void *real)
 {
+	int guard;
 	cudaError_t (*fn)(void) = real;
-	if (!vrt_enter_runtime())
+	if (!(guard = vrt_enter_runtime()))
 		return fn();
 	int dev = vrt_current_device_runtime();
 	cudaError_t r = fn();
@@ -271,7 +283,7 @@ static cudaError_t hook_cudaDeviceReset(void *real)
 		struct vrt_event ev = { .op = VRT_OP_CONTEXT, .api = VRT_API_CU_PRIMARY_CTX_RESET, .device = (int16_t)dev };
 		vrt_emit(&ev, false);
 	}
-	vrt_leave();
+	vrt_leave(guard);
 	return r;
 }
 VRT_DEFINE_HOOK0(cudaDeviceReset, cudaError_t, MISSING)

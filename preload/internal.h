@@ -45,6 +45,7 @@ extern _Atomic int vrt_mode; /* enum vrt_mode */
 extern pid_t vrt_pid;                      /* the traced process (a vfork child is not it) */
 
 void vrt_disable(const char *why);          /* one stderr line, then pass-through forever */
+bool vrt_start_early(void);                 /* a hook before our constructor: start now; READY? */
 void vrt_log(const char *fmt, ...);         /* "vramtrace: ..." on stderr unless quiet */
 uint64_t vrt_now_ns(void);                  /* CLOCK_MONOTONIC */
 bool vrt_addr_is_ours(const void *addr);    /* inside libvramtrace.so's own text */
@@ -102,6 +103,7 @@ struct vrt_config {
 	bool control;
 	bool follow_fork;
 	bool quiet;
+	bool output_unusable; /* VRAMTRACE_OUTPUT was given but cannot be taken: do not trace */
 };
 
 extern struct vrt_config vrt_cfg;
@@ -164,8 +166,6 @@ struct vrt_event {
 	uint64_t stream;
 };
 
-#define VRT_DEFERRED_SLOTS 16
-
 struct vrt_tbuf {
 	_Atomic uint64_t head; /* bytes published by the owning thread */
 	_Atomic int in_section; /* owner inside a fork section (stack capture, PyTorch probe) */
@@ -179,15 +179,24 @@ struct vrt_tbuf {
 	pid_t tid;
 	_Atomic int dead;      /* owning thread exited; collector reclaims after draining */
 	uint32_t lost;         /* events dropped, not yet reported (owner only) */
-	_Atomic uint32_t n_deferred; /* signal handlers' events waiting in deferred (owner only) */
-	struct vrt_event deferred[VRT_DEFERRED_SLOTS]; /* see enum vrt_busy; owner only */
+	/* Side buffers (enum vrt_busy, "Signal handlers"): the thread's own buffer links the first,
+	 * each the next; same index and tid. Owner only, but for the collector's registry walk. */
+	_Atomic(struct vrt_tbuf *) side;
+	bool side_buffer;      /* this is one */
+	volatile bool writing; /* a side buffer mid-write by one of its thread's levels */
 	uint64_t name_checked_ns; /* collector only */
 	uint32_t name_id;      /* collector only */
 	struct vrt_stack_cache_entry cache[VRT_STACK_CACHE_SLOTS];
 };
 
-/* The calling thread's buffer, registering it on first use; NULL if that failed. */
+/* The calling thread's buffer, registering it on first use; NULL if that failed (the event
+ * that wanted it is counted in vrt_tbuf_unbuffered, reported lost by the collector). */
 struct vrt_tbuf *vrt_tbuf_self(void);
+extern _Atomic uint64_t vrt_tbuf_unbuffered;
+/* The smallest capacity a buffer was given when VRAMTRACE_THREAD_BUFFER could not be mapped. */
+extern _Atomic uint64_t vrt_tbuf_smallest;
+/* The side buffer after `after` in its thread's chain, created (see enum vrt_busy). */
+struct vrt_tbuf *vrt_tbuf_add_side(struct vrt_tbuf *after);
 /* Reserves len bytes (multiple of 8) for one record; NULL if full (the event is counted lost). */
 struct vrt_raw *vrt_tbuf_reserve(struct vrt_tbuf *b, size_t len);
 void vrt_tbuf_publish(struct vrt_tbuf *b, struct vrt_raw *r);
@@ -213,11 +222,24 @@ bool vrt_tbuf_wait_sections(uint64_t deadline_ns);
  *    (DT_SYMBOLIC, no relocations against them): only a signal handler gets there.
  * and two flags:
  *  - EMITTING: vramtrace code that calls no CUDA and may not be re-entered is running (the
- *    thread's buffer is mid-write, or the PyTorch probe holds the loader's lock): every hook
- *    entered is a signal handler's. It records into the buffer's deferred slots, published by
- *    the thread's next emit (without stacks: libunwind is not re-entrant).
- *  - DEFERRING: an interrupted level is EMITTING: this level records into the deferred slots.
- * Signal handlers nest: a nested entry saves the state it interrupted, its vrt_leave restores it.
+ *    thread's buffer may be mid-write, libunwind or the PyTorch probe may hold a lock): every
+ *    hook entered is a signal handler's.
+ *  - DEFERRING: some interrupted level is EMITTING: this level records into a side buffer.
+ *
+ * Signal handlers, lossless by construction. A hook entered by a handler saves the state it
+ * interrupted in its own frame (the token vrt_enter returns, restored by vrt_leave), so
+ * handlers nest to any depth. Invariant: a buffer is written by at most one level of its
+ * thread at a time, and a level reserves space in a buffer only after marking it (EMITTING
+ * for the thread's buffer, `writing` for a side buffer) and releases the mark only after
+ * publishing; a handler runs to completion before the level it interrupted resumes. So a
+ * handler that finds a buffer unmarked may write it whole, even if the interrupted level is
+ * about to mark it (that level reserves after the handler published); one that finds it marked
+ * takes the first unmarked side buffer of the chain (creating it: mmap is async-signal-safe),
+ * writes its event there without a stack (libunwind is not re-entrant) and publishes it before
+ * returning, hence before its pointer can reach another thread. Each buffer stays
+ * single-producer in time; the collector merges them by timestamp like any thread's. An event
+ * is lost only where any event is: a buffer the collector lets stay full, or no memory for a
+ * side buffer; both are counted (LOST records).
  */
 enum vrt_busy {
 	VRT_BUSY_NO = 0,
@@ -228,32 +250,30 @@ enum vrt_busy {
 	VRT_BUSY_EMITTING = 4,
 	VRT_BUSY_DEFERRING = 8,
 };
-#define VRT_MAX_NESTED 4
 
 /* Per-thread state; initial-exec TLS, kept small for late dlopen (attach). */
 struct vrt_tls {
 	int busy;                /* enum vrt_busy: a state and flags */
 	int phase_depth;
 	struct vrt_tbuf *buf;
-	uint8_t nested;          /* hooks entered by signal handlers, still running */
-	uint8_t outer[VRT_MAX_NESTED]; /* the busy each of them interrupted */
-	_Atomic uint32_t missed; /* signal handlers' events that found no room, not yet counted lost */
+	uint32_t nested;         /* hooks entered by signal handlers, still running */
+	bool no_buffer;          /* this thread's buffer could not be mapped */
+	_Atomic uint32_t missed; /* events that found no buffer (no memory), not yet counted lost */
+	void *real;              /* the real function of the innermost hook under way (hooks.h) */
 };
 extern __thread struct vrt_tls vrt_tls VRT_TLS;
 
-/* Fail-closed guards: true when this call may record; always pair with vrt_leave. Driver hooks
- * and API calls use vrt_enter, runtime hooks vrt_enter_runtime. */
-bool vrt_enter(void);
-bool vrt_enter_runtime(void);
-void vrt_leave(void);
-
+/* Fail-closed guards: nonzero when this call may record, and then pass it to vrt_leave (it
+ * holds the state to restore). Driver hooks and API calls use vrt_enter, runtime hooks
+ * vrt_enter_runtime. */
+int vrt_enter(void);
+int vrt_enter_runtime(void);
+void vrt_leave(int token);
 
 /* Brackets code that must not be re-entered by a signal handler's hook (EMITTING, see enum
- * vrt_busy): begin returns the state that end restores; end publishes what was deferred. */
+ * vrt_busy): begin returns the state that end restores. */
 int vrt_emitting_begin(void);
 void vrt_emitting_end(int busy);
-/* Publishes what signal handlers deferred on this thread (at thread exit). */
-void vrt_emit_deferred(void);
 /* Publishes ev with the caller's stack (if with_stack and the mode records stacks). */
 void vrt_emit(const struct vrt_event *ev, bool with_stack);
 /* Publishes a MARK / PHASE_ENTER / PHASE_EXIT with its label. */
@@ -382,6 +402,10 @@ void vrt_exec_hooks_init(void);
 
 void vrt_nvtx_setup_env(void);
 void vrt_torch_maybe_attach(void);
+/* A retention walk asked of the interpreter's main thread (pyreach.c); false: no Python here. */
+bool vrt_python_walk_request(int reason, uint64_t *ticket);
+bool vrt_python_walk_done(uint64_t ticket);
+void vrt_python_walked_for_snapshot(void);
 void vrt_torch_settle(void);
 void vrt_torch_fork_child(void);
 

@@ -305,8 +305,9 @@ static void load_config_quietly(void)
 	vrt_cfg.quiet = true;
 }
 
-__attribute__((constructor)) static void vrt_start(void)
+static void start(void)
 {
+	int busy = vrt_tls.busy;
 	vrt_tls.busy = 1;
 	locate_self();
 	loaded_late = !preloaded();
@@ -315,7 +316,7 @@ __attribute__((constructor)) static void vrt_start(void)
 		load_config_quietly();
 		vrt_lookup_init();
 		vrt_exec_hooks_init();
-		vrt_tls.busy = 0;
+		vrt_tls.busy = busy;
 		return;
 	}
 	vrt_config_load(&vrt_cfg);
@@ -323,11 +324,31 @@ __attribute__((constructor)) static void vrt_start(void)
 	vrt_exec_hooks_init();
 	if (vrt_cfg.mode == VRT_MODE_OFF) {
 		atomic_store(&vrt_state, VRT_STATE_DISABLED);
-		vrt_tls.busy = 0;
+		vrt_tls.busy = busy;
+		return;
+	}
+	if (vrt_cfg.output_unusable) {
+		vrt_disable("VRAMTRACE_OUTPUT is longer than a path vramtrace takes (4095 bytes)");
+		vrt_tls.busy = busy;
 		return;
 	}
 	vrt_lifecycle_begin(vrt_cfg.mode);
-	vrt_tls.busy = 0;
+	vrt_tls.busy = busy;
+}
+
+static pthread_once_t start_once = PTHREAD_ONCE_INIT;
+
+/*
+ * Our constructor, or the first hook that runs before it: a library's constructor that
+ * allocates may run before ours (the loader orders constructors by dependencies only), and its
+ * calls would go untraced.
+ */
+__attribute__((constructor)) static void vrt_start(void) { pthread_once(&start_once, start); }
+
+bool vrt_start_early(void)
+{
+	pthread_once(&start_once, start);
+	return atomic_load(&vrt_state) == VRT_STATE_READY;
 }
 
 __attribute__((destructor)) static void vrt_finish(void)

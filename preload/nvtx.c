@@ -55,7 +55,8 @@ static char *phase_name(const char *msg)
 
 static int push(const char *msg)
 {
-	if (!vrt_enter())
+	int guard;
+	if (!(guard = vrt_enter()))
 		return 0;
 	if (!ranges)
 		ranges = calloc(1, sizeof(*ranges));
@@ -70,19 +71,20 @@ static int push(const char *msg)
 	} else {
 		free(name);
 	}
-	vrt_leave();
+	vrt_leave(guard);
 	return ranges ? ranges->depth - 1 : 0;
 }
 
 static int pop(void)
 {
+	int guard;
 	if (!ranges || ranges->depth <= 0)
 		return -1;
 	int d = --ranges->depth;
 	char *name = d < MAX_DEPTH ? ranges->names[d] : NULL;
-	if (name && vrt_enter()) {
+	if (name && (guard = vrt_enter())) {
 		vrt_emit_label(VRT_OP_PHASE_EXIT, name);
-		vrt_leave();
+		vrt_leave(guard);
 	}
 	free(name);
 	return d;
@@ -90,32 +92,35 @@ static int pop(void)
 
 static void mark(const char *msg)
 {
-	if (!vrt_enter())
+	int guard;
+	if (!(guard = vrt_enter()))
 		return;
 	char *name = phase_name(msg);
 	if (name)
 		vrt_emit_label(VRT_OP_MARK, name);
 	free(name);
-	vrt_leave();
+	vrt_leave(guard);
 }
 
 /* Start/end ranges may cross threads: the id carries the name. */
 static nvtxRangeId_t start(const char *msg)
 {
+	int guard;
 	char *name = phase_name(msg);
-	if (name && vrt_enter()) {
+	if (name && (guard = vrt_enter())) {
 		vrt_emit_label(VRT_OP_PHASE_ENTER, name);
-		vrt_leave();
+		vrt_leave(guard);
 	}
 	return (nvtxRangeId_t)(uintptr_t)name;
 }
 
 static void end(nvtxRangeId_t id)
 {
+	int guard;
 	char *name = (char *)(uintptr_t)id;
-	if (name && vrt_enter()) {
+	if (name && (guard = vrt_enter())) {
 		vrt_emit_label(VRT_OP_PHASE_EXIT, name);
-		vrt_leave();
+		vrt_leave(guard);
 	}
 	free(name);
 }

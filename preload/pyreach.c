@@ -464,3 +464,55 @@ VRT_EXPORT void *vramtrace_reach(PyObject *roots, PyObject *targets, PyObject *c
 	}
 	return out;
 }
+
+/* ---- a walk asked for from outside (vramtrace snapshot PID) -------------------------------- */
+
+/*
+ * The collector asks the interpreter's main thread to run a retention walk at its next safe
+ * point (Py_AddPendingCall needs neither the GIL nor a thread state), and waits a while for it
+ * to be done: the main thread may be inside a long C call, and then the snapshot goes without.
+ * Only a job whose sitecustomize loaded vramtrace._retention walks; others say done at once.
+ */
+static _Atomic uint64_t walk_requests, walks_done, last_snapshot_walk_ns;
+
+/* The program walked for a snapshot of its own (vramtrace.snapshot()): the snapshot it asks for
+ * next needs no second walk, and its main thread, waiting for it, could not run one. */
+void vrt_python_walked_for_snapshot(void) { atomic_store(&last_snapshot_walk_ns, vrt_now_ns()); }
+
+static int pending_walk(void *arg)
+{
+	static PyObject *(*module_dict)(void);
+	static PyObject *(*dict_get)(PyObject *, const char *);
+	static PyObject *(*call_method)(PyObject *, const char *, const char *, ...);
+	if (!module_dict) {
+		*(void **)&dict_get = sym("PyDict_GetItemString");
+		*(void **)&call_method = sym("PyObject_CallMethod");
+		*(void **)&module_dict = sym("PyImport_GetModuleDict");
+	}
+	PyObject *mods = module_dict && dict_get && call_method && py.ready >= 0 && resolve() ? module_dict() : NULL;
+	PyObject *m = mods ? dict_get(mods, "vramtrace._retention") : NULL; /* borrowed */
+	if (m) {
+		PyObject *r = call_method(m, "walk_for_request", "i", (int)(intptr_t)arg);
+		if (r)
+			py.decref(r);
+	}
+	if (py.err_clear)
+		py.err_clear(); /* a pending call that fails would raise in the program */
+	atomic_store(&walks_done, atomic_load(&walk_requests));
+	return 0;
+}
+
+bool vrt_python_walk_request(int reason, uint64_t *ticket)
+{
+	if (vrt_now_ns() - atomic_load(&last_snapshot_walk_ns) < 2000000000ull)
+		return false;
+	int (*add_pending)(int (*)(void *), void *) = NULL;
+	int (*initialized)(void) = sym("Py_IsInitialized");
+	*(void **)&add_pending = sym("Py_AddPendingCall");
+	if (!add_pending || !initialized || !initialized())
+		return false;
+	*ticket = atomic_fetch_add(&walk_requests, 1) + 1;
+	return add_pending(pending_walk, (void *)(intptr_t)reason) == 0;
+}
+
+bool vrt_python_walk_done(uint64_t ticket) { return atomic_load(&walks_done) >= ticket; }

@@ -110,6 +110,7 @@ static uint64_t estimate(uint64_t requested) { return requested < 512 ? 512 : (r
 
 static void on_entry(const uint8_t *te)
 {
+	int guard;
 	int raw, action, device;
 	if (row->entry_device_size == 1)
 		device = *(const int8_t *)(te + row->entry_device); /* c10::DeviceIndex */
@@ -125,7 +126,7 @@ static void on_entry(const uint8_t *te)
 		 : raw == row->action_oom ? OOM : -1;
 	if (action < 0)
 		return;
-	if (device < 0 || device >= MAX_DEVICES || !vrt_enter())
+	if (device < 0 || device >= MAX_DEVICES || !(guard = vrt_enter()))
 		return;
 	struct device_state *d = &devices[device];
 	struct stats s;
@@ -157,7 +158,7 @@ static void on_entry(const uint8_t *te)
 	vrt_emit(&ev, action != FREE_REQUESTED || vrt_cfg.free_stacks);
 	if (action == OOM)
 		vrt_collector_wake();
-	vrt_leave();
+	vrt_leave(guard);
 }
 
 static void invoker(const void *functor, const void *entry)

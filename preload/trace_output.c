@@ -17,6 +17,7 @@
 #include "attach.h"
 #include "collector.h"
 #include "vramtrace/error.h"
+#include "vramtrace/output_place.h"
 
 #define EVENTS_CHUNK_BYTES (1u << 20)
 
@@ -62,18 +63,29 @@ static int output_path(char *path, size_t len, bool exact)
 	return n > 0 && (size_t)n < len ? 0 : VRT_E_ARG;
 }
 
+/* Why the place asked for was refused (output_place.h), and the last name a failed create tried:
+ * for the one line that says why there is no trace. */
+static char refused[1200];
+static char tried[4096];
+
 static int create_file(struct collector *c)
 {
 	char path[4096];
 	bool directory = !vrt_cfg.output[0] || is_directory_target(vrt_cfg.output);
 	int fd = VRT_E_IO;
+	if (!vrt_output_place_ok(vrt_cfg.output[0] ? vrt_cfg.output : ".", directory, refused, sizeof(refused)))
+		return VRT_E_PERM;
+	refused[0] = 0;
 	if (!directory && !output_path(path, sizeof(path), true)) {
+		snprintf(tried, sizeof(tried), "%s", path);
 		fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
 		if (fd >= 0)
 			snprintf(c->path, sizeof(c->path), "%s", path);
 	}
-	if (fd < 0 && !output_path(path, sizeof(path), false))
+	if (fd < 0 && !output_path(path, sizeof(path), false)) {
+		snprintf(tried, sizeof(tried), "%s", path);
 		fd = vrt_trace_create(path, c->path, sizeof(c->path));
+	}
 	if (fd < 0)
 		return fd;
 	/* Keep clear of the low descriptors programs assume are theirs. */
@@ -254,10 +266,14 @@ static void end_output(struct collector *c, int detail, const char *why)
 static void output_error(struct collector *c, int err)
 {
 	int detail = err == VRT_E_IO || err == VRT_E_PERM ? errno : err;
-	char why[1024];
-	snprintf(why, sizeof(why), "cannot write the trace %.900s: %s", c->path[0] ? c->path : vrt_cfg.output,
-		 detail > 0 ? strerror(detail) : vrt_strerror(detail));
-	end_output(c, detail, why);
+	char why[1500];
+	if (refused[0] && !c->path[0])
+		snprintf(why, sizeof(why), "not writing a trace to %.200s: %s", vrt_cfg.output[0] ? vrt_cfg.output : ".",
+			 refused);
+	else
+		snprintf(why, sizeof(why), "cannot write the trace %.900s: %s", c->path[0] ? c->path : tried,
+			 detail > 0 ? strerror(detail) : vrt_strerror(detail));
+	end_output(c, refused[0] && !c->path[0] ? VRT_E_PERM : detail, why);
 }
 
 /* A checkpoint that the ring cannot hold would leave a window with no complete one in it. */

@@ -30,6 +30,8 @@ EXIT_MEANINGS = {
     "VRT_EXIT_BAD_TRACE": "the input is not a trace, or is damaged beyond reading",
     "VRT_EXIT_IO": "a file could not be read or written",
     "VRT_EXIT_INTERNAL": "an internal error (a bug: please report it)",
+    "VRT_EXIT_LIMIT": "the analysis needed more memory than `--max-memory` allows (the default is half of the "
+                      "machine's, or less when less is available)",
 }
 
 

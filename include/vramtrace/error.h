@@ -24,8 +24,11 @@
 	X(VRT_E_PERM, -13, "permission denied")                                     \
 	X(VRT_E_PROTO, -14, "malformed control message")                            \
 	X(VRT_E_UNSUPPORTED, -15, "not supported here")                             \
-	X(VRT_E_EMPTY, -16, "trace holds no events")                                \
-	X(VRT_E_TIMEOUT, -17, "timed out")
+	X(VRT_E_EMPTY, -16, "trace holds no events")                               \
+	X(VRT_E_CHANGED, -17, "the trace changed while it was read (another process overwrote or cut it)") \
+	X(VRT_E_NOT_FILE, -18, "not a regular file")                                \
+	X(VRT_E_PEER, -19, "the control socket is held by another process")         \
+	X(VRT_E_TIMEOUT, -20, "timed out")
 
 enum vrt_error {
 #define VRT_ERROR_ENUM(name, value, text) name = value,

@@ -27,6 +27,9 @@
 #define VRT_CHUNK_ALIGN 8u
 /* A reader refuses chunks larger than this: no writer produces them, so they mean corruption. */
 #define VRT_CHUNK_MAX_RAW (64u << 20)
+/* Definition ids are dense (docs/trace-format.md, Tables): an id may exceed the number of
+ * definitions of its table read so far by at most this (threads and modules never described). */
+#define VRT_ID_SLACK 65536u
 
 /* ---- file header ------------------------------------------------------------------------- */
 

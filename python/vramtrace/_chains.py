@@ -41,12 +41,24 @@ def _significant(o):
     return not _is_module_container(o)
 
 
-def _key_text(k):
-    if _is(k, str) and k.isidentifier():
+def _key_text(k, attribute):
+    """.name for an attribute (a namespace's dict: an object's, a module's, a class's), [key]
+    for a dict's entry."""
+    if attribute and _is(k, str) and k.isidentifier():
         return "." + k
     if _is(k, (str, int)):
         return "[%r]" % (k if not _is(k, str) else k[:40])
     return "[%s]" % type_name(k)
+
+
+def _namespace_of(grand, parent):
+    """Whether parent is the __dict__ of grand (module, class or instance)."""
+    if grand is None:
+        return False
+    try:
+        return object.__getattribute__(grand, "__dict__") is parent
+    except Exception:
+        return False
 
 
 def _edge(grand, parent, child):
@@ -70,9 +82,10 @@ def _edge(grand, parent, child):
                 return "default argument %s" % k
         return "default argument"
     if _is(parent, dict) or type(parent).__name__ in ("OrderedDict", "defaultdict"):
+        attribute = _namespace_of(grand, parent)
         for k, v in parent.items():  # the heap holds still while the walk runs
             if v is child:
-                return _key_text(k)
+                return _key_text(k, attribute)
             if k is child:
                 return " key of %s" % type_name(parent)
         return "[?]"
@@ -105,7 +118,7 @@ def _edge(grand, parent, child):
             return ""
         for k, v in attrs.items():  # values kept inline (3.11+) are the object's own referents
             if v is child:
-                return _key_text(k)
+                return _key_text(k, True)
     except Exception:
         pass
     torch = sys.modules.get("torch")

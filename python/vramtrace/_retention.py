@@ -151,6 +151,15 @@ def phase_exit(label):
             st[0] -= 1
 
 
+def walk_for_request(reason):
+    """A walk asked for from outside the program (`vramtrace snapshot PID`), run at a safe
+    point of the main thread (preload/pyreach.c)."""
+    try:
+        walk(reason, 0, floor_s=5.0)
+    except Exception as e:
+        _fail(e)
+
+
 def _teardown():
     """Everything live, the last call's survivors among it, then the mark where teardown
     begins: what the interpreter frees after it, the program did not."""

@@ -1026,9 +1026,11 @@ CUresult cuMemHostAlloc(void **pp, size_t bytesize, unsigned int Flags)
     return host_alloc(pp, bytesize, Flags);
 }
 
+/* Through the exported entry point, as drivers' API functions call one another: in the
+ * interposable build (interposable/meson.build) this call binds to an interposer's export. */
 CUresult cuMemAllocHost_v2(void **pp, size_t bytesize)
 {
-    return host_alloc(pp, bytesize, 0);
+    return cuMemHostAlloc(pp, bytesize, 0);
 }
 
 CUresult cuMemFreeHost(void *p)

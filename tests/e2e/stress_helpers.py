@@ -13,6 +13,8 @@ from conftest import BUILD, VRAMTRACE, Traced, analyze, clean_env, program
 
 PRELOAD = BUILD / "preload" / "libvramtrace.so"
 SIGSHIM = BUILD / "tests" / "libstress_sigshim.so"
+CLOCKSHIM = BUILD / "tests" / "libstress_clockshim.so"
+NOMMAP = BUILD / "tests" / "libstress_nommap.so"
 FASTRT = BUILD / "tests" / "libstress_fastrt.so"
 ATEXIT_LIB = BUILD / "tests" / "libstress_atexit_lib.so"
 
@@ -115,6 +117,6 @@ def run_plain_prog(name, *args, env=None, extra_preload=None, limit=60, cwd=None
     return run_command([program(name), *map(str, args)], cwd, env, limit)
 
 
-__all__ = ["PRELOAD", "SIGSHIM", "FASTRT", "ATEXIT_LIB", "run", "run_command", "traced", "fields", "last_line",
+__all__ = ["PRELOAD", "SIGSHIM", "CLOCKSHIM", "NOMMAP", "FASTRT", "ATEXIT_LIB", "run", "run_command", "traced", "fields", "last_line",
            "preload_lines", "ring_laps", "info", "report", "live_by_leaf", "op_counts", "can_mount_tmpfs",
            "run_plain_prog"]

@@ -183,3 +183,26 @@ def test_a_library_installed_outside_site_packages_is_not_the_users_code(tmp_pat
     d = leaks(t)
     assert d["summary"] == "+1.00 MiB per train() call: 100%% from train -> fakeds.initialize (retain_library.py:%d, in " \
         "__init__.py:%d)" % (line, inner), d["summary"]
+
+
+def test_a_snapshot_of_a_running_job_carries_a_walk_run_at_its_next_safe_point(tmp_path, python_exe):
+    import subprocess
+
+    from conftest import VRAMTRACE, clean_env
+
+    env = clean_env({"CUDART": str(CUDART)})
+    job = subprocess.Popen([str(VRAMTRACE), "run", "-q", "-o", str(tmp_path / "run.vrt"), "--", python_exe,
+                            str(PROGRAM_SOURCES / "retain_running.py")], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                           text=True, env=env, cwd=tmp_path)
+    try:
+        pid, word = job.stdout.readline().split()
+        assert word == "ready"
+        snap = tmp_path / "snap.vrt"
+        analyze("snapshot", pid, "-o", snap)
+    finally:
+        job.stdin.close()
+        job.wait(timeout=60)
+    dump = analyze("dump", "-q", snap).stdout
+    assert "reason=3 status=0" in dump
+    owners = [line for line in dump.splitlines() if " owner " in line]
+    assert len(owners) == 1 and owners[0].endswith("held_by __main__.CACHE['weights'] (Buf)"), owners

@@ -9,15 +9,19 @@ process that waits on stdin while the control socket is probed).
 import json
 import os
 import re
+import shutil
 import socket
 import stat
 import struct
 import subprocess
+import sys
+import tempfile
+from pathlib import Path
 
 import pytest
 
-from conftest import MiB, TIMEOUT, VRAMTRACE, analyze, clean_env, program
-from stress_helpers import PRELOAD, fields, info, last_line, preload_lines, report, run, run_plain_prog
+from conftest import MiB, TIMEOUT, VRAMTRACE, analyze, clean_env, parse_dump, program
+from stress_helpers import PRELOAD, fields, info, last_line, preload_lines, report, run, run_command, run_plain_prog
 
 VRT_E_PERM, VRT_E_PROTO = -13, -14
 CTL_MAGIC, CTL_VERSION = 0x4C544356, 1
@@ -281,3 +285,277 @@ def test_control_socket_probing_leaves_the_program_and_its_trace_intact(tmp_path
     assert info(t.out)["end_reason"] == "exited normally"
     rep = report(t.out)
     assert rep["devices"][0]["live_bytes_at_end"] == 6 * MiB  # b (2 MiB) + c (4 MiB), a freed
+
+
+# ---- nobody else's control socket ------------------------------------------------------------------
+
+SQUATTER = r"""
+import select, socket, struct, sys
+socks = []
+for pid in map(int, sys.argv[1:]):
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    try:
+        s.bind("\0vramtrace.%d" % pid)
+        s.listen(16)
+        socks.append(s)
+    except OSError:
+        s.close()
+print("bound", len(socks), flush=True)
+forged = b"marked \x1b]0;PWNED\x07FORGED; tracing everything to /tmp/fake.vrt \x1b[2J"
+while True:
+    for s in select.select(socks, [], [], 60)[0]:
+        c, _ = s.accept()
+        try:
+            c.settimeout(1)
+            c.recv(65536)
+            c.send(struct.pack("<IHHIi", 0x4C544356, 1, 128, len(forged), 0) + forged)
+        except OSError:
+            pass
+        c.close()
+"""
+
+
+def become(uid, gid):
+    """preexec_fn: the child drops to uid/gid (the suite runs as root)."""
+    def drop():
+        os.setgroups([])
+        os.setgid(gid)
+        os.setuid(uid)
+    return drop
+
+
+class Squatter:
+    """Another user's process (nobody when the suite is root, else our own uid: the pid check
+    holds either way) that binds the control socket names of pids and answers every request
+    with a forged reply full of terminal escapes."""
+
+    def __init__(self, pids, uid=65534, gid=65534):
+        self.uid = uid if os.geteuid() == 0 else os.geteuid()
+        drop = become(uid, gid) if os.geteuid() == 0 else None
+        python = "/usr/bin/python3" if os.access("/usr/bin/python3", os.X_OK) else sys.executable  # not under /root
+        self.proc = subprocess.Popen([python, "-c", SQUATTER, *map(str, pids)], stdout=subprocess.PIPE,
+                                     text=True, preexec_fn=drop)
+        line = self.proc.stdout.readline()
+        assert line.startswith("bound "), line
+        self.pid = self.proc.pid
+
+    def stop(self):
+        self.proc.kill()
+        self.proc.wait()
+
+
+@pytest.fixture
+def untraced_sleep():
+    p = subprocess.Popen(["sleep", "60"])
+    yield p.pid
+    p.kill()
+    p.wait()
+
+
+def test_a_squatter_at_the_control_socket_name_is_refused_and_named(untraced_sleep):
+    """Any local user can bind @vramtrace.<pid> first: mark and snapshot check who answers
+    (SO_PEERCRED), refuse a process that is not <pid>, and say which process holds the name."""
+    squat = Squatter([untraced_sleep])
+    try:
+        for args in (["mark", untraced_sleep, "x"], ["snapshot", untraced_sleep, "-o", "/tmp/vrt-never.vrt"],
+                     ["attach", "--stop", untraced_sleep]):
+            p = analyze(*args, check=False)
+            assert p.returncode == 4 and p.stdout == "", (args, p.stdout, p.stderr)
+            assert f"held by process {squat.pid} (uid {squat.uid}, python" in p.stderr, p.stderr
+            assert "FORGED" not in p.stderr and "\x1b" not in p.stderr
+        assert not os.path.exists("/tmp/vrt-never.vrt")
+    finally:
+        squat.stop()
+
+
+def _ptrace_works():
+    from test_attach import _ptrace_unavailable
+    return _ptrace_unavailable() is None
+
+
+def test_attach_injects_past_a_squatter(tmp_path):
+    """The name of a process started without vramtrace taken: attach does not believe the
+    squatter's "tracing everything to /tmp/fake.vrt", injects, and the injected library listens
+    in a directory of its own; mark and stop reach it there."""
+    if not _ptrace_works():
+        pytest.skip("ptrace is not permitted here")
+    out = tmp_path / "real.vrt"
+    prog = subprocess.Popen([program("attach_target"), "steps"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=clean_env(), cwd=tmp_path)
+    pid = int(prog.stdout.readline().split("=")[1])
+    squat = Squatter([pid])
+    try:
+        p = analyze("attach", "-o", out, pid, check=False)
+        assert p.returncode == 0, p.stderr
+        assert p.stdout == f"process {pid}: libvramtrace.so injected; tracing everything to {out}\n"
+        assert f"@vramtrace.{pid} is held by process {squat.pid}" in p.stderr
+        assert analyze("mark", pid, "past-the-squatter", check=False).stdout == \
+            f'process {pid}: marked "past-the-squatter"\n'
+        assert analyze("attach", "--stop", pid, check=False).returncode == 0
+        for _ in range(2):  # to its end: the socket file goes with it
+            prog.stdin.write("go\n")
+            prog.stdin.flush()
+            prog.stdout.readline()
+        prog.stdin.close()
+        assert prog.wait(timeout=TIMEOUT) == 0
+    finally:
+        squat.stop()
+        if prog.poll() is None:
+            prog.kill()
+            prog.wait()
+    assert not os.path.exists(f"/run/vramtrace/ctl.{pid}")
+    assert any(r.op == "mark" for r in parse_dump(analyze("dump", out).stdout))
+    assert not os.path.exists("/tmp/fake.vrt")
+
+
+# Runs in a pid and network namespace of its own (unshare), so that its pids are small and known
+# and its abstract socket names are nobody else's: the squatter takes the names of pids 2..64,
+# among them the job's, and no process of another test can be in the way.
+ARMED_PAST_SQUATTERS = r"""
+import json, os, subprocess, sys
+vramtrace, target, out, job_uid, squat_uid, python, squatter = sys.argv[1:8]
+job_uid, squat_uid = int(job_uid), int(squat_uid)
+
+def become(uid):
+    def drop():
+        os.setgroups([])
+        os.setgid(uid)
+        os.setuid(uid)
+    return drop if uid != os.geteuid() else None
+
+squat = subprocess.Popen([python, "-c", squatter, *map(str, range(2, 65))], stdout=subprocess.PIPE, text=True,
+                         preexec_fn=become(squat_uid))
+squat.stdout.readline()
+run = subprocess.Popen([vramtrace, "run", "--armed", "-o", out, "--", target, "steps"], stdin=subprocess.PIPE,
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=become(job_uid))
+pid = int(run.stdout.readline().split("=")[1])
+client = lambda *a: subprocess.run([vramtrace, *map(str, a)], capture_output=True, text=True, timeout=60,
+                                   preexec_fn=become(job_uid))
+attach, mark = client("attach", pid), client("mark", pid, "armed-past-squatters")
+for _ in range(2):
+    run.stdin.write("go\n")
+    run.stdin.flush()
+    run.stdout.readline()
+run.stdin.close()
+status = run.wait(timeout=60)
+squat.kill()
+print(json.dumps({"pid": pid, "squatter": squat.pid, "status": status, "stderr": run.stderr.read(),
+                  "attach": [attach.returncode, attach.stdout, attach.stderr],
+                  "mark": [mark.returncode, mark.stdout, mark.stderr]}))
+"""
+
+
+@pytest.mark.parametrize("job_user", ["root", "nobody", "nobody, /tmp/vramtrace-65534 planted"])
+def test_armed_run_keeps_a_control_socket_when_its_name_is_taken(tmp_path, job_user, request):
+    """Pre-squatting the next pids' names made a root `run --armed` run without its socket and
+    lose the capture. The preload says once who took the name and listens in a directory only
+    its user can enter (/run/vramtrace for root, /tmp/vramtrace-<uid> otherwise); attach finds
+    it there, checks it is the process, and the capture is whole."""
+    if os.geteuid() != 0 or not shutil.which("unshare"):
+        pytest.skip("needs root and unshare(1): the squatting happens in a pid and network namespace of its own")
+    uid = 0 if job_user == "root" else 65534
+    squatter_uid = 65533 if uid else 65534
+    if uid:
+        tmp_path = Path(tempfile.mkdtemp(prefix="vrt-nobody-"))  # pytest's tmp_path is closed to nobody
+        os.chown(tmp_path, uid, uid)
+        request.addfinalizer(lambda: shutil.rmtree(tmp_path, ignore_errors=True))
+    planted = job_user.endswith("planted")
+    if planted:  # the squatter's user made nobody's first choice first: open to all, and theirs
+        shutil.rmtree("/tmp/vramtrace-65534", ignore_errors=True)
+        os.mkdir("/tmp/vramtrace-65534")
+        os.chown("/tmp/vramtrace-65534", 65533, 65533)
+        os.chmod("/tmp/vramtrace-65534", 0o777)
+        request.addfinalizer(lambda: shutil.rmtree("/tmp/vramtrace-65534", ignore_errors=True))
+    out = tmp_path / "armed.vrt"
+    python = "/usr/bin/python3" if os.access("/usr/bin/python3", os.X_OK) else sys.executable
+    p = subprocess.run(["unshare", "--pid", "--net", "--fork", "--mount-proc", python, "-c", ARMED_PAST_SQUATTERS,
+                        str(VRAMTRACE), program("attach_target"), str(out), str(uid), str(squatter_uid), python,
+                        SQUATTER], capture_output=True, text=True, timeout=TIMEOUT, env=clean_env(), cwd=tmp_path)
+    assert p.returncode == 0, p.stderr
+    got = json.loads(p.stdout)
+    pid = got["pid"]
+    assert 2 < pid < 65 and got["status"] == 0, got
+    home = "/run/vramtrace" if uid == 0 else "/dev/shm/vramtrace-65534" if planted else "/tmp/vramtrace-65534"
+    note = (f"vramtrace: note: @vramtrace.{pid} is held by process {got['squatter']} (uid {squatter_uid}, python3), "
+            f"not by process {pid}: ignored it; process {pid} answered at {home}/ctl.{pid}\n")
+    assert got["attach"] == [0, f"process {pid}: tracing everything to {out}\n", note], got["attach"]
+    assert got["mark"] == [0, f'process {pid}: marked "armed-past-squatters"\n', note], got["mark"]
+    taken = [line for line in got["stderr"].splitlines() if "is taken by" in line]
+    assert taken == [f"vramtrace[{pid}]: the control socket name @vramtrace.{pid} is taken by process "
+                     f"{got['squatter']} (uid {squatter_uid}); listening at {home}/ctl.{pid} instead"], got["stderr"]
+    assert stat.S_IMODE(os.lstat(home).st_mode) == 0o700 and os.lstat(home).st_uid == uid
+    assert not os.path.exists(f"{home}/ctl.{pid}")  # removed at exit
+    if planted:
+        assert os.listdir("/tmp/vramtrace-65534") == []  # never the planted one
+    assert [r for r in parse_dump(analyze("dump", out).stdout) if r.op == "mark"]
+
+
+def test_what_a_traced_process_says_back_is_printed_escaped(target):
+    """A reply is text from another process: its control characters never reach the terminal."""
+    label = "\x1b]0;title\x07\x1b[2Jlabel"
+    p = analyze("mark", target.pid, label, check=False)
+    assert p.returncode == 0, p.stderr
+    assert "\x1b" not in p.stdout and "\x07" not in p.stdout
+    assert p.stdout == f'process {target.pid}: marked "\\x1b]0;title\\x07\\x1b[2Jlabel"\n'
+
+
+# ---- places no trace goes ---------------------------------------------------------------------------
+
+@pytest.mark.parametrize("output,why", [("/dev/null", "/dev/null is a character device, not a trace file"),
+                                        ("/", "/ is the root directory")])
+def test_an_output_naming_a_device_or_the_root_is_refused_and_the_job_runs(tmp_path, output, why):
+    """VRAMTRACE_OUTPUT=/dev/null made root create /dev/null.PID.vrt; / made /vramtrace.PID.vrt."""
+    before = set(os.listdir("/dev")), set(os.listdir("/"))
+    p = run_plain_prog("stress_churn", 100, 10, env={"LD_PRELOAD": str(PRELOAD), "VRAMTRACE_OUTPUT": output},
+                       cwd=tmp_path)
+    plain = run_plain_prog("stress_churn", 100, 10)
+    assert (p.returncode, p.stdout) == (plain.returncode, plain.stdout)
+    line, = preload_lines(p.stderr)
+    assert line.endswith(f"disabled: not writing a trace to {output}: {why}; the program continues untraced"), line
+    assert (set(os.listdir("/dev")), set(os.listdir("/"))) == before
+
+
+def _owned_dir(path, uid, mode):
+    path.mkdir()
+    os.chown(path, uid, uid)
+    path.chmod(mode)
+    return path
+
+
+@pytest.mark.parametrize("owner,mode,refused", [
+    ("self", 0o777, "is writable by other users (mode 0777) and not sticky"),
+    ("nobody", 0o777, "belongs to uid 65534, who could replace the trace"),
+    ("nobody", 0o1777, "belongs to uid 65534, who could replace the trace"),
+    ("nobody", 0o755, "belongs to uid 65534, who could replace the trace"),
+    ("self", 0o1777, None),  # like /tmp: sticky, ours
+    ("self", 0o700, None),
+])
+def test_run_into_a_directory_another_user_can_change_is_refused(tmp_path, owner, mode, refused):
+    """`run -o DIR/` took a world-writable directory owned by another user: they could rename or
+    replace the trace after it was written. Sticky and owned by us (or root), it is fine."""
+    if owner == "nobody" and os.geteuid() != 0:
+        pytest.skip("needs root to make a directory of another user")
+    d = _owned_dir(tmp_path / "d", 65534 if owner == "nobody" else os.geteuid(), mode)
+    p = run_command([str(VRAMTRACE), "run", "-o", f"{d}/", "--", program("stress_churn"), "100", "10"], tmp_path,
+                    clean_env())
+    assert p.returncode == 0, p.stderr
+    files = os.listdir(d)
+    if refused is None:
+        assert len(files) == 1 and files[0].endswith(".vrt"), (files, p.stderr)
+        return
+    assert files == []
+    line, = preload_lines(p.stderr)
+    assert f"disabled: not writing a trace to {d}/: {d}/ {refused}" in line, line
+    assert f"vramtrace: no trace was written: {d}/ {refused}" in p.stderr, p.stderr
+
+
+def test_the_default_output_names_the_path_it_could_not_create(tmp_path):
+    """With VRAMTRACE_OUTPUT unset the message named an empty path ("cannot write the trace :")."""
+    if os.geteuid() != 0:
+        pytest.skip("needs root to run as nobody in a directory nobody cannot write")
+    ro = _owned_dir(tmp_path / "ro", 0, 0o755)
+    tmp_path.chmod(0o755)
+    p = subprocess.run([program("stress_churn"), "100", "10"], capture_output=True, text=True, cwd=ro, timeout=TIMEOUT,
+                       env=clean_env({"LD_PRELOAD": str(PRELOAD)}), preexec_fn=become(65534, 65534))
+    line, = preload_lines(p.stderr)
+    assert re.search(r"disabled: cannot write the trace \./vramtrace\.\d+\.vrt: Permission denied;", line), line

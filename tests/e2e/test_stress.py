@@ -20,8 +20,8 @@ import sys
 
 import pytest
 
-from conftest import CUDART, MiB, VRAMTRACE, analyze, clean_env, frame_functions, program
-from stress_helpers import (ATEXIT_LIB, PRELOAD, SIGSHIM, can_mount_tmpfs, fields, info, last_line, live_by_leaf,
+from conftest import CUDART, MiB, VRAMTRACE, analyze, assert_nothing_lost, clean_env, frame_functions, program
+from stress_helpers import (ATEXIT_LIB, CLOCKSHIM, NOMMAP, PRELOAD, SIGSHIM, can_mount_tmpfs, fields, info, last_line, live_by_leaf,
                             op_counts, preload_lines, report, run, run_command, run_plain_prog, traced)
 
 BIG_BUFFER = {"VRAMTRACE_THREAD_BUFFER": "16M"}
@@ -231,6 +231,35 @@ def test_signal_handler_allocations_inside_hooks_are_recorded(signals):
     handler = [r for r in t.events("alloc") if r["size"] not in (4096, 64 * 1024, MiB)]
     assert len(handler) == made["handler_allocs"]
     assert t.totals()[(0, "device")][1] == made["main_bytes"] + made["handler_bytes"]
+
+
+# ---- signal handlers nested in vramtrace's buffer writes, deterministically ------------------
+
+def nested_run(tmp_path, iterations, depth):
+    p, out = run(tmp_path, [program("stress_nested"), iterations, depth], "n.vrt", extra_preload=CLOCKSHIM)
+    assert p.returncode == 0, p.stderr
+    return fields(last_line(p.stdout, "stress_nested:")), traced(p, out)
+
+
+def level_of(size):
+    """stress_nested's level_bytes(d, k) = 4096 d + 256 k + 128, k < 4: the handler level, 0 for main."""
+    return size // 4096 if size % 256 == 128 and size % 4096 < 1024 else 0
+
+
+@pytest.mark.parametrize("depth", [1, 3, 16])
+def test_signal_handlers_interrupting_buffer_writes_lose_nothing_at_any_depth(tmp_path, depth):
+    """Every level's handler interrupts the level below it while that level is writing the
+    thread's buffer (or a side buffer): every allocation and free, at every depth, is in the
+    trace, nothing is counted lost, and the live set is exact."""
+    made, t = nested_run(tmp_path, 2000, depth)
+    assert made[f"allocs{depth}"] > 0, made  # the deepest level really ran
+    allocs = {}
+    for r in t.events("alloc"):
+        allocs[level_of(r["size"])] = allocs.get(level_of(r["size"]), 0) + 1
+    assert allocs == {0: made["main_allocs"], **{d: made[f"allocs{d}"] for d in range(1, depth + 1)}}
+    assert len(t.events("free")) == made["main_frees"] + sum(made[f"frees{d}"] for d in range(1, depth + 1))
+    assert t.totals()[(0, "device")][1] == made["held_bytes"]
+    assert_nothing_lost(t)
 
 
 @pytest.mark.slow
@@ -508,6 +537,46 @@ def test_largest_python_depths_keep_the_python_frames_of_a_deep_stack(tmp_path, 
     site, = report(out)["live_at_end"]
     assert sum(f["kind"] == "python" for f in site["frames"]) == 255
     assert [f["function"] for f in site["frames"] if f["kind"] == "python"][:2] == ["leaf", "deep"]
+
+
+def test_output_path_too_long_is_not_truncated_job_runs_one_line(tmp_path):
+    """A VRAMTRACE_OUTPUT longer than the preload keeps (4095 bytes) was cut to a prefix, which
+    names another file: now nothing is written, the job runs, one line says why (even quiet)."""
+    target = tmp_path
+    while len(str(target)) < 4095 - 200:
+        target = target / ("d" * min(250, 4095 - 200 - len(str(target))))
+    target.mkdir(parents=True)
+    prefix = str(target) + "/" + "x" * (4095 - len(str(target)) - 1)  # what a cut would name
+    long = prefix + "/t.vrt"
+    env = {"VRAMTRACE_OUTPUT": long, "VRAMTRACE_QUIET": "1", "LD_PRELOAD": str(PRELOAD)}
+    p = run_plain_prog("stress_churn", 100, 10, env=env, cwd=tmp_path)
+    assert (p.returncode, p.stdout) == (0, run_plain_prog("stress_churn", 100, 10).stdout)
+    assert [line.split(": ", 1)[1] for line in preload_lines(p.stderr)] == [
+        "disabled: VRAMTRACE_OUTPUT is longer than a path vramtrace takes (4095 bytes); "
+        "the program continues untraced"]
+    assert not any(target.rglob("*.vrt")) and not any(f.suffix == ".vrt" for f in tmp_path.iterdir())
+
+
+def test_phase_list_too_long_is_ignored_not_truncated(tmp_path):
+    value = ",".join(f"phase_{i}" for i in range(200))  # over 1023 bytes
+    argv = [program("stress_churn"), 100, 10]
+    p, out = run(tmp_path, argv, "t.vrt", env={"VRAMTRACE_PHASE": value}, quiet=False)
+    assert p.returncode == 0
+    assert [line.split(": ", 1)[1] for line in preload_lines(p.stderr)] == [
+        f"VRAMTRACE_PHASE is {len(value)} bytes long, more than vramtrace takes; ignored", f"tracing to {out}"]
+
+
+def test_thread_buffers_that_cannot_be_mapped_count_every_event_lost(tmp_path):
+    """No event buffer can be mapped at all (libstress_nommap.so fails the preload's anonymous
+    mappings): the job runs unchanged, one line says so, and the trace counts every event the
+    program made as lost instead of looking like a program that made none."""
+    argv = [program("rt_api")]
+    p, out = run(tmp_path, argv, "t.vrt", extra_preload=NOMMAP, quiet=False)
+    assert (p.returncode, p.stdout) == (0, run_plain_prog("rt_api").stdout)
+    assert "no event buffer could be mapped for a thread; its events are counted lost" in \
+        [line.split(": ", 1)[1] for line in preload_lines(p.stderr)]
+    normal, normal_out = run(tmp_path, argv, "n.vrt")
+    assert info(out)["events_lost"] == info(normal_out)["events_written"] > 10
 
 
 def test_empty_output_setting_means_the_default_file(tmp_path):

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* Shared by the fuzz targets: the input as a file the reader can open (the reader maps a path). */
+/* Shared by the fuzz targets: the input as a file the reader can open (the reader takes a path). */
 #ifndef VRT_FUZZ_COMMON_H
 #define VRT_FUZZ_COMMON_H
 

@@ -11,7 +11,7 @@
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	char path[64];
-	if (!vrt_fuzz_file(data, size, path, sizeof(path)))
+	if (!vrt_fuzz_file(data, size, path, sizeof(path)) && vrt_fuzz_affordable(path))
 		(void)vrt_fuzz_read_trace(path);
 	return 0;
 }

@@ -3,8 +3,8 @@
  * libFuzzer target: every offline report over one trace, as a user would run them. The input is
  * a trace file (fuzz_reader's corpus, the H200 traces), or anything else: a recipe for one
  * (fuzz_chunks' corpus, fuzz_recipe.h), which reaches deep into the records past the checksums.
- * Each subcommand runs in this process with its output sent to /dev/null (html's to a file in a
- * directory of its own), so that the sanitizers see the reports' own arithmetic, grouping and
+ * Each subcommand runs in this process with its output sent to /dev/null (files, which are never
+ * written through a device, to one in a directory of its own), so that the sanitizers see the reports' own arithmetic, grouping and
  * printing (fuzz_reader stops at the model). html's leaks and OOM sections run in forked
  * children, whose coverage libFuzzer does not see; both commands also run here directly.
  */
@@ -18,11 +18,12 @@
 #include "cli.h"
 #include "commands.h"
 #include "fuzz_recipe.h"
+#include "fuzz_trace.h"
 
 /* The command table main.c defines; the reports only read it for help texts. */
 const struct vrt_command vrt_commands[] = { { NULL, NULL, NULL, NULL } };
 
-#define MAX_ARGS 9 /* "@" stands for the trace, "#" for html's output file */
+#define MAX_ARGS 9 /* "@" stands for the trace, "#" for an output file (exports and html write it) */
 
 static const char *const runs[][MAX_ARGS] = {
 	{ "report", "-q", "@" },
@@ -33,9 +34,9 @@ static const char *const runs[][MAX_ARGS] = {
 	{ "oom", "-q", "@" },
 	{ "timeline", "-q", "--buckets", "7", "@" },
 	{ "timeline", "--csv", "-q", "@" },
-	{ "export", "--format", "memory-viz", "-o", "/dev/null", "@" },
-	{ "export", "--format", "chrome", "-o", "/dev/null", "@" },
-	{ "export", "--format", "folded-peak", "-o", "/dev/null", "@" },
+	{ "export", "--format", "memory-viz", "-o", "#", "@" },
+	{ "export", "--format", "chrome", "-o", "#", "@" },
+	{ "export", "--format", "folded-peak", "-o", "#", "@" },
 	{ "diff", "-q", "@", "@" },
 	{ "dump", "--stacks", "--tables", "@" },
 	{ "info", "--json", "@" },
@@ -88,6 +89,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	char path[64];
 	bool is_file = size >= VRT_FILE_MAGIC_LEN && !memcmp(data, VRT_FILE_MAGIC, VRT_FILE_MAGIC_LEN);
 	if (is_file ? vrt_fuzz_file(data, size, path, sizeof(path)) : vrt_fuzz_build_recipe(data, size, path, sizeof(path)))
+		return 0;
+	if (!vrt_fuzz_affordable(path))
 		return 0;
 	for (size_t i = 0; i < sizeof(runs) / sizeof(runs[0]); i++) {
 		char *argv[MAX_ARGS + 1] = { 0 };

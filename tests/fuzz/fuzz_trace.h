@@ -30,6 +30,26 @@ static inline void vrt_fuzz_each_item(void *ctx, const struct vrt_item *it)
 	vrt_fuzz_walk_stack(ctx, it->stack);
 }
 
+/*
+ * Whether an input is worth a run: it decodes to at most VRT_FUZZ_MAX_DECODED bytes. Kilobytes
+ * of zstd can declare gigabytes of records (tests/fuzz/bad's bombs); the analyzer bounds what
+ * they cost with its --max-memory budget (budget.c, checked by check_bad.py), which is not in
+ * the fuzz targets, and a fuzz run must not spend its minutes on one input.
+ */
+#define VRT_FUZZ_MAX_DECODED (10u << 20)
+
+static inline bool vrt_fuzz_affordable(const char *path)
+{
+	struct vrt_trace t;
+	if (vrt_trace_open(&t, path))
+		return true; /* refused at open: cheap whatever it is */
+	uint64_t raw = 0;
+	for (size_t i = 0; i < t.n_chunks; i++)
+		raw += t.chunks[i].raw;
+	vrt_trace_close(&t);
+	return raw <= VRT_FUZZ_MAX_DECODED;
+}
+
 /* Opens path as a trace and replays all of it; returns the open status. */
 static inline int vrt_fuzz_read_trace(const char *path)
 {

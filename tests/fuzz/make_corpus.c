@@ -8,7 +8,10 @@
  *   DIR/corpus/chunks/  recipes for fuzz_chunks
  *   DIR/corpus/ctl/     control messages
  *   DIR/bad/            known-bad traces, and DIR/bad/EXPECTED: for each, the exit status and
- *                       the message `vramtrace report` must give (tests/fuzz/check_bad.py)
+ *                       the message `vramtrace report` must give, and the memory and time it may
+ *                       take (tests/fuzz/check_bad.py); among them hostile ones: ids that jump,
+ *                       zstd bombs (millions of live items from kilobytes), a sparse ring whose
+ *                       header claims 16 GiB or 1 TiB, an 8 MiB function name, terminal escapes
  *
  * Output is deterministic for a given zstd version. File names avoid ".vrt" (git-ignored).
  */
@@ -85,13 +88,22 @@ static struct bytes dup_bytes(struct bytes b, size_t len)
 	return c;
 }
 
-/* A known-bad file and what `vramtrace report` must say: exit status, a piece of stderr.
- * status "xfail: why" marks a case where the analyzer is known to be wrong (the test reports
- * it, and fails once it starts passing, so the mark gets removed). */
-static void bad(const char *name, struct bytes b, int exit_code, const char *message, const char *status)
+/* A known-bad file and what `vramtrace report` must say: exit status, a piece of stderr, and
+ * limits beyond check_bad.py's defaults ("args=--max-memory,64M rss=300 secs=20 size=N"; size
+ * extends the file, sparse, before it is read). status "xfail: why" marks a case where the
+ * analyzer is known to be wrong (the test reports it, and fails once it starts passing, so the
+ * mark gets removed). */
+static void bad_with(const char *name, struct bytes b, int exit_code, const char *message, const char *status,
+		     const char *limits)
 {
 	save("bad", name, b.p, b.len);
-	fprintf(expected, "%s\t%d\t%s\t%s\n", name, exit_code, message, status ? status : "ok");
+	fprintf(expected, "%s\t%d\t%s\t%s%s%s\n", name, exit_code, message, status ? status : "ok",
+		limits ? "\t" : "", limits ? limits : "");
+}
+
+static void bad(const char *name, struct bytes b, int exit_code, const char *message, const char *status)
+{
+	bad_with(name, b, exit_code, message, status, NULL);
 }
 
 static void fix_header_crc(struct bytes b)
@@ -405,6 +417,7 @@ static const char *MSG_RECORD = "malformed record";
 static const char *MSG_RANGE = "reference to an undefined id";
 static const char *MSG_PARTIAL = "the file ends in a partial chunk";
 static const char *MSG_DAMAGED = "damaged chunks were skipped";
+static const char *MSG_CUT = "the trace was cut short";
 
 static void header_cases(struct bytes base)
 {
@@ -493,9 +506,9 @@ static void chunk_cases(struct bytes base, const struct vt_gen *g)
 		struct vrt_chunk_header ch;
 		memcpy(&ch, base.p + exp[i]->offset, sizeof(ch));
 		size_t end = exp[i]->offset + sizeof(ch) + ch.stored_size;
-		/* At a chunk boundary the file is simply shorter: no warning. */
+		/* At a chunk boundary every chunk left is whole; the state block says more were written. */
 		snprintf(name, sizeof(name), "cut-at-chunk-%zu", i);
-		bad(name, (struct bytes){ base.p, exp[i]->offset }, 0, "", NULL);
+		bad(name, (struct bytes){ base.p, exp[i]->offset }, 0, MSG_CUT, NULL);
 		snprintf(name, sizeof(name), "cut-in-chunk-%zu-header", i);
 		bad(name, (struct bytes){ base.p, exp[i]->offset + 20 }, 0, MSG_PARTIAL, NULL);
 		snprintf(name, sizeof(name), "cut-in-chunk-%zu-payload", i);
@@ -631,6 +644,258 @@ static void record_cases(struct bytes base, const struct vt_gen *g)
 #undef APPEND
 }
 
+/* ---- hostile traces: memory and time -------------------------------------------------------- */
+
+/* A trace from nothing: the file header of a keep-all trace (ring_size 0) or a ring of ring_size
+ * bytes that has not wrapped, pid 4242, host "corpus". */
+static struct bytes new_trace(uint64_t ring_size)
+{
+	struct bytes b = { calloc(1, VRT_FILE_HEADER_SIZE), VRT_FILE_HEADER_SIZE };
+	struct vrt_file_header h = { 0 };
+	memcpy(h.magic, VRT_FILE_MAGIC, VRT_FILE_MAGIC_LEN);
+	h.version_major = VRT_FORMAT_MAJOR;
+	h.version_minor = VRT_FORMAT_MINOR;
+	h.header_size = VRT_FILE_HEADER_SIZE;
+	h.flags = ring_size ? VRT_FILE_RING : 0;
+	h.ts_unit_ns = 1000;
+	h.ring_offset = ring_size ? VRT_FILE_HEADER_SIZE : 0;
+	h.ring_size = ring_size;
+	h.log_offset = VRT_FILE_HEADER_SIZE + ring_size;
+	h.pid = 4242;
+	h.rank = h.local_rank = h.world_size = -1;
+	snprintf(h.hostname, sizeof(h.hostname), "corpus");
+	h.header_crc = vrt_crc32c(0, &h, offsetof(struct vrt_file_header, header_crc));
+	memcpy(b.p, &h, sizeof(h));
+	return b;
+}
+
+/* The state block of a trace that ended normally with everything in the file. */
+static void close_trace(struct bytes b, uint64_t last_seq, uint64_t events)
+{
+	struct vrt_file_state st = { .generation = 1, .log_end = (b.len + 7) & ~(size_t)7, .last_chunk_seq = last_seq,
+				     .events_written = events, .end_reason = VRT_END_EXIT };
+	st.crc = vrt_crc32c(0, &st, offsetof(struct vrt_file_state, crc));
+	memcpy(b.p + VRT_STATE_OFFSET, &st, sizeof(st));
+}
+
+/* n records made by fill(i) into one chunk payload of at most VRT_CHUNK_MAX_RAW bytes. */
+static size_t encode_n(uint8_t *raw, size_t n, void (*fill)(struct vrt_record *r, size_t i), size_t first)
+{
+	struct vrt_delta d = { 0, 0 };
+	uint8_t *p = raw;
+	for (size_t i = 0; i < n; i++) {
+		struct vrt_record r = { 0 };
+		fill(&r, first + i);
+		p = vrt_record_encode(p, &r, &d);
+		if ((size_t)(p - raw) > VRT_CHUNK_MAX_RAW - VRT_RECORD_MAX_FIXED)
+			die("encode_n: more than a chunk holds");
+	}
+	return (size_t)(p - raw);
+}
+
+static void fill_alloc(struct vrt_record *r, size_t i)
+{
+	*r = (struct vrt_record){ .op = VRT_OP_ALLOC, .ts = i + 1, .api = VRT_API_CUDA_MALLOC,
+				  .addr = 0x100000000000ull + (uint64_t)i * 4096, .size = 4096 };
+}
+
+static void fill_cp_live(struct vrt_record *r, size_t i)
+{
+	*r = (struct vrt_record){ .op = VRT_OP_CP_LIVE, .id2 = VRT_OP_ALLOC, .ts = 1, .api = VRT_API_CUDA_MALLOC,
+				  .addr = 0x100000000000ull + (uint64_t)i * 4096, .size = 4096 };
+}
+
+/* Records of 12-14 bytes that differ only in a constant step: kilobytes of zstd per 56 MiB. */
+#define BOMB_RECORDS_PER_CHUNK 4000000u
+
+/* ALLOC chunks holding n live allocations (the finding: 23 KB, 16.8 M allocations, 8 GB). */
+static struct bytes alloc_bomb(size_t n)
+{
+	uint8_t *raw = malloc(VRT_CHUNK_MAX_RAW);
+	struct bytes b = new_trace(0);
+	uint64_t seq = 0;
+	for (size_t done = 0; done < n;) {
+		size_t k = n - done < BOMB_RECORDS_PER_CHUNK ? n - done : BOMB_RECORDS_PER_CHUNK;
+		b = append_chunk(b, VRT_CHUNK_EVENTS, VRT_CODEC_ZSTD, ++seq, raw, encode_n(raw, k, fill_alloc, done));
+		done += k;
+	}
+	close_trace(b, seq, n);
+	free(raw);
+	return b;
+}
+
+/* A trace whose history is lost (its first chunk is number 5) and whose oldest whole checkpoint
+ * seeds n items, in parts: replay starts there, so the checkpoint is the live set. */
+static struct bytes checkpoint_bomb(size_t n)
+{
+	uint8_t *raw = malloc(VRT_CHUNK_MAX_RAW + 64);
+	struct bytes b = new_trace(0);
+	uint64_t seq = 4;
+	for (size_t done = 0; done < n;) {
+		size_t k = n - done < BOMB_RECORDS_PER_CHUNK ? n - done : BOMB_RECORDS_PER_CHUNK, len = 0;
+		struct vrt_delta d = { 0, 0 };
+		if (!done) {
+			struct vrt_record begin = { .op = VRT_OP_CP_BEGIN, .ts = 1, .id = VRT_CP_PERIODIC, .aux = 1 };
+			len = (size_t)(vrt_record_encode(raw, &begin, &d) - raw);
+		}
+		len += encode_n(raw + len, k, fill_cp_live, done);
+		done += k;
+		if (done == n) {
+			struct vrt_record end = { .op = VRT_OP_CP_END, .id = n };
+			len = (size_t)(vrt_record_encode(raw + len, &end, &d) - raw);
+		}
+		b = append_chunk(b, VRT_CHUNK_CHECKPOINT, VRT_CODEC_ZSTD, ++seq, raw, len);
+	}
+	close_trace(b, seq, 1);
+	free(raw);
+	return b;
+}
+
+/* 64 STRING records (or another table's), each id 2^20 past the last: the old reader grew its
+ * tables densely to the highest id (5,604 bytes made `info` take 1.58 GB). */
+static struct bytes id_jump(uint8_t op)
+{
+	uint8_t raw[8192];
+	size_t len = 0;
+	struct vrt_delta d = { 0, 0 };
+	for (uint64_t k = 1; k <= 64; k++) {
+		struct vrt_record r = { .op = op, .id = k << 20, .bytes = (const uint8_t *)"x", .bytes_len = 1 };
+		if (op == VRT_OP_STACK)
+			r = (struct vrt_record){ .op = op, .id = k << 20, .id2 = (k - 1) << 20, .aux2 = VRT_FRAME_NATIVE, .aux = k };
+		len = (size_t)(vrt_record_encode(raw + len, &r, &d) - raw);
+	}
+	struct bytes b = append_chunk(new_trace(0), VRT_CHUNK_TABLES, VRT_CODEC_ZSTD, 1, raw, len);
+	close_trace(b, 1, 0);
+	return b;
+}
+
+/* Tables and one allocation at a site whose function is named name (len bytes), in a keep-all
+ * trace, or in the first lap of a ring of ring_size bytes. */
+static struct bytes named_site(const uint8_t *name, size_t len, uint64_t ring_size)
+{
+	uint8_t *raw = malloc(len + 4096);
+	struct vrt_delta d = { 0, 0 };
+	struct vrt_record tables[] = {
+		{ .op = VRT_OP_STRING, .id = 1, .bytes = name, .bytes_len = len },
+		{ .op = VRT_OP_STRING, .id = 2, .bytes = (const uint8_t *)"/lib/\x1b[31mlibx.so", .bytes_len = 17 },
+		{ .op = VRT_OP_MODULE, .id = 1, .id2 = 2, .addr = 0x400000, .size = 0x100000 },
+		{ .op = VRT_OP_SYMBOL, .addr = 0x401000, .id = 1, .id2 = 1, .aux = 16 },
+		{ .op = VRT_OP_STACK, .id = 1, .id2 = 0, .aux2 = VRT_FRAME_NATIVE, .aux = 0x401000 },
+	};
+	size_t n = 0;
+	uint8_t *p = raw;
+	for (size_t i = 0; i < sizeof(tables) / sizeof(tables[0]); i++)
+		p = vrt_record_encode(p, &tables[i], &d);
+	n = (size_t)(p - raw);
+	struct bytes b = append_chunk(new_trace(ring_size), VRT_CHUNK_TABLES, VRT_CODEC_ZSTD, 1, raw, n);
+	struct vrt_record ev[] = {
+		{ .op = VRT_OP_ALLOC, .ts = 10, .api = VRT_API_CUDA_MALLOC, .addr = 0x10000, .size = 1 << 20, .stack = 1 },
+	};
+	n = encode(raw, ev, 1);
+	b = append_chunk(b, VRT_CHUNK_EVENTS, VRT_CODEC_ZSTD, 2, raw, n);
+	close_trace(b, 2, 1);
+	free(raw);
+	return b;
+}
+
+/* 48 steps, each making and freeing a temporary and keeping one allocation from grow_site; every
+ * 8th step loses 3 events. With phases each step is a call of "step". For `leaks`: a lost free
+ * looks like growth, and the report says where events were lost. */
+static struct bytes lossy_trace(bool phases)
+{
+	uint8_t raw[65536];
+	struct vrt_record tables[] = {
+		{ .op = VRT_OP_STRING, .id = 1, .bytes = (const uint8_t *)"grow_site", .bytes_len = 9 },
+		{ .op = VRT_OP_STRING, .id = 2, .bytes = (const uint8_t *)"temp_site", .bytes_len = 9 },
+		{ .op = VRT_OP_STRING, .id = 3, .bytes = (const uint8_t *)"step", .bytes_len = 4 },
+		{ .op = VRT_OP_SYMBOL, .addr = 0x401000, .id = 0, .id2 = 1, .aux = 8 },
+		{ .op = VRT_OP_SYMBOL, .addr = 0x402000, .id = 0, .id2 = 2, .aux = 8 },
+		{ .op = VRT_OP_STACK, .id = 1, .id2 = 0, .aux2 = VRT_FRAME_NATIVE, .aux = 0x401000 },
+		{ .op = VRT_OP_STACK, .id = 2, .id2 = 0, .aux2 = VRT_FRAME_NATIVE, .aux = 0x402000 },
+	};
+	struct bytes b = append_chunk(new_trace(0), VRT_CHUNK_TABLES, VRT_CODEC_ZSTD, 1, raw,
+				      encode(raw, tables, sizeof(tables) / sizeof(tables[0])));
+	struct vrt_record ev[48 * 6];
+	size_t n = 0;
+	uint64_t ts = 0;
+	for (uint64_t step = 0; step < 48; step++) {
+		if (phases)
+			ev[n++] = (struct vrt_record){ .op = VRT_OP_PHASE_ENTER, .ts = ++ts, .id = 3 };
+		ev[n++] = (struct vrt_record){ .op = VRT_OP_ALLOC, .ts = ++ts, .api = VRT_API_CUDA_MALLOC, .addr = 0x100000,
+					       .size = 64 << 20, .stack = 2 };
+		ev[n++] = (struct vrt_record){ .op = VRT_OP_FREE, .ts = ++ts, .api = VRT_API_CUDA_FREE, .addr = 0x100000,
+					       .size = 64 << 20, .stack2 = 2 };
+		ev[n++] = (struct vrt_record){ .op = VRT_OP_ALLOC, .ts = ++ts, .api = VRT_API_CUDA_MALLOC,
+					       .addr = 0x10000000 + step * 0x100000, .size = 1 << 20, .stack = 1 };
+		if (step % 8 == 3)
+			ev[n++] = (struct vrt_record){ .op = VRT_OP_LOST, .ts = ++ts, .id = 3 };
+		if (phases)
+			ev[n++] = (struct vrt_record){ .op = VRT_OP_PHASE_EXIT, .ts = ++ts, .id = 3 };
+	}
+	b = append_chunk(b, VRT_CHUNK_EVENTS, VRT_CODEC_ZSTD, 2, raw, encode(raw, ev, n));
+	close_trace(b, 2, n);
+	return b;
+}
+
+static void hostile_cases(void)
+{
+	static const char *const MSG_BUDGET = "the analysis needs more memory than --max-memory 256.0 MiB allows";
+	static const struct {
+		const char *name;
+		uint8_t op;
+	} jumps[] = { { "id-jump-strings", VRT_OP_STRING }, { "id-jump-stacks", VRT_OP_STACK },
+		      { "id-jump-pyframes", VRT_OP_PYFRAME }, { "id-jump-threads", VRT_OP_THREAD_INFO } };
+	for (size_t i = 0; i < sizeof(jumps) / sizeof(jumps[0]); i++) {
+		struct bytes b = id_jump(jumps[i].op);
+		bad_with(jumps[i].name, b, 3, MSG_RANGE, NULL, "rss=64 secs=10");
+		free(b.p);
+	}
+	/* 16.8 M allocations: stopped by the budget, long before the OOM killer. */
+	struct bytes b = alloc_bomb(16800000);
+	bad_with("zstd-bomb-16m-allocs", b, 6, MSG_BUDGET, NULL, "args=--max-memory,256M rss=400 secs=30");
+	free(b.p);
+	/* 1 M allocations read whole: at most 128 bytes each (model.h), the decompression buffer, the rest. */
+	b = alloc_bomb(1000000);
+	bad_with("zstd-bomb-1m-allocs", b, 0, "", NULL, "rss=250 secs=20");
+	free(b.p);
+	b = checkpoint_bomb(12000000);
+	bad_with("checkpoint-bomb-12m-items", b, 6, MSG_BUDGET, NULL, "args=--max-memory,256M rss=400 secs=30");
+	free(b.p);
+	/* A ring whose header claims 16 GiB (or 1 TiB) and holds a few KB: check_bad.py extends the
+	 * file, sparse, to what the header claims (37 s for 16 GiB with the old 8-byte scan). */
+	static const struct {
+		const char *name, *limits;
+		uint64_t ring;
+	} sparse[] = { { "sparse-ring-16g", "rss=64 secs=10 size=17179873280", 16ull << 30 },
+		       { "sparse-ring-1t", "rss=64 secs=10 size=1099511631872", 1ull << 40 } };
+	for (size_t i = 0; i < sizeof(sparse) / sizeof(sparse[0]); i++) {
+		b = named_site((const uint8_t *)"sparse_ring_site", 16, sparse[i].ring);
+		bad_with(sparse[i].name, b, 0, "", NULL, sparse[i].limits);
+		free(b.p);
+	}
+	/* One function name of 8 MiB: shown cut, not carried whole into every output. */
+	size_t big = 8u << 20;
+	uint8_t *name = malloc(big);
+	for (size_t i = 0; i < big; i++)
+		name[i] = (uint8_t)('a' + i % 26);
+	b = named_site(name, big, 0);
+	bad_with("name-8mib", b, 0, "", NULL, "rss=128 secs=10 stdout_max=20000");
+	free(b.p);
+	free(name);
+	/* Terminal escapes in a function name and a module path: shown escaped. */
+	static const char escapes[] = "evil\x1b]0;PWNED\x07\x1b[2J\x9b" "31m\xe2\x80\xae" "fn";
+	b = named_site((const uint8_t *)escapes, sizeof(escapes) - 1, 0);
+	bad_with("control-chars-in-names", b, 0, "", NULL, "clean=1");
+	free(b.p);
+	/* Events lost while recording: leaks says so beside what they can fake (test_hostile_input.py). */
+	b = lossy_trace(false);
+	bad("lossy-growth", b, 0, "", NULL);
+	free(b.p);
+	b = lossy_trace(true);
+	bad("lossy-phases", b, 0, "", NULL);
+	free(b.p);
+}
+
 int main(int argc, char **argv)
 {
 	if (argc != 2) {
@@ -669,6 +934,7 @@ int main(int argc, char **argv)
 	header_cases(base);
 	chunk_cases(base, &g);
 	record_cases(base, &g);
+	hostile_cases();
 	/* The valid seeds must read fine (a check on the generator itself). */
 	bad("valid-every-op", ops, 0, "", NULL);
 	bad("valid-ring-wrapped", ring, 0, "the ring overwrote the oldest history", NULL);

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The analyzer's live-set model, record by record: its hash table (tags, backward-shift
- * deletion, growth) against a plain reference, and the counted delta of every effect, which
- * the timeline and leaks add up.
+ * The analyzer's live-set model, record by record: its storage (a dense array of packed items
+ * and an index with backward-shift deletion, growth) against a plain reference, the view of an
+ * item it hands out, and the counted delta of every effect, which the timeline and leaks add up.
  */
 #include <string.h>
 
@@ -158,11 +158,87 @@ static void test_sizes_no_machine_holds_are_left_out(void)
 	vrt_model_free(&m);
 }
 
+static struct vrt_item found;
+static uint64_t found_addr;
+static uint8_t found_space;
+
+static void find_visit(void *ctx, const struct vrt_item *it)
+{
+	(void)ctx;
+	if (it->addr == found_addr && it->space == found_space)
+		found = *it;
+}
+
+static struct vrt_item item_at(const struct vrt_model *m, uint8_t space, uint64_t addr)
+{
+	found = (struct vrt_item){ 0 };
+	found_addr = addr, found_space = space;
+	vrt_model_each(m, find_visit, NULL);
+	return found;
+}
+
+/* Items are stored packed (fields a space never uses share a word): what a walk shows is what
+ * the records said, for every space, and stays so when other items move into freed places. */
+static void test_an_item_shows_what_its_records_said(void)
+{
+	struct vrt_model m;
+	VT_REQUIRE(vrt_model_init(&m) == 0);
+	struct vrt_record rs[] = {
+		{ .op = VRT_OP_ALLOC, .ts = 1, .api = VRT_API_CUDA_MALLOC_ASYNC, .device = 3, .kind = VRT_KIND_MANAGED,
+		  .addr = 0xa000, .size = 4096, .aux = 4000, .stream = 0xfeedbeefcafeull, .stack = 7 },
+		{ .op = VRT_OP_ALLOC, .ts = 2, .api = VRT_API_CUDA_HOST_ALLOC, .device = -1, .kind = VRT_KIND_HOST_PINNED,
+		  .addr = 0xb000, .size = 8192, .stack = 8 },
+		{ .op = VRT_OP_PHYS_CREATE, .ts = 3, .api = VRT_API_CU_MEM_CREATE, .device = 1, .kind = VRT_KIND_DEVICE,
+		  .addr = 0x77, .size = 2 << 20, .stack = 9 },
+		{ .op = VRT_OP_PHYS_CREATE, .ts = 4, .api = VRT_API_CU_MEM_RETAIN_HANDLE, .addr = 0x77 },
+		{ .op = VRT_OP_MAP, .ts = 5, .api = VRT_API_CU_MEM_MAP, .device = -1, .addr = 0x7f0000000000ull,
+		  .size = 1 << 20, .aux = 0x77, .aux2 = 1 << 20, .stack = 10 },
+		{ .op = VRT_OP_BLOCK_ALLOC, .ts = 6, .api = VRT_API_TORCH_BLOCK, .device = 1, .addr = 0x7f0000000000ull,
+		  .size = 512, .aux = 500, .stream = 5, .stack = 11 },
+		{ .op = VRT_OP_PHASE_ENTER, .ts = 7, .id = 1 },
+		{ .op = VRT_OP_SEED, .ts = 8, .api = VRT_API_CUDA_MALLOC, .device = 0, .addr = 0xc000, .size = 64, .stack = 12 },
+		{ .op = VRT_OP_FREE, .ts = 9, .api = VRT_API_CUDA_FREE, .addr = 0xa000 }, /* the last item moves here */
+	};
+	for (size_t i = 0; i < sizeof(rs) / sizeof(rs[0]); i++)
+		vrt_model_apply(&m, &rs[i], NULL);
+	VT_EQ(m.used, 5u);
+	VT_EQ(item_at(&m, VRT_IS_ADDR, 0xa000).space, 0);
+	struct vrt_item it = item_at(&m, VRT_IS_ADDR, 0xb000);
+	VT_EQ(it.device, -1);
+	VT_EQ(it.kind, VRT_KIND_HOST_PINNED);
+	VT_EQ(it.api, VRT_API_CUDA_HOST_ALLOC);
+	VT_EQ(it.born_event, 2u); /* the count of events, its own included */
+	VT_EQ(it.stack, 8u);
+	it = item_at(&m, VRT_IS_HANDLE, 0x77);
+	VT_EQ(it.refs, 2u);
+	VT_EQ(it.maps, 1u);
+	VT_EQ(it.size, 2u << 20);
+	VT_EQ(it.device, 1);
+	VT_EQ(it.stream, 0u);
+	it = item_at(&m, VRT_IS_MAP, 0x7f0000000000ull);
+	VT_EQ(it.aux, 0x77u);
+	VT_EQ(it.aux2, 1u << 20);
+	VT_EQ(it.device, 1); /* the handle's */
+	VT_EQ(it.kind, VRT_KIND_DEVICE);
+	it = item_at(&m, VRT_IS_BLOCK, 0x7f0000000000ull);
+	VT_EQ(it.aux, 500u);
+	VT_EQ(it.stream, 5u);
+	VT_EQ(it.ts, 6u);
+	VT_EQ(it.stack, 11u);
+	it = item_at(&m, VRT_IS_ADDR, 0xc000);
+	VT_EQ(it.seeded, 1);
+	VT_EQ(it.op, VRT_OP_ALLOC);
+	VT_EQ(it.born_phase, 1u);
+	VT_EQ(it.born_event, 8u);
+	vrt_model_free(&m);
+}
+
 int main(void)
 {
 	VT_RUN(test_replaced_allocation_delta_is_the_change_of_the_total);
 	VT_RUN(test_deltas_sum_to_the_live_total);
 	VT_RUN(test_table_keeps_every_item_across_growth_and_deletion);
 	VT_RUN(test_sizes_no_machine_holds_are_left_out);
+	VT_RUN(test_an_item_shows_what_its_records_said);
 	return vt_summary();
 }

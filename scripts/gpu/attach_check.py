@@ -1,0 +1,46 @@
+#!/usr/bin/env python3
+"""Attach to a running job and name the site that grows (issue 19), on a real GPU.
+
+usage: scripts/gpu/attach_check.py OUTDIR
+Starts scripts/gpu/attach_grow.py untraced, attaches after 6 s, lets it run to its end, then
+checks `vramtrace leaks` (no phases) against what the job says about itself. Writes
+OUTDIR/attach.txt, OUTDIR/attach.json and the trace OUTDIR/attach-grow.vrt.
+"""
+import json
+import os
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+VT = os.path.join(os.path.dirname(os.path.dirname(HERE)), "build", "analyzer", "vramtrace")
+
+
+def main():
+    out = sys.argv[1]
+    os.makedirs(out, exist_ok=True)
+    trace = os.path.join(out, "attach-grow.vrt")
+    job = subprocess.Popen([sys.executable, os.path.join(HERE, "attach_grow.py"), "20"], stdout=subprocess.PIPE,
+                           text=True)
+    time.sleep(6)
+    t0 = time.time()
+    att = subprocess.run([VT, "attach", str(job.pid), "-o", trace], capture_output=True, text=True, timeout=60)
+    attach_s = time.time() - t0
+    stdout, _ = job.communicate(timeout=120)
+    truth = json.loads(next(l for l in stdout.splitlines() if l.startswith("VRAMTRACE_TRUTH ")).split(" ", 1)[1])
+    leaks = subprocess.run([VT, "leaks", "--json", "-q", trace], capture_output=True, text=True)
+    text = subprocess.run([VT, "leaks", "-q", trace], capture_output=True, text=True).stdout
+    report = subprocess.run([VT, "report", "-q", trace], capture_output=True, text=True).stdout
+    result = {"truth": truth, "attach": att.stdout + att.stderr, "attach_seconds": round(attach_s, 2),
+              "leaks": json.loads(leaks.stdout) if leaks.stdout.strip() else leaks.stderr}
+    with open(os.path.join(out, "attach.json"), "w") as f:
+        json.dump(result, f, indent=1)
+    with open(os.path.join(out, "attach.txt"), "w") as f:
+        f.write(att.stdout + att.stderr + "\n" + text + "\n" + report)
+    print(att.stdout + att.stderr)
+    print(text[:4000])
+    print("truth:", truth)
+
+
+if __name__ == "__main__":
+    main()
