@@ -22,7 +22,9 @@ void vrt_attribution_use(const struct vrt_trace *t)
 	snprintf(library_paths, sizeof(library_paths), "%s", v ? v : "");
 }
 
-/* The part of file below the library path it is in ("deepspeed/__init__.py"), or NULL. */
+/* The part of file below the library path it is in ("deepspeed/__init__.py"), or below any
+ * site-packages or dist-packages directory (a trace without python.library_paths, a library
+ * without a .dist-info), or NULL. */
 static const char *below_library_path(const char *file)
 {
 	for (const char *p = library_paths; *p;) { /* U+001F between them, as the reader shows it */
@@ -48,8 +50,6 @@ bool vrt_frame_is_user_code(const struct vrt_frame *f)
 	if (under_library_path(p))
 		return false;
 	if (!strncmp(p, "<frozen", 7))
-		return false;
-	if (strstr(p, "/site-packages/") || strstr(p, "/dist-packages/"))
 		return false;
 	return !strstr(p, "/lib/python3") && !strstr(p, "/lib64/python3"); /* the standard library */
 }

@@ -52,7 +52,9 @@ struct group {
 	uint32_t outlived;   /* later entries (and the end) at which some of it was still live */
 	uint32_t last_seen;  /* entry index of the last scan that saw it */
 	uint32_t held_scan;  /* the scan whose retention walk explained it, 0 while none has */
+	uint32_t cut_scan;   /* the last scan whose walk ran out of time before it got here */
 	struct vrt_held_by held;
+	struct vrt_held_by cut; /* that walk's account (timed out), until a later walk explains it */
 };
 
 struct leaks {
@@ -320,18 +322,32 @@ static struct group *group_of(struct leaks *lk, uint32_t stack, uint32_t invocat
 /*
  * What holds a group: the first walk that closed after it was born and before a scan that saw
  * it (usually the walk at the next call's entry) explains it; a later walk is asked only while
- * no walk has (the walk at that boundary was skipped, or did not ask about it).
+ * no walk has (the walk at that boundary was skipped, ran out of time before it got there, or
+ * did not ask about it). Until then the last walk that ran out of time is its account.
  */
 static void explain_survivor(struct leaks *lk, struct group *g, const struct vrt_item *it)
 {
 	if (!lk->walk_fresh || (g->held_scan && g->held_scan != lk->scan))
 		return;
-	const struct vrt_owner *first;
-	size_t n;
-	if (vrt_owners_of(&lk->owners.last, it, &first, &n) == VRT_HELD_OFF)
+	const struct vrt_walk *w;
+	enum vrt_held status = vrt_owners_explain(&lk->owners, it, &w);
+	if (status == VRT_HELD_OFF)
 		return;
-	vrt_held_add(&g->held, &lk->owners.last, it);
+	if (status == VRT_HELD_TIMED_OUT && !g->held_scan) {
+		if (g->cut_scan != lk->scan) {
+			memset(&g->cut, 0, sizeof(g->cut));
+			g->cut_scan = lk->scan;
+		}
+		vrt_held_add(&g->cut, w, it);
+		return;
+	}
+	vrt_held_add(&g->held, w, it);
 	g->held_scan = lk->scan;
+}
+
+static const struct vrt_held_by *group_held(const struct group *g)
+{
+	return g->held_scan ? &g->held : &g->cut;
 }
 
 /* At the start of invocation `scan` (or the end), look at who is still live. */
@@ -363,6 +379,8 @@ static void scan_survivors(struct leaks *lk, struct vrt_model *m, uint32_t scan)
 {
 	lk->scan = scan;
 	vrt_model_each(m, survivor_visit, lk);
+	if (lk->walk_fresh)
+		vrt_owners_settle(&lk->owners);
 	lk->walk_fresh = false;
 }
 
@@ -621,7 +639,7 @@ static struct vrt_held_by *held_by_site(struct leaks *lk, struct vrt_sites *site
 			continue;
 		struct vrt_site *site = vrt_sites_get(sites, g->stack, NULL);
 		if (site && (size_t)(site - sites->v) < sites->n)
-			vrt_held_merge(&held[site - sites->v], &g->held);
+			vrt_held_merge(&held[site - sites->v], group_held(g));
 	}
 	return held;
 }
@@ -816,7 +834,7 @@ static void print_json(struct leaks *lk, struct vrt_sites *sites)
 		printf(", \"phase_index\": %u, \"outlived_invocations\": %u, \"persistent\": %s, \"verdict\": ",
 		       g->invocation, g->outlived + 1, total && persistent_by_design(t, total) ? "true" : "false");
 		json_string(stdout, v);
-		held_json(lk, &s, &g->held);
+		held_json(lk, &s, group_held(g));
 		printf("}");
 		first = false;
 	}

@@ -8,8 +8,16 @@
 
 void vrt_owners_init(struct vrt_owners *o) { memset(o, 0, sizeof(*o)); }
 
+void vrt_owners_settle(struct vrt_owners *o)
+{
+	for (size_t i = 0; i < o->n_earlier; i++)
+		free(o->earlier[i].v);
+	o->n_earlier = 0;
+}
+
 void vrt_owners_free(struct vrt_owners *o)
 {
+	vrt_owners_settle(o);
 	free(o->last.v);
 	free(o->pending);
 	memset(o, 0, sizeof(*o));
@@ -43,7 +51,13 @@ static void add_pending(struct vrt_owners *o, const struct vrt_record *r)
 /* The pending owners become the latest walk; the buffers they held move with them. */
 static void close_walk(struct vrt_owners *o, const struct vrt_record *r)
 {
-	free(o->last.v);
+	if (o->n_earlier == VRT_EARLIER_WALKS) {
+		free(o->earlier[0].v);
+		memmove(o->earlier, o->earlier + 1, (VRT_EARLIER_WALKS - 1) * sizeof(o->earlier[0]));
+		o->n_earlier--;
+	}
+	if (o->last.ts)
+		o->earlier[o->n_earlier++] = o->last;
 	o->last = (struct vrt_walk){ .ts = r->ts, .born_after = r->aux, .reason = (uint32_t)r->id,
 				     .status = (uint32_t)r->id2, .objects = r->size, .duration_us = r->aux2,
 				     .v = o->pending, .n = o->n_pending };
@@ -100,6 +114,26 @@ enum vrt_held vrt_owners_of(const struct vrt_walk *w, const struct vrt_item *it,
 		if (w->v[i].status == VRT_OWNER_FOUND)
 			return VRT_HELD_FOUND;
 	return VRT_HELD_UNREACHABLE;
+}
+
+enum vrt_held vrt_owners_explain(const struct vrt_owners *o, const struct vrt_item *it, const struct vrt_walk **walk)
+{
+	const struct vrt_owner *first;
+	size_t n;
+	*walk = NULL;
+	for (size_t k = 0; k <= o->n_earlier; k++) { /* latest first */
+		const struct vrt_walk *w = k ? &o->earlier[o->n_earlier - k] : &o->last;
+		enum vrt_held h = vrt_owners_of(w, it, &first, &n);
+		if (h == VRT_HELD_OFF)
+			continue;
+		if (h != VRT_HELD_TIMED_OUT) {
+			*walk = w;
+			return h;
+		}
+		if (!*walk)
+			*walk = w;
+	}
+	return *walk ? VRT_HELD_TIMED_OUT : VRT_HELD_OFF;
 }
 
 const char *vrt_held_name(enum vrt_held h)

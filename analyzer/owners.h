@@ -31,8 +31,13 @@ struct vrt_walk {
 	size_t n;
 };
 
+/* Walks kept besides the latest, closed since the reader last settled (vrt_owners_settle). */
+#define VRT_EARLIER_WALKS 3
+
 struct vrt_owners {
 	struct vrt_walk last;  /* the latest closed walk (ts 0: none yet) */
+	struct vrt_walk earlier[VRT_EARLIER_WALKS]; /* the ones before it, oldest first */
+	size_t n_earlier;
 	struct vrt_owner *pending;
 	size_t n_pending, cap_pending;
 	uint64_t walks, timed_out;
@@ -58,6 +63,13 @@ bool vrt_owners_apply(struct vrt_owners *o, const struct vrt_record *r);
  * entries of w->v from first. */
 enum vrt_held vrt_owners_of(const struct vrt_walk *w, const struct vrt_item *it, const struct vrt_owner **first,
 			    size_t *n);
+/* What the walks closed since the last settle say of it: the latest that answers (found,
+ * unreachable, not Python), else the latest that ran out of time before it got there, else off;
+ * *walk: that walk (NULL with off). A walk cut short, or skipped by its budget, does not hide
+ * the answer of one before it (an OOM's walk, a snapshot's). */
+enum vrt_held vrt_owners_explain(const struct vrt_owners *o, const struct vrt_item *it, const struct vrt_walk **walk);
+/* The walks so far have been asked about every live item: keep only the latest. */
+void vrt_owners_settle(struct vrt_owners *o);
 const char *vrt_held_name(enum vrt_held h);
 /* "parameters", "gradients", "optimizer_state", "activations"; NULL for VRT_OWNER_OTHER. */
 const char *vrt_owner_category_name(unsigned category);

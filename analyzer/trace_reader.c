@@ -353,11 +353,10 @@ static int find_chunks(struct vrt_trace *t)
 		return rc;
 	check_state(t, ring_end, log_stopped);
 	order_chunks(t);
-	if ((rc = drop_damaged(t)))
-		return rc;
-	/* The first chunk ever written is number 1: gone means the ring overwrote the start. */
+	/* The first chunk ever written is number 1: gone means the ring overwrote the start. Found
+	 * but damaged is not gone: the replay still starts at the beginning, without that chunk. */
 	t->history_lost = t->n_chunks && t->chunks[0].seq != 1;
-	return 0;
+	return drop_damaged(t);
 }
 
 /* The chunk at c no longer what the scan found: the file was rewritten since. */

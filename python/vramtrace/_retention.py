@@ -13,7 +13,8 @@ Safe and bounded: it allocates no device memory, calls no method an object defin
 (no ``__eq__``, no ``__getattr__``: identity and ``gc.get_referents`` only, plus a few attributes
 of torch's own types), holds the heap still while it walks (the cyclic GC off, other threads
 held back), and spends at most its budget: ``VRAMTRACE_RETAIN=off`` turns it off, a number sets
-the most seconds one walk may take, and over a run walks take at most about 1% of the wall time.
+the most seconds each walk may take (and lifts the share below: the user asked for it); by default
+a walk takes at most 10 s and over a run walks take at most about 1% of the wall time.
 Nothing is done when no buffer is asked about. When a budget cuts a walk short it says so once
 on stderr. Any error inside disables it with one line; the program never sees one.
 """
@@ -33,7 +34,7 @@ PHASE, OOM, SNAPSHOT, EXIT, REQUEST = 1, 2, 3, 4, 5
 _SHARE = 0.01          # of the wall time, over the run
 _START_CREDIT_S = 2.0  # what the first walks may spend before the share has accrued
 
-_state = {"on": False, "max_walk_s": 10.0, "start_ns": 0, "spent_ns": 0, "warned": False, "failed": False,
+_state = {"on": False, "max_walk_s": 10.0, "shared": True, "start_ns": 0, "spent_ns": 0, "warned": False, "failed": False,
           "oom_walks": 0}
 _phases = {}           # phase label -> [depth, calls entered, bound (ns) of the buffers not yet explained]
 _lock = threading.Lock()
@@ -42,24 +43,31 @@ _lock = threading.Lock()
 # ---- configuration and budget --------------------------------------------------------------------
 
 def _parse(value):
+    """(on, the most seconds one walk may take, whether walks share 1% of the wall time)."""
     value = (value or "").strip().lower()
     if value in ("", "1", "on", "yes", "true"):
-        return True, 10.0
+        return True, 10.0, True
     if value in ("0", "off", "no", "false"):
-        return False, 0.0
+        return False, 0.0, True
     try:
         seconds = float(value)
     except ValueError:
         sys.stderr.write("vramtrace: VRAMTRACE_RETAIN=%s is not valid (off, on, or seconds per walk); "
-                         "using on\n" % value[:40])
-        return True, 10.0
-    return seconds > 0, min(seconds, 3600.0)
+                         "using on\n" % _printable(value[:40]))
+        return True, 10.0, True
+    if not seconds > 0:  # nan too
+        return False, 0.0, True
+    return True, min(seconds, 3600.0), False
+
+
+def _printable(text):
+    return "".join(c if c.isprintable() else "\\x%02x" % (ord(c) & 0xff) for c in text)
 
 
 def install(value):
     """Turns retention walks on as VRAMTRACE_RETAIN says; True when they are on."""
-    on, max_walk_s = _parse(value)
-    _state.update(on=on and _native.available(), max_walk_s=max_walk_s, start_ns=time.monotonic_ns())
+    on, max_walk_s, shared = _parse(value)
+    _state.update(on=on and _native.available(), max_walk_s=max_walk_s, shared=shared, start_ns=time.monotonic_ns())
     if _native.available():
         _at_teardown(_teardown)
         _native.record_info("python.library_paths", SEP.join(library_paths()))
@@ -104,6 +112,9 @@ def install_from_environment():
 
 
 def _credit_ns():
+    """What walks may still spend: unbounded over the run when the user set the seconds per walk."""
+    if not _state["shared"]:
+        return 1 << 62
     elapsed = time.monotonic_ns() - _state["start_ns"]
     return int(_START_CREDIT_S * 1e9 + _SHARE * elapsed) - _state["spent_ns"]
 
@@ -135,6 +146,7 @@ def phase_entry(label):
             return
         bound = st[2]
     if _credit_ns() <= 0:
+        _skipped(PHASE, bound)
         return
     status = walk(PHASE, bound)
     if status == COMPLETE:
@@ -166,8 +178,11 @@ def _teardown():
     try:
         with _lock:
             phased = any(st[1] for st in _phases.values())
-        if _state["on"] and phased and _credit_ns() > 0:
-            walk(EXIT, 0)
+        if _state["on"] and phased:
+            if _credit_ns() > 0:
+                walk(EXIT, 0)
+            else:
+                _skipped(EXIT, 0)
     finally:
         _native.record_exiting(1)
 
@@ -252,6 +267,26 @@ def _torch_cuda_ready(cuda):
 
 # ---- one walk ------------------------------------------------------------------------------------
 
+def _cut_short(what):
+    """The one stderr line of a run whose budget left survivors unexplained."""
+    if _state["warned"]:
+        return
+    _state["warned"] = True
+    sys.stderr.write("vramtrace: %s; some survivors are not explained (%s)\n" % (
+        what, "walks may take 1% of the run; `vramtrace run --retain SECONDS` lets each walk take that long"
+        if _state["shared"] else "--retain SECONDS allows more"))
+
+
+def _skipped(reason, born_ns):
+    """A walk the budget did not allow: recorded as cut short before it began, so that the
+    reports say "timed_out" for what it would have explained, not "off"."""
+    try:
+        _native.record_walk(reason, TIMED_OUT, born_ns, 0, 0)
+        _cut_short("retention walks used their share of the run")
+    except Exception as e:
+        _fail(e)
+
+
 def walk(reason, born_ns, floor_s=0.0):
     """Explains the buffers live now and born at or after born_ns; returns the walk's status,
     or None when nothing was asked about."""
@@ -273,11 +308,9 @@ def walk(reason, born_ns, floor_s=0.0):
         finally:
             w.release()
         _native.record_walk(reason, status, born_ns, time.monotonic_ns() - start, w.visited)
-        if status == TIMED_OUT and not _state["warned"]:
-            _state["warned"] = True
-            sys.stderr.write("vramtrace: a retention walk stopped after %.1f s (%d objects); some survivors are "
-                             "not explained (VRAMTRACE_RETAIN=SECONDS allows more)\n"
-                             % ((time.monotonic_ns() - start) / 1e9, w.visited))
+        if status == TIMED_OUT:
+            _cut_short("a retention walk stopped after %.1f s (%d objects)" % ((time.monotonic_ns() - start) / 1e9,
+                                                                            w.visited))
         return status
     except Exception as e:
         _fail(e)

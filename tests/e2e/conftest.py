@@ -22,11 +22,13 @@ import re
 import shutil
 import subprocess
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 
 import pytest
+
+from replay import Record, parse_dump  # noqa: F401 (defined there for scripts too; tests take them from here)
 
 SOURCE = Path(os.environ.get("VRAMTRACE_SOURCE", Path(__file__).resolve().parents[2]))
 BUILD = Path(os.environ.get("VRAMTRACE_BUILD", SOURCE / "build"))
@@ -62,55 +64,6 @@ def clean_env(extra=None):
     if os.environ.get("VRAMTRACE_TEST_PRELOAD"):
         env["LD_PRELOAD"] = ":".join(filter(None, [os.environ["VRAMTRACE_TEST_PRELOAD"], env.get("LD_PRELOAD")]))
     return env
-
-
-# ---- records from `vramtrace dump` ------------------------------------------------------
-
-_RECORD = re.compile(r"^(?P<ts>\d+\.\d+) t(?P<thread>\d+) (?P<op>\S+)\s*(?P<rest>.*)$")
-_ALLOC_LIKE = re.compile(r"^(?P<api>\S+) dev=(?P<dev>-?\d+) (?P<kind>\S+) (?P<fields>.*)$")
-
-
-@dataclass
-class Record:
-    op: str
-    thread: int
-    ts: float
-    api: str = ""
-    device: int = 0
-    kind: str = ""
-    fields: dict = field(default_factory=dict)
-    text: str = ""
-
-    def __getitem__(self, key):
-        return self.fields[key]
-
-    def get(self, key, default=None):
-        return self.fields.get(key, default)
-
-
-def parse_dump(text):
-    """Records of `vramtrace dump` output (header and stack lines are skipped)."""
-    records = []
-    for line in text.splitlines():
-        m = _RECORD.match(line)
-        if not m:
-            continue
-        r = Record(op=m["op"], thread=int(m["thread"]), ts=float(m["ts"]), text=line)
-        a = _ALLOC_LIKE.match(m["rest"])
-        if a:
-            r.api, r.device, r.kind = a["api"], int(a["dev"]), a["kind"]
-            for token in a["fields"].split():
-                key, _, value = token.partition("=")
-                r.fields[key] = int(value, 0)
-        elif r.op == "lost":  # "lost N events"
-            r.fields["id"] = int(m["rest"].split()[0])
-        else:
-            for token in m["rest"].split():
-                key, eq, value = token.partition("=")
-                if eq and re.fullmatch(r"-?\d+", value):
-                    r.fields[key] = int(value)
-        records.append(r)
-    return records
 
 
 # ---- one traced run ---------------------------------------------------------------------
@@ -191,6 +144,15 @@ class Traced:
         found = [s for s in sites if function in frame_functions(s)]
         assert len(found) == 1, f"{len(found)} sites through {function}: {[frame_functions(s) for s in sites]}"
         return found[0]
+
+
+def human(n):
+    """Bytes the way vramtrace prints them: three significant digits and a binary unit."""
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if n < 1024 or unit == "TiB":
+            return f"{n} B" if unit == "B" else f"{n:.2f} {unit}" if n < 10 else f"{n:.1f} {unit}" if n < 100 \
+                else f"{n:.0f} {unit}"
+        n /= 1024
 
 
 def frame_functions(site):

@@ -6,9 +6,6 @@
   - every command has --help with examples, and `vramtrace --version` names the trace format;
   - every command in the README's command table exists, with the options the table shows, and
     every command is in the table.
-
-Known gaps that others own are strict xfails: each names the file to fix, and turns into a
-failure once fixed, so the entry is removed with the fix.
 """
 import importlib.util
 import re
@@ -22,12 +19,6 @@ from conftest import SOURCE, VRAMTRACE, analyze, clean_env, program
 README = SOURCE / "README.md"
 OPTIONS_H = SOURCE / "include" / "vramtrace" / "options.h"
 FORMAT_H = SOURCE / "include" / "vramtrace" / "format.h"
-
-# Commands whose help text (analyzer/cli.h, analyzer/main.c) has no "examples:" section yet.
-NO_EXAMPLES_YET = set()
-
-# Variables whose options.h help text is known to be out of date, and the README row is right.
-STALE_OPTION_HELP = {}
 
 # An empty default in options.h means "unset"; the README may give what that does instead. Each
 # such entry is checked by running the code (test_output_default_is_a_file_per_pid_here).
@@ -129,16 +120,7 @@ def test_readme_default_and_meaning(name):
     else:
         assert readme_default in ("", EFFECTIVE_DEFAULTS.get(name)), \
             f"{name} has no default in options.h; the README gives {readme_default!r}"
-    if name in STALE_OPTION_HELP:
-        pytest.xfail(STALE_OPTION_HELP[name])
     assert readme_meaning == help_text
-
-
-def test_stale_option_help_entries_are_still_stale():
-    """An entry of STALE_OPTION_HELP is removed once options.h and the README agree."""
-    options, env = options_from_header(), readme_env()
-    for name in STALE_OPTION_HELP:
-        assert options[name][1] != env[name][1], f"{name}: options.h and README agree now; drop it from STALE_OPTION_HELP"
 
 
 def test_output_default_is_a_file_per_pid_here(tmp_path):
@@ -161,8 +143,6 @@ def test_help_lists_the_commands():
 
 @pytest.mark.parametrize("name", COMMANDS)
 def test_every_command_has_help_with_examples(name):
-    if name in NO_EXAMPLES_YET:
-        pytest.xfail(f"`vramtrace {name} --help` has no examples yet (analyzer/cli.h, analyzer/main.c)")
     p = subprocess.run([str(VRAMTRACE), name, "--help"], capture_output=True, text=True, timeout=30)
     assert p.returncode == 0, p.stderr
     assert p.stdout.startswith(f"usage: vramtrace {name}")
@@ -172,12 +152,6 @@ def test_every_command_has_help_with_examples(name):
     lines = [line.strip() for line in examples[1].splitlines() if line.strip()]
     assert lines and all(line.startswith("vramtrace ") for line in lines), lines
     assert any(line.startswith(f"vramtrace {name}") for line in lines)
-
-
-def test_no_examples_yet_entries_still_lack_examples():
-    """An entry of NO_EXAMPLES_YET is removed once its command has examples."""
-    for name in NO_EXAMPLES_YET & set(COMMANDS):
-        assert "\nexamples:\n" not in analyze("help", name).stdout, f"{name} has examples now: drop it from NO_EXAMPLES_YET"
 
 
 def test_version_names_the_trace_format():

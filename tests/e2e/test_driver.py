@@ -49,7 +49,7 @@ def test_driver_live_sites_are_exactly_those(drv):
 @pytest.mark.parametrize("api, kind, sizes", [
     ("cuMemAlloc_v2", "device", [1 * MiB, 2 * MiB]),
     ("cuMemAllocManaged", "managed", [1 * MiB]),
-    ("cuMemAllocAsync", "device", [4096]),
+    ("cuMemAllocAsync", "device", [4096, 12288]),
     ("cuMemAllocAsync_ptsz", "device", [8192]),
     ("cuMemAllocHost_v2", "host_pinned", [8192]),
     ("cuMemHostAlloc", "host_pinned", [4096]),
@@ -61,12 +61,23 @@ def test_driver_api_recorded_under_its_name(drv, api, kind, sizes):
 
 @pytest.mark.parametrize("api, sizes", [
     ("cuMemFree_v2", [2 * MiB, 1 * MiB]),  # transient_site's device, managed_site's managed
+    ("cuMemFreeAsync", [12288]),  # async_free_site
     ("cuMemFreeAsync_ptsz", [8192]),
     ("cuMemFreeHost", [4096]),
     ("cuMemHostUnregister", [16384]),
 ])
 def test_driver_frees_recorded_with_sizes(drv, api, sizes):
     assert [r["size"] for r in drv.events("free", api)] == sizes
+
+
+def test_legacy_stream_async_free_frees_what_it_names(drv):
+    """async_free_site: 12 KiB from cuMemAllocAsync, given back with cuMemFreeAsync; nothing of it
+    is live at the end (test_driver_exact_totals), and the free names its allocation."""
+    alloc = [r for r in drv.events("alloc", "cuMemAllocAsync") if r["size"] == 12288]
+    free = drv.events("free", "cuMemFreeAsync")
+    assert len(alloc) == 1 and len(free) == 1
+    assert (free[0]["addr"], free[0]["alloc_stack"]) == (alloc[0]["addr"], alloc[0]["stack"])
+    assert "async_free_site" not in [frame_functions(s)[0] for s in drv.live_sites()]
 
 
 def test_per_thread_stream_variants_from_cuGetProcAddress_are_tracked(drv):
@@ -182,3 +193,43 @@ def test_entry_point_vmm_records(ep):
     plain = ep.events(api="cudaMalloc") + ep.events(api="cudaFree")
     assert [(r.op, r["size"]) for r in plain] == [("alloc", 1 * MiB), ("free", 1 * MiB)]
     assert_nothing_lost(ep)
+
+
+# ---- the rest of the driver: pitch, pools, imports, a context reset -------------------------------
+
+@pytest.fixture(scope="module")
+def rest(tmp_path_factory):
+    return trace(tmp_path_factory.mktemp("drv_rest"), [program("drv_rest")])
+
+
+def test_rest_program_behaviour_is_unchanged(rest):
+    assert (rest.returncode, rest.stdout) == (0, "drv_rest: done\n")
+    assert_unchanged_behaviour(rest)
+
+
+def test_rest_exact_totals_a_context_reset_takes_the_device_memory_with_it(rest):
+    assert rest.totals() == {
+        (0, "device"): (10240 + 8192 + 3 * MiB + PAGE, 1 * MiB),  # after the reset: after_reset_site only
+        (-1, "host_pinned"): (4096, 4096),  # pinned host memory outlives the context
+    }
+    assert sorted(frame_functions(s)[0] for s in rest.live_sites()) == ["after_reset_site", "pinned_site"]
+
+
+@pytest.mark.parametrize("op, api, sizes", [
+    ("alloc", "cuMemAllocPitch_v2", [10240]),
+    ("alloc", "cuMemAllocFromPoolAsync", [8192]),
+    ("alloc", "cuMemAllocFromPoolAsync_ptsz", [4096]),
+    ("free", "cuMemFreeAsync_ptsz", [4096]),
+    ("import", "cuIpcOpenMemHandle_v2", [3 * MiB]),
+    ("import_close", "cuIpcCloseMemHandle", [3 * MiB]),
+    ("import", "cuMemImportFromShareableHandle", [0]),
+])
+def test_rest_driver_api_recorded_under_its_name(rest, op, api, sizes):
+    assert [r["size"] for r in rest.events(op, api)] == sizes
+
+
+def test_rest_imports_are_not_memory_held(rest):
+    """ipc_site's 3 MiB is reset_victim_site's own buffer opened again: counted once."""
+    peak, _ = rest.totals()[(0, "device")]
+    assert peak == 10240 + 8192 + 3 * MiB + PAGE
+    assert_nothing_lost(rest)

@@ -17,7 +17,8 @@ import re
 
 import pytest
 
-from conftest import GOLDEN, SOURCE, analyze
+from conftest import GOLDEN, SOURCE, VRAMTRACE, analyze
+from replay import Replay, frame_module
 
 H200 = GOLDEN / "h200"
 TRUTH = json.loads((H200 / "TRUTH.json").read_text())
@@ -53,17 +54,28 @@ def test_cuda_layer_equals_what_the_framework_reports(name):
         assert r["traced"] == r["truth"], r
 
 
+def by_libnccl(item):
+    return any(frame_module(f).startswith("libnccl.so") for f in item.frames)
+
+
 def test_nccl_buffers_are_attributed_to_libnccl():
     report = report_at_truth("nccl")
-    not_pytorchs = gpu_verify.device_live(report) - gpu_verify.device_live(report, key="pytorch_allocator_bytes")
-    pinned = gpu_verify.device_live(report, kind="host_pinned", device=-1)
+    # What the trace's own records hold at the mark (tests/e2e/replay.py, not the analyzer's
+    # model): the allocations and VMM handles whose allocating stack runs through libnccl.
+    records = Replay(H200 / "nccl.vrt", VRAMTRACE, until="vramtrace-truth")
+    nccl_device = records.held_bytes(lambda it: by_libnccl(it) and (it.device, it.kind) == (0, "device"))
+    nccl_pinned = records.held_bytes(lambda it: by_libnccl(it) and it.kind == "host_pinned")
+    assert nccl_device > 0 and nccl_pinned > 0
+    assert gpu_verify.site_bytes(report, "libnccl") == nccl_device + nccl_pinned
     # every device byte outside PyTorch's pool, and every pinned host byte, was allocated by
     # libnccl (through cuMem* with NCCL_CUMEM_ENABLE's default, and its static cudart)
-    assert gpu_verify.site_bytes(report, "libnccl") == not_pytorchs + pinned
-    assert not_pytorchs > 100 << 20
+    pytorchs = gpu_verify.device_live(report, key="pytorch_allocator_bytes")
+    assert gpu_verify.device_live(report) - pytorchs == nccl_device
+    assert gpu_verify.device_live(report, kind="host_pinned", device=-1) == nccl_pinned
     truth = TRUTH["nccl"]
+    assert pytorchs == truth["torch_reserved_delta"]  # memory_reserved() grew by exactly that
     # the device's own count also holds context and module growth, which are no allocations
-    assert not_pytorchs <= truth["meminfo_delta"] - truth["torch_reserved_delta"]
+    assert nccl_device <= truth["meminfo_delta"] - truth["torch_reserved_delta"]
 
 
 def test_tensor_layer_equals_memory_allocated_at_every_phase_boundary():
@@ -110,7 +122,9 @@ def test_leaks_growth_per_call_equals_pytorch_and_names_every_leaking_line(name)
 
 def test_fixed_engine_blames_nothing_and_labels_the_cublas_workspace():
     found = leaks_json("leak-fixed", "--phase", "train", "--until-mark", "vramtrace-truth")
-    assert TRUTH["leak-fixed"]["growth_per_call"] == 0
+    entries = TRUTH["leak-fixed"]["allocated_at_entry"]  # memory_allocated() at each train() entry
+    assert [p["live_bytes_at_entry"] for p in found["phases"]] == entries
+    assert entries[1:] == [entries[1]] * (len(entries) - 1)  # level from the second call on
     assert found["growth_per_invocation_bytes"] == 0
     assert found["summary"].startswith("no growth")
     assert found["survivors"] and all(s["persistent"] for s in found["survivors"])
@@ -139,6 +153,15 @@ def test_oom_matches_pytorchs_own_message():
     # the input batch (oom_repro.py:60, 256 MiB), the output's float copy (:61, 512 MiB) and the
     # loss (one 512-byte block) are the step's own tensors, not "no rule matched"
     assert categories.get("user_tensors") == (768 << 20) + 512 and "other" not in categories
+    # Sizes known from oom_repro.py (DIM 4096, 8 layers of Linear + GELU, fp16; the failing
+    # batch from PyTorch's message): the parameters, 8 x (4096 x 4096 + 4096) halves; the
+    # activations autograd keeps for backward, 15 tensors of batch x 4096 halves: each Linear's
+    # output (GELU's saved input) and each GELU's output but the last (the next Linear's saved
+    # input; the last one is consumed by .float() and freed).
+    dim, layers = 4096, 8
+    batch = int(re.match(r"OOM at batch (\d+)", message)[1])
+    assert categories["parameters"] == layers * (dim * dim + dim) * 2
+    assert categories["activations"] == (2 * layers - 1) * batch * dim * 2
 
 
 def test_attached_trace_finds_the_leak_between_marks():

@@ -131,6 +131,35 @@ def test_a_walk_cut_short_by_its_budget_says_so_once(tmp_path, python_exe):
     assert {g["held_by_status"] for g in groups} == {"timed_out"}
 
 
+def test_walks_the_budget_skips_say_timed_out_and_say_so_once(tmp_path, python_exe):
+    t = trace(tmp_path, [python_exe, SCRIPT, 3, "spent"], run_args=("--phase", "train"))
+    assert t.returncode == 0, t.stderr
+    assert t.stderr.count("retention walks used their share of the run") == 1, t.stderr
+    assert "--retain SECONDS" in t.stderr
+    walks = t.events("walk")
+    assert len(walks) == 3 and all(w["status"] == 1 and w["objects"] == 0 for w in walks), walks  # 2, 3, exit
+    groups = by_line(leaks(t)["survivors"])[train_line("REGISTRY")]
+    assert {g["held_by_status"] for g in groups} == {"timed_out"}
+
+
+def test_a_later_walk_explains_what_a_skipped_walk_did_not(tmp_path, python_exe):
+    t = trace(tmp_path, [python_exe, SCRIPT, 3, "spent-snapshot", tmp_path / "snap.vrt"], run_args=("--phase", "train"))
+    assert t.returncode == 0, t.stderr
+    groups = by_line(leaks(t)["survivors"])[train_line("REGISTRY")]
+    assert sorted(g["phase_index"] for g in groups) == [1, 2, 3]
+    for g in groups:
+        assert g["held_by_status"] == "found", g
+        assert g["held_by"] == [["__main__.REGISTRY[%d] (DeviceBuffer)" % (g["phase_index"] - 1)]]
+
+
+def test_seconds_per_walk_lift_the_share_of_the_run(tmp_path, python_exe):
+    t = trace(tmp_path, [python_exe, SCRIPT, 3, "spent"], run_args=("--phase", "train", "--retain", "30"))
+    assert t.returncode == 0, t.stderr
+    assert "share of the run" not in t.stderr
+    groups = by_line(leaks(t)["survivors"])[train_line("REGISTRY")]
+    assert {g["held_by_status"] for g in groups} == {"found"}
+
+
 def test_report_measures_the_end_where_teardown_began_and_says_what_is_live(run):
     import json
 
@@ -183,6 +212,21 @@ def test_a_library_installed_outside_site_packages_is_not_the_users_code(tmp_pat
     d = leaks(t)
     assert d["summary"] == "+1.00 MiB per train() call: 100%% from train -> fakeds.initialize (retain_library.py:%d, in " \
         "__init__.py:%d)" % (line, inner), d["summary"]
+
+
+def test_a_library_in_a_site_packages_directory_is_not_the_users_code(tmp_path, python_exe):
+    # no *.dist-info beside it, so python.library_paths does not name it: the directory's name does
+    import shutil
+
+    site = tmp_path / "venv" / "site-packages"
+    shutil.copytree(PROGRAM_SOURCES / "pylib" / "fakeds", site / "fakeds")
+    t = traced(tmp_path, [python_exe, PROGRAM_SOURCES / "retain_library.py"], run_args=("--phase", "train"),
+               env={"CUDART": str(CUDART), "PYTHONPATH": str(site)})
+    assert t.returncode == 0, t.stderr
+    assert str(site) not in t.dump_text
+    d = leaks(t)
+    assert d["summary"].startswith("+1.00 MiB per train() call: 100% from train -> fakeds.initialize "
+                                   "(retain_library.py:"), d["summary"]
 
 
 def test_a_snapshot_of_a_running_job_carries_a_walk_run_at_its_next_safe_point(tmp_path, python_exe):

@@ -2,7 +2,10 @@
 under its runtime name, with exact totals per device and kind (tests/programs/rt_api.c)."""
 import pytest
 
-from conftest import KiB, MiB, assert_nothing_lost, assert_unchanged_behaviour, frame_functions, program, trace
+import json
+
+from conftest import KiB, MiB, analyze, assert_nothing_lost, assert_unchanged_behaviour, frame_functions, program, \
+    trace
 
 # Device 0 device memory: leak 1 MiB, transient 3 MiB (the peak: 4 MiB), pitch 10240 and pool 8192 kept.
 DEVICE_PEAK = 4 * MiB
@@ -133,3 +136,76 @@ def test_nothing_is_lost(rt):
 
 def test_trace_ends_as_a_normal_exit(rt):
     assert (rt.info["end_reason"], rt.info["end_detail"]) == ("exited normally", 0)
+
+
+# ---- report --top and --frames ------------------------------------------------------------------
+
+def text_sections(text):
+    """{section title: [(headline, [frame lines])]} of `vramtrace report`'s site lists."""
+    sections, sites = {}, None
+    for line in text.splitlines():
+        if line.startswith("top sites"):
+            sites = sections.setdefault(line.rstrip(":"), [])
+        elif sites is not None and line.strip().startswith(("in ", "at ")) and sites:
+            sites[-1][1].append(line.strip()[3:])
+        elif sites is not None and line.strip():
+            sites.append((line.strip(), []))
+        else:
+            sites = None
+    return sections
+
+
+def text_report(rt, *args):
+    return text_sections(analyze("report", "-q", *args, rt.trace).stdout)
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 100])
+def test_report_frames_shows_exactly_n_frames_of_each_site(rt, n):
+    """rt_api's sites are each called from main: every stack has at least 2 frames (site, main),
+    and --frames N shows the first N of them (all when fewer), innermost first."""
+    full = {frame_functions(s)[0]: s["frames"] for s in rt.live_sites()}
+    assert all(frame_functions({"frames": stack})[:2] == [name, "main"] for name, stack in full.items()), full
+    live, = [v for k, v in text_report(rt, "--frames", n).items() if k.startswith("top sites by bytes live")]
+    assert len(live) == 5
+    for headline, frames in live:
+        name = headline.split()[-2].split("+")[0]
+        assert len(frames) == min(n, len(full[name])), (headline, frames)
+        for shown, frame in zip(frames, full[name]):  # an unnamed frame shows its address
+            assert shown.startswith(frame["function"] + "+" if frame["function"] != "??" else frame["address"]), \
+                (headline, frames)
+
+
+@pytest.mark.parametrize("n", [1, 2, 4, 5, 6])
+def test_report_top_lists_exactly_n_sites(rt, n):
+    """5 sites live at the end (rt_api.c), 2 at the device peak (transient and leak)."""
+    sections = text_report(rt, "--top", n)
+    live, = [v for k, v in sections.items() if k.startswith("top sites by bytes live")]
+    assert len(live) == min(n, 5)
+    device_peak, = [v for k, v in sections.items() if k.startswith("top sites at the peak of device 0 device")]
+    assert len(device_peak) == min(n, 2)
+    rep = json.loads(analyze("report", "--json", "-q", "--top", n, rt.trace).stdout)
+    assert len(rep["live_at_end"]) == min(n, 5)
+    device, = [d for d in rep["devices"] if (d["device"], d["kind"]) == (0, "device")]
+    assert len(device["top_at_peak"]) == min(n, 2)
+
+
+@pytest.mark.parametrize("depth", [1, 2, 3])
+def test_run_depth_keeps_exactly_that_many_native_frames(tmp_path, depth):
+    """`run --depth N`: N native frames per stack, innermost first (every rt_api site has at
+    least site, main and libc's caller of main under it)."""
+    t = trace(tmp_path, [program("rt_api")], run_args=("--depth", str(depth)))
+    assert len(t.live_sites()) == 5
+    for site in t.live_sites():
+        functions = frame_functions(site)
+        assert len(functions) == depth, functions
+        assert functions[0].endswith("_site") and functions[1:2] in ([], ["main"]), functions
+
+
+def test_device_reset_takes_the_device_memory_with_it(tmp_path):
+    """tests/programs/rt_reset.c: cudaDeviceReset frees every allocation of the device (not
+    pinned host memory); what is allocated after it is live at the end."""
+    t = trace(tmp_path, [program("rt_reset")])
+    assert (t.returncode, t.stdout) == (0, "rt_reset: done\n")
+    assert t.totals() == {(0, "device"): (2 * MiB, 1 * MiB), (-1, "host_pinned"): (4 * KiB, 4 * KiB)}
+    assert sorted(frame_functions(s)[0] for s in t.live_sites()) == ["after_reset_site", "pinned_site"]
+    assert_unchanged_behaviour(t)

@@ -55,7 +55,9 @@ def mt(tmp_path_factory):
 
 
 def test_threads_program_behaviour_is_unchanged(mt):
-    assert (mt.returncode, mt.stdout) == (0, f"mt_alloc: {THREADS} threads x {ITERATIONS} done\n")
+    assert (mt.returncode, mt.stdout) == (0, f"mt_alloc: {THREADS} threads x {ITERATIONS} done "
+                                             f"allocs={THREADS * (ITERATIONS + 1)} frees={THREADS * ITERATIONS} "
+                                             f"held_bytes=147456 held_count={THREADS}\n")
     assert_unchanged_behaviour(mt)
 
 

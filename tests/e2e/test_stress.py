@@ -119,9 +119,17 @@ def test_fork_with_follow_fork_off_children_untraced_and_unharmed(tmp_path):
 @FORKS
 def test_fork_child_trace_names_the_modules_of_its_frames(tmp_path):
     p, out, made = fork_run(tmp_path, 1, 3, snapshot=tmp_path / "parent-flushed.vrt")
-    for f in out.iterdir():
-        for site in report(f)["live_at_end"]:
-            assert site["frames"][0]["module"].endswith("/stress_fork"), (f.name, site["frames"][0])
+    children = [fields(line)["pid"] for line in p.stdout.splitlines() if line.startswith("child ")]
+    files = {int(f.name.split(".")[1]): f for f in out.iterdir()}
+    assert len(children) == 3 and set(files) == {*children, made["parent_pid"]}, sorted(files)
+    for pid in children:  # each child keeps one allocation of its own (stress_fork.c: child_site)
+        site, = report(files[pid])["live_at_end"]
+        assert site["frames"][0]["function"] == "child_site"
+        assert site["frames"][0]["module"].endswith("/stress_fork"), (pid, site["frames"][0])
+    parent_sites = report(files[made["parent_pid"]])["live_at_end"]
+    assert parent_sites
+    for site in parent_sites:
+        assert site["frames"][0]["module"].endswith("/stress_fork"), ("parent", site["frames"][0])
 
 
 @pytest.mark.slow

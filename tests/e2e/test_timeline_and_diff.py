@@ -1,58 +1,68 @@
 """`vramtrace timeline` and `vramtrace diff` against traces recorded on the H200
-(tests/golden/h200): each must agree with what `report` says of the same trace.
+(tests/golden/h200). The expected figures come from the traces' own records replayed by the
+format's rules (tests/e2e/replay.py), not from another command of the analyzer, and from what
+the programs measured (TRUTH.json).
 
 - timeline --csv: one column per device and kind (and tensors); each column's highest value is
   that series' peak (a bucket shows its highest value); the terminal chart prints the same peaks.
-- diff: totals are the bytes live at the end (every device and kind); the sites' deltas add up
-  to the change of the totals (sites that did not change are left out); a trace against itself
-  changes nothing; `--at` on one trace.
+- diff: totals are the bytes live at the end (every device and kind) or at --at; the sites'
+  deltas add up to the change of the totals (sites that did not change are left out); a trace
+  against itself changes nothing.
 """
 import csv
+import functools
 import io
 import json
 import re
 
 import pytest
 
-from conftest import GOLDEN, analyze
+from conftest import GOLDEN, VRAMTRACE, analyze, human
+from replay import Replay
 
 H200 = GOLDEN / "h200"
 NAMES = ["leak-cycle", "oom", "nccl", "jax", "static-binary"]
+TRUTH = json.loads((H200 / "TRUTH.json").read_text())
 
 
-def report(name):
-    return json.loads(analyze("report", "--json", "-q", H200 / f"{name}.vrt").stdout)
+@functools.lru_cache(maxsize=None)
+def replay(name, until=None, at=None):
+    return Replay(H200 / f"{name}.vrt", VRAMTRACE, until=until, at=at)
 
 
-def reported_peaks(rep):
-    peaks = {("host" if d["device"] < 0 else f"dev{d['device']}") + "." + d["kind"]: d["peak_bytes"]
-             for d in rep["devices"]}
-    peaks.update({f"dev{t['device']}.tensors": t["peak_bytes"] for t in rep.get("tensors", [])})
+def series(device, kind):
+    return ("host" if device < 0 else f"dev{device}") + "." + kind
+
+
+def replayed_peaks(r):
+    """{timeline column: peak} of a replay: every device and kind that held memory, and tensors."""
+    peaks = {series(d, k): v for (d, k), v in r.peak.items() if v}
+    peaks.update({f"dev{d}.tensors": v for d, v in r.tensor_peak.items() if v})
     return peaks
 
 
-def live_total(rep):
-    return sum(d["live_bytes_at_end"] for d in rep["devices"])
-
-
 @pytest.mark.parametrize("name", NAMES)
-def test_timeline_csv_columns_peak_where_report_says(name):
+def test_timeline_csv_columns_peak_where_the_records_do(name):
     rows = list(csv.reader(io.StringIO(analyze("timeline", "--csv", "-q", H200 / f"{name}.vrt").stdout)))
     header, data = rows[0], [[float(x) for x in r] for r in rows[1:]]
     assert header[0] == "time_s" and data
     times = [r[0] for r in data]
     assert times == sorted(times)
     peaks = {column: max(int(r[i]) for r in data) for i, column in enumerate(header) if i}
-    assert peaks == reported_peaks(report(name))
+    assert {c: p for c, p in peaks.items() if p} == replayed_peaks(replay(name))
 
 
 def test_timeline_chart_prints_each_series_peak():
     text = analyze("timeline", "-q", H200 / "oom.vrt").stdout
-    rep = report("oom")
-    for series in reported_peaks(rep):
-        assert series in text
-    # 7457736704 bytes: the device peak the OOM report explains
-    assert "peak 6.95 GiB" in text
+    lines = text.splitlines()
+    peaks = replayed_peaks(replay("oom"))
+    assert set(peaks) == {"dev0.device", "dev0.tensors", "host.host_pinned"}
+    for column, peak in peaks.items():
+        at = [i for i, line in enumerate(lines) if line.startswith(column + " ")]
+        assert len(at) == 1 and lines[at[0] + 1].split() == ["peak", *human(peak).split()], (column, peak)
+    # the pinned optimizer state of oom_repro.py: 3 tensors of 134250496 floats, each rounded up
+    # to a power of two by PyTorch's pinned-memory allocator: 3 x 1 GiB
+    assert peaks["host.host_pinned"] == 3 << 30
 
 
 def diff_json(*args):
@@ -62,8 +72,8 @@ def diff_json(*args):
 @pytest.mark.parametrize("a, b", [("leak-fixed", "leak-cycle"), ("leak-cycle", "leak-registry"), ("jax", "cupy")])
 def test_diff_totals_are_the_live_sets_and_deltas_add_up(a, b):
     d = diff_json(H200 / f"{a}.vrt", H200 / f"{b}.vrt")
-    assert d["total_a"] == live_total(report(a))
-    assert d["total_b"] == live_total(report(b))
+    assert d["total_a"] == replay(a).live_total()
+    assert d["total_b"] == replay(b).live_total()
     assert sum(s["delta"] for s in d["sites"]) == d["total_b"] - d["total_a"]
     assert all(s["delta"] == s["bytes_b"] - s["bytes_a"] for s in d["sites"])
     deltas = [abs(s["delta"]) for s in d["sites"]]
@@ -72,16 +82,23 @@ def test_diff_totals_are_the_live_sets_and_deltas_add_up(a, b):
 
 def test_diff_of_a_trace_with_itself_changes_nothing():
     d = diff_json(H200 / "leak-cycle.vrt", H200 / "leak-cycle.vrt")
-    assert d["total_a"] == d["total_b"] == live_total(report("leak-cycle"))
+    assert d["total_a"] == d["total_b"] == replay("leak-cycle").live_total()
     assert not d["sites"]
 
 
-def test_diff_at_two_times_of_one_trace():
+@pytest.mark.parametrize("a, b", [(0, 1000), (4.5, 5.0), (5.0, 5.52)])
+def test_diff_at_two_times_of_one_trace(a, b):
     path = H200 / "leak-cycle.vrt"
-    end = json.loads(analyze("info", "--json", path).stdout)
-    d = diff_json(path, "--at", "0", "--at", "1000")
-    assert d["total_a"] == 0, "nothing is live before the first allocation"
-    assert d["total_b"] == live_total(report("leak-cycle")), end
+    d = diff_json(path, "--at", str(a), "--at", str(b))
+    assert d["total_a"] == replay("leak-cycle", at=a).live_total()
+    assert d["total_b"] == replay("leak-cycle", at=b).live_total()
+    assert d["total_a"] != d["total_b"]
+    assert sum(s["delta"] for s in d["sites"]) == d["total_b"] - d["total_a"]
+
+
+def test_diff_from_before_the_first_allocation_blames_the_leaking_engine():
+    path = H200 / "leak-cycle.vrt"
+    assert diff_json(path, "--at", "0", "--at", "1000")["total_a"] == 0, "nothing is live at 0 s"
     text = analyze("diff", "-q", path, "--at", "0", "--at", "1000").stdout
     assert "Engine.__init__" in text
 
@@ -97,21 +114,24 @@ def test_timeline_window_starts_with_what_is_live_then():
     path = H200 / "leak-cycle.vrt"
     header, data = csv_rows("--from", "4.5", "--to", "5", path)
     assert 4.5 < data[0][0] and data[-1][0] == pytest.approx(5.0)
-    at = diff_json(path, "--at", "4.5", "--at", "1000")["total_a"]
+    at = replay("leak-cycle", at=4.5).live
     first = dict(zip(header[1:], data[0][1:]))
-    assert first["dev0.device"] + first["host.host_pinned"] >= at > 0
+    for (device, kind), live in at.items():
+        assert first[series(device, kind)] >= live  # a bucket shows its highest value
+    assert sum(at.values()) > 0
 
 
 def test_timeline_window_after_the_last_event_holds_the_end_state():
     path = H200 / "leak-cycle.vrt"
     header, data = csv_rows("--from", "6", "--to", "7", path)
     assert data, "a window with no event still has buckets"
-    end = {("host" if d["device"] < 0 else f"dev{d['device']}") + "." + d["kind"]: d["live_bytes_at_end"]
-           for d in report("leak-cycle")["devices"]}
+    r = replay("leak-cycle")
+    end = {series(d, k): v for (d, k), v in r.live.items()}
+    end.update({f"dev{d}.tensors": v for d, v in r.tensors.items()})
     for row in data:
         values = dict(zip(header[1:], row[1:]))
-        for series, live in end.items():
-            assert values[series] == live
+        for column, live in end.items():
+            assert values[column] == live
     assert data[-1][0] == pytest.approx(7.0)
 
 
@@ -138,9 +158,11 @@ def test_leaks_invocations_add_up_in_either_layer(layer):
         assert c["live_bytes_at_entry"] + c["allocated_bytes"] - c["freed_bytes"] == c["live_bytes_at_exit"]
         if i + 1 < len(calls):
             assert c["live_bytes_at_next_entry"] == calls[i + 1]["live_bytes_at_entry"]
-    # what memory_allocated() said at each call's entry (docs/gpu-results.md): 379162624 per call
+    # what memory_allocated() said at each call's entry (TRUTH.json)
     if layer == "tensors":
-        assert d["growth_per_invocation_bytes"] == 379162624
+        entries = TRUTH["leak-cycle"]["allocated_at_entry"]
+        assert [c["live_bytes_at_entry"] for c in calls] == entries
+        assert d["growth_per_invocation_bytes"] == TRUTH["leak-cycle"]["growth_per_call"]
 
 
 def test_report_frames_limits_the_frames_printed_per_site():

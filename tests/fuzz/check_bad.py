@@ -4,10 +4,13 @@
 Checks that `vramtrace report` rejects each known-bad trace of tests/fuzz/bad/ with the exit
 status and the message that bad/EXPECTED gives for it (exit 3 for bad traces, see
 analyzer/cli.c vrt_exit_code; 0 where a damaged file is still read, with its warning; 6 where
-the memory budget stops it), within the memory and time it may take: every file is read in at
-most 200 MiB of peak RSS and 30 s unless its fifth column says otherwise (rss=MiB secs=S), with
-the arguments args=A,B, from a copy extended (sparse) to size=BYTES; stdout_max=N bounds what
-it prints, clean=1 says that stdout holds no terminal control characters.
+the memory budget stops it), that what it reads of a damaged file is exactly what the generator
+put in the chunks a reader must still take (the number of events `report --json` replays,
+EXPECTED's fourth column; empty: not counted), and that it stays within the memory and time it
+may take: every file is read in at most 200 MiB of peak RSS and 30 s unless its sixth column
+says otherwise (rss=MiB secs=S), with the arguments args=A,B, from a copy extended (sparse) to
+size=BYTES; stdout_max=N bounds what it prints, clean=1 says that stdout holds no terminal
+control characters.
 
     check_bad.py [--sanitized] VRAMTRACE BAD_DIR
     check_bad.py [--sanitized] VRAMTRACE --generate MAKE_CORPUS   (checks a freshly generated corpus)
@@ -19,6 +22,7 @@ allocation hooks), and every time limit is ten times longer.
 Entries marked "xfail: ..." are known analyzer bugs: they are reported, and an xfail that starts
 passing fails the run, so that the mark is removed together with the fix.
 """
+import json
 import os
 import re
 import shutil
@@ -72,6 +76,18 @@ def prepared(path, limits, scratch):
     return copy
 
 
+def replayed_events(vramtrace, args, path, code, secs):
+    """How many events `report --json` replays from path, or what went wrong."""
+    try:
+        j = subprocess.run([vramtrace, "report", "--json", "-q", *args, path], capture_output=True, text=True,
+                           timeout=secs, stdin=subprocess.DEVNULL)
+    except subprocess.TimeoutExpired:
+        return "timeout"
+    if j.returncode != code:
+        return "exit %d" % j.returncode
+    return json.loads(j.stdout)["events"]
+
+
 SANITIZED = False
 
 
@@ -85,13 +101,11 @@ def check(vramtrace, bad_dir):
         print("FAIL %s: in %s but not in EXPECTED" % (extra, bad_dir))
         failed += 1
     with tempfile.TemporaryDirectory(prefix="vrt-bad-") as scratch:
-        for name, code, message, status, *rest in entries:
+        for name, code, message, events, status, *rest in entries:
             limits = limits_of(rest)
             path = prepared(os.path.join(bad_dir, name), limits, scratch)
             args = [a for a in limits["args"].split(",") if a]
             rc, out, err, rss = measure([vramtrace, "report", *args, path], limits["secs"] * (10 if SANITIZED else 1))
-            if path != os.path.join(bad_dir, name):
-                os.unlink(path)
             problems = []
             if rc != int(code) or rc not in (0, 1, 2, 3, 4, 5, 6):
                 problems.append("exit %s (want %s)" % (rc, code))
@@ -103,6 +117,12 @@ def check(vramtrace, bad_dir):
                 problems.append("%d bytes on stdout (at most %d)" % (len(out), limits["stdout_max"]))
             if limits["clean"] and CONTROL.search(out):
                 problems.append("a control character on stdout: %r" % CONTROL.search(out).group())
+            if not problems and events:
+                read = replayed_events(vramtrace, args, path, int(code), limits["secs"] * (10 if SANITIZED else 1))
+                if read != int(events):
+                    problems.append("%s events read (want %s)" % (read, events))
+            if path != os.path.join(bad_dir, name):
+                os.unlink(path)
             ok = not problems
             if status.startswith("xfail"):
                 if ok:

@@ -32,6 +32,7 @@
 
 static char root[4096];
 static FILE *expected;
+static char events_text[32];
 
 struct bytes {
 	uint8_t *p;
@@ -88,22 +89,36 @@ static struct bytes dup_bytes(struct bytes b, size_t len)
 	return c;
 }
 
-/* A known-bad file and what `vramtrace report` must say: exit status, a piece of stderr, and
- * limits beyond check_bad.py's defaults ("args=--max-memory,64M rss=300 secs=20 size=N"; size
- * extends the file, sparse, before it is read). status "xfail: why" marks a case where the
- * analyzer is known to be wrong (the test reports it, and fails once it starts passing, so the
- * mark gets removed). */
-static void bad_with(const char *name, struct bytes b, int exit_code, const char *message, const char *status,
-		     const char *limits)
+/* A known-bad file and what `vramtrace report` must say: exit status, a piece of stderr, how
+ * many events it must replay (from the generator's own account of what each chunk holds; -1: a
+ * file it refuses, or one whose count is not the point), and limits beyond check_bad.py's
+ * defaults ("args=--max-memory,64M rss=300 secs=20 size=N"; size extends the file, sparse,
+ * before it is read). status "xfail: why" marks a case where the analyzer is known to be wrong
+ * (the test reports it, and fails once it starts passing, so the mark gets removed). */
+static void bad_with(const char *name, struct bytes b, int exit_code, const char *message, long long events,
+		     const char *status, const char *limits)
 {
 	save("bad", name, b.p, b.len);
-	fprintf(expected, "%s\t%d\t%s\t%s%s%s\n", name, exit_code, message, status ? status : "ok",
-		limits ? "\t" : "", limits ? limits : "");
+	fprintf(expected, "%s\t%d\t%s\t%s\t%s%s%s\n", name, exit_code, message,
+		events < 0 ? "" : (snprintf(events_text, sizeof(events_text), "%lld", events), events_text),
+		status ? status : "ok", limits ? "\t" : "", limits ? limits : "");
 }
 
-static void bad(const char *name, struct bytes b, int exit_code, const char *message, const char *status)
+static void bad(const char *name, struct bytes b, int exit_code, const char *message, long long events,
+		const char *status)
 {
-	bad_with(name, b, exit_code, message, status, NULL);
+	bad_with(name, b, exit_code, message, events, status, NULL);
+}
+
+/* Events in the expected chunks before chunk i (all of them for i = n). */
+static long long events_before(const struct vt_gen *g, size_t i)
+{
+	const struct vt_chunk *exp[64];
+	size_t n = vt_gen_expected_chunks(g, exp, 64);
+	long long sum = 0;
+	for (size_t k = 0; k < i && k < n; k++)
+		sum += exp[k]->type == VRT_CHUNK_EVENTS ? (long long)exp[k]->n_events : 0;
+	return sum;
 }
 
 static void fix_header_crc(struct bytes b)
@@ -191,6 +206,8 @@ static struct bytes small_keep_all(struct vt_gen *g, const char *name, int round
 }
 
 /* One record of every event opcode, in an order the model takes as real. */
+static size_t every_op_events;
+
 static struct bytes every_op(void)
 {
 	char path[4200];
@@ -238,6 +255,7 @@ static struct bytes every_op(void)
 	};
 	for (size_t i = 0; i < sizeof(rs) / sizeof(rs[0]); i++)
 		vt_gen_event(&g, 1 + (uint32_t)(i % 2), &rs[i]);
+	every_op_events = g.n_ev;
 	vt_gen_flush(&g);
 	vt_gen_checkpoint(&g, VRT_CP_EXIT);
 	vt_gen_close(&g);
@@ -419,18 +437,18 @@ static const char *MSG_PARTIAL = "the file ends in a partial chunk";
 static const char *MSG_DAMAGED = "damaged chunks were skipped";
 static const char *MSG_CUT = "the trace was cut short";
 
-static void header_cases(struct bytes base)
+static void header_cases(struct bytes base, long long total)
 {
 	struct bytes b;
-	bad("empty", (struct bytes){ base.p, 0 }, 3, MSG_MAGIC, NULL);
-	bad("magic-only", (struct bytes){ base.p, 8 }, 3, MSG_TRUNC, NULL);
-	bad("cut-in-header-100", (struct bytes){ base.p, 100 }, 3, MSG_TRUNC, NULL);
-	bad("cut-in-header-4095", (struct bytes){ base.p, 4095 }, 3, MSG_TRUNC, NULL);
-	bad("not-a-trace", (struct bytes){ (uint8_t *)"hello, world\n", 13 }, 3, MSG_MAGIC, NULL);
+	bad("empty", (struct bytes){ base.p, 0 }, 3, MSG_MAGIC, -1, NULL);
+	bad("magic-only", (struct bytes){ base.p, 8 }, 3, MSG_TRUNC, -1, NULL);
+	bad("cut-in-header-100", (struct bytes){ base.p, 100 }, 3, MSG_TRUNC, -1, NULL);
+	bad("cut-in-header-4095", (struct bytes){ base.p, 4095 }, 3, MSG_TRUNC, -1, NULL);
+	bad("not-a-trace", (struct bytes){ (uint8_t *)"hello, world\n", 13 }, 3, MSG_MAGIC, -1, NULL);
 
 	b = dup_bytes(base, base.len);
 	b.p[0] = 'X';
-	bad("wrong-magic", b, 3, MSG_MAGIC, NULL);
+	bad("wrong-magic", b, 3, MSG_MAGIC, -1, NULL);
 	free(b.p);
 
 	static const uint16_t versions[] = { 0, 2, 0xffff };
@@ -440,19 +458,19 @@ static void header_cases(struct bytes base)
 		memcpy(b.p + offsetof(struct vrt_file_header, version_major), &versions[i], 2);
 		fix_header_crc(b);
 		snprintf(name, sizeof(name), "wrong-version-%u", versions[i]);
-		bad(name, b, 3, MSG_VERSION, NULL);
+		bad(name, b, 3, MSG_VERSION, -1, NULL);
 		free(b.p);
 	}
 	b = dup_bytes(base, base.len); /* a newer minor version is fine */
 	uint16_t minor = 7;
 	memcpy(b.p + offsetof(struct vrt_file_header, version_minor), &minor, 2);
 	fix_header_crc(b);
-	bad("newer-minor-version", b, 0, "", NULL);
+	bad("newer-minor-version", b, 0, "", total, NULL);
 	free(b.p);
 
 	b = dup_bytes(base, base.len);
 	b.p[offsetof(struct vrt_file_header, pid)] ^= 1;
-	bad("header-crc", b, 3, MSG_CORRUPT, NULL);
+	bad("header-crc", b, 3, MSG_CORRUPT, -1, NULL);
 	free(b.p);
 
 	struct {
@@ -470,7 +488,7 @@ static void header_cases(struct bytes base)
 		b = dup_bytes(base, base.len);
 		memcpy(b.p + fields[i].off, &fields[i].value, fields[i].size);
 		fix_header_crc(b);
-		bad(fields[i].name, b, 3, MSG_CORRUPT, fields[i].status);
+		bad(fields[i].name, b, 3, MSG_CORRUPT, -1, fields[i].status);
 		free(b.p);
 	}
 	/* Keep-all with a stray ring_offset: readers ignore ring_offset when ring_size is 0. */
@@ -478,7 +496,7 @@ static void header_cases(struct bytes base)
 	uint64_t stray = VRT_FILE_HEADER_SIZE;
 	memcpy(b.p + offsetof(struct vrt_file_header, ring_offset), &stray, 8);
 	fix_header_crc(b);
-	bad("ring-offset-without-size", b, 0, "", NULL);
+	bad("ring-offset-without-size", b, 0, "", total, NULL);
 	free(b.p);
 	/* ring_size + ring_offset wraps around 2^64 to log_offset: must be refused too. */
 	b = dup_bytes(base, base.len);
@@ -487,12 +505,12 @@ static void header_cases(struct bytes base)
 	memcpy(b.p + offsetof(struct vrt_file_header, ring_size), &ring_size, 8);
 	memcpy(b.p + offsetof(struct vrt_file_header, log_offset), &log_off, 8);
 	fix_header_crc(b);
-	bad("ring-size-overflow", b, 3, MSG_CORRUPT, NULL);
+	bad("ring-size-overflow", b, 3, MSG_CORRUPT, -1, NULL);
 	free(b.p);
 	/* A damaged state block is only a warning. */
 	b = dup_bytes(base, base.len);
 	b.p[VRT_STATE_OFFSET + 8] ^= 0x10;
-	bad("state-block-crc", b, 0, "the state block is damaged", NULL);
+	bad("state-block-crc", b, 0, "the state block is damaged", total, NULL);
 	free(b.p);
 }
 
@@ -508,16 +526,16 @@ static void chunk_cases(struct bytes base, const struct vt_gen *g)
 		size_t end = exp[i]->offset + sizeof(ch) + ch.stored_size;
 		/* At a chunk boundary every chunk left is whole; the state block says more were written. */
 		snprintf(name, sizeof(name), "cut-at-chunk-%zu", i);
-		bad(name, (struct bytes){ base.p, exp[i]->offset }, 0, MSG_CUT, NULL);
+		bad(name, (struct bytes){ base.p, exp[i]->offset }, 0, MSG_CUT, events_before(g, i), NULL);
 		snprintf(name, sizeof(name), "cut-in-chunk-%zu-header", i);
-		bad(name, (struct bytes){ base.p, exp[i]->offset + 20 }, 0, MSG_PARTIAL, NULL);
+		bad(name, (struct bytes){ base.p, exp[i]->offset + 20 }, 0, MSG_PARTIAL, events_before(g, i), NULL);
 		snprintf(name, sizeof(name), "cut-in-chunk-%zu-payload", i);
-		bad(name, (struct bytes){ base.p, end - 1 }, 0, MSG_PARTIAL, NULL);
+		bad(name, (struct bytes){ base.p, end - 1 }, 0, MSG_PARTIAL, events_before(g, i), NULL);
 	}
 	/* A chunk header bit flip ends the keep-all log there, like a cut. */
 	b = dup_bytes(base, base.len);
 	b.p[exp[1]->offset + 9] ^= 4;
-	bad("chunk-header-bitflip", b, 0, MSG_PARTIAL, NULL);
+	bad("chunk-header-bitflip", b, 0, MSG_PARTIAL, events_before(g, 1), NULL);
 	free(b.p);
 	/* Payload bit flips: that chunk is skipped, with a warning. */
 	for (size_t i = 0; i < n; i++) {
@@ -527,10 +545,8 @@ static void chunk_cases(struct bytes base, const struct vt_gen *g)
 		b.p[exp[i]->offset + sizeof(struct vrt_chunk_header) + 3] ^= 0x40;
 		snprintf(name, sizeof(name), "payload-bitflip-%s-%zu",
 			 exp[i]->type == VRT_CHUNK_TABLES ? "tables" : exp[i]->type == VRT_CHUNK_EVENTS ? "events" : "checkpoint", i);
-		if (exp[i]->type == VRT_CHUNK_TABLES) /* skipped with a warning; its ids read as empty */
-			bad(name, b, 0, MSG_DAMAGED, NULL);
-		else
-			bad(name, b, 0, MSG_DAMAGED, NULL);
+		/* skipped with a warning (a TABLES chunk's ids then read as empty): every other event is read */
+		bad(name, b, 0, MSG_DAMAGED, events_before(g, n) - (events_before(g, i + 1) - events_before(g, i)), NULL);
 		free(b.p);
 	}
 	/* Sizes out of range in a header with a correct crc. */
@@ -564,7 +580,10 @@ static void chunk_cases(struct bytes base, const struct vt_gen *g)
 		} else
 			memcpy(b.p + off, &sizes[i].value, 4);
 		fix_chunk_header_crc(b, exp[target]->offset);
-		bad(sizes[i].name, b, sizes[i].exit_code, sizes[i].message, sizes[i].status);
+		/* a partial chunk ends the log there; a damaged one is skipped */
+		long long events = sizes[i].message == MSG_PARTIAL ? events_before(g, target)
+				   : events_before(g, n) - (events_before(g, target + 1) - events_before(g, target));
+		bad(sizes[i].name, b, sizes[i].exit_code, sizes[i].message, events, sizes[i].status);
 		free(b.p);
 	}
 }
@@ -583,43 +602,43 @@ static void record_cases(struct bytes base, const struct vt_gen *g)
 	} while (0)
 
 	APPEND(VRT_CHUNK_EVENTS, { .op = VRT_OP_ALLOC, .ts = 1, .addr = 0x1000, .size = 64, .stack = 999999 });
-	bad("stack-id-out-of-range", b, 3, MSG_RANGE, NULL);
+	bad("stack-id-out-of-range", b, 3, MSG_RANGE, -1, NULL);
 	free(b.p);
 	APPEND(VRT_CHUNK_EVENTS, { .op = VRT_OP_FREE, .ts = 1, .addr = 0x1000, .stack2 = 0xffffffffu });
-	bad("alloc-stack-id-out-of-range", b, 3, MSG_RANGE, NULL);
+	bad("alloc-stack-id-out-of-range", b, 3, MSG_RANGE, -1, NULL);
 	free(b.p);
 	APPEND(VRT_CHUNK_TABLES, { .op = VRT_OP_STACK, .id = 5000, .id2 = 6000, .aux2 = VRT_FRAME_NATIVE, .aux = 1 });
-	bad("stack-parent-after-child", b, 3, MSG_RANGE, NULL);
+	bad("stack-parent-after-child", b, 3, MSG_RANGE, -1, NULL);
 	free(b.p);
 	APPEND(VRT_CHUNK_TABLES, { .op = VRT_OP_STACK, .id = 0, .id2 = 0, .aux2 = VRT_FRAME_NATIVE, .aux = 1 });
-	bad("stack-node-zero", b, 3, MSG_RANGE, NULL);
+	bad("stack-node-zero", b, 3, MSG_RANGE, -1, NULL);
 	free(b.p);
 	APPEND(VRT_CHUNK_TABLES, { .op = VRT_OP_STACK, .id = 5000, .id2 = 1, .aux2 = 9, .aux = 1 });
-	bad("stack-frame-kind-invalid", b, 3, MSG_RANGE, NULL);
+	bad("stack-frame-kind-invalid", b, 3, MSG_RANGE, -1, NULL);
 	free(b.p);
 	APPEND(VRT_CHUNK_TABLES, { .op = VRT_OP_STRING, .id = 1ull << 28, .bytes = (const uint8_t *)"x", .bytes_len = 1 });
-	bad("string-id-huge", b, 3, MSG_RANGE, NULL);
+	bad("string-id-huge", b, 3, MSG_RANGE, -1, NULL);
 	free(b.p);
 	APPEND(VRT_CHUNK_EVENTS, { .op = VRT_OP_STRING, .id = 1, .bytes = (const uint8_t *)"x", .bytes_len = 1 });
-	bad("definition-in-events-chunk", b, 3, MSG_RECORD, NULL);
+	bad("definition-in-events-chunk", b, 3, MSG_RECORD, -1, NULL);
 	free(b.p);
 	APPEND(VRT_CHUNK_CHECKPOINT, { .op = VRT_OP_ALLOC, .ts = 1, .addr = 0x1000, .size = 64 });
-	bad("event-in-checkpoint-chunk", b, 3, MSG_RECORD, NULL);
+	bad("event-in-checkpoint-chunk", b, 3, MSG_RECORD, -1, NULL);
 	free(b.p);
 	APPEND(VRT_CHUNK_TABLES, { .op = VRT_OP_ALLOC, .ts = 1, .addr = 0x1000, .size = 64 });
-	bad("event-in-tables-chunk", b, 3, MSG_RECORD, NULL);
+	bad("event-in-tables-chunk", b, 3, MSG_RECORD, -1, NULL);
 	free(b.p);
 	APPEND(VRT_CHUNK_EVENTS, { .op = VRT_OP_ALLOC, .ts = 1, .addr = 0x1000, .kind = 9 });
-	bad("kind-out-of-range", b, 3, MSG_RECORD, NULL);
+	bad("kind-out-of-range", b, 3, MSG_RECORD, -1, NULL);
 	free(b.p);
 	APPEND(VRT_CHUNK_EVENTS, { .op = VRT_OP_ALLOC, .ts = 1, .addr = 0x1000, .api = 200 });
-	bad("api-out-of-range", b, 3, MSG_RECORD, NULL);
+	bad("api-out-of-range", b, 3, MSG_RECORD, -1, NULL);
 	free(b.p);
 	/* Read, with a warning: sizes that together pass what any machine holds (found by fuzz_chunks
 	 * as a signed overflow in the model's totals). */
 	APPEND(VRT_CHUNK_EVENTS, { .op = VRT_OP_ALLOC, .ts = 1, .addr = 0x1000, .size = 2, .kind = VRT_KIND_DEVICE },
 	       { .op = VRT_OP_ALLOC, .ts = 2, .addr = 0x2000, .size = (uint64_t)INT64_MAX, .kind = VRT_KIND_DEVICE });
-	bad("sizes-beyond-any-machine", b, 0, "1 allocations were left out", NULL);
+	bad("sizes-beyond-any-machine", b, 0, "1 allocations were left out", events_before(g, SIZE_MAX) + 2, NULL);
 	free(b.p);
 
 	/* Raw bytes: an unknown opcode, a record cut short, an over-long varint, a huge B length. */
@@ -638,7 +657,7 @@ static void record_cases(struct bytes base, const struct vt_gen *g)
 	};
 	for (size_t i = 0; i < sizeof(raws) / sizeof(raws[0]); i++) {
 		b = append_chunk(dup_bytes(base, base.len), raws[i].type, VRT_CODEC_ZSTD, seq, raws[i].bytes, raws[i].len);
-		bad(raws[i].name, b, 3, MSG_RECORD, NULL);
+		bad(raws[i].name, b, 3, MSG_RECORD, -1, NULL);
 		free(b.p);
 	}
 #undef APPEND
@@ -847,19 +866,19 @@ static void hostile_cases(void)
 		      { "id-jump-pyframes", VRT_OP_PYFRAME }, { "id-jump-threads", VRT_OP_THREAD_INFO } };
 	for (size_t i = 0; i < sizeof(jumps) / sizeof(jumps[0]); i++) {
 		struct bytes b = id_jump(jumps[i].op);
-		bad_with(jumps[i].name, b, 3, MSG_RANGE, NULL, "rss=64 secs=10");
+		bad_with(jumps[i].name, b, 3, MSG_RANGE, -1, NULL, "rss=64 secs=10");
 		free(b.p);
 	}
 	/* 16.8 M allocations: stopped by the budget, long before the OOM killer. */
 	struct bytes b = alloc_bomb(16800000);
-	bad_with("zstd-bomb-16m-allocs", b, 6, MSG_BUDGET, NULL, "args=--max-memory,256M rss=400 secs=30");
+	bad_with("zstd-bomb-16m-allocs", b, 6, MSG_BUDGET, -1, NULL, "args=--max-memory,256M rss=400 secs=30");
 	free(b.p);
 	/* 1 M allocations read whole: at most 128 bytes each (model.h), the decompression buffer, the rest. */
 	b = alloc_bomb(1000000);
-	bad_with("zstd-bomb-1m-allocs", b, 0, "", NULL, "rss=250 secs=20");
+	bad_with("zstd-bomb-1m-allocs", b, 0, "", -1, NULL, "rss=250 secs=20");
 	free(b.p);
 	b = checkpoint_bomb(12000000);
-	bad_with("checkpoint-bomb-12m-items", b, 6, MSG_BUDGET, NULL, "args=--max-memory,256M rss=400 secs=30");
+	bad_with("checkpoint-bomb-12m-items", b, 6, MSG_BUDGET, -1, NULL, "args=--max-memory,256M rss=400 secs=30");
 	free(b.p);
 	/* A ring whose header claims 16 GiB (or 1 TiB) and holds a few KB: check_bad.py extends the
 	 * file, sparse, to what the header claims (37 s for 16 GiB with the old 8-byte scan). */
@@ -870,7 +889,7 @@ static void hostile_cases(void)
 		       { "sparse-ring-1t", "rss=64 secs=10 size=1099511631872", 1ull << 40 } };
 	for (size_t i = 0; i < sizeof(sparse) / sizeof(sparse[0]); i++) {
 		b = named_site((const uint8_t *)"sparse_ring_site", 16, sparse[i].ring);
-		bad_with(sparse[i].name, b, 0, "", NULL, sparse[i].limits);
+		bad_with(sparse[i].name, b, 0, "", -1, NULL, sparse[i].limits);
 		free(b.p);
 	}
 	/* One function name of 8 MiB: shown cut, not carried whole into every output. */
@@ -879,20 +898,20 @@ static void hostile_cases(void)
 	for (size_t i = 0; i < big; i++)
 		name[i] = (uint8_t)('a' + i % 26);
 	b = named_site(name, big, 0);
-	bad_with("name-8mib", b, 0, "", NULL, "rss=128 secs=10 stdout_max=20000");
+	bad_with("name-8mib", b, 0, "", -1, NULL, "rss=128 secs=10 stdout_max=20000");
 	free(b.p);
 	free(name);
 	/* Terminal escapes in a function name and a module path: shown escaped. */
 	static const char escapes[] = "evil\x1b]0;PWNED\x07\x1b[2J\x9b" "31m\xe2\x80\xae" "fn";
 	b = named_site((const uint8_t *)escapes, sizeof(escapes) - 1, 0);
-	bad_with("control-chars-in-names", b, 0, "", NULL, "clean=1");
+	bad_with("control-chars-in-names", b, 0, "", -1, NULL, "clean=1");
 	free(b.p);
 	/* Events lost while recording: leaks says so beside what they can fake (test_hostile_input.py). */
 	b = lossy_trace(false);
-	bad("lossy-growth", b, 0, "", NULL);
+	bad("lossy-growth", b, 0, "", -1, NULL);
 	free(b.p);
 	b = lossy_trace(true);
-	bad("lossy-phases", b, 0, "", NULL);
+	bad("lossy-phases", b, 0, "", -1, NULL);
 	free(b.p);
 }
 
@@ -930,14 +949,16 @@ int main(int argc, char **argv)
 	expected = fopen(path, "w");
 	if (!expected)
 		die(path);
-	fprintf(expected, "# name\texit status of `vramtrace report`\ta piece of its stderr\tok | xfail: known analyzer bug\n");
-	header_cases(base);
+	fprintf(expected, "# name\texit status of `vramtrace report`\ta piece of its stderr\tevents it replays (empty: "
+			  "refused)\tok | xfail: known analyzer bug\n");
+	header_cases(base, events_before(&g, SIZE_MAX));
 	chunk_cases(base, &g);
 	record_cases(base, &g);
 	hostile_cases();
 	/* The valid seeds must read fine (a check on the generator itself). */
-	bad("valid-every-op", ops, 0, "", NULL);
-	bad("valid-ring-wrapped", ring, 0, "the ring overwrote the oldest history", NULL);
+	bad("valid-every-op", ops, 0, "", (long long)every_op_events, NULL);
+	/* replayed from the oldest whole checkpoint (seq 3): the 3 events of seq 4, nothing of seq 2 */
+	bad("valid-ring-wrapped", ring, 0, "the ring overwrote the oldest history", 3, NULL);
 	if (fclose(expected))
 		die(path);
 	vt_gen_free(&g);

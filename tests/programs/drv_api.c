@@ -44,6 +44,14 @@ SITE void async_leak_site(void)
 	CHECK(cuMemAllocAsync(&p, 4096, NULL));
 }
 
+/* The legacy-stream free, as a static runtime's cudaFreeAsync reaches the driver. */
+SITE void async_free_site(void)
+{
+	CUdeviceptr p;
+	CHECK(cuMemAllocAsync(&p, 12288, NULL));
+	CHECK(cuMemFreeAsync(p, NULL));
+}
+
 /* How a per-thread-default-stream build reaches the driver: the _ptsz variants. */
 SITE void ptsz_site(void)
 {
@@ -146,6 +154,7 @@ int main(void)
 	pinned_site();
 	vmm_site();
 	vmm_leak_site();
+	async_free_site(); /* last: no later allocation takes its address (the doubles reuse them) */
 	printf("drv_api: done\n");
 	return 0;
 }

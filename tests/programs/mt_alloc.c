@@ -5,7 +5,8 @@
  * from thread_leak_site: (index + 1) * 4096 bytes.
  *
  * Expected: 8 live allocations, 36 * 4096 = 147456 bytes, all from thread_leak_site; exactly
- * THREADS * (ITERATIONS + 1) allocation and THREADS * ITERATIONS free records; none lost.
+ * THREADS * (ITERATIONS + 1) allocation and THREADS * ITERATIONS free records; none lost. The
+ * last line says so: "allocs=A frees=F held_bytes=B held_count=N".
  */
 #include <cuda_runtime_api.h>
 #include <pthread.h>
@@ -51,6 +52,7 @@ int main(void)
 		CHECK(pthread_create(&threads[i], NULL, worker, (void *)(intptr_t)i));
 	for (int i = 0; i < THREADS; i++)
 		CHECK(pthread_join(threads[i], NULL));
-	printf("mt_alloc: %d threads x %d done\n", THREADS, ITERATIONS);
+	printf("mt_alloc: %d threads x %d done allocs=%d frees=%d held_bytes=%d held_count=%d\n", THREADS, ITERATIONS,
+	       THREADS * (ITERATIONS + 1), THREADS * ITERATIONS, 4096 * THREADS * (THREADS + 1) / 2, THREADS);
 	return 0;
 }

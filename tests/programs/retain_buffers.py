@@ -8,12 +8,14 @@ arrays do (__cuda_array_interface__), and keeps:
   - one raw allocation that no Python object owns (its address kept as a plain int),
 and frees a temporary before it returns. Prints what it kept, for the test to compare.
 
-    retain_buffers.py [CALLS [MODE]]
+    retain_buffers.py [CALLS [MODE [SNAPSHOT]]]
 MODE "clean": each call frees everything it allocated. "deep": the registry's buffers sit 60
 containers down, so that a walk has to visit the whole heap to reach them. "hostile": the
 registry's buffers sit among objects that misbehave when looked at (attribute access, equality,
 hashing, iteration, length and repr raise; a weakref proxy to a dead object; a class whose
-__class__ lies).
+__class__ lies). "spent": the walks' share of the run is used up before the first call (the
+walks at the calls' entries are skipped); "spent-snapshot": the same, then the program asks for
+a snapshot after its last call, whose walk explains everything live.
 """
 import ctypes
 import gc
@@ -141,8 +143,16 @@ def main():
     gc.disable()
     calls = int(sys.argv[1]) if len(sys.argv) > 1 else 3
     mode = sys.argv[2] if len(sys.argv) > 2 else "all"
+    if mode.startswith("spent"):
+        from vramtrace import _retention
+
+        _retention._state["spent_ns"] = 1 << 62  # as if earlier walks had used the run's share
     for i in range(calls):
         train(i, mode)
+    if mode == "spent-snapshot":
+        import vramtrace
+
+        vramtrace.snapshot(sys.argv[3])  # the snapshot file; its walk goes into the trace too
     print("kept per call: registry %d, hook %d, cycle %d, raw %d" % (4 * MiB, 2 * MiB, 3 * MiB, 1 * MiB))
 
 

@@ -11,11 +11,13 @@
  *   lib_destructor   libstress_atexit_lib.so's destructor (tests/programs/stress_atexit_lib.c;
  *                    preloaded after libvramtrace.so, so torn down after it)
  * Each allocates a size of its own (from a site named after it), keeps it, and prints
- * "<name> ok enabled=<vramtrace_enabled()>" where enabled=1 means vramtrace still recorded.
+ * "<name> ok enabled=<vramtrace_enabled()> bytes=<size>" where enabled=1 means vramtrace still
+ * recorded.
  * A failing CUDA call prints "<name> failed rc" and _exit(3)s.
  *
  * With "busy", a thread allocates and frees without pause until the process is gone (main
- * returns once it has made 1000 pairs), so hooks run on it while the trace is being closed.
+ * returns once it has made 1000 pairs), so hooks run on it while the trace is being closed:
+ * at most its one 4 KiB allocation in flight may be live in the trace beside the kept sizes.
  */
 #include <cuda_runtime_api.h>
 #include <pthread.h>
@@ -39,7 +41,7 @@ SITE void exit_call(const char *name, size_t size)
 		fflush(stdout);
 		_exit(3);
 	}
-	printf("%s ok enabled=%d\n", name, enabled ? 1 : 0);
+	printf("%s ok enabled=%d bytes=%zu\n", name, enabled ? 1 : 0, size);
 	fflush(stdout);
 }
 

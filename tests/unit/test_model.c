@@ -44,6 +44,34 @@ static void test_replaced_allocation_delta_is_the_change_of_the_total(void)
 	vrt_model_free(&m);
 }
 
+/*
+ * Two threads, one address: thread 2 frees it (stamped before the real call) and thread 1's next
+ * allocation gets it; the collector drained thread 1 first, so the free arrives after the newer
+ * allocation. It names the earlier incarnation (its time is older) and must not kill the new one
+ * (docs/DESIGN.md, "Order without a global counter"); a free not older than the item does.
+ */
+static void test_a_free_older_than_the_item_it_names_is_stale(void)
+{
+	struct vrt_model m;
+	VT_REQUIRE(vrt_model_init(&m) == 0);
+	struct vrt_effect e;
+	struct vrt_record r = alloc_at(10, 0x1000, 100);
+	vrt_model_apply(&m, &r, &e);
+	r = alloc_at(30, 0x1000, 300); /* the first one's free (ts 20) comes late */
+	vrt_model_apply(&m, &r, &e);
+	r = free_at(20, 0x1000);
+	vrt_model_apply(&m, &r, &e);
+	VT_EQ(e.kind, VRT_EFFECT_NONE);
+	VT_EQ(e.delta, 0);
+	VT_EQ(live_device_bytes(&m), 300);
+	VT_EQ(m.used, 1);
+	r = free_at(30, 0x1000); /* same time stamp: the release of this one */
+	vrt_model_apply(&m, &r, &e);
+	VT_EQ(e.kind, VRT_EFFECT_DIED);
+	VT_EQ(live_device_bytes(&m), 0);
+	vrt_model_free(&m);
+}
+
 /* Deltas add up to the total after any sequence, replacements included. */
 static void test_deltas_sum_to_the_live_total(void)
 {
@@ -236,6 +264,7 @@ static void test_an_item_shows_what_its_records_said(void)
 int main(void)
 {
 	VT_RUN(test_replaced_allocation_delta_is_the_change_of_the_total);
+	VT_RUN(test_a_free_older_than_the_item_it_names_is_stale);
 	VT_RUN(test_deltas_sum_to_the_live_total);
 	VT_RUN(test_table_keeps_every_item_across_growth_and_deletion);
 	VT_RUN(test_sizes_no_machine_holds_are_left_out);

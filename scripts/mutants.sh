@@ -1,0 +1,427 @@
+#!/usr/bin/env bash
+# Mutation testing: breaks, one at a time, the behaviours users rely on - each mutant is one
+# small edit of one file - and checks that the tests meant to guard each behaviour fail. A
+# mutant the tests survive is a hole in the suite.
+#
+#   scripts/mutants.sh [NAME...]     (default: every mutant below)
+#   scripts/mutants.sh --list
+#
+# The tree as it is now (tracked and untracked files, not the ignored ones) is copied to a
+# scratch directory and built there once; the tests of every mutant first run there unmutated
+# (they must pass), then each mutant is applied (its text must occur exactly once in its file),
+# built (it must build) and its tests run (-x: the first failure kills it). The source tree and
+# ./build are never touched. Prints a table (mutant, file, tests run, killed or SURVIVED) and
+# exits non-zero if any mutant survives, does not apply or does not build. About 10 minutes on
+# two cores; scripts/test.sh runs it (stage "mutants").
+#
+# Environment: MUTANTS_DIR (scratch directory, default a new one under $TMPDIR, removed at the
+# end), MUTANTS_JOBS (ninja jobs, default 2), MUTANTS_KEEP=1 (keep the scratch directory).
+#
+# A mutant is `m NAME FILE FROM TO TESTS...`: FROM and TO are exact text (\n and \t stand for a
+# newline and a tab), TESTS are pytest node ids under tests/e2e/ or meson:TEST for a meson test
+# (e.g. meson:damage). Pick tests that run in seconds: every mutant's tests run twice.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+root=$PWD
+
+names=() files=() froms=() tos=() tests=()
+m() {
+  names+=("$1") files+=("$2") froms+=("$3") tos+=("$4")
+  shift 4
+  tests+=("$*")
+}
+
+e2e=tests/e2e
+
+# ---- the CUDA runtime (preload/hooks_runtime.c) ----------------------------------------------
+m rt-malloc-size preload/hooks_runtime.c \
+  'alloc_done(VRT_API_CUDA_MALLOC, r, VRT_KIND_DEVICE, vrt_current_device_runtime(), r ? NULL : *p, size, 0, 0);' \
+  'alloc_done(VRT_API_CUDA_MALLOC, r, VRT_KIND_DEVICE, vrt_current_device_runtime(), r ? NULL : *p, size / 2, 0, 0);' \
+  test_runtime.py::test_exact_totals_per_device_and_kind
+m rt-free-unrecorded preload/hooks_runtime.c \
+  'vrt_record_release(VRT_OP_FREE, api, ts, (uint64_t)(uintptr_t)p, 0, (uint64_t)(uintptr_t)s);' \
+  '(void)ts;' \
+  test_runtime.py::test_exact_totals_per_device_and_kind
+m rt-pitch-width preload/hooks_runtime.c \
+  'uint64_t size = r ? (uint64_t)width * height : (uint64_t)*pitch * height;' \
+  'uint64_t size = (uint64_t)width * height;' \
+  test_runtime.py::test_live_site_bytes_and_count
+m rt-managed-kind preload/hooks_runtime.c \
+  'alloc_done(VRT_API_CUDA_MALLOC_MANAGED, r, VRT_KIND_MANAGED,' \
+  'alloc_done(VRT_API_CUDA_MALLOC_MANAGED, r, VRT_KIND_DEVICE,' \
+  test_runtime.py::test_exact_totals_per_device_and_kind
+# (a runtime call that passes through is still seen by the driver hook it makes: the free is
+# recorded, under the driver's name - what the program called is lost)
+m rt-free-async-passthrough preload/hooks_runtime.c \
+  'hook_cudaFreeAsync(void *real, void *p, cudaStream_t s)\n{\n\treturn release(VRT_API_CUDA_FREE_ASYNC, real, p, s, true);' \
+  'hook_cudaFreeAsync(void *real, void *p, cudaStream_t s)\n{\n\treturn ((cudaError_t (*)(void *, cudaStream_t))real)(p, s);' \
+  test_runtime.py::test_exact_totals_per_device_and_kind test_runtime.py::test_frees_carry_the_size_of_what_they_freed
+m rt-pool-alloc-unrecorded preload/hooks_runtime.c \
+  'hook_cudaMallocFromPoolAsync(void *real, void **p, size_t n, cudaMemPool_t pool, cudaStream_t s)\n{\n\treturn alloc_async(' \
+  'hook_cudaMallocFromPoolAsync(void *real, void **p, size_t n, cudaMemPool_t pool, cudaStream_t s)\n{\n\treturn ((cudaError_t (*)(void **, size_t, cudaMemPool_t, cudaStream_t))real)(p, n, pool, s);\n\treturn alloc_async(' \
+  test_runtime.py::test_exact_totals_per_device_and_kind test_runtime.py::test_each_api_is_recorded_under_its_own_name
+m rt-host-register-size preload/hooks_runtime.c \
+  'alloc_done(VRT_API_CUDA_HOST_REGISTER, r, VRT_KIND_HOST_PINNED, -1, p, size, flags, 0);' \
+  'alloc_done(VRT_API_CUDA_HOST_REGISTER, r, VRT_KIND_HOST_PINNED, -1, p, 0, flags, 0);' \
+  test_runtime.py::test_exact_totals_per_device_and_kind
+
+m rt-device-reset-unrecorded preload/hooks_runtime.c \
+  '\t\tstruct vrt_event ev = { .op = VRT_OP_CONTEXT, .api = VRT_API_CU_PRIMARY_CTX_RESET, .device = (int16_t)dev };\n\t\tvrt_emit(&ev, false);' \
+  '\t\t(void)dev;' \
+  test_runtime.py::test_device_reset_takes_the_device_memory_with_it
+
+# ---- the driver, its stream-ordered and pinned calls (preload/hooks_driver.c) ----------------
+m drv-alloc-size preload/hooks_driver.c \
+  'alloc_done(VRT_API_CU_MEM_ALLOC, r, VRT_KIND_DEVICE, vrt_current_device_driver(), r ? 0 : *dptr, size, 0, 0);' \
+  'alloc_done(VRT_API_CU_MEM_ALLOC, r, VRT_KIND_DEVICE, vrt_current_device_driver(), r ? 0 : *dptr, size + 4096, 0, 0);' \
+  test_driver.py::test_driver_exact_totals
+m drv-free-unrecorded preload/hooks_driver.c \
+  'vrt_record_release(VRT_OP_FREE, api, ts, p, 0, (uint64_t)(uintptr_t)s);' \
+  '(void)ts;' \
+  test_driver.py::test_driver_exact_totals
+m drv-free-async-passthrough preload/hooks_driver.c \
+  '\treturn free_common(VRT_API_CU_MEM_FREE_ASYNC, real, NULL, p, s);' \
+  '\treturn ((CUresult (*)(CUdeviceptr, CUstream))real)(p, s);' \
+  test_driver.py::test_driver_exact_totals test_driver.py::test_legacy_stream_async_free_frees_what_it_names
+m drv-host-free-unrecorded preload/hooks_driver.c \
+  'vrt_record_release(VRT_OP_FREE, api, ts, (uint64_t)(uintptr_t)p, 0, 0);' \
+  '(void)ts;' \
+  test_driver.py::test_driver_exact_totals
+m drv-managed-kind preload/hooks_driver.c \
+  'alloc_done(VRT_API_CU_MEM_ALLOC_MANAGED, r, VRT_KIND_MANAGED,' \
+  'alloc_done(VRT_API_CU_MEM_ALLOC_MANAGED, r, VRT_KIND_DEVICE,' \
+  test_driver.py::test_driver_exact_totals
+
+m drv-pitch-width preload/hooks_driver.c \
+  'uint64_t size = r ? (uint64_t)width * height : (uint64_t)*pitch * height;' \
+  'uint64_t size = (uint64_t)width * height;' \
+  test_driver.py::test_rest_exact_totals_a_context_reset_takes_the_device_memory_with_it
+m drv-pool-alloc-passthrough preload/hooks_driver.c \
+  '\treturn alloc_async(VRT_API_CU_MEM_ALLOC_FROM_POOL_ASYNC, real, d, n, pool, s);' \
+  '\treturn ((CUresult (*)(CUdeviceptr *, size_t, CUmemoryPool, CUstream))real)(d, n, pool, s);' \
+  test_driver.py::test_rest_exact_totals_a_context_reset_takes_the_device_memory_with_it
+m context-reset-ignored analyzer/model.c \
+  '\t\tif (r->id == 0)\n\t\t\tcontext_reset(m, r->device, e);' \
+  '\t\tif (0)\n\t\t\tcontext_reset(m, r->device, e);' \
+  test_driver.py::test_rest_exact_totals_a_context_reset_takes_the_device_memory_with_it
+
+# ---- virtual memory management: preload and the analyzer's model ------------------------------
+m vmm-release-unrecorded preload/hooks_driver.c \
+  'vrt_record_release(VRT_OP_PHYS_RELEASE, VRT_API_CU_MEM_RELEASE, ts, h, 0, 0);' \
+  '(void)ts;' \
+  test_driver.py::test_driver_exact_totals
+m vmm-retain-unrecorded preload/hooks_driver.c \
+  'if (r == CUDA_SUCCESS) /* one more reference to an existing handle: size 0, see the spec */' \
+  'if (0)' \
+  test_driver.py::test_vmm_records_in_order
+m vmm-unmap-one-mapping analyzer/model.c \
+  'uint64_t handle = it->aux, size = it->size, end = r->addr + (r->size ? r->size : size);' \
+  'uint64_t handle = it->aux, size = it->size, end = r->addr + size;' \
+  test_driver.py::test_driver_exact_totals
+m vmm-handle-dies-at-release analyzer/model.c \
+  'if (!h->refs && !h->maps)' \
+  'if (!h->refs)' \
+  test_driver.py::test_driver_exact_totals
+m vmm-map-not-counted analyzer/model.c \
+  '\t\tif (h) {\n\t\t\th->maps++;' \
+  '\t\tif (h) {\n\t\t\t(void)0;' \
+  test_driver.py::test_driver_exact_totals test_driver.py::test_entry_point_vmm_exact_totals
+
+# ---- frees in the analyzer's model ---------------------------------------------------------
+m analyzer-ignores-cuMemFreeAsync analyzer/model.c \
+  'static void release(struct vrt_model *m, const struct vrt_record *r, struct vrt_effect *e)\n{' \
+  'static void release(struct vrt_model *m, const struct vrt_record *r, struct vrt_effect *e)\n{\n\tif (r->api == VRT_API_CU_MEM_FREE_ASYNC)\n\t\treturn;' \
+  test_driver.py::test_driver_exact_totals
+m analyzer-stale-free-applies analyzer/model.c \
+  '\t\treturn; /* stale: names an earlier incarnation */' \
+  '\t\t; /* stale: names an earlier incarnation */' \
+  meson:model
+
+# ---- the tensor layer (PyTorch blocks, analyzer/model.c; checked against TRUTH.json) ---------
+m tensor-resize-ignored analyzer/model.c \
+  '} else if (it && r->size != it->size) {' \
+  '} else if (0) {' \
+  test_h200_traces.py::test_tensor_layer_equals_memory_allocated_at_every_phase_boundary \
+  test_h200_traces.py::test_leaks_growth_per_call_equals_pytorch_and_names_every_leaking_line
+m tensor-free-not-counted analyzer/model.c \
+  '\t\tm->tensors[d] += delta;' \
+  '\t\tm->tensors[d] += delta > 0 ? delta : 0;' \
+  test_h200_traces.py::test_tensor_layer_equals_memory_allocated_at_every_phase_boundary
+
+# ---- stacks: native capture, Python frames ----------------------------------------------------
+m stack-drops-innermost preload/stacks.c \
+  'for (int i = skip; i < n && kept < depth; i++)' \
+  'for (int i = skip + 1; i < n && kept < depth; i++)' \
+  test_runtime.py::test_live_site_bytes_and_count
+m stack-depth-one-short preload/stacks.c \
+  'for (int i = skip; i < n && kept < depth; i++)' \
+  'for (int i = skip; i < n && kept < depth - 1; i++)' \
+  test_runtime.py::test_run_depth_keeps_exactly_that_many_native_frames
+m python-drops-innermost preload/python.c \
+  '\t\t\tint id = frame_id(code, lasti);' \
+  '\t\t\tint id = guard ? frame_id(code, lasti) : -1;' \
+  test_python.py::test_weights_site_has_file_function_and_line_of_each_python_frame
+
+# ---- phases ----------------------------------------------------------------------------------
+m phase-exit-unrecorded preload/api.c \
+  'label(VRT_OP_PHASE_EXIT, name);' \
+  '(void)name;' \
+  test_phases.py::test_phase_entries_and_exits_are_recorded_in_order test_phases.py::test_leaks_follows_every_invocation_of_the_named_phase
+m leaks-nested-phase-is-an-invocation analyzer/cmd_leaks.c \
+  'if (kind == 1 && lk->depth++ == 0) {' \
+  'if (kind == 1 && lk->depth++ >= 0) {' \
+  test_phases.py::test_leaks_follows_every_invocation_of_the_named_phase
+m leaks-phase-exit-ignored analyzer/cmd_leaks.c \
+  '} else if (kind == -1 && lk->depth > 0 && --lk->depth == 0) {' \
+  '} else if (0) {' \
+  test_phases.py::test_leaks_follows_every_invocation_of_the_named_phase
+
+m nvtx-pop-unrecorded preload/nvtx.c \
+  '\tif (name && vrt_enter()) {\n\t\tvrt_emit_label(VRT_OP_PHASE_EXIT, name);\n\t\tvrt_leave();\n\t}\n\tfree(name);\n\treturn d;' \
+  '\t(void)vrt_enter;\n\tfree(name);\n\treturn d;' \
+  test_phases.py::test_every_kind_of_nvtx_range_and_mark_becomes_a_phase_or_mark
+
+# ---- loss accounting, ring, checkpoints, flushing ---------------------------------------------
+m lost-not-counted preload/tbuf.c \
+  '\tb->lost++;' \
+  '\t(void)b;' \
+  test_stress.py::test_64_threads_tiny_buffers_count_every_lost_event test_static_and_threads.py::test_threads_lossy_buffers_account_for_every_event
+m checkpoint-drops-items preload/trace_output.c \
+  '\t\tif (!l->space)\n\t\t\tcontinue;\n\t\tuint32_t stack = l->stack;' \
+  '\t\tif (!l->space || i % 97 == 0)\n\t\t\tcontinue;\n\t\tuint32_t stack = l->stack;' \
+  test_flight_recorder.py::test_ring_wrapped_twice_keeps_exact_survivors_and_stacks
+m ring-replays-from-the-start analyzer/trace_reader.c \
+  '\tif (!t->history_lost)\n\t\treturn 0;' \
+  '\treturn 0;' \
+  test_flight_recorder.py::test_ring_wrapped_twice_keeps_exact_survivors_and_stacks \
+  test_flight_recorder.py::test_a_wrapped_ring_without_a_whole_checkpoint_says_there_is_nothing_to_replay
+m ring-checkpoint-not-seeded analyzer/model.c \
+  '\t\treturn !events || r->id == VRT_CP_ATTACH;' \
+  '\t\treturn r->id == VRT_CP_ATTACH;' \
+  test_flight_recorder.py::test_ring_wrapped_twice_keeps_exact_survivors_and_stacks
+m flush-4x preload/collector.c \
+  'if (now - c->last_flush_ns >= (uint64_t)vrt_cfg.flush_ms * 1000000ull) {' \
+  'if (now - c->last_flush_ns >= (uint64_t)vrt_cfg.flush_ms * 4000000ull) {' \
+  test_flight_recorder.py::test_the_file_never_lags_the_program_by_more_than_the_flush_interval
+m flush-never-on-a-timer preload/collector.c \
+  'if (now - c->last_flush_ns >= (uint64_t)vrt_cfg.flush_ms * 1000000ull) {' \
+  'if (0 && now - c->last_flush_ns >= (uint64_t)vrt_cfg.flush_ms * 1000000ull) {' \
+  test_flight_recorder.py::test_the_file_never_lags_the_program_by_more_than_the_flush_interval
+
+# ---- report options that select or count --------------------------------------------------------
+m report-frames-one-short analyzer/sites.c \
+  'i >= 0 && i < n && shown < max_frames; i++) {' \
+  'i >= 0 && i < n && shown < max_frames - 1; i++) {' \
+  test_runtime.py::test_report_frames_shows_exactly_n_frames_of_each_site
+m report-top-one-short analyzer/cmd_report.c \
+  'for (size_t i = 0; i < r->live_at_end.n && i < (size_t)o->top; i++)' \
+  'for (size_t i = 0; i + 1 < r->live_at_end.n && i < (size_t)o->top; i++)' \
+  test_runtime.py::test_report_top_lists_exactly_n_sites
+m leaks-picks-the-least-entered analyzer/cmd_leaks.c \
+  's->counts[i].enters > s->counts[best].enters' \
+  's->counts[i].enters < s->counts[best].enters' \
+  test_phases.py::test_leaks_without_a_phase_picks_the_one_entered_most_often
+m leaks-phase-name-ignored analyzer/cmd_leaks.c \
+  'const char *named = o->phase ? phase_named(o->phase, &lk.by_mark) : NULL;' \
+  'const char *named = NULL;' \
+  test_phases.py::test_leaks_of_a_phase_that_frees_what_it_allocates_finds_no_growth
+m report-until-mark-ignored analyzer/cmd_report.c \
+  'rc = vrt_report_replay(&t, &r->end, o->quiet, o->until_mark);' \
+  'rc = vrt_report_replay(&t, &r->end, o->quiet, NULL);' \
+  test_phases.py::test_report_until_mark_is_the_state_at_the_mark
+m diff-second-at-ignored analyzer/cmd_diff.c \
+  'b.at = b.path == a.path ? at[1] : n_at ? at[1] : -1;' \
+  'b.at = b.path == a.path ? -1 : n_at ? at[1] : -1;' \
+  test_phases.py::test_diff_at_two_times_of_one_trace test_timeline_and_diff.py::test_diff_at_two_times_of_one_trace
+m diff-at-past-the-time analyzer/cmd_diff.c \
+  'vrt_ts_seconds(&s->trace, r.ts) > s->at)' \
+  'vrt_ts_seconds(&s->trace, r.ts) > s->at + 0.015)' \
+  test_phases.py::test_diff_at_two_times_of_one_trace
+
+# ---- the OOM report: the request and the categories -------------------------------------------
+m oom-request-size analyzer/cmd_oom.c \
+  '(unsigned long long)r->size, r->device, vrt_ts_seconds(t, r->ts));' \
+  '(unsigned long long)r->aux, r->device, vrt_ts_seconds(t, r->ts));' \
+  test_h200_traces.py::test_oom_matches_pytorchs_own_message
+m oom-category-rule-order analyzer/sites.c \
+  '\t{ "gradients", "backward", "allocated during backward" },' \
+  '\t{ "activations", "backward", "allocated during backward" },' \
+  test_h200_traces.py::test_oom_matches_pytorchs_own_message
+m oom-free-bytes preload/event.c \
+  '\tdevice_memory_info(&oom.aux, &oom.aux2);' \
+  '\tdevice_memory_info(&oom.aux2, &oom.aux);' \
+  test_oom_and_exit.py::test_oom_record_says_how_much_was_free
+
+# ---- why memory survives (retention walks, categories by identity, the user's code) ---------
+m retain-closure-variable-unnamed python/vramtrace/_chains.py \
+  'return "closure variable %s" % grand.__code__.co_freevars[parent.index(child)]' \
+  'return "closure variable"' \
+  test_retention.py::test_a_hook_closure_is_named_through_the_function_and_its_variable
+m retain-cycle-called-found analyzer/owners.c \
+  '\treturn VRT_HELD_UNREACHABLE;\n}' \
+  '\treturn VRT_HELD_FOUND;\n}' \
+  test_retention.py::test_a_cycle_no_root_reaches_is_unreachable_and_says_so
+m retain-skipped-walk-hides-an-earlier-answer analyzer/owners.c \
+  'for (size_t k = 0; k <= o->n_earlier; k++) { /* latest first */' \
+  'for (size_t k = 0; k < 1; k++) { /* latest first */' \
+  test_retention.py::test_a_later_walk_explains_what_a_skipped_walk_did_not
+m retain-cut-walk-is-final analyzer/cmd_leaks.c \
+  'if (status == VRT_HELD_TIMED_OUT && !g->held_scan) {' \
+  'if (0) {' \
+  test_retention.py::test_a_later_walk_explains_what_a_skipped_walk_did_not
+m retain-skipped-walk-unrecorded python/vramtrace/_retention.py \
+  '        _skipped(PHASE, bound)\n' \
+  '' \
+  test_retention.py::test_walks_the_budget_skips_say_timed_out_and_say_so_once
+m category-identity-ignored analyzer/categories.c \
+  'if (category > 0 && 2 * bytes >= (int64_t)it->size) {' \
+  'if (0) {' \
+  test_h200_retention.py::test_oom_under_offload_is_activations_with_the_cap_named
+m oom-cap-not-named analyzer/cmd_oom.c \
+  'l->result ? "per_process_cap" : "device"' \
+  '"device"' \
+  test_h200_retention.py::test_oom_under_offload_is_activations_with_the_cap_named
+m user-code-includes-site-packages analyzer/attribution.c \
+  'const char *pkg = strstr(file, "-packages/");' \
+  'const char *pkg = NULL;' \
+  test_retention.py::test_a_library_in_a_site_packages_directory_is_not_the_users_code
+
+# ---- the driver ------------------------------------------------------------------------------
+
+if [ "${1:-}" = --list ]; then
+  for i in "${!names[@]}"; do printf '%-34s %-26s %s\n' "${names[$i]}" "${files[$i]}" "${tests[$i]}"; done
+  exit 0
+fi
+want=("$@")
+selected=()
+for i in "${!names[@]}"; do
+  if [ ${#want[@]} -eq 0 ] || printf '%s\n' "${want[@]}" | grep -qx -- "${names[$i]}"; then selected+=("$i"); fi
+done
+for w in "${want[@]}"; do
+  printf '%s\n' "${names[@]}" | grep -qx -- "$w" || { echo "mutants: no mutant named $w (--list)" >&2; exit 2; }
+done
+
+pytest_python() {
+  local py
+  for py in python3 /usr/bin/python3; do
+    command -v "$py" >/dev/null && "$py" -c 'import pytest' 2>/dev/null && { command -v "$py"; return 0; }
+  done
+  return 1
+}
+py=$(pytest_python) || { echo "mutants: no python3 with pytest" >&2; exit 2; }
+cuda_include() {
+  for d in "${CUDA_HOME:-}/include" "$(dirname "$(command -v nvcc 2>/dev/null || echo /x/x)")/../include" \
+           /usr/local/cuda/include /usr/include; do
+    if [ -f "$d/cuda.h" ] && [ -f "$d/cuda_runtime_api.h" ]; then (cd "$d" && pwd); return 0; fi
+  done
+  echo "mutants: the CUDA Toolkit headers were not found; set CUDA_HOME" >&2
+  return 1
+}
+
+# Replaces FROM by TO in FILE; fails unless FROM occurs exactly once. Prints nothing.
+apply() { # FILE FROM TO
+  "$py" - "$@" <<'EOF'
+import sys
+path, old, new = sys.argv[1], *(a.replace("\\n", "\n").replace("\\t", "\t") for a in sys.argv[2:])
+text = open(path).read()
+n = text.count(old)
+if n != 1:
+    sys.exit(f"{n} occurrences (want exactly 1)")
+open(path, "w").write(text.replace(old, new))
+EOF
+}
+
+scratch=${MUTANTS_DIR:-$(mktemp -d "${TMPDIR:-/tmp}/vrt-mutants.XXXXXX")}
+cleanup() { [ "${MUTANTS_KEEP:-0}" = 1 ] || rm -rf "$scratch"; }
+trap cleanup EXIT
+# The build sits inside the copy, as build/ does here: a build tree finds the Python package at
+# ../../python from its analyzer/ (analyzer/paths.c).
+src=$scratch/src bld=$scratch/src/build
+jobs=${MUTANTS_JOBS:-2}
+mkdir -p "$src" "$scratch/orig"
+tree_files() { # NUL-separated: what git tracks or would track; without git, all but the build trees
+  if git rev-parse --is-inside-work-tree >/dev/null 2>&1; then
+    git ls-files -z --cached --others --exclude-standard | while IFS= read -r -d '' f; do
+      [ -e "$f" ] && printf '%s\0' "$f"
+    done
+  else
+    find . -mindepth 1 \( -path './build*' -o -path ./.git -o -name __pycache__ \) -prune -o \( -type f -print0 \)
+  fi
+}
+tree_files | tar --null -T - -cf - | tar -xf - -C "$src" || { echo "mutants: copying the tree failed" >&2; exit 1; }
+
+echo "mutants: checking that every mutant applies"
+bad=0
+for i in "${selected[@]}"; do
+  cp "$src/${files[$i]}" "$scratch/probe"
+  if ! why=$(apply "$scratch/probe" "${froms[$i]}" "${tos[$i]}" 2>&1); then
+    echo "mutants: ${names[$i]} does not apply to ${files[$i]}: $why" >&2
+    bad=1
+  fi
+done
+[ $bad -eq 0 ] || exit 1
+
+echo "mutants: building the unmutated tree in $bld"
+log=$scratch/build.log
+(cd "$src" && meson setup "$bld" -Dtoolkit_include="$(cuda_include)" >"$log" 2>&1) &&
+  ninja -C "$bld" -j "$jobs" >>"$log" 2>&1 || { cat "$log"; echo "mutants: the unmutated tree does not build" >&2; exit 1; }
+
+# Runs a mutant's tests against the scratch build; 0 when they all pass.
+run_tests() { # TESTS...
+  local pytest_ids=() meson_ids=() t
+  for t in "$@"; do
+    case $t in
+      meson:*) meson_ids+=("${t#meson:}") ;;
+      *) pytest_ids+=("$e2e/$t") ;;
+    esac
+  done
+  if [ ${#meson_ids[@]} -gt 0 ]; then
+    timeout -k 10 600 meson test -C "$bld" --no-rebuild -q "${meson_ids[@]}" >/dev/null 2>&1 || return 1
+  fi
+  if [ ${#pytest_ids[@]} -gt 0 ]; then
+    (cd "$src" && VRAMTRACE_BUILD="$bld" VRAMTRACE_SOURCE="$src" VRAMTRACE_STRESS=1 \
+      timeout -k 10 600 "$py" -m pytest -x -q -p no:cacheprovider "${pytest_ids[@]}") >"$scratch/last.log" 2>&1 ||
+      return 1
+  fi
+  return 0
+}
+
+echo "mutants: the tests of every mutant, unmutated (they must pass)"
+union=$(for i in "${selected[@]}"; do printf '%s\n' ${tests[$i]}; done | sort -u)
+# shellcheck disable=SC2086
+if ! run_tests $union; then
+  cat "$scratch/last.log"
+  echo "mutants: the tests fail without any mutant: fix them first" >&2
+  exit 1
+fi
+
+results=()
+survived=0
+start=$SECONDS
+for i in "${selected[@]}"; do
+  name=${names[$i]} file=${files[$i]}
+  cp -p "$src/$file" "$scratch/orig/file"
+  apply "$src/$file" "${froms[$i]}" "${tos[$i]}"
+  t0=$SECONDS
+  if ! ninja -C "$bld" -j "$jobs" >"$log" 2>&1; then
+    result="DOES NOT BUILD"
+    survived=$((survived + 1))
+    tail -20 "$log"
+  elif run_tests ${tests[$i]}; then  # word splitting on purpose: the ids have no spaces
+    result=SURVIVED
+    survived=$((survived + 1))
+  else
+    result=killed
+  fi
+  cp "$scratch/orig/file" "$src/$file"
+  touch "$src/$file" # newer than the mutant's objects: the next build compiles it again
+  results+=("$(printf '%-34s %-26s %-8s %s' "$name" "$file" "$result" "${tests[$i]}")")
+  printf 'mutants: %-34s %-14s (%d s)\n' "$name" "$result" $((SECONDS - t0))
+done
+
+echo
+printf '%-34s %-26s %-8s %s\n' mutant file result "tests run (tests/e2e/ unless meson:)"
+printf '%s\n' "${results[@]}"
+echo
+echo "mutants: ${#selected[@]} mutants, $(( ${#selected[@]} - survived )) killed, $survived not killed ($((SECONDS - start)) s)"
+[ $survived -eq 0 ]
