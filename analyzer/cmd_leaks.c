@@ -12,6 +12,7 @@
  * windows, the live set is grouped by site at each window's minimum, and a site whose bytes
  * keep rising across those minima is growing; one that stops rising is a bounded cache.
  */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -847,7 +848,17 @@ struct lows {
 	uint64_t lost[WINDOWS]; /* events lost in each window (LOST records) */
 	uint64_t min_event[WINDOWS];
 	int64_t min_live[WINDOWS];
+	double min_s[WINDOWS];  /* when the low point was */
 	struct vrt_sites at[WINDOWS];
+};
+
+/* How the top growing site's allocations came between the first low point and the last: a
+ * loop's step when they came at a steady pace. */
+struct cadence {
+	uint64_t allocations;
+	double first_s, last_s;
+	double mean, m2;        /* of the intervals (Welford) */
+	bool steady;            /* at least 4, and the intervals' spread under half their mean */
 };
 
 static int find_lows(struct leaks *lk, struct lows *lw, uint64_t total_events)
@@ -862,10 +873,10 @@ static int find_lows(struct leaks *lk, struct lows *lw, uint64_t total_events)
 	struct vrt_replay rp;
 	struct vrt_record r;
 	vrt_replay_begin(&rp, lk->t);
-	while (vrt_replay_next(&rp, &r)) {
+	while (vrt_replay_next(&rp, &r) && m.events <= total_events) {
 		vrt_model_apply(&m, &r, NULL);
-		if (!m.events)
-			continue; /* a checkpoint before the first event belongs to no window */
+		if (!m.events || m.events > total_events)
+			continue; /* before the first event, or after the end (teardown, the mark) */
 		int w = (int)((m.events - 1) * WINDOWS / (total_events ? total_events : 1));
 		if (r.op == VRT_OP_LOST && w < WINDOWS)
 			lw->lost[w] += r.id;
@@ -873,6 +884,7 @@ static int find_lows(struct leaks *lk, struct lows *lw, uint64_t total_events)
 		if (w < WINDOWS && live < lw->min_live[w]) {
 			lw->min_live[w] = live;
 			lw->min_event[w] = m.events;
+			lw->min_s[w] = vrt_ts_seconds(lk->t, r.ts);
 		}
 	}
 	vrt_model_free(&m);
@@ -891,6 +903,106 @@ static int find_lows(struct leaks *lk, struct lows *lw, uint64_t total_events)
 	}
 	vrt_model_free(&m);
 	return 0;
+}
+
+static bool born_at(const struct leaks *lk, const struct vrt_effect *e, uint32_t stack)
+{
+	return e->kind == VRT_EFFECT_BORN && e->item.stack == stack && counts(lk, &e->item);
+}
+
+/* The allocations of stack between events from and to (a third pass, for one site). */
+static void measure_cadence(struct leaks *lk, uint32_t stack, uint64_t from, uint64_t to, struct cadence *c)
+{
+	*c = (struct cadence){ 0 };
+	struct vrt_model m;
+	if (vrt_model_init(&m))
+		return;
+	struct vrt_replay rp;
+	struct vrt_record r;
+	struct vrt_effect e;
+	vrt_replay_begin(&rp, lk->t);
+	while (vrt_replay_next(&rp, &r) && m.events < to) {
+		vrt_model_apply(&m, &r, &e);
+		if (m.events <= from || !born_at(lk, &e, stack))
+			continue;
+		double now = vrt_ts_seconds(lk->t, r.ts);
+		if (c->allocations++) {
+			double gap = now - c->last_s, d = gap - c->mean;
+			c->mean += d / (double)(c->allocations - 1);
+			c->m2 += d * (gap - c->mean);
+		} else {
+			c->first_s = now;
+		}
+		c->last_s = now;
+	}
+	vrt_model_free(&m);
+	uint64_t gaps = c->allocations ? c->allocations - 1 : 0;
+	double spread = gaps > 1 ? sqrt(c->m2 / (double)(gaps - 1)) : 0;
+	c->steady = c->allocations >= 4 && c->mean > 0 && spread < c->mean / 2;
+}
+
+static const char *duration(double s, char *buf, size_t len)
+{
+	if (s < 1e-3)
+		snprintf(buf, len, "%.0f us", s * 1e6);
+	else if (s < 1)
+		snprintf(buf, len, "%.0f ms", s * 1e3);
+	else
+		snprintf(buf, len, "%.1f s", s);
+	return buf;
+}
+
+/*
+ * "+8.00 MiB per step (63 steps, one every 52 ms; +154 MiB/s): 100% from main (grow.py:28)":
+ * what the growing sites add together, per step when the top one allocated at a loop's steady
+ * pace (a step: one of its allocations), else per second over the window between the first low
+ * point and the last; then the sites by where the user's code made them (as phase leaks' headline).
+ */
+static void baseline_headline(const struct leaks *lk, const struct vrt_sites *growing, double window_s,
+			      const struct cadence *c, char *buf, size_t len)
+{
+	int64_t total = 0;
+	uint32_t *stacks = calloc(growing->n ? growing->n : 1, sizeof(*stacks));
+	int64_t *bytes = calloc(growing->n ? growing->n : 1, sizeof(*bytes));
+	size_t n = 0;
+	for (size_t i = 0; stacks && bytes && i < growing->n; i++)
+		if (!persistent_by_design(lk->t, &growing->v[i]) && !growing->v[i].label && growing->v[i].value2) {
+			total += growing->v[i].bytes;
+			stacks[n] = growing->v[i].stack;
+			bytes[n++] = growing->v[i].bytes;
+		}
+	int64_t labelled = 0; /* the allocator's cache, workspaces, NCCL: rising, but not blamed */
+	for (size_t i = 0; i < growing->n; i++)
+		if (persistent_by_design(lk->t, &growing->v[i]) || growing->v[i].label)
+			labelled += growing->v[i].bytes;
+	int k;
+	if ((!n || total <= 0 || window_s <= 0) && labelled > 0) {
+		k = snprintf(buf, len, "no growth of %s: the working set is steady; what rose is %s of memory kept by "
+			     "design (the allocator's cache, workspaces, NCCL)", lk->blocks ? "tensors" : "CUDA allocations",
+			     vrt_bytes(labelled));
+	} else if (!n || total <= 0 || window_s <= 0) {
+		k = snprintf(buf, len, "no growth: no site of %s keeps rising across the low points of total memory",
+			     lk->blocks ? "tensors" : "CUDA allocations");
+	} else if (c->steady && c->allocations) {
+		char every[32];
+		k = snprintf(buf, len, "+%s per step (%llu steps, one every %s; +%s/s)",
+			     vrt_bytes(total / (int64_t)c->allocations), (unsigned long long)c->allocations,
+			     duration(c->mean, every, sizeof(every)), vrt_bytes((int64_t)((double)total / window_s)));
+	} else {
+		char over[32];
+		k = snprintf(buf, len, "+%s over %s (+%s/s)", vrt_bytes(total), duration(window_s, over, sizeof(over)),
+			     vrt_bytes((int64_t)((double)total / window_s)));
+	}
+	struct vrt_shares shares;
+	if (n && k > 0 && (size_t)k < len && !vrt_shares_build(lk->t, stacks, bytes, n, &shares)) {
+		if (shares.n) {
+			snprintf(buf + k, len - (size_t)k, ": ");
+			vrt_shares_format(&shares, 3, buf + k + 2, len - (size_t)k - 2);
+		}
+		vrt_shares_free(&shares);
+	}
+	free(stacks);
+	free(bytes);
 }
 
 static int baseline(struct leaks *lk, struct vrt_model *end)
@@ -940,22 +1052,56 @@ static int baseline(struct leaks *lk, struct vrt_model *end)
 	uint64_t lost = 0;
 	for (int w = first < 0 ? 0 : first; w <= last; w++)
 		lost += lw->lost[w];
+	double window_s = last > first ? lw->min_s[last] - lw->min_s[first] : 0;
+	const struct vrt_site *top = NULL;
+	for (size_t i = 0; !rc && i < growing.n && !top; i++)
+		if (!persistent_by_design(lk->t, &growing.v[i]) && !growing.v[i].label && growing.v[i].value2)
+			top = &growing.v[i];
+	struct cadence cad = { 0 };
+	if (top)
+		measure_cadence(lk, top->stack, lw->min_event[first], lw->min_event[last], &cad);
+	char summary[1024];
+	baseline_headline(lk, &growing, window_s, &cad, summary, sizeof(summary));
 	if (!rc && lk->o->json) {
 		printf("{\"file\": ");
 		json_string(stdout, lk->t->path);
 		printf(", \"pid\": %d, \"rank\": %d, ", lk->t->hdr.pid, lk->t->hdr.rank);
 		vrt_json_completeness(stdout, lk->t, -1);
-		printf(", \"phase\": null, \"phases\": [], \"survivors\": [], \"events_lost_in_windows\": %llu, "
-		       "\"growing\": [", (unsigned long long)lost);
+		printf(", \"phase\": null, \"phases\": [], \"survivors\": [], \"events_lost_in_windows\": %llu, ",
+		       (unsigned long long)lost);
+		printf("\"summary\": ");
+		json_string(stdout, summary);
+		printf(", \"layer\": \"%s\", \"window_s\": %.6f, \"teardown_s\": ", lk->blocks ? "tensors" : "cuda",
+		       window_s);
+		if (lk->teardown_s)
+			printf("%.6f", lk->teardown_s);
+		else
+			printf("null");
+		printf(", \"growing\": [");
 		for (size_t i = 0; i < growing.n && i < (size_t)lk->o->top; i++) {
+			const struct vrt_site *g = &growing.v[i];
+			const char *rule;
 			printf("%s", i ? ", " : "");
-			vrt_site_json(stdout, lk->t, &growing.v[i], true);
-			printf(", \"still_rising\": %s}", growing.v[i].value2 ? "true" : "false");
+			vrt_site_json(stdout, lk->t, g, true);
+			printf(", \"still_rising\": %s, \"category\": ", g->value2 ? "true" : "false");
+			json_string(stdout, vrt_site_category(lk->t, g, &rule));
+			printf(", \"bytes_per_second\": %.0f", window_s > 0 ? (double)g->bytes / window_s : 0.0);
+			if (g == top)
+				printf(", \"allocations_in_window\": %llu", (unsigned long long)cad.allocations);
+			if (g == top && cad.steady)
+				printf(", \"steps\": %llu, \"step_s\": %.6f, \"bytes_per_step\": %lld",
+				       (unsigned long long)cad.allocations, cad.mean, (long long)(g->bytes / (int64_t)cad.allocations));
+			else
+				printf(", \"steps\": null, \"step_s\": null, \"bytes_per_step\": null");
+			printf("}");
 		}
 		printf("]}");
 	} else if (!rc) {
-		printf("vramtrace leaks: %s (no phases: growth at the low points of total memory, %d windows)\n\n",
-		       lk->t->path, last - first + 1);
+		printf("vramtrace leaks: %s (no phases: growth of %s at the low points of total memory, %d windows",
+		       lk->t->path, lk->blocks ? "tensors" : "CUDA allocations", last - first + 1);
+		if (lk->teardown_s)
+			printf("; the end is where teardown began, %.3f s", lk->teardown_s);
+		printf(")\n\n%s\n\n", summary);
 		for (size_t i = 0; i < growing.n && i < (size_t)lk->o->top; i++) {
 			const char *rule;
 			const char *cat = vrt_site_category(lk->t, &growing.v[i], &rule);
@@ -1040,8 +1186,10 @@ static int leaks_one(const char *path, const struct leaks_options *o, bool many,
 			vrt_sites_free(&sites);
 		}
 	} else {
-		if (!(rc = vrt_report_replay(&t, &m, o->quiet, o->until_mark))) {
+		struct vrt_replay_options ro = { .quiet = o->quiet, .until_mark = o->until_mark, .stop_at_teardown = true };
+		if (!(rc = vrt_report_replay_ex(&t, &m, &ro))) {
 			lk.blocks = o->layer ? !strcmp(o->layer, "tensors") : m.any_blocks;
+			lk.teardown_s = ro.teardown_s;
 			rc = baseline(&lk, &m);
 		}
 	}

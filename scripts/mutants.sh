@@ -286,6 +286,16 @@ m user-code-includes-site-packages analyzer/attribution.c \
   'const char *pkg = NULL;' \
   test_retention.py::test_a_library_in_a_site_packages_directory_is_not_the_users_code
 
+m leaks-baseline-reads-teardown analyzer/cmd_leaks.c \
+  '.until_mark = o->until_mark, .stop_at_teardown = true };' \
+  '.until_mark = o->until_mark, .stop_at_teardown = false };' \
+  test_leaks_without_phases.py::test_growth_is_measured_before_teardown_and_named_by_the_users_lines
+m leaks-baseline-step-miscounted analyzer/cmd_leaks.c \
+  'if (m.events <= from || !born_at(lk, &e, stack))' \
+  'if (m.events <= from || !born_at(lk, &e, stack) || (m.events & 1))' \
+  test_leaks_without_phases.py::test_growth_is_measured_before_teardown_and_named_by_the_users_lines \
+  test_attach.py::test_leaks_of_an_attached_job_names_the_growing_site_and_its_rate
+
 # ---- the driver ------------------------------------------------------------------------------
 
 if [ "${1:-}" = --list ]; then

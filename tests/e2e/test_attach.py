@@ -310,3 +310,19 @@ def test_inject_mark_and_end(injected):
     assert steps["mark"].returncode == 0, steps["mark"].stderr
     assert re.search(r"\bmark\b.*while-attached", t.dump_text)
     assert t.info["end_code"] == 6, t.info  # VRT_END_DETACHED
+
+
+def test_leaks_of_an_attached_job_names_the_growing_site_and_its_rate(injected):
+    """No phases in an attached job: the site that keeps what it allocates is the growing one,
+    by exactly what it allocated between the first low point and the last."""
+    _, t = injected
+    d = json.loads(analyze("leaks", "--json", "-q", t.trace).stdout)
+    top = d["growing"][0]
+    assert frame_functions(top)[:2] == ["loop_site", "loop"]
+    assert top["still_rising"] and top["bytes"] == LOOP_BYTES * top["allocations_in_window"] > 0
+    assert top["bytes_per_second"] > 0 and d["window_s"] > 0
+    assert top["bytes_per_step"] in (None, LOOP_BYTES)
+    assert re.fullmatch(r"\+64\.0 KiB per step \(\d+ steps, one every \d+ ms; \+[\d.]+ [KM]iB/s\): 100% from "
+                        r"loop_site \(attach_target\)|\+[\d.]+ [KM]iB over (\d+ ms|[\d.]+ s) \(\+[\d.]+ [KM]iB/s\): 100% from loop_site "
+                        r"\(attach_target\)", d["summary"]), d["summary"]
+    assert BEFORE_ATTACH not in json.dumps(d["growing"])  # the seed is not growth
