@@ -295,9 +295,15 @@ static void attach(void)
 			 vrt_torch_layout_row(0)->release, vrt_torch_layout_row(vrt_torch_layout_count() - 1)->release);
 		return refuse(why);
 	}
+	static const char object[] = "_ZN3c104cuda20CUDACachingAllocator9allocatorE";
 	void *h = dlopen(f.path, RTLD_NOW | RTLD_NOLOAD);
-	void **slot = h ? vrt_real_dlsym(h, "_ZN3c104cuda20CUDACachingAllocator9allocatorE") : NULL;
+	void **slot = h ? vrt_real_dlsym(h, object) : NULL;
 	allocator = slot ? __atomic_load_n(slot, __ATOMIC_ACQUIRE) : NULL;
+	/* A program linked with libc10_cuda (LibTorch in C++) may hold the pointer in its own copy
+	 * (a copy relocation), which the library's code then uses: the global scope finds that one. */
+	slot = allocator ? NULL : vrt_real_dlsym(RTLD_DEFAULT, object);
+	if (slot)
+		allocator = __atomic_load_n(slot, __ATOMIC_ACQUIRE);
 	if (!allocator)
 		return refuse("the allocator object is not exported");
 	/* Checked once: until the allocator is initialized, attach() comes back here. */

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import CUDART, MiB, frame_functions, trace
+from conftest import CUDART, TIMEOUT, VRAMTRACE, MiB, Traced, clean_env, frame_functions, program, trace
 from test_python import ACTIVATIONS_STACK, SCRIPT, WEIGHTS_STACK, python_frames
 
 MINORS = range(9, 15)
@@ -64,3 +64,18 @@ def test_python_frames_on_each_version(tmp_path, minor):
     peak = sites_through(device["top_at_peak"], "allocate_activations")
     assert sum(s["bytes"] for s in peak) == 2 * MiB
     assert all(python_frames(s) == expected(ACTIVATIONS_STACK, minor) for s in peak)
+
+
+def test_free_threaded_build_gets_native_stacks_and_one_message(tmp_path):
+    """tests/programs/py_freethreaded.c looks like a 3.13t to the preload: its frames must never
+    be walked (its thread state is garbage), stacks stay native, and one line says why."""
+    out = tmp_path / "t.vrt"
+    p = subprocess.run([str(VRAMTRACE), "run", "-o", str(out), "--", str(program("py_freethreaded"))],
+                       capture_output=True, text=True, timeout=TIMEOUT, env=clean_env(), cwd=tmp_path)
+    t = Traced([program("py_freethreaded")], out, p.returncode, p.stdout, p.stderr)
+    assert t.returncode == 0, t.stderr
+    said = [line for line in t.stderr.splitlines() if "Python stacks off" in line]
+    assert len(said) == 1 and "free-threaded build" in said[0], t.stderr
+    site = t.site("ft_alloc_site")
+    assert (site["bytes"], site["count"]) == (1 * MiB, 1)
+    assert python_frames(site) == [] and "main" in frame_functions(site)
