@@ -112,16 +112,31 @@ void vrt_record_exiting(int stage)
 }
 
 /* A fact about the process for the trace's INFO table (key: at most 127 bytes). */
-VRT_EXPORT void vramtrace_record_info(const char *key, const char *value)
+/* The INFO record's text, "key\x1evalue"; false for a key the format refuses. */
+static bool info_text(const char *key, const char *value, char text[VRT_TEXT_MAX + 1])
 {
 	if (!key || !value || strlen(key) >= 128 || strchr(key, '\x1e'))
-		return;
+		return false;
 	size_t k = strlen(key), v = strnlen(value, VRT_TEXT_MAX - k - 1);
-	char text[VRT_TEXT_MAX + 1];
 	memcpy(text, key, k);
 	text[k] = '\x1e';
 	memcpy(text + k + 1, value, v);
 	text[k + 1 + v] = 0;
+	return true;
+}
+
+VRT_EXPORT void vramtrace_record_info(const char *key, const char *value)
+{
+	char text[VRT_TEXT_MAX + 1];
 	struct vrt_event ev = { .op = VRT_OP_INFO, .api = VRT_API_USER_API };
-	record(&ev, text);
+	if (info_text(key, value, text))
+		record(&ev, text);
+}
+
+void vrt_emit_info(const char *key, const char *value)
+{
+	char text[VRT_TEXT_MAX + 1];
+	struct vrt_event ev = { .op = VRT_OP_INFO, .api = VRT_API_USER_API };
+	if (info_text(key, value, text))
+		vrt_emit_text(&ev, text, strlen(text));
 }

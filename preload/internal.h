@@ -408,6 +408,8 @@ bool vrt_python_walk_done(uint64_t ticket);
 void vrt_python_walked_for_snapshot(void);
 /* An attached interpreter records EXITING when it begins to finalize (pyreach.c). */
 void vrt_python_watch_teardown(void);
+/* An INFO record from a thread already inside vramtrace (a hook; api.c). */
+void vrt_emit_info(const char *key, const char *value);
 /* The EXITING record (stage: enum vrt_exiting), from any thread (api.c). */
 void vrt_record_exiting(int stage);
 void vrt_torch_settle(void);

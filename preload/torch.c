@@ -289,6 +289,11 @@ static void attach(void)
 	char version[64], why[320];
 	if (!read_version(f.path, version, sizeof(version)))
 		return refuse("cannot read torch/version.py next to libc10_cuda.so");
+	static bool said_version;
+	if (!said_version) {
+		said_version = true; /* the release whose allocator the trace shows (whatif models 2.11) */
+		vrt_emit_info("torch", version);
+	}
 	const struct vrt_torch_layout *r = vrt_torch_layout_find(version);
 	if (!r) {
 		snprintf(why, sizeof(why), "PyTorch %s is not in this build's layout table (%s to %s)", version,
