@@ -52,7 +52,7 @@ def test_leaks_follows_every_invocation_of_the_named_phase(ph):
     assert sorted(s["phase_index"] for s in survivors) == list(range(1, STEPS + 1))
 
 
-def test_leaks_without_a_phase_picks_the_one_entered_most_often(ph):
+def test_leaks_without_a_phase_picks_the_one_whose_calls_grow(ph):
     assert leaks(ph)["phase"] == "step"
     assert len(leaks(ph)["phases"]) == STEPS
 
