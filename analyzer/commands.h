@@ -17,6 +17,7 @@ int vrt_cmd_info(int argc, char **argv);
 int vrt_cmd_attach(int argc, char **argv);
 int vrt_cmd_mark(int argc, char **argv);
 int vrt_cmd_snapshot(int argc, char **argv);
+int vrt_cmd_watch(int argc, char **argv);
 
 #define VRT_HELP_RUN                                                                                   \
 	"usage: vramtrace run [options] [--] COMMAND [ARGS...]\n"                                       \
@@ -275,5 +276,24 @@ int vrt_cmd_snapshot(int argc, char **argv);
 	"\n"                                                                                           \
 	"examples:\n"                                                                                  \
 	"  vramtrace snapshot 4242 -o now.vrt && vramtrace report now.vrt\n"
+
+#define VRT_HELP_WATCH                                                                                 \
+	"usage: vramtrace watch [options] PID\n"                                                         \
+	"\n"                                                                                           \
+	"The sites that grow in a running process (attached, armed or fully traced), every few\n"      \
+	"seconds, without stopping it: each look takes its live set with stacks (a snapshot without a\n" \
+	"retention walk, into a private temporary directory, deleted once read), and the sites are\n"  \
+	"compared with the first look (growth so far) and the one before (the rate now). Sites are\n"  \
+	"named by the user's code that allocated them; tensors where PyTorch's allocator is seen.\n"   \
+	"\n"                                                                                           \
+	"options:\n"                                                                                   \
+	"  --interval S   seconds between looks (default 5)\n"                                          \
+	"  --top N        sites listed per look (default 5)\n"                                          \
+	"  --count N      stop after N looks (default: until Ctrl-C or the process exits)\n"           \
+	"  --json         one JSON object per look\n"                                                   \
+	"\n"                                                                                           \
+	"examples:\n"                                                                                  \
+	"  vramtrace attach 4242 && vramtrace watch 4242\n"                                             \
+	"  vramtrace watch --interval 1 --count 10 --json 4242 > growth.ndjson\n"
 
 #endif /* VRAMTRACE_COMMANDS_H */

@@ -68,6 +68,7 @@ const struct vrt_command vrt_commands[] = {
 	{ "attach", vrt_cmd_attach, "start tracing a running process", VRT_HELP_ATTACH },
 	{ "mark", vrt_cmd_mark, "put a labelled mark into a running process's trace", VRT_HELP_MARK },
 	{ "snapshot", vrt_cmd_snapshot, "write a running process's live set and history now", VRT_HELP_SNAPSHOT },
+	{ "watch", vrt_cmd_watch, "the sites that grow in a running process, every few seconds", VRT_HELP_WATCH },
 	{ "version", cmd_version, "print the version and trace format",
 	  "usage: vramtrace version   (or vramtrace --version)\n\nPrints the version and the trace format "
 	  "version it reads and writes.\n\nexamples:\n  vramtrace version\n  vramtrace --version\n" },

@@ -254,6 +254,8 @@ static int handle(struct collector *c, const struct vrt_ctl_msg *m, char *reply,
 	case VRT_CTL_SNAPSHOT:
 		walk_before_snapshot(c);
 		return vrt_output_snapshot(c, m->payload, reply, reply_len);
+	case VRT_CTL_PEEK:
+		return vrt_output_snapshot(c, m->payload, reply, reply_len);
 	case VRT_CTL_STOP:
 		return stop(c, reply, reply_len);
 	}

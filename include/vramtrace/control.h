@@ -34,6 +34,8 @@ enum vrt_ctl_type {
 	VRT_CTL_MARK = 4,     /* payload: label */
 	VRT_CTL_SNAPSHOT = 5, /* payload: absolute output path */
 	VRT_CTL_STOP = 6,     /* finish the trace and stop tracing */
+	VRT_CTL_PEEK = 7,     /* payload: absolute output path; a snapshot without a retention walk
+				 (`vramtrace watch` takes one every few seconds) */
 	VRT_CTL_REPLY = 128,  /* status: 0 or a vrt_error; payload: text */
 };
 
@@ -80,7 +82,7 @@ static inline bool vrt_ctl_dir_private(const char *dir, unsigned uid)
 
 static inline int vrt_ctl_type_known(uint16_t type)
 {
-	return (type >= VRT_CTL_STATUS && type <= VRT_CTL_STOP) || type == VRT_CTL_REPLY;
+	return (type >= VRT_CTL_STATUS && type <= VRT_CTL_PEEK) || type == VRT_CTL_REPLY;
 }
 
 /* Validates one received datagram. Payloads are text: no NUL bytes inside. */
@@ -96,9 +98,10 @@ static inline int vrt_ctl_parse(const uint8_t *buf, size_t len, struct vrt_ctl_m
 		return VRT_E_PROTO;
 	if (memchr(buf + sizeof(h), 0, h.length))
 		return VRT_E_PROTO;
-	if ((h.type == VRT_CTL_MARK || h.type == VRT_CTL_SNAPSHOT) && h.length == 0)
+	bool path = h.type == VRT_CTL_SNAPSHOT || h.type == VRT_CTL_PEEK;
+	if ((h.type == VRT_CTL_MARK || path) && h.length == 0)
 		return VRT_E_PROTO;
-	if (h.type == VRT_CTL_SNAPSHOT && buf[sizeof(h)] != '/')
+	if (path && buf[sizeof(h)] != '/')
 		return VRT_E_PROTO;
 	out->type = h.type;
 	out->status = h.status;

@@ -360,3 +360,53 @@ def test_an_attached_python_job_ends_where_its_teardown_began(tmp_path):
     assert [(f["function"], f["line"]) for f in top["frames"] if f.get("function") == "step"] == [("step", line)]
     assert top["still_rising"] and top["bytes"] == MiB * top["allocations_in_window"] > 0
     assert "100%% from step (attach_grow.py:%d)" % line in d["summary"], d["summary"]
+
+
+def test_watch_names_the_growing_site_of_a_running_process(tmp_path, target):
+    """`vramtrace watch` on a traced process that keeps 64 KiB every 10 ms (the loop program):
+    each look's growth is whole allocations of loop_site, rising from look to look, and the
+    process goes on (it then stops by itself)."""
+    run = [str(VRAMTRACE), "run", "-q", "-o", str(tmp_path / "w.vrt")]
+    prog = Running(run + ["--", target, "loop"], tmp_path)
+    try:
+        scratch = tmp_path / "tmp"
+        scratch.mkdir()
+        p = subprocess.run([str(VRAMTRACE), "watch", "--interval", "0.3", "--count", "3", "--json", str(prog.pid)],
+                           capture_output=True, text=True, timeout=TIMEOUT, env=dict(os.environ, TMPDIR=str(scratch)))
+        assert p.returncode == 0, p.stderr
+        looks = [json.loads(line) for line in p.stdout.splitlines()]
+        assert prog.running()
+        last, _, _, code = prog.finish("stop")
+    finally:
+        prog.kill()
+    assert code == 0 and re.fullmatch(r"loop: \d+ allocations", last)
+    assert len(looks) == 3 and all(look["pid"] == prog.pid for look in looks)
+    assert looks[0]["since_first_bytes"] == 0 and looks[0]["growing"] == []
+    grown = []
+    for look in looks[1:]:
+        top = look["growing"][0]
+        assert top["site"] == "loop_site (attach_target)", look
+        assert top["since_first_bytes"] % LOOP_BYTES == 0 and top["since_first_bytes"] > 0
+        assert look["since_first_bytes"] == top["since_first_bytes"]  # nothing else grows
+        grown.append(top["since_first_bytes"])
+    assert grown[1] > grown[0]
+    assert not list(scratch.iterdir())  # the snapshots and their directory are gone
+
+
+def test_watch_of_an_armed_process_says_to_attach_first(tmp_path, target):
+    prog = Running([str(VRAMTRACE), "run", "-q", "--armed", "-o", str(tmp_path / "a.vrt"), "--", target, "loop"],
+                   tmp_path)
+    try:
+        p = vramtrace("watch", "--interval", "0.2", "--count", "2", prog.pid, check=False)
+        assert prog.running()
+    finally:
+        prog.finish("stop")
+        prog.kill()
+    assert p.returncode == 4 and "armed, not recording: run `vramtrace attach` first" in p.stderr, p.stderr
+
+
+def test_watch_usage_errors():
+    for args, words in ((["watch"], "expected a process id"), (["watch", "--interval", "0", "1"], "at least 0.05"),
+                        (["watch", "--count", "x", "1"], "--count"), (["watch", "abc"], "not a process id")):
+        p = vramtrace(*args, check=False)
+        assert p.returncode == 2 and words in p.stderr, (args, p.stderr)
