@@ -285,6 +285,19 @@ m user-code-includes-site-packages analyzer/attribution.c \
   'const char *pkg = strstr(file, "-packages/");' \
   'const char *pkg = NULL;' \
   test_retention.py::test_a_library_in_a_site_packages_directory_is_not_the_users_code
+m kept-alive-roots-unfolded analyzer/owners.c \
+  "out[o++] = '*';" \
+  "out[o++] = chain[i + 1];" \
+  test_retention.py::test_kept_alive_by_folds_a_roots_numbered_entries_into_one \
+  test_h200_retention.py::test_deepspeed_what_keeps_it_alive_is_one_root_the_models_forward_hooks
+m kept-alive-counts-timed-out-twice analyzer/cmd_leaks.c \
+  '\t\tvrt_held_add(&g->cut, w, it);\n' \
+  '\t\tvrt_held_add(&g->cut, w, it);\n\t\tvrt_roots_add(&lk->roots, lk->t, w, it);\n' \
+  test_retention.py::test_a_later_walk_explains_what_a_skipped_walk_did_not
+m ctypes-pointer-owns-nothing python/vramtrace/_owners.py \
+  'k = Walk._ctypes_buffer' \
+  'k = _IGNORED' \
+  test_retention.py::test_the_demo_names_the_registry_that_keeps_its_raw_pointers
 
 m leaks-baseline-reads-teardown analyzer/cmd_leaks.c \
   '.until_mark = o->until_mark, .stop_at_teardown = true };' \
