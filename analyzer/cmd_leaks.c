@@ -739,6 +739,8 @@ static void held_json(const struct leaks *lk, const struct vrt_site *s, const st
 static void print_roots(struct vrt_roots *r)
 {
 	static const char *const unexplained[VRT_HELD_KINDS] = {
+		[VRT_HELD_FOUND] = "a Python object (no chain recorded)",
+		[VRT_HELD_UNREACHABLE] = "nothing a root reaches: a reference cycle, or native code",
 		[VRT_HELD_NOT_PYTHON] = "no Python object (memory native code allocated and keeps)",
 		[VRT_HELD_TIMED_OUT] = "not known (the walk ran out of time before it got there)",
 	};
@@ -764,13 +766,9 @@ static void print_roots(struct vrt_roots *r)
 	if (rest)
 		printf("  %10s %3.0f%%  other roots (%zu more)\n", vrt_bytes(rest), 100.0 * (double)rest / (double)total,
 		       r->n > SHOWN_ROOTS ? r->n - SHOWN_ROOTS : 0);
-	if (r->by_status[VRT_HELD_UNREACHABLE])
-		printf("  %10s %3.0f%%  nothing a root reaches: a reference cycle, or native code\n",
-		       vrt_bytes(r->by_status[VRT_HELD_UNREACHABLE]),
-		       100.0 * (double)r->by_status[VRT_HELD_UNREACHABLE] / (double)total);
 	for (int k = 0; k < VRT_HELD_KINDS; k++)
-		if (unexplained[k] && r->by_status[k])
-			printf("  %10s %3.0f%%  %s\n", vrt_bytes(r->by_status[k]), 100.0 * (double)r->by_status[k] / (double)total,
+		if (unexplained[k] && r->unchained[k])
+			printf("  %10s %3.0f%%  %s\n", vrt_bytes(r->unchained[k]), 100.0 * (double)r->unchained[k] / (double)total,
 			       unexplained[k]);
 }
 
@@ -786,6 +784,9 @@ static void roots_json(struct vrt_roots *r)
 	printf("], \"kept_alive_other_roots_bytes\": %lld, \"kept_alive_by_status\": {", (long long)r->other);
 	for (int k = 0; k < VRT_HELD_KINDS; k++)
 		printf("%s\"%s\": %lld", k ? ", " : "", vrt_held_name((enum vrt_held)k), (long long)r->by_status[k]);
+	printf("}, \"kept_alive_without_chain\": {");
+	for (int k = 0; k < VRT_HELD_KINDS; k++)
+		printf("%s\"%s\": %lld", k ? ", " : "", vrt_held_name((enum vrt_held)k), (long long)r->unchained[k]);
 	printf("}");
 }
 

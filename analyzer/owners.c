@@ -328,6 +328,7 @@ void vrt_roots_add(struct vrt_roots *r, const struct vrt_trace *t, const struct 
 	enum vrt_held status = vrt_owners_of(w, it, &first, &n);
 	int64_t size = (int64_t)it->size;
 	char text[VRT_ROOT_TEXT];
+	bool chained = false;
 	for (size_t i = 0; i < n; i++) {
 		const char *chain = first[i].chain ? vrt_string(t, first[i].chain) : NULL;
 		if (!chain || !*chain)
@@ -335,8 +336,11 @@ void vrt_roots_add(struct vrt_roots *r, const struct vrt_trace *t, const struct 
 		int64_t bytes = n == 1 ? size : (int64_t)first[i].size;
 		root_of(chain, text, sizeof(text));
 		add_root(r, text, bytes);
+		chained = true;
 	}
 	r->by_status[status] += size;
+	if (!chained)
+		r->unchained[status] += size;
 }
 
 static int by_root_bytes(const void *a, const void *b)

@@ -118,6 +118,7 @@ struct vrt_roots {
 	size_t n;
 	int64_t other;              /* bytes of roots beyond the VRT_ROOTS kept */
 	int64_t by_status[VRT_HELD_KINDS]; /* every item added, by what the walk said */
+	int64_t unchained[VRT_HELD_KINDS]; /* those of them no chain names (in no root above) */
 };
 
 void vrt_roots_add(struct vrt_roots *r, const struct vrt_trace *t, const struct vrt_walk *w, const struct vrt_item *it);

@@ -294,6 +294,14 @@ m kept-alive-counts-timed-out-twice analyzer/cmd_leaks.c \
   '\t\tvrt_held_add(&g->cut, w, it);\n' \
   '\t\tvrt_held_add(&g->cut, w, it);\n\t\tvrt_roots_add(&lk->roots, lk->t, w, it);\n' \
   test_retention.py::test_a_later_walk_explains_what_a_skipped_walk_did_not
+m html-kept-alive-hidden analyzer/report.html.in \
+  "var krows = kept.slice(0, 10)" \
+  "var krows = kept.slice(0, 0)" \
+  test_html.py::test_demo_renders
+m html-held-by-hidden analyzer/report.html.in \
+  "v.held_by[0].join(' \\u2192 ')" \
+  "''" \
+  test_html.py::test_demo_renders
 m ctypes-pointer-owns-nothing python/vramtrace/_owners.py \
   'k = Walk._ctypes_buffer' \
   'k = _IGNORED' \

@@ -326,6 +326,10 @@ def test_demo_renders(demo):
     assert body_rows(element_block(dom, "table", "leaks-invocations")) == len(d["leaks"]["phases"]) == 4
     assert body_rows(element_block(dom, "table", "leaks-survivors")) > 0
     assert "84.0 MiB per train() call" in element_block(dom, "p", "leaks-summary")
+    # what keeps it alive: the registry, as one root, and each group's own chain
+    kept = element_block(dom, "table", "leaks-kept-alive")
+    assert body_rows(kept) == 1 and "__main__._ENGINES[*] (Engine)" in kept and "336 MiB" in kept
+    assert "__main__._ENGINES[0] (Engine) \u2192 .master (c_void_p)" in element_block(dom, "table", "leaks-survivors")
     assert 'id="oom"' not in dom, "the OOM section is removed when the trace has none"
     assert 'id="peaks"' in dom and "352 MiB" in element_block(dom, "table", "peaks")
     png = screenshot(tmp, out, "demo.png")
