@@ -298,6 +298,18 @@ m html-kept-alive-hidden analyzer/report.html.in \
   "var krows = kept.slice(0, 10)" \
   "var krows = kept.slice(0, 0)" \
   test_html.py::test_demo_renders
+m html-flame-search-case-sensitive analyzer/report.html.in \
+  "var q = state.search.toLowerCase(), matched = 0" \
+  "var q = state.search, matched = 0" \
+  test_html.py::test_flame_graph_search_and_time_range_from_the_address
+m html-flame-search-counts-nested-twice analyzer/report.html.in \
+  "if (n.match && !inside) matched += n.value;" \
+  "if (n.match) matched += n.value;" \
+  test_html.py::test_flame_graph_search_and_time_range_from_the_address
+m html-flame-range-one-bucket analyzer/report.html.in \
+  "for (var i = lo; i < hi; i++) m = Math.max(m, col[i]);" \
+  "m = col[lo];" \
+  test_html.py::test_flame_graph_search_and_time_range_from_the_address
 m html-held-by-hidden analyzer/report.html.in \
   "v.held_by[0].join(' \\u2192 ')" \
   "''" \
@@ -334,6 +346,20 @@ m watch-growth-against-nothing analyzer/cmd_watch.c \
   '\tif (!t)\n\t\treturn 0;' \
   '\tif (t)\n\t\treturn 0;' \
   test_attach.py::test_watch_names_the_growing_site_of_a_running_process
+
+# ---- what run says and refuses (analyzer/cmd_run.c) -------------------------------------------
+m run-replaces-without-force analyzer/cmd_run.c \
+  '\t\tif (!force)\n' \
+  '\t\tif (0)\n' \
+  test_run_cli.py::test_an_existing_trace_is_kept_unless_forced
+m run-exec-failure-twice analyzer/cmd_run.c \
+  'if (got == sizeof(exec_errno)) {' \
+  'if (got == sizeof(exec_errno) && 0) {' \
+  test_run_cli.py::test_a_command_that_cannot_start_gets_one_line
+m run-next-step-unquoted analyzer/cmd_run.c \
+  'if (*e && strspn(' \
+  'if (1 || strspn(' \
+  test_run_cli.py::test_a_written_trace_comes_with_its_size_and_a_next_step_that_runs
 
 # ---- the driver ------------------------------------------------------------------------------
 

@@ -86,9 +86,10 @@ def console_errors(stderr):
     return [line for line in stderr.splitlines() if "CONSOLE" in line and ("Uncaught" in line or "Error" in line)]
 
 
-def dump_dom(tmp_path, page):
-    """The DOM after the page's scripts ran; fails on any JavaScript error."""
-    p = chromium(tmp_path, "--virtual-time-budget=5000", "--dump-dom", f"file://{Path(page).resolve()}")
+def dump_dom(tmp_path, page, fragment=""):
+    """The DOM after the page's scripts ran; fails on any JavaScript error. fragment: the
+    address's #part (the page reads its view from it)."""
+    p = chromium(tmp_path, "--virtual-time-budget=5000", "--dump-dom", f"file://{Path(page).resolve()}{fragment}")
     assert p.returncode == 0, p.stderr[-2000:]
     assert not console_errors(p.stderr), console_errors(p.stderr)
     assert "<body" in p.stdout
@@ -334,6 +335,65 @@ def test_demo_renders(demo):
     assert 'id="peaks"' in dom and "352 MiB" in element_block(dom, "table", "peaks")
     png = screenshot(tmp, out, "demo.png")
     assert_chart_drawn(png, min_colours=4)
+
+
+def flame_expected(d, query, lo, hi):
+    """What the flame graph over buckets [lo, hi) of the main series holds, and how much of it
+    lies under a frame containing query: each site at its largest in the range, counted whole
+    when any of its frames matches (no double count), from the page's own data."""
+    main = d["series"][d["main"]]
+    cols = series_values(main)
+    total = matched = 0
+    for j, col in enumerate(cols):
+        v = max(col[lo:hi])
+        total += v
+        if j < len(main["sites"]) and v > 0:
+            frames = [d["frames"][f] for f in d["sites"][main["sites"][j]]["frames"]]
+            if any(query.lower() in (f[0] + "\0" + (f[1] or "")).lower() for f in frames if f[2] != "n"):
+                matched += v
+    return total, matched
+
+
+def shown_bytes(text):
+    m = re.match(r"([\d.]+) (B|KiB|MiB|GiB)$", text)
+    return float(m[1]) * {"B": 1, "KiB": 1 << 10, "MiB": MiB, "GiB": 1 << 30}[m[2]]
+
+
+@needs_chromium
+def test_flame_graph_search_and_time_range_from_the_address(demo):
+    """The address's #flame-search and #flame-range set the view (as typing in the search box and
+    shift-dragging on the chart do): matching frames are marked and their bytes summed once; a
+    range shows each site at its largest in it."""
+    t, out, tmp = demo
+    d = page_data(out)
+    main = d["series"][d["main"]]
+    peak = main["peak_bucket"]
+    dom = dump_dom(tmp, out, "#flame-search=engine.__INIT__")
+    marked = re.findall(r'<rect[^>]*class="fl match"[^>]*>', dom)
+    assert marked and all('data-name="Engine.__init__"' in r for r in marked)
+    total, matched = flame_expected(d, "Engine.__init__", peak, peak + 1)
+    m = re.search(r'id="flame-match"[^>]*>matched (.+?) \u00b7 ([\d.]+)% of (.+?)</span>', dom)
+    assert m, element_block(dom, "span", "flame-match")
+    assert 0 < matched < total
+    assert abs(shown_bytes(m[1]) - matched) <= 0.01 * matched and abs(shown_bytes(m[3]) - total) <= 0.01 * total
+    assert abs(float(m[2]) - 100 * matched / total) <= 0.1
+    # A file: it matches the locations of frames nested in one another; each byte counts once.
+    dom = dump_dom(tmp, out, "#flame-search=TRAIN_LEAK.PY")
+    total, matched = flame_expected(d, "train_leak.py", peak, peak + 1)
+    m = re.search(r'id="flame-match"[^>]*>matched (.+?) \u00b7', dom)
+    assert len(re.findall(r'class="fl match"', dom)) > len(main["sites"]), "frames of the file inside each other"
+    assert m and abs(shown_bytes(m[1]) - matched) <= 0.01 * matched, (m and m[1], matched)
+    # A range: the first half of the trace, where fewer calls have run than at the peak.
+    lo, hi = 0, max(1, peak // 2)
+    t0, t1 = d["from"] + lo * d["width"], d["from"] + hi * d["width"]
+    dom = dump_dom(tmp, out, f"#flame-range={t0:.6f}-{t1:.6f}&flame-search=nothing-is-called-this")
+    assert 'id="flame-span"' in dom and "class=\"fl match\"" not in dom
+    when = element_block(dom, "span", "flame-when")
+    total, _ = flame_expected(d, "x", lo, hi)
+    m = re.search(r"each site at its largest in the range: (.+?) together", when)
+    assert m and abs(shown_bytes(m[1]) - total) <= 0.01 * total, when
+    assert total < sum(max(c[peak:peak + 1]) for c in series_values(main))
+    assert "no frame contains" in element_block(dom, "span", "flame-match")
 
 
 @needs_chromium
