@@ -310,6 +310,10 @@ m html-flame-range-one-bucket analyzer/report.html.in \
   "for (var i = lo; i < hi; i++) m = Math.max(m, col[i]);" \
   "m = col[lo];" \
   test_html.py::test_flame_graph_search_and_time_range_from_the_address
+m html-reserved-is-the-tensors analyzer/report.html.in \
+  "return r.kind === 'device' && r.device === s.device;" \
+  "return r.kind === 'tensors' && r.device === s.device;" \
+  test_html.py::test_reserved_memory_is_drawn_over_the_tensors
 m html-held-by-hidden analyzer/report.html.in \
   "v.held_by[0].join(' \\u2192 ')" \
   "''" \
