@@ -351,6 +351,12 @@ m watch-growth-against-nothing analyzer/cmd_watch.c \
   '\tif (t)\n\t\treturn 0;' \
   test_attach.py::test_watch_names_the_growing_site_of_a_running_process
 
+# ---- the preload's layers (preload/base.c) ----------------------------------------------------
+m base-calls-up preload/base.c \
+  '\t\t\tvrt_cfg.quiet = quiet;\n\t\t\treturn;' \
+  '\t\t\tvrt_cfg.quiet = quiet;\n\t\t\tif (!why)\n\t\t\t\tvrt_tbuf_init();\n\t\t\treturn;' \
+  test_preload_layers.py::test_the_leaves_call_nothing_of_ours_but_base
+
 # ---- what run says and refuses (analyzer/cmd_run.c) -------------------------------------------
 m run-replaces-without-force analyzer/cmd_run.c \
   '\t\tif (!force)\n' \
