@@ -314,6 +314,10 @@ m html-reserved-is-the-tensors analyzer/report.html.in \
   "return r.kind === 'device' && r.device === s.device;" \
   "return r.kind === 'tensors' && r.device === s.device;" \
   test_html.py::test_reserved_memory_is_drawn_over_the_tensors
+m html-survivors-per-call analyzer/report.html.in \
+  "var key = JSON.stringify([v.label || '', v.frames]) + '\\u0000' + v.verdict;" \
+  "var key = JSON.stringify([v.label || '', v.frames]) + '\\u0000' + v.verdict + v.phase_index;" \
+  test_html.py::test_survivors_are_grouped_by_site_as_leaks_prints_them
 m html-held-by-hidden analyzer/report.html.in \
   "v.held_by[0].join(' \\u2192 ')" \
   "''" \

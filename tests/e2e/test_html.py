@@ -429,6 +429,28 @@ def test_reserved_memory_is_drawn_over_the_tensors(tmp_path, demo):
 
 
 @needs_chromium
+def test_survivors_are_grouped_by_site_as_leaks_prints_them(tmp_path):
+    """leaks --json has a survivor group per site and call (31 on leak-cycle); the page shows one
+    row per site, with the bytes and counts `vramtrace leaks` prints for it."""
+    src = SOURCE / "tests" / "golden" / "h200" / "leak-cycle.vrt"
+    out = tmp_path / "lc.html"
+    html(src, out)
+    cli = analyze("leaks", "-q", src).stdout
+    printed = re.findall(r"^ +([\d.]+ (?:B|KiB|MiB|GiB)) +(\d+)x  ", cli.split("survivors by site")[1], re.M)
+    assert len(printed) >= 5
+    per_call = json.loads(analyze("leaks", "--json", "-q", src).stdout)["survivors"]
+    assert len(per_call) > len(printed)
+    table_html = element_block(dump_dom(tmp_path, out), "table", "leaks-survivors")
+    rows = re.findall(r"<tr[^>]*data-calls=\"(\d+)\"[^>]*>(.*?)</tr>", table_html, re.S)
+    cells = [re.findall(r"<td[^>]*>(.*?)</td>", r[1], re.S) for r in rows]
+    assert [(c[0], c[1]) for c in cells] == printed
+    assert sum(int(r[0]) for r in rows) == len([v for v in per_call if not v["persistent"]])
+    assert cells[0][2] == "1..4" and cells[0][3] == "4"
+    persistent = re.search(r"persistent by design, labelled and not blamed: ([\d.]+ (?:B|KiB|MiB|GiB))", cli)[1]
+    assert f"Persistent by design, labelled and not blamed: {persistent} " in dump_dom(tmp_path, out)
+
+
+@needs_chromium
 def test_oom_section(oom):
     t, out, tmp = oom
     d = page_data(out)
