@@ -318,6 +318,14 @@ m html-survivors-per-call analyzer/report.html.in \
   "var key = JSON.stringify([v.label || '', v.frames]) + '\\u0000' + v.verdict;" \
   "var key = JSON.stringify([v.label || '', v.frames]) + '\\u0000' + v.verdict + v.phase_index;" \
   test_html.py::test_survivors_are_grouped_by_site_as_leaks_prints_them
+m html-labels-whole-signatures analyzer/report.html.in \
+  "function withoutArgs(name) {\n  var n" \
+  "function withoutArgs(name) {\n  return name;\n  var n" \
+  "test_html.py::test_legend_labels_are_distinct_without_internal_ids[oom]"
+m html-labels-no-own-frame analyzer/report.html.in \
+  "if (!others[mine[p]]) own = D.frames[mine[p]];" \
+  "if (0) own = D.frames[mine[p]];" \
+  "test_html.py::test_legend_labels_are_distinct_without_internal_ids[oom]"
 m html-held-by-hidden analyzer/report.html.in \
   "v.held_by[0].join(' \\u2192 ')" \
   "''" \

@@ -451,6 +451,27 @@ def test_survivors_are_grouped_by_site_as_leaks_prints_them(tmp_path):
 
 
 @needs_chromium
+@pytest.mark.parametrize("name", ["attach", "torch-async", "oom", "torch-expandable"])
+def test_legend_labels_are_distinct_without_internal_ids(tmp_path, name):
+    """Sites whose stacks share their readable frames are told apart by a frame only one of them
+    passes through (C++ names without their parameter lists), never by an internal stack id."""
+    out = tmp_path / f"{name}.html"
+    html(SOURCE / "tests" / "golden" / "h200" / f"{name}.vrt", out)
+    vias = 0
+    for series in page_data(out)["series"]:
+        dom = dump_dom(tmp_path, out, f"#series={series['name']}")
+        assert not re.search(r"\(stack \d+\)", dom)
+        legend = dom[dom.index('id="legend"'):dom.index('id="flame-section"')]
+        names = re.findall(r'<span class="name">(.*?)</span>', legend)
+        sites = [n for n in names if not n.startswith("other sites") and not n.startswith("dashed line")]
+        assert len(set(sites)) == len(sites), sites
+        assert not any(re.search(r"\((?:unsigned|long|int|c10::|at::Tensor)", n) for n in sites), sites
+        vias += sum(" via " in n for n in sites)
+        assert f"{series['name']} at " in element_block(dom, "span", "flame-when")
+    assert vias > 0, "no series needed a frame to tell its sites apart"
+
+
+@needs_chromium
 def test_oom_section(oom):
     t, out, tmp = oom
     d = page_data(out)
