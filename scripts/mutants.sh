@@ -326,6 +326,10 @@ m html-labels-no-own-frame analyzer/report.html.in \
   "if (!others[mine[p]]) own = D.frames[mine[p]];" \
   "if (0) own = D.frames[mine[p]];" \
   "test_html.py::test_legend_labels_are_distinct_without_internal_ids[oom]"
+m html-nvtx-lane-per-name analyzer/report.html.in \
+  "  return m ? m[1] : name;" \
+  "  return name;" \
+  test_html.py::test_nvtx_ranges_of_one_family_share_a_lane
 m html-held-by-hidden analyzer/report.html.in \
   "v.held_by[0].join(' \\u2192 ')" \
   "''" \

@@ -472,6 +472,32 @@ def test_legend_labels_are_distinct_without_internal_ids(tmp_path, name):
 
 
 @needs_chromium
+def test_nvtx_ranges_of_one_family_share_a_lane(tmp_path):
+    """JAX's trace has 32 NVTX range names (one per XLA pass); the chart draws one lane per
+    family (nvtx:XlaPass, ...), labelled short with the number of names, Python phases first."""
+    out = tmp_path / "jax.html"
+    html(SOURCE / "tests" / "golden" / "h200" / "jax.vrt", out)
+    d = page_data(out)
+    assert len(d["phases"]) > 8
+    families = {}
+    for p in d["phases"]:
+        fam = re.match(r"(nvtx:[^:#]+)[:#]", p["name"])
+        fam = fam[1] if fam else p["name"]
+        f = families.setdefault(fam, [0, 0.0])
+        f[0] += 1
+        f[1] += sum(max(0, iv[1] - iv[0]) for iv in p["intervals"])
+    order = sorted(families, key=lambda k: (k.startswith("nvtx:"), -families[k][1]))[:8]
+
+    def label(k):
+        text = k[len("nvtx:"):] if k.startswith("nvtx:") else k
+        text = text if len(text) <= 11 else text[:10] + "\u2026"
+        return text + (f" \u00d7{families[k][0]}" if families[k][0] > 1 else "")
+    dom = dump_dom(tmp_path, out)
+    assert re.findall(r'<text[^>]*class="lane"[^>]*>([^<]*)<', dom) == [label(k) for k in order]
+    assert any(families[k][0] > 1 for k in order)
+
+
+@needs_chromium
 def test_oom_section(oom):
     t, out, tmp = oom
     d = page_data(out)
