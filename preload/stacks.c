@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Stack capture in the hook: libunwind's unw_backtrace (per-thread cache), minus our own frames,
- * plus Python frame ids; a 64-bit hash names the whole stack. The per-thread cache maps that hash
+ * plus Python frame ids; a 64-bit hash names the whole stack (stack_hash.h). The per-thread cache maps that hash
  * to the id the collector interned earlier, so a repeated call site publishes 80 bytes, not
  * the frames. (Two different stacks would have to collide in 64 bits to be confused.)
  */
@@ -10,22 +10,11 @@
 #include <string.h>
 
 #include "internal.h"
-
-static inline uint64_t mix(uint64_t h, uint64_t v)
-{
-	h ^= v + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
-	h *= 0xff51afd7ed558ccdull;
-	return h ^ (h >> 33);
-}
+#include "stack_hash.h"
 
 uint64_t vrt_hash_frames(const uint64_t *native, int n_native, const uint32_t *python, int n_python)
 {
-	uint64_t h = 0xcbf29ce484222325ull ^ ((uint64_t)n_native << 32 | (uint32_t)n_python);
-	for (int i = 0; i < n_native; i++)
-		h = mix(h, native[i]);
-	for (int i = 0; i < n_python; i++)
-		h = mix(h, 0x5079000000000000ull | python[i]);
-	return h ? h : 1; /* 0 marks an empty cache slot */
+	return vrt_hash_frames_inline(native, n_native, python, n_python);
 }
 
 static int capture_native(uint64_t *out, int depth)

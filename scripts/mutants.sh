@@ -161,6 +161,22 @@ m python-drops-innermost preload/python.c \
   '\t\t\tint id = frame_id(code, lasti);' \
   '\t\t\tint id = guard ? frame_id(code, lasti) : -1;' \
   test_python.py::test_weights_site_has_file_function_and_line_of_each_python_frame
+m python-frame-cache-ignores-offset preload/python.c \
+  '0x9e3779b97f4a7c15ull ^ (uint64_t)(uint32_t)lasti;\n\t\te = &frame_cache[(h ^ (h >> 31)) & (FRAME_CACHE_SLOTS - 1)];\n\t\tif (e->code == code && e->lasti == lasti &&' \
+  '0x9e3779b97f4a7c15ull;\n\t\te = &frame_cache[(h ^ (h >> 31)) & (FRAME_CACHE_SLOTS - 1)];\n\t\tif (e->code == code &&' \
+  test_python.py::test_lines_of_one_frame_and_recursion_depths_are_separate_stacks
+m stack-hash-forgets-earlier-frames preload/stack_hash.h \
+  'native[i + 1] ^ h);' \
+  'native[i + 1]);' \
+  meson:stack_hash
+m stack-hash-drops-odd-native-tail preload/stack_hash.h \
+  'h = vrt_hash_mum(native[i] ^ VRT_HASH_K1, VRT_HASH_K2 ^ h);' \
+  '(void)0;' \
+  meson:stack_hash
+m stack-hash-python-forgets-earlier-frames preload/stack_hash.h \
+  '(VRT_HASH_PY_TAG | python[i + 1]) ^ h);' \
+  '(VRT_HASH_PY_TAG | python[i + 1]));' \
+  meson:stack_hash
 
 # ---- phases ----------------------------------------------------------------------------------
 m phase-exit-unrecorded preload/api.c \
