@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Stack capture in the hook: libunwind's unw_backtrace (per-thread cache), minus our own frames,
- * plus Python frame ids; a 64-bit hash names the whole stack (stack_hash.h). The per-thread cache maps that hash
- * to the id the collector interned earlier, so a repeated call site publishes 80 bytes, not
- * the frames. (Two different stacks would have to collide in 64 bits to be confused.)
+ * plus Python frame ids; a 64-bit hash names the whole stack (stack_hash.h). The per-thread
+ * cache maps that hash to the id the collector interned earlier, so a repeated call site
+ * publishes 80 bytes, not the frames. (Two different stacks would have to collide in 64 bits to
+ * be confused.)
  */
 #define UNW_LOCAL_ONLY
 #include <libunwind.h>
@@ -41,7 +42,10 @@ void vrt_stack_capture(struct vrt_capture *c)
 {
 	struct vrt_tbuf *b = vrt_tls.buf;
 	c->n_native = c->n_python = 0;
-	if (VRT_LIKELY(b) && vrt_fork_section_enter(&b->in_section)) {
+	/* Without stacks there is nothing to walk: no fork section (its seq_cst store is a full
+	 * barrier), the empty stack's name only. */
+	bool walk = vrt_cfg.stack_depth || vrt_cfg.python;
+	if (walk && VRT_LIKELY(b) && vrt_fork_section_enter(&b->in_section)) {
 		c->n_native = vrt_cfg.stack_depth ? capture_native(c->native, vrt_cfg.stack_depth) : 0;
 		c->n_python = vrt_cfg.python ? vrt_python_capture(c->python, vrt_cfg.python_depth) : 0;
 		vrt_fork_section_leave(&b->in_section);
