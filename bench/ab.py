@@ -120,7 +120,8 @@ def traced_env(build, tmp):
     env = dict(os.environ)
     env["LD_PRELOAD"] = os.path.join(build, "preload", "libvramtrace.so")
     env["LD_LIBRARY_PATH"] = os.path.join(build, "bench") + ":" + env.get("LD_LIBRARY_PATH", "")
-    env["VRAMTRACE_OUT"] = os.path.join(tmp, "ab.vrt")
+    env["VRAMTRACE_OUTPUT"] = os.path.join(tmp, "ab.vrt")
+    env.setdefault("VRAMTRACE_QUIET", "1")
     env.setdefault("VRAMTRACE_RING", "0")  # keep-all: nothing is dropped for a ring's sake
     return env
 

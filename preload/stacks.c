@@ -18,18 +18,23 @@ uint64_t vrt_hash_frames(const uint64_t *native, int n_native, const uint32_t *p
 	return vrt_hash_frames_inline(native, n_native, python, n_python);
 }
 
+/* Unwinds straight into out (VRT_MAX_NATIVE slots) when our own frames (at most 8, first) and
+ * depth fit, then drops ours; deeper requests go through a larger scratch array. */
 static int capture_native(uint64_t *out, int depth)
 {
-	void *ips[VRT_MAX_NATIVE + 8];
-	int want = depth + 8 < (int)(sizeof(ips) / sizeof(ips[0])) ? depth + 8 : (int)(sizeof(ips) / sizeof(ips[0]));
-	int n = unw_backtrace(ips, want);
+	_Static_assert(sizeof(void *) == sizeof(uint64_t), "return addresses are stored as 64 bits");
+	void *scratch[VRT_MAX_NATIVE + 8];
+	bool direct = depth + 8 <= VRT_MAX_NATIVE;
+	uint64_t *ips = direct ? out : (uint64_t *)scratch;
+	int want = depth + 8 < VRT_MAX_NATIVE + 8 ? depth + 8 : VRT_MAX_NATIVE + 8;
+	int n = unw_backtrace((void **)ips, want);
 	int skip = 0;
-	while (skip < n && vrt_addr_is_ours(ips[skip]))
+	while (skip < n && vrt_addr_is_ours((void *)(uintptr_t)ips[skip]))
 		skip++;
-	int kept = 0;
-	for (int i = skip; i < n && kept < depth; i++)
-		out[kept++] = (uint64_t)(uintptr_t)ips[i];
-	return kept;
+	int kept = n - skip < depth ? n - skip : depth;
+	if (kept > 0 && (skip || !direct))
+		memmove(out, ips + skip, (size_t)kept * sizeof(uint64_t));
+	return kept > 0 ? kept : 0;
 }
 
 void vrt_stacks_init(void) { unw_set_caching_policy(unw_local_addr_space, UNW_CACHE_PER_THREAD); }
