@@ -150,17 +150,33 @@ m tensor-free-not-counted analyzer/model.c \
 
 # ---- stacks: native capture, Python frames ----------------------------------------------------
 m stack-drops-innermost preload/stacks.c \
-  'for (int i = skip; i < n && kept < depth; i++)' \
-  'for (int i = skip + 1; i < n && kept < depth; i++)' \
+  'int kept = n - skip < depth ? n - skip : depth;' \
+  'int kept = n - ++skip < depth ? n - skip : depth;' \
   test_runtime.py::test_live_site_bytes_and_count
 m stack-depth-one-short preload/stacks.c \
-  'for (int i = skip; i < n && kept < depth; i++)' \
-  'for (int i = skip; i < n && kept < depth - 1; i++)' \
+  'int kept = n - skip < depth ? n - skip : depth;' \
+  'int kept = n - skip < depth - 1 ? n - skip : depth - 1;' \
   test_runtime.py::test_run_depth_keeps_exactly_that_many_native_frames
 m python-drops-innermost preload/python.c \
   '\t\t\tint id = frame_id(code, lasti);' \
   '\t\t\tint id = guard ? frame_id(code, lasti) : -1;' \
   test_python.py::test_weights_site_has_file_function_and_line_of_each_python_frame
+m python-frame-cache-ignores-offset preload/python.c \
+  '0x9e3779b97f4a7c15ull ^ (uint64_t)(uint32_t)lasti;\n\t\te = &frame_cache[(h ^ (h >> 31)) & (FRAME_CACHE_SLOTS - 1)];\n\t\tif (e->code == code && e->lasti == lasti &&' \
+  '0x9e3779b97f4a7c15ull;\n\t\te = &frame_cache[(h ^ (h >> 31)) & (FRAME_CACHE_SLOTS - 1)];\n\t\tif (e->code == code &&' \
+  test_python.py::test_lines_of_one_frame_and_recursion_depths_are_separate_stacks
+m stack-hash-forgets-earlier-frames preload/stack_hash.h \
+  'native[i + 1] ^ h);' \
+  'native[i + 1]);' \
+  meson:stack_hash
+m stack-hash-drops-odd-native-tail preload/stack_hash.h \
+  'h = vrt_hash_mum(native[i] ^ VRT_HASH_K1, VRT_HASH_K2 ^ h);' \
+  '(void)0;' \
+  meson:stack_hash
+m stack-hash-python-forgets-earlier-frames preload/stack_hash.h \
+  '(VRT_HASH_PY_TAG | python[i + 1]) ^ h);' \
+  '(VRT_HASH_PY_TAG | python[i + 1]));' \
+  meson:stack_hash
 
 # ---- phases ----------------------------------------------------------------------------------
 m phase-exit-unrecorded preload/api.c \
