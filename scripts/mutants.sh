@@ -346,6 +346,10 @@ m html-nvtx-lane-per-name analyzer/report.html.in \
   "  return m ? m[1] : name;" \
   "  return name;" \
   test_html.py::test_nvtx_ranges_of_one_family_share_a_lane
+m html-flame-label-loses-line analyzer/report.html.in \
+  "  if (line) {\n    var short = n.name" \
+  "  if (0) {\n    var short = n.name" \
+  test_html.py::test_a_cut_flame_label_keeps_its_line_number
 m html-held-by-hidden analyzer/report.html.in \
   "v.held_by[0].join(' \\u2192 ')" \
   "''" \

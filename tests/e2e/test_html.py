@@ -498,6 +498,19 @@ def test_nvtx_ranges_of_one_family_share_a_lane(tmp_path):
 
 
 @needs_chromium
+def test_a_cut_flame_label_keeps_its_line_number(tmp_path):
+    """leak-cycle's Engine.__init__ lines 52-55 are four narrow boxes side by side: cut to fit,
+    each keeps its own line number, so they can still be told apart."""
+    out = tmp_path / "lc.html"
+    html(SOURCE / "tests" / "golden" / "h200" / "leak-cycle.vrt", out)
+    boxes = re.findall(r'<rect[^>]*data-name="([^"]*)"[^>]*></rect><text[^>]*class="fltext">([^<]*)</text>',
+                       dump_dom(tmp_path, out))
+    engine = [text for name, text in boxes if name == "Engine.__init__"]
+    assert sorted(re.search(r":(\d+)\)?$", t)[1] for t in engine) == ["52", "53", "54", "55"], engine
+    assert any("\u2026" in t for t in engine), "the boxes are wide enough not to need cutting: the test checks nothing"
+
+
+@needs_chromium
 def test_oom_section(oom):
     t, out, tmp = oom
     d = page_data(out)
