@@ -350,6 +350,10 @@ m html-flame-label-loses-line analyzer/report.html.in \
   "  if (line) {\n    var short = n.name" \
   "  if (0) {\n    var short = n.name" \
   test_html.py::test_a_cut_flame_label_keeps_its_line_number
+m html-mark-labels-overlap analyzer/report.html.in \
+  "if (+x + 6 >= labelEnd && +x + 6 + tw <= M.l + pw) {" \
+  "if (+x + 6 + tw <= M.l + pw) {" \
+  test_html.py::test_marks_are_labelled_where_they_fit
 m html-held-by-hidden analyzer/report.html.in \
   "v.held_by[0].join(' \\u2192 ')" \
   "''" \

@@ -86,10 +86,11 @@ def console_errors(stderr):
     return [line for line in stderr.splitlines() if "CONSOLE" in line and ("Uncaught" in line or "Error" in line)]
 
 
-def dump_dom(tmp_path, page, fragment=""):
+def dump_dom(tmp_path, page, fragment="", size=None):
     """The DOM after the page's scripts ran; fails on any JavaScript error. fragment: the
-    address's #part (the page reads its view from it)."""
-    p = chromium(tmp_path, "--virtual-time-budget=5000", "--dump-dom", f"file://{Path(page).resolve()}{fragment}")
+    address's #part (the page reads its view from it); size: the window's (width, height)."""
+    window = [f"--window-size={size[0]},{size[1]}"] if size else []
+    p = chromium(tmp_path, "--virtual-time-budget=5000", *window, "--dump-dom", f"file://{Path(page).resolve()}{fragment}")
     assert p.returncode == 0, p.stderr[-2000:]
     assert not console_errors(p.stderr), console_errors(p.stderr)
     assert "<body" in p.stdout
@@ -508,6 +509,32 @@ def test_a_cut_flame_label_keeps_its_line_number(tmp_path):
     engine = [text for name, text in boxes if name == "Engine.__init__"]
     assert sorted(re.search(r":(\d+)\)?$", t)[1] for t in engine) == ["52", "53", "54", "55"], engine
     assert any("\u2026" in t for t in engine), "the boxes are wide enough not to need cutting: the test checks nothing"
+
+
+@needs_chromium
+def test_marks_are_labelled_where_they_fit(tmp_path):
+    """oom.vrt's six marks ("batch 1024" ... "batch 32768"): each drawn label is its mark's, at its
+    tick, and no two labels overlap."""
+    out = tmp_path / "oom.html"
+    html(SOURCE / "tests" / "golden" / "h200" / "oom.vrt", out)
+    marks = [m[1] for m in page_data(out)["marks"]]
+    assert len(marks) == 6
+    dom = dump_dom(tmp_path, out, size=(480, 900))  # the narrowest chart: 640 px
+    drawn = re.findall(r'<g class="mark" data-label="([^"]*)">(.*?)</g>', dom, re.S)
+    assert [label for label, _ in drawn] == marks
+    spans = []
+    for label, body in drawn:
+        tick = float(re.search(r'<line x1="([\d.]+)"', body)[1])
+        text = re.search(r'<text x="([\d.]+)"[^>]*class="mark-label"( text-anchor="end")?[^>]*>([^<]*)</text>', body)
+        if not text:
+            continue
+        assert text[3] == label
+        x, width = float(text[1]), 5.8 * len(text[3]) + 4
+        spans.append((x - width, x) if text[2] else (x, x + width))
+        assert abs(x - tick) == pytest.approx(6, abs=0.2)
+    assert 3 <= len(spans) < len(marks), "at 640 px some labels must give way"
+    spans.sort()
+    assert all(a[1] <= b[0] + 0.5 for a, b in zip(spans, spans[1:])), spans
 
 
 @needs_chromium
