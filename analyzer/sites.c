@@ -268,6 +268,14 @@ const char *vrt_site_category(const struct vrt_trace *t, const struct vrt_site *
 
 /* ---- output ----------------------------------------------------------------------------- */
 
+static bool same_text(const char *a, const char *b) { return a == b || (a && b && !strcmp(a, b)); }
+
+static bool same_frame(const struct vrt_frame *a, const struct vrt_frame *b)
+{
+	return a->type == b->type && a->line == b->line && a->offset == b->offset && same_text(a->function, b->function) &&
+	       same_text(a->file, b->file) && same_text(a->module, b->module);
+}
+
 void vrt_site_print(FILE *out, const struct vrt_trace *t, const struct vrt_site *s, int max_frames)
 {
 	char line[1024];
@@ -287,11 +295,25 @@ void vrt_site_print(FILE *out, const struct vrt_trace *t, const struct vrt_site 
 		python = frames[i].type == VRT_FT_PYTHON;
 	/* With Python frames, the Python stack tells the story; otherwise the native one does, from
 	 * the headline down, past the allocator above it and the operator dispatch in between. */
+	/* The headline is not printed again as the first frame, and a frame repeated in a row
+	 * (recursion: Module._apply x5) is one line with its count. */
+	bool skip_headline = !s->label;
 	for (int i = python ? 0 : vrt_headline_index(frames, n), shown = 0; i >= 0 && i < n && shown < max_frames; i++) {
 		if (python ? frames[i].type != VRT_FT_PYTHON : vrt_frame_is_dispatch(&frames[i]))
 			continue;
+		int run = 1;
+		for (int k = i + 1; k < n && same_frame(&frames[k], &frames[i]); k++)
+			run++;
+		bool is_headline = skip_headline && same_frame(&frames[i], &head);
+		skip_headline = false;
+		if (is_headline && run == 1)
+			continue;
 		vrt_frame_format(&frames[i], line, sizeof(line));
-		fprintf(out, "%24s %s\n", python ? "at" : "in", line);
+		if (run - is_headline > 1)
+			fprintf(out, "%24s %s  (x%d, recursion)\n", python ? "at" : "in", line, run - is_headline);
+		else
+			fprintf(out, "%24s %s\n", python ? "at" : "in", line);
+		i += run - 1;
 		shown++;
 	}
 }

@@ -397,6 +397,16 @@ m base-calls-up preload/base.c \
   '\t\t\tvrt_cfg.quiet = quiet;\n\t\t\tif (!why)\n\t\t\t\tvrt_tbuf_init();\n\t\t\treturn;' \
   test_preload_layers.py::test_the_leaves_call_nothing_of_ours_but_base
 
+# ---- how a site prints (analyzer/sites.c) ------------------------------------------------------
+m site-repeats-headline analyzer/sites.c \
+  '\t\tif (is_headline && run == 1)\n\t\t\tcontinue;' \
+  '\t\tif (0)\n\t\t\tcontinue;' \
+  "test_h200_traces.py::test_a_site_never_repeats_its_headline_or_a_frame_in_a_row[report]"
+m site-recursion-uncollapsed analyzer/sites.c \
+  'for (int k = i + 1; k < n && same_frame(&frames[k], &frames[i]); k++)' \
+  'for (int k = i + 1; k < 0 && same_frame(&frames[k], &frames[i]); k++)' \
+  "test_h200_traces.py::test_a_site_never_repeats_its_headline_or_a_frame_in_a_row[leaks]"
+
 # ---- what run says and refuses (analyzer/cmd_run.c) -------------------------------------------
 m run-replaces-without-force analyzer/cmd_run.c \
   '\t\tif (!force)\n' \

@@ -190,3 +190,26 @@ def test_without_phase_the_phase_whose_calls_bracket_the_growth_is_picked():
     assert found["phase_picked_because"] == "%d calls; memory at entry rises by %d MiB from the second call to the last" % (
         len(entries), round((entries[-1] - entries[1]) / (1 << 20)))
     assert "following train" in p.stderr
+
+
+@pytest.mark.parametrize("command", ["report", "leaks", "oom"])
+def test_a_site_never_repeats_its_headline_or_a_frame_in_a_row(command):
+    """Under each site's headline its frames start at the first one that is not the headline, and
+    a frame repeated in a row (recursion: Module._apply) is one line with its count."""
+    collapsed = 0
+    for trace in sorted(H200.glob("*.vrt")):
+        p = analyze(command, "-q", trace, check=False)
+        if p.returncode:
+            continue  # oom on a trace without one
+        lines = p.stdout.splitlines()
+        for prev, cur in zip(lines, lines[1:]):
+            head = re.match(r"^ +[\d.]+ (?:B|KiB|MiB|GiB|TiB) +\d+x  (.*)$", prev)
+            frame = re.match(r"^ {20,}(?:at|in) (.*?)(?:  \(x\d+, recursion\))?$", cur)
+            if head and frame:
+                assert frame[1] != head[1], (trace.name, prev, cur)
+            prev_frame = re.match(r"^ {20,}(?:at|in) (.*?)(?:  \(x\d+, recursion\))?$", prev)
+            if prev_frame and frame:
+                assert prev_frame[1] != frame[1], (trace.name, prev, cur)
+        collapsed += sum("recursion)" in line for line in lines)
+    if command == "leaks":
+        assert collapsed > 0, "leak-cycle's Module._apply recursion is not collapsed"

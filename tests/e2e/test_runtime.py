@@ -161,16 +161,17 @@ def text_report(rt, *args):
 
 @pytest.mark.parametrize("n", [1, 2, 3, 100])
 def test_report_frames_shows_exactly_n_frames_of_each_site(rt, n):
-    """rt_api's sites are each called from main: every stack has at least 2 frames (site, main),
-    and --frames N shows the first N of them (all when fewer), innermost first."""
+    """rt_api's sites are each called from main: every stack has at least 2 frames (site, main).
+    The headline is the site itself, so the frames under it start at its caller: --frames N
+    shows the first N of the others (all when fewer), innermost first."""
     full = {frame_functions(s)[0]: s["frames"] for s in rt.live_sites()}
     assert all(frame_functions({"frames": stack})[:2] == [name, "main"] for name, stack in full.items()), full
     live, = [v for k, v in text_report(rt, "--frames", n).items() if k.startswith("top sites by bytes live")]
     assert len(live) == 5
     for headline, frames in live:
         name = headline.split()[-2].split("+")[0]
-        assert len(frames) == min(n, len(full[name])), (headline, frames)
-        for shown, frame in zip(frames, full[name]):  # an unnamed frame shows its address
+        assert len(frames) == min(n, len(full[name]) - 1), (headline, frames)
+        for shown, frame in zip(frames, full[name][1:]):  # an unnamed frame shows its address
             assert shown.startswith(frame["function"] + "+" if frame["function"] != "??" else frame["address"]), \
                 (headline, frames)
 
