@@ -190,6 +190,10 @@ m full-buffer-drops-instead-of-waiting preload/tbuf.c \
   '\tif ((r = wait_for_room(b, len)))\n\t\treturn r;\n\tb->lost++;' \
   '\tb->lost++;' \
   test_stress.py::test_64_threads_x_20000_ops_three_apis_lose_nothing_by_default
+m full-wait-every-event preload/tbuf.c \
+  '\tif (b->gave_up && tail == b->gave_up_tail)\n\t\treturn NULL;' \
+  '\tif (0)\n\t\treturn NULL;' \
+  test_stress.py::test_a_stopped_collector_costs_one_bounded_wait_then_every_drop_is_counted
 m full-wait-ignores-progress preload/tbuf.c \
   '\t\t\ttail = moved;\n\t\t\tstart = now;' \
   '\t\t\ttail = moved;' \

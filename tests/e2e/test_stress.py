@@ -643,3 +643,22 @@ def test_empty_output_setting_means_the_default_file(tmp_path):
     files = [f.name for f in tmp_path.iterdir()]
     assert len(files) == 1 and files[0].startswith("vramtrace.") and files[0].endswith(".vrt"), files
     assert [line.split(": ", 1)[1] for line in preload_lines(p.stderr)] == [f"tracing to ./{files[0]}"]
+
+
+def test_a_stopped_collector_costs_one_bounded_wait_then_every_drop_is_counted(tmp_path):
+    """The collector thread alone is stopped (ptrace) while the main thread makes 5,000 pairs
+    into a 64 KiB buffer: the thread waits VRAMTRACE_FULL_WAIT_MS once, then drops and counts
+    without waiting again (a wait per event would take 9,000 x 0.3 s: the run would hang here),
+    and when the collector runs again every event is written or counted lost."""
+    p, out = run(tmp_path, [program("stress_stuck_collector"), 5000], "s.vrt",
+                 env={"VRAMTRACE_STACK_DEPTH": "0", "VRAMTRACE_THREAD_BUFFER": "64K", "VRAMTRACE_FULL_WAIT_MS": "300"}, limit=30)
+    if p.returncode == 77:
+        pytest.skip(p.stderr.strip())
+    assert p.returncode == 0, p.stderr
+    made = fields(last_line(p.stdout, "stress_stuck_collector:"))
+    t = traced(p, out)
+    ops = op_counts(t.trace)
+    assert t.info["events_lost"] > 0, t.info
+    assert ops.get("alloc", 0) + ops.get("free", 0) + t.info["events_lost"] == made["allocs"] + made["frees"]
+    lost_records = [line.split() for line in t.dump_text.splitlines() if line.split()[2:3] == ["lost"]]
+    assert sum(int(record[3]) for record in lost_records) == t.info["events_lost"]
