@@ -28,11 +28,12 @@ static pthread_key_t exit_key;
 /*
  * A full ring (issue 22, item 5): the thread yields a few times (a burst the collector is
  * already draining), then sleeps in growing steps, waking the collector each time, until there
- * is room. It never drops an event while the collector makes progress. A collector that frees
- * nothing for VRAMTRACE_FULL_WAIT_MS (stopped for a fork, blocked on a lock this thread holds:
- * a hook inside a constructor that holds the loader's lock) ends the wait; the event is counted
- * lost, and so is every later one that finds the ring full, without waiting, until the
- * collector has drained some of it (a stuck collector must not slow every call).
+ * is room: a drain frees the ring up to its head, so a collector that runs makes room within
+ * one round. One that frees none for VRAMTRACE_FULL_WAIT_MS (stopped for a fork, blocked on a
+ * lock this thread holds: a hook inside a constructor that holds the loader's lock) ends the
+ * wait; the event is counted lost, and so is every later one that finds the ring full, without
+ * waiting, until the collector has drained some of it (a stuck collector must not slow every
+ * call).
  * Never waits: without a collector thread (none yet in a forked child, finished, a crash
  * flush under way), with VRAMTRACE_FULL_WAIT_MS=0, in a side buffer or a hook nested in a
  * signal handler (a handler must not block: it drops and counts). The thread holds no lock of
@@ -155,7 +156,8 @@ static struct vrt_raw *try_reserve(struct vrt_tbuf *b, size_t len)
 	return (struct vrt_raw *)(b->data + pos);
 }
 
-/* Waits for room (see FULL_YIELDS); NULL when it may not wait or the collector freed nothing in time. */
+/* Waits for room (see FULL_YIELDS); NULL when it may not wait or no room came in time. A drain
+ * frees a ring up to its head, so the collector's progress is room: the wait is bounded in total. */
 static struct vrt_raw *wait_for_room(struct vrt_tbuf *b, size_t len)
 {
 	uint64_t limit = (uint64_t)vrt_cfg.full_wait_ms * 1000000u;
@@ -166,20 +168,13 @@ static struct vrt_raw *wait_for_room(struct vrt_tbuf *b, size_t len)
 		return NULL; /* still stuck since the last wait ran out */
 	b->gave_up = false;
 	uint64_t start = vrt_now_ns(), pause = FULL_PAUSE_MIN_NS;
-	while (vrt_collector_alive()) {
+	while (vrt_collector_alive() && vrt_now_ns() - start < limit) {
 		vrt_collector_wake();
 		struct timespec ts = { 0, (long)pause };
 		nanosleep(&ts, NULL);
 		struct vrt_raw *r = try_reserve(b, len);
 		if (r)
 			return r;
-		uint64_t now = vrt_now_ns(), moved = atomic_load_explicit(&b->tail, memory_order_acquire);
-		if (moved != tail) { /* progress: the collector is draining, the wait goes on */
-			tail = moved;
-			start = now;
-		} else if (now - start > limit) {
-			break;
-		}
 		pause = pause * 2 < FULL_PAUSE_MAX_NS ? pause * 2 : FULL_PAUSE_MAX_NS;
 	}
 	b->gave_up = true;
