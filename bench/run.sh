@@ -27,6 +27,6 @@ if [ ! -f "$build/build.ninja" ]; then
 	meson setup "$build" "$root" >/dev/null
 fi
 ninja -C "$build" bench/hotpath bench/gen_trace bench/peakmem bench/libprefault.so bench/libcudart.so.13 \
-	bench/alloc_model_speed tests/gen_torch_trace \
+	bench/alloc_model_speed bench/ab_loop tests/gen_torch_trace \
 	preload/libvramtrace.so analyzer/vramtrace tests/doubles/libcudart.so.13 tests/doubles/libcuda.so.1 >/dev/null
 exec python3 "$here/bench.py" --build "$build" "$@"

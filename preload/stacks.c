@@ -1,45 +1,40 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Stack capture in the hook: libunwind's unw_backtrace (per-thread cache), minus our own frames,
- * plus Python frame ids; a 64-bit hash names the whole stack. The per-thread cache maps that hash
- * to the id the collector interned earlier, so a repeated call site publishes 80 bytes, not
- * the frames. (Two different stacks would have to collide in 64 bits to be confused.)
+ * plus Python frame ids; a 64-bit hash names the whole stack (stack_hash.h). The per-thread
+ * cache maps that hash to the id the collector interned earlier, so a repeated call site
+ * publishes 80 bytes, not the frames. (Two different stacks would have to collide in 64 bits to
+ * be confused.)
  */
 #define UNW_LOCAL_ONLY
 #include <libunwind.h>
 #include <string.h>
 
 #include "internal.h"
-
-static inline uint64_t mix(uint64_t h, uint64_t v)
-{
-	h ^= v + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
-	h *= 0xff51afd7ed558ccdull;
-	return h ^ (h >> 33);
-}
+#include "stack_hash.h"
 
 uint64_t vrt_hash_frames(const uint64_t *native, int n_native, const uint32_t *python, int n_python)
 {
-	uint64_t h = 0xcbf29ce484222325ull ^ ((uint64_t)n_native << 32 | (uint32_t)n_python);
-	for (int i = 0; i < n_native; i++)
-		h = mix(h, native[i]);
-	for (int i = 0; i < n_python; i++)
-		h = mix(h, 0x5079000000000000ull | python[i]);
-	return h ? h : 1; /* 0 marks an empty cache slot */
+	return vrt_hash_frames_inline(native, n_native, python, n_python);
 }
 
+/* Unwinds straight into out (VRT_MAX_NATIVE slots) when our own frames (at most 8, first) and
+ * depth fit, then drops ours; deeper requests go through a larger scratch array. */
 static int capture_native(uint64_t *out, int depth)
 {
-	void *ips[VRT_MAX_NATIVE + 8];
-	int want = depth + 8 < (int)(sizeof(ips) / sizeof(ips[0])) ? depth + 8 : (int)(sizeof(ips) / sizeof(ips[0]));
-	int n = unw_backtrace(ips, want);
+	_Static_assert(sizeof(void *) == sizeof(uint64_t), "return addresses are stored as 64 bits");
+	void *scratch[VRT_MAX_NATIVE + 8];
+	bool direct = depth + 8 <= VRT_MAX_NATIVE;
+	uint64_t *ips = direct ? out : (uint64_t *)scratch;
+	int want = depth + 8 < VRT_MAX_NATIVE + 8 ? depth + 8 : VRT_MAX_NATIVE + 8;
+	int n = unw_backtrace((void **)ips, want);
 	int skip = 0;
-	while (skip < n && vrt_addr_is_ours(ips[skip]))
+	while (skip < n && vrt_addr_is_ours((void *)(uintptr_t)ips[skip]))
 		skip++;
-	int kept = 0;
-	for (int i = skip; i < n && kept < depth; i++)
-		out[kept++] = (uint64_t)(uintptr_t)ips[i];
-	return kept;
+	int kept = n - skip < depth ? n - skip : depth;
+	if (kept > 0 && (skip || !direct))
+		memmove(out, ips + skip, (size_t)kept * sizeof(uint64_t));
+	return kept > 0 ? kept : 0;
 }
 
 void vrt_stacks_init(void) { unw_set_caching_policy(unw_local_addr_space, UNW_CACHE_PER_THREAD); }
@@ -52,7 +47,10 @@ void vrt_stack_capture(struct vrt_capture *c)
 {
 	struct vrt_tbuf *b = vrt_tls.buf;
 	c->n_native = c->n_python = 0;
-	if (VRT_LIKELY(b) && vrt_fork_section_enter(&b->in_section)) {
+	/* Without stacks there is nothing to walk: no fork section (its seq_cst store is a full
+	 * barrier), the empty stack's name only. */
+	bool walk = vrt_cfg.stack_depth || vrt_cfg.python;
+	if (walk && VRT_LIKELY(b) && vrt_fork_section_enter(&b->in_section)) {
 		c->n_native = vrt_cfg.stack_depth ? capture_native(c->native, vrt_cfg.stack_depth) : 0;
 		c->n_python = vrt_cfg.python ? vrt_python_capture(c->python, vrt_cfg.python_depth) : 0;
 		vrt_fork_section_leave(&b->in_section);

@@ -150,17 +150,33 @@ m tensor-free-not-counted analyzer/model.c \
 
 # ---- stacks: native capture, Python frames ----------------------------------------------------
 m stack-drops-innermost preload/stacks.c \
-  'for (int i = skip; i < n && kept < depth; i++)' \
-  'for (int i = skip + 1; i < n && kept < depth; i++)' \
+  'int kept = n - skip < depth ? n - skip : depth;' \
+  'int kept = n - ++skip < depth ? n - skip : depth;' \
   test_runtime.py::test_live_site_bytes_and_count
 m stack-depth-one-short preload/stacks.c \
-  'for (int i = skip; i < n && kept < depth; i++)' \
-  'for (int i = skip; i < n && kept < depth - 1; i++)' \
+  'int kept = n - skip < depth ? n - skip : depth;' \
+  'int kept = n - skip < depth - 1 ? n - skip : depth - 1;' \
   test_runtime.py::test_run_depth_keeps_exactly_that_many_native_frames
 m python-drops-innermost preload/python.c \
   '\t\t\tint id = frame_id(code, lasti);' \
   '\t\t\tint id = guard ? frame_id(code, lasti) : -1;' \
   test_python.py::test_weights_site_has_file_function_and_line_of_each_python_frame
+m python-frame-cache-ignores-offset preload/python.c \
+  '0x9e3779b97f4a7c15ull ^ (uint64_t)(uint32_t)lasti;\n\t\te = &frame_cache[(h ^ (h >> 31)) & (FRAME_CACHE_SLOTS - 1)];\n\t\tif (e->code == code && e->lasti == lasti &&' \
+  '0x9e3779b97f4a7c15ull;\n\t\te = &frame_cache[(h ^ (h >> 31)) & (FRAME_CACHE_SLOTS - 1)];\n\t\tif (e->code == code &&' \
+  test_python.py::test_lines_of_one_frame_and_recursion_depths_are_separate_stacks
+m stack-hash-forgets-earlier-frames preload/stack_hash.h \
+  'native[i + 1] ^ h);' \
+  'native[i + 1]);' \
+  meson:stack_hash
+m stack-hash-drops-odd-native-tail preload/stack_hash.h \
+  'h = vrt_hash_mum(native[i] ^ VRT_HASH_K1, VRT_HASH_K2 ^ h);' \
+  '(void)0;' \
+  meson:stack_hash
+m stack-hash-python-forgets-earlier-frames preload/stack_hash.h \
+  '(VRT_HASH_PY_TAG | python[i + 1]) ^ h);' \
+  '(VRT_HASH_PY_TAG | python[i + 1]));' \
+  meson:stack_hash
 
 # ---- phases ----------------------------------------------------------------------------------
 m phase-exit-unrecorded preload/api.c \
@@ -310,6 +326,42 @@ m html-kept-alive-hidden analyzer/report.html.in \
   "var krows = kept.slice(0, 10)" \
   "var krows = kept.slice(0, 0)" \
   test_html.py::test_demo_renders
+m html-flame-search-case-sensitive analyzer/report.html.in \
+  "var q = state.search.toLowerCase(), matched = 0" \
+  "var q = state.search, matched = 0" \
+  test_html.py::test_flame_graph_search_and_time_range_from_the_address
+m html-flame-search-counts-nested-twice analyzer/report.html.in \
+  "if (n.match && !inside) matched += n.value;" \
+  "if (n.match) matched += n.value;" \
+  test_html.py::test_flame_graph_search_and_time_range_from_the_address
+m html-flame-range-one-bucket analyzer/report.html.in \
+  "for (var i = lo; i < hi; i++) m = Math.max(m, col[i]);" \
+  "m = col[lo];" \
+  test_html.py::test_flame_graph_search_and_time_range_from_the_address
+m html-reserved-is-the-tensors analyzer/report.html.in \
+  "return r.kind === 'device' && r.device === s.device;" \
+  "return r.kind === 'tensors' && r.device === s.device;" \
+  test_html.py::test_reserved_memory_is_drawn_over_the_tensors
+m html-survivors-per-call analyzer/report.html.in \
+  "var key = JSON.stringify([v.label || '', v.frames]) + '\\u0000' + v.verdict;" \
+  "var key = JSON.stringify([v.label || '', v.frames]) + '\\u0000' + v.verdict + v.phase_index;" \
+  test_html.py::test_survivors_are_grouped_by_site_as_leaks_prints_them
+m html-labels-whole-signatures analyzer/report.html.in \
+  "function withoutArgs(name) {\n  var n" \
+  "function withoutArgs(name) {\n  return name;\n  var n" \
+  "test_html.py::test_legend_labels_are_distinct_without_internal_ids[oom]"
+m html-labels-no-own-frame analyzer/report.html.in \
+  "if (!others[mine[p]]) own = D.frames[mine[p]];" \
+  "if (0) own = D.frames[mine[p]];" \
+  "test_html.py::test_legend_labels_are_distinct_without_internal_ids[oom]"
+m html-nvtx-lane-per-name analyzer/report.html.in \
+  "  return m ? m[1] : name;" \
+  "  return name;" \
+  test_html.py::test_nvtx_ranges_of_one_family_share_a_lane
+m html-flame-label-loses-line analyzer/report.html.in \
+  "  if (line) {\n    var short = n.name" \
+  "  if (0) {\n    var short = n.name" \
+  test_html.py::test_a_cut_flame_label_keeps_its_line_number
 m html-held-by-hidden analyzer/report.html.in \
   "v.held_by[0].join(' \\u2192 ')" \
   "''" \
@@ -346,6 +398,26 @@ m watch-growth-against-nothing analyzer/cmd_watch.c \
   '\tif (!t)\n\t\treturn 0;' \
   '\tif (t)\n\t\treturn 0;' \
   test_attach.py::test_watch_names_the_growing_site_of_a_running_process
+
+# ---- the preload's layers (preload/base.c) ----------------------------------------------------
+m base-calls-up preload/base.c \
+  '\t\t\tvrt_cfg.quiet = quiet;\n\t\t\treturn;' \
+  '\t\t\tvrt_cfg.quiet = quiet;\n\t\t\tif (!why)\n\t\t\t\tvrt_tbuf_init();\n\t\t\treturn;' \
+  test_preload_layers.py::test_the_leaves_call_nothing_of_ours_but_base
+
+# ---- what run says and refuses (analyzer/cmd_run.c) -------------------------------------------
+m run-replaces-without-force analyzer/cmd_run.c \
+  '\t\tif (!force)\n' \
+  '\t\tif (0)\n' \
+  test_run_cli.py::test_an_existing_trace_is_kept_unless_forced
+m run-exec-failure-twice analyzer/cmd_run.c \
+  'if (got == sizeof(exec_errno)) {' \
+  'if (got == sizeof(exec_errno) && 0) {' \
+  test_run_cli.py::test_a_command_that_cannot_start_gets_one_line
+m run-next-step-unquoted analyzer/cmd_run.c \
+  'if (*e && strspn(' \
+  'if (1 || strspn(' \
+  test_run_cli.py::test_a_written_trace_comes_with_its_size_and_a_next_step_that_runs
 
 # ---- the driver ------------------------------------------------------------------------------
 

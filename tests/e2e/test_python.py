@@ -77,3 +77,28 @@ def test_python_frames_when_ctypes_releases_the_gil(tmp_path, python_exe):
     assert t.returncode == 0
     assert t.totals() == {(0, "device"): (10 * MiB, 8 * MiB), (-1, "host_pinned"): (64 * KiB, 64 * KiB)}
     assert python_frames(t.site("allocate_weights")) == WEIGHTS_STACK
+
+
+LINES_SCRIPT = PROGRAM_SOURCES / "py_lines.py"
+LINES = marker_lines(LINES_SCRIPT)
+
+
+def test_lines_of_one_frame_and_recursion_depths_are_separate_stacks(tmp_path, python_exe):
+    """One frame allocating from two lines, three times over, and one function at two recursion
+    depths: each line and each depth its own site, with the line it allocated from (the frame
+    cache keys on the instruction offset, not the code object alone; the stack cache on every
+    frame)."""
+    t = trace(tmp_path, [python_exe, LINES_SCRIPT, CUDART])
+    assert (t.returncode, t.stdout) == (0, "py_lines: 8 live\n")
+    lines = {}
+    for site in t.live_sites():
+        frames = [(f["function"], f["line"]) for f in site["frames"] if f["kind"] == "python"
+                  and f["file"] == str(LINES_SCRIPT)]
+        lines[(site["bytes"], site["count"])] = frames
+    malloc = ("cuda_malloc", LINES["cuda_malloc"])
+    assert lines[(3 * MiB, 3)] == [malloc, ("two_lines", LINES["first"]), ("main", LINES["main.two_lines"]),
+                                   ("<module>", LINES_SCRIPT.read_text().splitlines().index("    main()") + 1)]
+    assert lines[(6 * MiB, 3)][1] == ("two_lines", LINES["second"])
+    down = [malloc, ("recurse", LINES["bottom"])]
+    assert lines[(3 * MiB, 1)][:-2] == down + [("recurse", LINES["recurse"])] * 2
+    assert lines[(5 * MiB, 1)][:-2] == down + [("recurse", LINES["recurse"])] * 4
