@@ -37,6 +37,13 @@ void vrt_collector_wake(void)
 	}
 }
 
+bool vrt_collector_alive(void)
+{
+	struct collector *c = &vrt_collector;
+	return atomic_load_explicit(&c->wake_fd, memory_order_relaxed) >= 0 && !atomic_load(&c->finished) &&
+	       !atomic_load(&c->crash_done) && !atomic_load(&c->crash_signal);
+}
+
 /* ---- fork sections (internal.h, "Fork safety") -------------------------------------------- */
 
 static _Atomic int fork_section; /* the collector's mark */

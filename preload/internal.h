@@ -98,6 +98,7 @@ struct vrt_config {
 	int flush_ms;
 	int ts_unit_ns;
 	uint64_t thread_buffer;
+	int full_wait_ms; /* tbuf.c: how long a full buffer's thread waits for progress */
 	char phase[1024];
 	bool nvtx;
 	bool torch;
@@ -180,6 +181,8 @@ struct vrt_tbuf {
 	pid_t tid;
 	_Atomic int dead;      /* owning thread exited; collector reclaims after draining */
 	uint32_t lost;         /* events dropped, not yet reported (owner only) */
+	bool gave_up;          /* a wait for room ran out at gave_up_tail (owner only, tbuf.c) */
+	uint64_t gave_up_tail;
 	/* Side buffers (enum vrt_busy, "Signal handlers"): the thread's own buffer links the first,
 	 * each the next; same index and tid. Owner only, but for the collector's registry walk. */
 	_Atomic(struct vrt_tbuf *) side;
@@ -284,6 +287,8 @@ void vrt_emit_label(uint8_t op, const char *label);
 void vrt_emit_text(const struct vrt_event *ev, const char *text, size_t len);
 /* Wakes the collector now (buffer filling up, OOM, exit). */
 void vrt_collector_wake(void);
+/* Whether a collector thread is there to drain the buffers (a full one is worth waiting for). */
+bool vrt_collector_alive(void);
 
 /* ---- stacks (stacks.c) ------------------------------------------------------------------ */
 

@@ -16,6 +16,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "internal.h"
@@ -24,8 +25,23 @@ static _Atomic(struct vrt_tbuf *) registry;
 static _Atomic uint32_t next_thread_index = 1;
 static pthread_key_t exit_key;
 
-/* Yields while the ring is full before giving up, so a burst waits for the collector briefly. */
-#define FULL_RETRIES 64
+/*
+ * A full ring (issue 22, item 5): the thread yields a few times (a burst the collector is
+ * already draining), then sleeps in growing steps, waking the collector each time, until there
+ * is room: a drain frees the ring up to its head, so a collector that runs makes room within
+ * one round. One that frees none for VRAMTRACE_FULL_WAIT_MS (stopped for a fork, blocked on a
+ * lock this thread holds: a hook inside a constructor that holds the loader's lock) ends the
+ * wait; the event is counted lost, and so is every later one that finds the ring full, without
+ * waiting, until the collector has drained some of it (a stuck collector must not slow every
+ * call).
+ * Never waits: without a collector thread (none yet in a forked child, finished, a crash
+ * flush under way), with VRAMTRACE_FULL_WAIT_MS=0, in a side buffer or a hook nested in a
+ * signal handler (a handler must not block: it drops and counts). The thread holds no lock of
+ * vramtrace's while it waits (the stack capture's fork section is left before reserving).
+ */
+#define FULL_YIELDS 64
+#define FULL_PAUSE_MIN_NS 20000
+#define FULL_PAUSE_MAX_NS 1000000
 
 static void thread_exit(void *p)
 {
@@ -140,17 +156,47 @@ static struct vrt_raw *try_reserve(struct vrt_tbuf *b, size_t len)
 	return (struct vrt_raw *)(b->data + pos);
 }
 
+/* Waits for room (see FULL_YIELDS); NULL when it may not wait or no room came in time. A drain
+ * frees a ring up to its head, so the collector's progress is room: the wait is bounded in total. */
+static struct vrt_raw *wait_for_room(struct vrt_tbuf *b, size_t len)
+{
+	uint64_t limit = (uint64_t)vrt_cfg.full_wait_ms * 1000000u;
+	if (!limit || b->side_buffer || vrt_tls.nested)
+		return NULL;
+	uint64_t tail = atomic_load_explicit(&b->tail, memory_order_acquire);
+	if (b->gave_up && tail == b->gave_up_tail)
+		return NULL; /* still stuck since the last wait ran out */
+	b->gave_up = false;
+	uint64_t start = vrt_now_ns(), pause = FULL_PAUSE_MIN_NS;
+	while (vrt_collector_alive() && vrt_now_ns() - start < limit) {
+		vrt_collector_wake();
+		struct timespec ts = { 0, (long)pause };
+		nanosleep(&ts, NULL);
+		struct vrt_raw *r = try_reserve(b, len);
+		if (r)
+			return r;
+		pause = pause * 2 < FULL_PAUSE_MAX_NS ? pause * 2 : FULL_PAUSE_MAX_NS;
+	}
+	b->gave_up = true;
+	b->gave_up_tail = atomic_load_explicit(&b->tail, memory_order_acquire);
+	return NULL;
+}
+
 struct vrt_raw *vrt_tbuf_reserve(struct vrt_tbuf *b, size_t len)
 {
 	if (len > b->capacity / 4)
 		return NULL;
-	for (int i = 0; i < FULL_RETRIES; i++) {
-		struct vrt_raw *r = try_reserve(b, len);
-		if (VRT_LIKELY(r))
-			return r;
+	struct vrt_raw *r = try_reserve(b, len);
+	if (VRT_LIKELY(r))
+		return r;
+	for (int i = 0; i < FULL_YIELDS; i++) {
 		vrt_collector_wake();
 		sched_yield();
+		if ((r = try_reserve(b, len)))
+			return r;
 	}
+	if ((r = wait_for_room(b, len)))
+		return r;
 	b->lost++;
 	return NULL;
 }

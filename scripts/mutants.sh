@@ -202,6 +202,18 @@ m lost-not-counted preload/tbuf.c \
   '\tb->lost++;' \
   '\t(void)b;' \
   test_stress.py::test_64_threads_tiny_buffers_count_every_lost_event test_static_and_threads.py::test_threads_lossy_buffers_account_for_every_event
+m full-buffer-drops-instead-of-waiting preload/tbuf.c \
+  '\tif ((r = wait_for_room(b, len)))\n\t\treturn r;\n\tb->lost++;' \
+  '\tb->lost++;' \
+  test_stress.py::test_64_threads_x_20000_ops_three_apis_lose_nothing_by_default
+m full-wait-every-event preload/tbuf.c \
+  '\tif (b->gave_up && tail == b->gave_up_tail)\n\t\treturn NULL;' \
+  '\tif (0)\n\t\treturn NULL;' \
+  test_stress.py::test_a_stopped_collector_costs_one_bounded_wait_then_every_drop_is_counted
+m full-wait-unbounded preload/tbuf.c \
+  'while (vrt_collector_alive() && vrt_now_ns() - start < limit) {' \
+  'while (vrt_collector_alive()) {' \
+  test_stress.py::test_a_stopped_collector_costs_one_bounded_wait_then_every_drop_is_counted
 m checkpoint-drops-items preload/trace_output.c \
   '\t\tif (!l->space)\n\t\t\tcontinue;\n\t\tuint32_t stack = l->stack;' \
   '\t\tif (!l->space || i % 97 == 0)\n\t\t\tcontinue;\n\t\tuint32_t stack = l->stack;' \

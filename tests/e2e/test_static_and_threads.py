@@ -117,7 +117,7 @@ def test_threads_lossy_buffers_account_for_every_event(tmp_path):
     """With per-thread buffers far too small for the burst, events may be dropped, but every
     one is either written or counted lost: nothing disappears and nothing is counted twice."""
     t = trace(tmp_path, [program("mt_alloc")],
-              env={"VRAMTRACE_THREAD_BUFFER": "64K", "VRAMTRACE_FLUSH_MS": "1000"})
+              env={"VRAMTRACE_THREAD_BUFFER": "64K", "VRAMTRACE_FLUSH_MS": "1000", "VRAMTRACE_FULL_WAIT_MS": "0"})
     assert t.returncode == 0
     made = THREADS * (2 * ITERATIONS + 1)
     written = len(t.events("alloc")) + len(t.events("free"))
