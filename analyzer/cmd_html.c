@@ -38,6 +38,7 @@
 #include "json.h"
 #include "safe_output.h"
 #include "model.h"
+#include "pass.h"
 #include "report_common.h"
 #include "sites.h"
 #include "stacks.h"
@@ -263,30 +264,21 @@ static void note_stack_max(struct html *h, const struct vrt_effect *e)
 
 /* ---- pass 1: totals and time range ------------------------------------------------------- */
 
-static int replay_error(struct html *h, const struct vrt_replay *rp)
-{
-	return rp->error ? vrt_fail(rp->error, "%s: stopped at a bad record", h->t->path) : 0;
-}
-
 static int pass_totals(struct html *h)
 {
-	struct vrt_replay rp;
+	struct vrt_pass p;
 	struct vrt_record r;
 	struct vrt_effect e;
-	struct vrt_progress pr;
-	vrt_progress_begin(&pr, "html: totals", h->o->quiet);
-	vrt_replay_begin(&rp, h->t);
-	while (vrt_replay_next(&rp, &r)) {
-		vrt_model_apply(&h->end, &r, &e);
+	vrt_pass_open(&p, h->t, &(struct vrt_pass_options){ .label = "html: totals", .quiet = h->o->quiet,
+							     .model = &h->end });
+	while (vrt_pass_next(&p, &r, &e)) {
 		note_stack_max(h, &e);
 		if (!h->have_range && (h->end.events || r.op == VRT_OP_CP_BEGIN)) {
 			h->from = vrt_ts_seconds(h->t, h->end.last_ts);
 			h->have_range = true;
 		}
-		if (!(h->end.events & 0xfffff))
-			vrt_progress_update(&pr, rp.bytes_done, rp.bytes_total);
 	}
-	vrt_progress_end(&pr);
+	int rc = vrt_pass_close(&p);
 	h->to = vrt_ts_seconds(h->t, h->end.last_ts);
 	if (!h->have_range || h->to < h->from)
 		h->from = h->to;
@@ -296,7 +288,7 @@ static int pass_totals(struct html *h)
 	double pad = (h->to - h->from) / 50;
 	if (end > h->to)
 		h->to += end - h->to < pad ? end - h->to : pad;
-	return replay_error(h, &rp);
+	return rc;
 }
 
 /* ---- pass 2: sites at each peak, and the top sites ---------------------------------------- */
@@ -334,12 +326,11 @@ static int pass_peaks(struct html *h)
 	struct vrt_model m;
 	if (vrt_model_init(&m))
 		return vrt_fail(VRT_E_NOMEM, "html");
-	struct vrt_replay rp;
+	struct vrt_pass p;
 	struct vrt_record r;
 	int left = h->n_series;
-	vrt_replay_begin(&rp, h->t);
-	while (left && vrt_replay_next(&rp, &r)) {
-		vrt_model_apply(&m, &r, NULL);
+	vrt_pass_open(&p, h->t, &(struct vrt_pass_options){ .label = "html: peaks", .quiet = h->o->quiet, .model = &m });
+	while (left && vrt_pass_next(&p, &r, NULL)) {
 		for (int i = 0; i < h->n_series; i++) {
 			struct series *s = &h->s[i];
 			/* The peak is the event that set it, once the total is back at that value (a
@@ -351,8 +342,9 @@ static int pass_peaks(struct html *h)
 			left--;
 		}
 	}
+	int rc = vrt_pass_close(&p);
 	vrt_model_free(&m);
-	return replay_error(h, &rp);
+	return rc;
 }
 
 /* Index of a stack in the page's site table, adding it when new. */
@@ -673,14 +665,11 @@ static int pass_buckets(struct html *h)
 	struct vrt_model m;
 	if (vrt_model_init(&m))
 		return vrt_fail(VRT_E_NOMEM, "html");
-	struct vrt_replay rp;
+	struct vrt_pass p;
 	struct vrt_record r;
 	struct vrt_effect e;
-	struct vrt_progress pr;
-	vrt_progress_begin(&pr, "html: timeline", h->o->quiet);
-	vrt_replay_begin(&rp, h->t);
-	while (vrt_replay_next(&rp, &r)) {
-		vrt_model_apply(&m, &r, &e);
+	vrt_pass_open(&p, h->t, &(struct vrt_pass_options){ .label = "html: timeline", .quiet = h->o->quiet, .model = &m });
+	while (vrt_pass_next(&p, &r, &e)) {
 		note_marker(h, &r);
 		if (e.kind != VRT_EFFECT_NONE || e.delta) {
 			int b = bucket_of(h, vrt_ts_seconds(h->t, m.last_ts));
@@ -688,17 +677,14 @@ static int pass_buckets(struct html *h)
 			track(h, &m, &e);
 			sample(h, &m, b);
 		}
-		if (!(m.events & 0xfffff))
-			vrt_progress_update(&pr, rp.bytes_done, rp.bytes_total);
 	}
-	vrt_progress_end(&pr);
-	vrt_warn_model(h->t, &m, h->o->quiet);
+	rc = vrt_pass_close(&p);
 	roll_to(h, bucket_of(h, h->to));
 	for (int i = 0; i < h->n_phases; i++) /* still open at the end */
 		if (h->phases[i].depth > 0)
 			add_interval(h, &h->phases[i].iv, &h->phases[i].n, &h->phases[i].cap, h->phases[i].start, h->to);
 	vrt_model_free(&m);
-	return replay_error(h, &rp);
+	return rc;
 }
 
 /* ---- leaks and oom, from this binary ----------------------------------------------------- */

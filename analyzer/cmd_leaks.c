@@ -21,6 +21,7 @@
 #include "json.h"
 #include "model.h"
 #include "owners.h"
+#include "pass.h"
 #include "report_common.h"
 #include "sites.h"
 #include "stacks.h"
@@ -440,16 +441,12 @@ static void measure_end(struct leaks *lk, struct vrt_model *m, double now)
 
 static int replay(struct leaks *lk, struct vrt_model *m)
 {
-	struct vrt_replay rp;
+	struct vrt_pass p;
 	struct vrt_record r;
 	struct vrt_effect e;
-	struct vrt_progress pr;
-	vrt_progress_begin(&pr, "leaks", lk->o->quiet);
-	vrt_replay_begin(&rp, lk->t);
-	while (vrt_replay_next(&rp, &r)) {
-		if (vrt_is_mark(lk->t, &r, lk->o->until_mark))
-			break;
-		vrt_model_apply(m, &r, &e);
+	vrt_pass_open(&p, lk->t, &(struct vrt_pass_options){ .label = "leaks", .quiet = lk->o->quiet, .model = m,
+							      .until_mark = lk->o->until_mark });
+	while (vrt_pass_next(&p, &r, &e)) {
 		if (vrt_owners_apply(&lk->owners, &r))
 			lk->walk_fresh = true;
 		if (r.op == VRT_OP_EXITING && !lk->ended) {
@@ -464,16 +461,20 @@ static int replay(struct leaks *lk, struct vrt_model *m)
 			double now = vrt_ts_seconds(lk->t, r.ts);
 			if (kind == 1 && lk->depth++ == 0) {
 				int rc = open_invocation(lk, m, now);
-				if (rc)
+				if (rc) {
+					vrt_pass_abandon(&p);
 					return vrt_fail(rc, "leaks");
+				}
 			} else if (kind == -1 && lk->depth > 0 && --lk->depth == 0) {
 				close_invocation(lk, m, now);
 			} else if (kind == 0) {
 				if (lk->n_inv)
 					close_invocation(lk, m, now);
 				int rc = open_invocation(lk, m, now);
-				if (rc)
+				if (rc) {
+					vrt_pass_abandon(&p);
 					return vrt_fail(rc, "leaks");
+				}
 			}
 		}
 		if (lk->n_inv && !lk->inv[lk->n_inv - 1].exit_event && (e.kind == VRT_EFFECT_BORN || e.kind == VRT_EFFECT_DIED ||
@@ -486,14 +487,10 @@ static int replay(struct leaks *lk, struct vrt_model *m)
 			else if (e.delta < 0 && __builtin_sub_overflow(v->freed, e.delta, &v->freed))
 				v->freed = INT64_MAX;
 		}
-		if (!(m->events & 0xfffff))
-			vrt_progress_update(&pr, rp.bytes_done, rp.bytes_total);
 	}
-	vrt_progress_end(&pr);
-	vrt_warn_model(lk->t, m, lk->o->quiet);
-	if (rp.error)
-		return vrt_fail(rp.error, "%s: stopped at a bad record after %llu events", lk->t->path,
-				(unsigned long long)m->events);
+	int rc = vrt_pass_close(&p);
+	if (rc)
+		return rc;
 	measure_end(lk, m, vrt_ts_seconds(lk->t, m->last_ts));
 	lk->live_at_end = live_total(lk, m);
 	return 0;

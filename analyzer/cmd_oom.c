@@ -14,6 +14,7 @@
 #include "categories.h"
 #include "model.h"
 #include "owners.h"
+#include "pass.h"
 #include "remedies.h"
 #include "report_common.h"
 #include "sites.h"
@@ -48,15 +49,14 @@ struct oom {
 /* First pass: which OOM to explain, where it is, and the free/total the driver reported. */
 static int find_oom(struct vrt_trace *t, int index, struct oom *out, int *count)
 {
-	struct vrt_replay rp;
+	struct vrt_pass p;
 	struct vrt_record r;
-	uint64_t events = 0, last_torch = 0, last_cuda = 0;
+	uint64_t last_torch = 0, last_cuda = 0;
 	int n = 0;
 	bool have_torch = false;
-	vrt_replay_begin(&rp, t);
-	while (vrt_replay_next(&rp, &r)) {
-		if (r.op < VRT_OP_CP_BEGIN)
-			events++;
+	vrt_pass_open(&p, t, &(struct vrt_pass_options){ .quiet = true });
+	while (vrt_pass_next(&p, &r, NULL)) {
+		uint64_t events = p.events;
 		if (r.op != VRT_OP_OOM)
 			continue;
 		n++;
@@ -67,7 +67,7 @@ static int find_oom(struct vrt_trace *t, int index, struct oom *out, int *count)
 		}
 		if (index && n == index) {
 			out->rec = r;
-			out->thread = rp.thread;
+			out->thread = p.rp.thread;
 			out->event = events - 1;
 		}
 		if (torch) {
@@ -75,21 +75,22 @@ static int find_oom(struct vrt_trace *t, int index, struct oom *out, int *count)
 			last_torch = events - 1;
 			if (!index) {
 				out->rec = r;
-				out->thread = rp.thread;
+				out->thread = p.rp.thread;
 				out->event = last_torch;
 			}
 		} else if (!have_torch || last_cuda < last_torch) {
 			last_cuda = events - 1;
 			if (!index && !have_torch) {
 				out->rec = r;
-				out->thread = rp.thread;
+				out->thread = p.rp.thread;
 				out->event = last_cuda;
 			}
 		}
 	}
 	*count = n;
-	if (rp.error)
-		return rp.error;
+	int error = vrt_pass_finish(&p);
+	if (error)
+		return error;
 	return n && (!index || index <= n) ? 0 : VRT_E_EMPTY;
 }
 
@@ -100,14 +101,11 @@ static int find_oom(struct vrt_trace *t, int index, struct oom *out, int *count)
  */
 static int find_after(struct vrt_trace *t, struct oom *o)
 {
-	struct vrt_replay rp;
+	struct vrt_pass p;
 	struct vrt_record r;
-	uint64_t events = 0;
-	vrt_replay_begin(&rp, t);
-	while (vrt_replay_next(&rp, &r)) {
-		if (r.op < VRT_OP_CP_BEGIN)
-			events++;
-		if (events <= o->event + 1)
+	vrt_pass_open(&p, t, &(struct vrt_pass_options){ .quiet = true });
+	while (vrt_pass_next(&p, &r, NULL)) {
+		if (p.events <= o->event + 1)
 			continue;
 		if (r.op == VRT_OP_OOM && r.api == o->rec.api)
 			break;
@@ -118,20 +116,19 @@ static int find_after(struct vrt_trace *t, struct oom *o)
 			break;
 		}
 	}
-	return rp.error;
+	return vrt_pass_finish(&p);
 }
 
 /* Second pass: the model just before the OOM, and the phases open then. */
-static int replay_to(struct vrt_trace *t, struct oom *o, struct vrt_model *m)
+static int replay_to(struct vrt_trace *t, struct oom *o, struct vrt_model *m, bool quiet)
 {
-	struct vrt_replay rp;
+	struct vrt_pass p;
 	struct vrt_record r;
 	uint64_t seen[64] = { 0 };
 	uint32_t seen_names[64] = { 0 };
 	int n_seen = 0;
-	vrt_replay_begin(&rp, t);
-	while (m->events < o->event && vrt_replay_next(&rp, &r)) {
-		vrt_model_apply(m, &r, NULL);
+	vrt_pass_open(&p, t, &(struct vrt_pass_options){ .label = "oom", .quiet = quiet, .model = m });
+	while (m->events < o->event && vrt_pass_next(&p, &r, NULL)) {
 		if (r.op == VRT_OP_MARK) {
 			o->last_mark = (uint32_t)r.id;
 			o->mark_s = vrt_ts_seconds(t, r.ts);
@@ -154,7 +151,7 @@ static int replay_to(struct vrt_trace *t, struct oom *o, struct vrt_model *m)
 				}
 		}
 	}
-	return rp.error;
+	return vrt_pass_finish(&p);
 }
 
 
@@ -472,8 +469,7 @@ int vrt_cmd_oom(int argc, char **argv)
 	if (!rc)
 		rc = find_after(&t, &o);
 	if (!rc && !(rc = vrt_model_init(&m))) {
-		rc = replay_to(&t, &o, &m);
-		vrt_warn_model(&t, &m, opt.quiet);
+		rc = replay_to(&t, &o, &m, opt.quiet);
 		if (!rc) {
 			struct explanation x;
 			struct vrt_remedies rm;
