@@ -361,6 +361,20 @@ m run-next-step-unquoted analyzer/cmd_run.c \
   'if (1 || strspn(' \
   test_run_cli.py::test_a_written_trace_comes_with_its_size_and_a_next_step_that_runs
 
+# ---- the pass iterator (analyzer/pass.c): seek, and how many passes a report takes ------------
+m pass-seek-one-past analyzer/pass.c \
+  'while (p->events < event)' \
+  'while (p->events <= event)' \
+  test_leaks_without_phases.py::test_growth_is_measured_before_teardown_and_named_by_the_users_lines
+m pass-uncounted analyzer/pass.c \
+  'if (!passes++ && env_on(' \
+  'if (!passes && env_on(' \
+  test_passes.py::test_each_report_reads_the_trace_a_bounded_number_of_times
+m leaks-low-points-pass-per-window analyzer/cmd_leaks.c \
+  'if (lw->min_live[w] != INT64_MAX && vrt_pass_seek(&p, lw->min_event[w]))' \
+  'if (lw->min_live[w] != INT64_MAX && (vrt_pass_abandon(&p), vrt_model_free(&m), !vrt_model_init(&m)) && (vrt_pass_open(&p, lk->t, &(struct vrt_pass_options){ .quiet = true, .model = &m }), vrt_pass_seek(&p, lw->min_event[w])))' \
+  test_passes.py::test_each_report_reads_the_trace_a_bounded_number_of_times
+
 # ---- the driver ------------------------------------------------------------------------------
 
 if [ "${1:-}" = --list ]; then
