@@ -39,6 +39,7 @@
 #include "safe_output.h"
 #include "model.h"
 #include "pass.h"
+#include "reports.h"
 #include "report_common.h"
 #include "sites.h"
 #include "stacks.h"
@@ -901,6 +902,33 @@ static void embed_child(FILE *out, struct html *h, const char *key, const char *
 		fprintf(stderr, "vramtrace: html: %s\n", why);
 }
 
+/* `vramtrace oom --json` on the trace already open, as "oom": {...}; null when the trace has no
+ * out-of-memory event, or with a note why when it could not be explained. */
+static void embed_oom(FILE *out, struct html *h, FILE *notes)
+{
+	char *json = NULL;
+	size_t len = 0;
+	bool found = false;
+	FILE *mem = open_memstream(&json, &len);
+	int rc = mem ? vrt_oom_json(h->t, mem, &found) : VRT_E_NOMEM;
+	if (mem && fclose(mem) && !rc)
+		rc = VRT_E_NOMEM;
+	fprintf(out, ", \"oom\": ");
+	if (!rc && found)
+		fwrite(json, 1, len, out);
+	else
+		fputs("null", out);
+	free(json);
+	if (!rc || !found)
+		return;
+	char why[160];
+	snprintf(why, sizeof(why), "`vramtrace oom` failed (exit %d); section left out", vrt_exit_code(rc));
+	fprintf(notes, "%s", ftell(notes) ? ", " : "");
+	json_string(notes, why);
+	if (!h->o->quiet)
+		fprintf(stderr, "vramtrace: html: %s\n", why);
+}
+
 /* ---- the page's data --------------------------------------------------------------------- */
 
 static void series_name(const struct series *s, char *buf, size_t len)
@@ -1202,7 +1230,7 @@ static int build_data(struct html *h, char **data, size_t *len)
 	free(ft.index);
 	write_markers(out, h);
 	embed_child(out, h, "leaks", "leaks", vrt_cmd_leaks, -100, notes);
-	embed_child(out, h, "oom", "oom", vrt_cmd_oom, VRT_EXIT_FINDINGS, notes);
+	embed_oom(out, h, notes);
 	fclose(notes);
 	fprintf(out, ", \"notes\": [%s]}", notes_buf ? notes_buf : "");
 	free(notes_buf);

@@ -15,6 +15,7 @@
 #include "model.h"
 #include "owners.h"
 #include "pass.h"
+#include "reports.h"
 #include "remedies.h"
 #include "report_common.h"
 #include "sites.h"
@@ -308,100 +309,142 @@ static void print_text(const struct vrt_trace *t, const struct oom *o, const str
 	vrt_remedies_print(rm, stdout);
 }
 
-static void json_categories(const struct vrt_category *c, int n)
+static void json_categories(FILE *out, const struct vrt_category *c, int n)
 {
-	putchar('{');
+	fputc('{', out);
 	for (int i = 0; i < n; i++) {
-		printf("%s", i ? ", " : "");
-		json_string(stdout, c[i].name);
-		printf(": %lld", (long long)c[i].bytes);
+		fprintf(out, "%s", i ? ", " : "");
+		json_string(out, c[i].name);
+		fprintf(out, ": %lld", (long long)c[i].bytes);
 	}
-	putchar('}');
+	fputc('}', out);
 }
 
 /* [{"name", "bytes", "identity_bytes", "rule_bytes", "decided_by", "rule"}]: decided_by is what
  * decided most of its bytes. */
-static void json_decided(const struct vrt_category *c, int n)
+static void json_decided(FILE *out, const struct vrt_category *c, int n)
 {
-	putchar('[');
+	fputc('[', out);
 	for (int i = 0; i < n; i++) {
 		int64_t rule = c[i].bytes - c[i].identity;
-		printf("%s{\"name\": ", i ? ", " : "");
-		json_string(stdout, c[i].name);
-		printf(", \"bytes\": %lld, \"identity_bytes\": %lld, \"rule_bytes\": %lld, \"decided_by\": \"%s\", \"rule\": ",
+		fprintf(out, "%s{\"name\": ", i ? ", " : "");
+		json_string(out, c[i].name);
+		fprintf(out, ", \"bytes\": %lld, \"identity_bytes\": %lld, \"rule_bytes\": %lld, \"decided_by\": \"%s\", \"rule\": ",
 		       (long long)c[i].bytes, (long long)c[i].identity, (long long)rule,
 		       c[i].identity >= rule ? "identity" : "rule");
-		json_string(stdout, c[i].identity >= rule ? vrt_category_identity(c[i].name) : vrt_category_rule(c[i].name));
-		putchar('}');
+		json_string(out, c[i].identity >= rule ? vrt_category_identity(c[i].name) : vrt_category_rule(c[i].name));
+		fputc('}', out);
 	}
-	putchar(']');
+	fputc(']', out);
 }
 
-static void json_limit(const struct oom *o)
+static void json_limit(FILE *out, const struct oom *o)
 {
 	const struct vrt_record *l = &o->limits;
-	printf(", \"limit\": ");
+	fprintf(out, ", \"limit\": ");
 	if (!l->op) {
-		printf("null, \"retention_walk\": %s", o->walked ? "true" : "false");
+		fprintf(out, "null, \"retention_walk\": %s", o->walked ? "true" : "false");
 		return;
 	}
-	printf("{\"kind\": \"%s\", \"allowed_bytes\": %llu, \"device_free_bytes\": %llu, \"reserved_bytes\": %llu, "
+	fprintf(out, "{\"kind\": \"%s\", \"allowed_bytes\": %llu, \"device_free_bytes\": %llu, \"reserved_bytes\": %llu, "
 	       "\"allocated_bytes\": %llu, \"requested_bytes\": %llu}, \"retention_walk\": %s",
 	       l->result ? "per_process_cap" : "device", (unsigned long long)l->aux, (unsigned long long)l->aux2,
 	       (unsigned long long)l->id, (unsigned long long)l->id2, (unsigned long long)l->size,
 	       o->walked ? "true" : "false");
 }
 
-static void print_json(const struct vrt_trace *t, const struct oom *o, const struct explanation *x,
+static void print_json(FILE *out, const struct vrt_trace *t, const struct oom *o, const struct explanation *x,
 		       const struct oom_options *opt, const struct vrt_remedies *rm)
 {
 	const struct vrt_record *r = &o->rec;
-	printf("{\"file\": ");
-	json_string(stdout, t->path);
-	printf(", ");
-	vrt_json_completeness(stdout, t, -1);
-	printf(", \"oom\": {\"requested_bytes\": %llu, \"device\": %d, \"time_s\": %.6f, \"api\": ",
+	fprintf(out, "{\"file\": ");
+	json_string(out, t->path);
+	fprintf(out, ", ");
+	vrt_json_completeness(out, t, -1);
+	fprintf(out, ", \"oom\": {\"requested_bytes\": %llu, \"device\": %d, \"time_s\": %.6f, \"api\": ",
 	       (unsigned long long)r->size, r->device, vrt_ts_seconds(t, r->ts));
-	json_string(stdout, vrt_api_name(r->api));
-	printf(", \"thread\": ");
-	json_string(stdout, thread_name(t, o));
-	printf(", \"free_bytes\": %llu, \"total_bytes\": %llu, \"live_bytes\": %lld, \"tensor_bytes\": %lld, "
+	json_string(out, vrt_api_name(r->api));
+	fprintf(out, ", \"thread\": ");
+	json_string(out, thread_name(t, o));
+	fprintf(out, ", \"free_bytes\": %llu, \"total_bytes\": %llu, \"live_bytes\": %lld, \"tensor_bytes\": %lld, "
 	       "\"by_category\": ",
 	       (unsigned long long)(o->cuda_total ? o->cuda_free : r->aux), (unsigned long long)o->cuda_total,
 	       (long long)x->live, (long long)x->tensors);
-	json_categories(x->cats, x->n_cats);
-	printf(", \"category_rules\": {");
+	json_categories(out, x->cats, x->n_cats);
+	fprintf(out, ", \"category_rules\": {");
 	for (int i = 0; i < x->n_cats; i++) {
-		printf("%s", i ? ", " : "");
-		json_string(stdout, x->cats[i].name);
-		printf(": ");
-		json_string(stdout, vrt_category_rule(x->cats[i].name));
+		fprintf(out, "%s", i ? ", " : "");
+		json_string(out, x->cats[i].name);
+		fprintf(out, ": ");
+		json_string(out, vrt_category_rule(x->cats[i].name));
 	}
-	printf("}, \"categories\": ");
-	json_decided(x->cats, x->n_cats);
-	printf(", \"host_pinned_bytes\": %lld, \"host_by_category\": ", (long long)x->host_pinned);
-	json_categories(x->host_cats, x->n_host_cats);
-	printf(", \"host_categories\": ");
-	json_decided(x->host_cats, x->n_host_cats);
-	json_limit(o);
-	printf(", \"phases\": [");
+	fprintf(out, "}, \"categories\": ");
+	json_decided(out, x->cats, x->n_cats);
+	fprintf(out, ", \"host_pinned_bytes\": %lld, \"host_by_category\": ", (long long)x->host_pinned);
+	json_categories(out, x->host_cats, x->n_host_cats);
+	fprintf(out, ", \"host_categories\": ");
+	json_decided(out, x->host_cats, x->n_host_cats);
+	json_limit(out, o);
+	fprintf(out, ", \"phases\": [");
 	for (int i = 0; i < o->n_phases; i++) {
-		printf("%s{\"name\": ", i ? ", " : "");
-		json_string(stdout, vrt_string(t, o->phases[i].name));
-		printf(", \"invocation\": %llu}", (unsigned long long)o->phases[i].invocation);
+		fprintf(out, "%s{\"name\": ", i ? ", " : "");
+		json_string(out, vrt_string(t, o->phases[i].name));
+		fprintf(out, ", \"invocation\": %llu}", (unsigned long long)o->phases[i].invocation);
 	}
-	printf("], \"top_sites\": [");
+	fprintf(out, "], \"top_sites\": [");
 	for (size_t i = 0; i < x->device_sites.n && i < (size_t)opt->top; i++) {
-		printf("%s", i ? ", " : "");
+		fprintf(out, "%s", i ? ", " : "");
 		const char *rule;
-		vrt_site_json(stdout, t, &x->device_sites.v[i], true);
-		printf(", \"category\": ");
-		json_string(stdout, vrt_site_category(t, &x->device_sites.v[i], &rule));
-		putchar('}');
+		vrt_site_json(out, t, &x->device_sites.v[i], true);
+		fprintf(out, ", \"category\": ");
+		json_string(out, vrt_site_category(t, &x->device_sites.v[i], &rule));
+		fputc('}', out);
 	}
-	putchar(']');
-	vrt_remedies_json(rm, stdout);
-	printf("}}\n");
+	fputc(']', out);
+	vrt_remedies_json(rm, out);
+	fprintf(out, "}}");
+}
+
+/*
+ * Finds the out-of-memory event opt asks for and explains it on out (JSON or text). *found:
+ * whether that event exists (*count: how many there are). Returns 0 or a vrt_error; prints no
+ * message.
+ */
+static int explain_oom(struct vrt_trace *t, const struct oom_options *opt, FILE *out, bool *found, int *count)
+{
+	struct oom o = { 0 };
+	vrt_owners_init(&o.owners);
+	*count = 0;
+	int rc = find_oom(t, opt->index, &o, count);
+	*found = rc != VRT_E_EMPTY;
+	struct vrt_model m;
+	if (!rc)
+		rc = find_after(t, &o);
+	if (!rc && !(rc = vrt_model_init(&m))) {
+		rc = replay_to(t, &o, &m, opt->quiet);
+		if (!rc) {
+			struct explanation x;
+			struct vrt_remedies rm;
+			explain(t, &m, &o, o.rec.device, &x);
+			remedies_for(t, &o, &x, &rm);
+			if (opt->json)
+				print_json(out, t, &o, &x, opt, &rm);
+			else
+				print_text(t, &o, &x, opt, *count, &rm);
+			vrt_sites_free(&x.device_sites);
+			vrt_sites_free(&x.host_sites);
+		}
+		vrt_model_free(&m);
+	}
+	vrt_owners_free(&o.owners);
+	return rc;
+}
+
+int vrt_oom_json(struct vrt_trace *t, FILE *out, bool *found)
+{
+	const struct oom_options opt = { .top = 10, .json = true, .quiet = true };
+	int count;
+	return explain_oom(t, &opt, out, found, &count);
 }
 
 /* In a run's directory, the process that ran out of memory. */
@@ -455,36 +498,17 @@ int vrt_cmd_oom(int argc, char **argv)
 	if (rc || (rc = vrt_open_or_fail(&t, path = file)))
 		return rc;
 	vrt_warn_trace_state(&t, opt.quiet);
-	struct oom o = { 0 };
-	vrt_owners_init(&o.owners);
 	int count = 0;
-	rc = find_oom(&t, opt.index, &o, &count);
-	if (rc == VRT_E_EMPTY) {
+	bool found;
+	rc = explain_oom(&t, &opt, stdout, &found, &count);
+	if (!found) {
 		fprintf(stderr, "vramtrace: %s: no out-of-memory event in this trace%s\n", path,
 			count ? " with that index" : "");
 		vrt_trace_close(&t);
 		return VRT_EXIT_FINDINGS;
 	}
-	struct vrt_model m;
-	if (!rc)
-		rc = find_after(&t, &o);
-	if (!rc && !(rc = vrt_model_init(&m))) {
-		rc = replay_to(&t, &o, &m, opt.quiet);
-		if (!rc) {
-			struct explanation x;
-			struct vrt_remedies rm;
-			explain(&t, &m, &o, o.rec.device, &x);
-			remedies_for(&t, &o, &x, &rm);
-			if (opt.json)
-				print_json(&t, &o, &x, &opt, &rm);
-			else
-				print_text(&t, &o, &x, &opt, count, &rm);
-			vrt_sites_free(&x.device_sites);
-			vrt_sites_free(&x.host_sites);
-		}
-		vrt_model_free(&m);
-	}
-	vrt_owners_free(&o.owners);
+	if (!rc && opt.json)
+		putchar('\n');
 	vrt_trace_close(&t);
 	return rc ? vrt_fail(rc, "%s", path) : 0;
 }

@@ -375,6 +375,11 @@ m leaks-low-points-pass-per-window analyzer/cmd_leaks.c \
   'if (lw->min_live[w] != INT64_MAX && (vrt_pass_abandon(&p), vrt_model_free(&m), !vrt_model_init(&m)) && (vrt_pass_open(&p, lk->t, &(struct vrt_pass_options){ .quiet = true, .model = &m }), vrt_pass_seek(&p, lw->min_event[w])))' \
   test_passes.py::test_each_report_reads_the_trace_a_bounded_number_of_times
 
+m html-oom-section-dropped analyzer/cmd_html.c \
+  'if (!rc && found)\n\t\tfwrite(json, 1, len, out);' \
+  'if (0)\n\t\tfwrite(json, 1, len, out);' \
+  test_html.py::test_oom_section
+
 # ---- the driver ------------------------------------------------------------------------------
 
 if [ "${1:-}" = --list ]; then
