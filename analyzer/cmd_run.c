@@ -254,8 +254,8 @@ static const char *shell_word(const char *path)
 /* What to run next: leaks when phases were asked for, else report. */
 static void print_next_step(const struct run_options *o, const char *path)
 {
-	fprintf(stderr, "vramtrace: next: vramtrace %s %s  (also: leaks, oom, html -o report.html; vramtrace help)\n",
-		o->n_phases ? "leaks" : "report", shell_word(path));
+	fprintf(stderr, "vramtrace: next: vramtrace %s %s  (also: %s, oom, html -o report.html; vramtrace help)\n",
+		o->n_phases ? "leaks" : "report", shell_word(path), o->n_phases ? "report" : "leaks");
 }
 
 static void print_trace_written(const struct run_options *o, const char *path, const struct vrt_file_state *s)

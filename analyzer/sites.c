@@ -168,6 +168,77 @@ static bool matches(const struct vrt_trace *t, uint32_t stack, const char *needl
 	return vrt_stack_mentions(t, stack, file) && vrt_stack_mentions(t, stack, sep + 1);
 }
 
+#define N_RULES (sizeof(rules) / sizeof(rules[0]))
+enum { RULE_NON_PYTORCH = N_RULES, RULE_USER_TENSORS, RULE_NONE };
+
+/* Which rule decides a stack's category: an index into rules[], or one of the three above. */
+static unsigned stack_rule(const struct vrt_trace *t, uint32_t stack)
+{
+	for (unsigned i = 0; i < N_RULES; i++)
+		if (matches(t, stack, rules[i].needle))
+			return i;
+	if (!vrt_stack_is_torch_segment(t, stack))
+		return RULE_NON_PYTORCH;
+	return vrt_stack_has_python(t, stack) ? RULE_USER_TENSORS : RULE_NONE;
+}
+
+/*
+ * stack_rule per (trace, stack), remembered: categorizing a live set asks once per item, and
+ * the items of one site share a stack. Open addressing, at most half full; a stack whose entry
+ * cannot be stored (no memory) is simply asked again.
+ */
+struct rule_memo {
+	uint64_t serial;
+	uint32_t stack;
+	uint32_t rule_plus_one; /* 0: empty */
+};
+static struct rule_memo *memo;
+static size_t memo_cap, memo_used;
+
+static size_t memo_slot(uint64_t serial, uint32_t stack, size_t cap)
+{
+	uint64_t h = (serial * 0x9e3779b97f4a7c15u) ^ ((uint64_t)stack * 0xff51afd7ed558ccdu);
+	return (size_t)(h >> 17) & (cap - 1);
+}
+
+static bool memo_grow(void)
+{
+	size_t cap = memo_cap ? memo_cap * 2 : 4096;
+	struct rule_memo *next = calloc(cap, sizeof(*next));
+	if (!next)
+		return false;
+	for (size_t i = 0; i < memo_cap; i++) {
+		if (!memo[i].rule_plus_one)
+			continue;
+		size_t j = memo_slot(memo[i].serial, memo[i].stack, cap);
+		while (next[j].rule_plus_one)
+			j = (j + 1) & (cap - 1);
+		next[j] = memo[i];
+	}
+	free(memo);
+	memo = next;
+	memo_cap = cap;
+	return true;
+}
+
+static unsigned remembered_rule(const struct vrt_trace *t, uint32_t stack)
+{
+	if (memo_cap) {
+		for (size_t i = memo_slot(t->serial, stack, memo_cap); memo[i].rule_plus_one; i = (i + 1) & (memo_cap - 1))
+			if (memo[i].serial == t->serial && memo[i].stack == stack)
+				return memo[i].rule_plus_one - 1;
+	}
+	unsigned rule = stack_rule(t, stack);
+	if ((memo_used + 1) * 2 > memo_cap && !memo_grow())
+		return rule;
+	size_t i = memo_slot(t->serial, stack, memo_cap);
+	while (memo[i].rule_plus_one)
+		i = (i + 1) & (memo_cap - 1);
+	memo[i] = (struct rule_memo){ t->serial, stack, rule + 1 };
+	memo_used++;
+	return rule;
+}
+
 const char *vrt_site_category(const struct vrt_trace *t, const struct vrt_site *s, const char **rule)
 {
 	if (s->label) {
@@ -178,16 +249,16 @@ const char *vrt_site_category(const struct vrt_trace *t, const struct vrt_site *
 			return "unattributed";
 		return "other";
 	}
-	for (size_t i = 0; i < sizeof(rules) / sizeof(rules[0]); i++)
-		if (matches(t, s->stack, rules[i].needle)) {
-			*rule = rules[i].text;
-			return rules[i].category;
-		}
-	if (!vrt_stack_is_torch_segment(t, s->stack)) {
+	unsigned r = remembered_rule(t, s->stack);
+	if (r < N_RULES) {
+		*rule = rules[r].text;
+		return rules[r].category;
+	}
+	if (r == RULE_NON_PYTORCH) {
 		*rule = "not allocated through PyTorch's allocator";
 		return "non_pytorch";
 	}
-	if (vrt_stack_has_python(t, s->stack)) {
+	if (r == RULE_USER_TENSORS) {
 		*rule = "allocated by Python code outside modules, autograd and optimizers";
 		return "user_tensors"; /* inputs, losses, what the step itself keeps */
 	}

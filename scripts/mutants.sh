@@ -310,6 +310,14 @@ m html-flame-range-one-bucket analyzer/report.html.in \
   "for (var i = lo; i < hi; i++) m = Math.max(m, col[i]);" \
   "m = col[lo];" \
   test_html.py::test_flame_graph_search_and_time_range_from_the_address
+m html-reserved-is-the-tensors analyzer/report.html.in \
+  "return r.kind === 'device' && r.device === s.device;" \
+  "return r.kind === 'tensors' && r.device === s.device;" \
+  test_html.py::test_reserved_memory_is_drawn_over_the_tensors
+m html-survivors-per-call analyzer/report.html.in \
+  "var key = JSON.stringify([v.label || '', v.frames]) + '\\u0000' + v.verdict;" \
+  "var key = JSON.stringify([v.label || '', v.frames]) + '\\u0000' + v.verdict + v.phase_index;" \
+  test_html.py::test_survivors_are_grouped_by_site_as_leaks_prints_them
 m html-held-by-hidden analyzer/report.html.in \
   "v.held_by[0].join(' \\u2192 ')" \
   "''" \
@@ -346,6 +354,12 @@ m watch-growth-against-nothing analyzer/cmd_watch.c \
   '\tif (!t)\n\t\treturn 0;' \
   '\tif (t)\n\t\treturn 0;' \
   test_attach.py::test_watch_names_the_growing_site_of_a_running_process
+
+# ---- the preload's layers (preload/base.c) ----------------------------------------------------
+m base-calls-up preload/base.c \
+  '\t\t\tvrt_cfg.quiet = quiet;\n\t\t\treturn;' \
+  '\t\t\tvrt_cfg.quiet = quiet;\n\t\t\tif (!why)\n\t\t\t\tvrt_tbuf_init();\n\t\t\treturn;' \
+  test_preload_layers.py::test_the_leaves_call_nothing_of_ours_but_base
 
 # ---- what run says and refuses (analyzer/cmd_run.c) -------------------------------------------
 m run-replaces-without-force analyzer/cmd_run.c \

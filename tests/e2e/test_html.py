@@ -25,7 +25,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import BUILD, DOUBLES, SOURCE, analyze, program, trace
+from conftest import BUILD, DOUBLES, SOURCE, analyze, human, program, trace
 
 MiB = 1 << 20
 
@@ -394,6 +394,60 @@ def test_flame_graph_search_and_time_range_from_the_address(demo):
     assert m and abs(shown_bytes(m[1]) - total) <= 0.01 * total, when
     assert total < sum(max(c[peak:peak + 1]) for c in series_values(main))
     assert "no frame contains" in element_block(dom, "span", "flame-match")
+
+
+@needs_chromium
+def test_reserved_memory_is_drawn_over_the_tensors(tmp_path, demo):
+    """A PyTorch trace (H200): over the tensors series, the same device's CUDA allocations (what
+    the caching allocator reserved) as a dashed line, and in the legend what was held but not in
+    tensors at the tensors' peak, from the page's own data and equal to report's peaks."""
+    src = SOURCE / "tests" / "golden" / "h200" / "leak-cycle.vrt"
+    out = tmp_path / "lc.html"
+    html(src, out)
+    d = page_data(out)
+    tensors = d["series"][d["main"]]
+    assert tensors["kind"] == "tensors"
+    device, = [s for s in d["series"] if s["kind"] == "device" and s["device"] == tensors["device"]]
+    dom = dump_dom(tmp_path, out)
+    line = re.search(r'<path[^>]*id="reserved"[^>]*>', dom)
+    assert line, "no reserved line"
+    steps = re.findall(r"V([\d.]+)", re.search(r'\sd="([^"]+)"', line[0])[1])
+    assert len(steps) == d["buckets"] - 1, "one level per bucket of the shown range"
+    legend = re.sub(r"<[^>]+>", " ", element_block(dom, "div", "legend-reserved"))
+    rep = json.loads(analyze("report", "--json", src).stdout)
+    peak, = [dev["peak_bytes"] for dev in rep["devices"] if dev["kind"] == "device" and dev["device"] == 0]
+    assert peak == device["peak"]
+    b = tensors["peak_bucket"]
+    gap = series_values(device)
+    gap = sum(c[b] for c in gap) - sum(c[b] for c in series_values(tensors))
+    assert f"peak {human(peak)}" in legend and f"not in tensors at the tensors\u2019 peak {human(gap)}" in legend, legend
+    assert 0 < gap < device["peak"]
+    # Without a tensors series (the demo: CUDA allocations only) there is no line.
+    t, demo_page, _ = demo
+    assert not any(s["kind"] == "tensors" for s in page_data(demo_page)["series"])
+    assert 'id="reserved"' not in dump_dom(tmp_path, demo_page)
+
+
+@needs_chromium
+def test_survivors_are_grouped_by_site_as_leaks_prints_them(tmp_path):
+    """leaks --json has a survivor group per site and call (31 on leak-cycle); the page shows one
+    row per site, with the bytes and counts `vramtrace leaks` prints for it."""
+    src = SOURCE / "tests" / "golden" / "h200" / "leak-cycle.vrt"
+    out = tmp_path / "lc.html"
+    html(src, out)
+    cli = analyze("leaks", "-q", src).stdout
+    printed = re.findall(r"^ +([\d.]+ (?:B|KiB|MiB|GiB)) +(\d+)x  ", cli.split("survivors by site")[1], re.M)
+    assert len(printed) >= 5
+    per_call = json.loads(analyze("leaks", "--json", "-q", src).stdout)["survivors"]
+    assert len(per_call) > len(printed)
+    table_html = element_block(dump_dom(tmp_path, out), "table", "leaks-survivors")
+    rows = re.findall(r"<tr[^>]*data-calls=\"(\d+)\"[^>]*>(.*?)</tr>", table_html, re.S)
+    cells = [re.findall(r"<td[^>]*>(.*?)</td>", r[1], re.S) for r in rows]
+    assert [(c[0], c[1]) for c in cells] == printed
+    assert sum(int(r[0]) for r in rows) == len([v for v in per_call if not v["persistent"]])
+    assert cells[0][2] == "1..4" and cells[0][3] == "4"
+    persistent = re.search(r"persistent by design, labelled and not blamed: ([\d.]+ (?:B|KiB|MiB|GiB))", cli)[1]
+    assert f"Persistent by design, labelled and not blamed: {persistent} " in dump_dom(tmp_path, out)
 
 
 @needs_chromium

@@ -77,6 +77,7 @@ def test_a_written_trace_comes_with_its_size_and_a_next_step_that_runs(tmp_path)
     p = run(tmp_path, "--phase", "train", "-o", tmp_path / "dir/", "--", *CHURN)
     assert p.returncode == 0, p.stderr
     assert next_step(p.stderr)[:2] == ["vramtrace", "leaks"]
+    assert "(also: report, oom, html -o report.html; vramtrace help)" in p.stderr
 
 
 def test_unknown_help_topic_and_missing_file_say_what_is_wrong(tmp_path):
