@@ -45,19 +45,56 @@ struct oom {
 	struct vrt_record limits; /* PyTorch's OOM_LIMITS for it (op 0: none) */
 	struct vrt_owners owners; /* its retention walk, when one ran at the failure */
 	bool walked;
+	bool after_done;          /* what came after it is all read (the next failure, or its walk) */
 };
 
-/* First pass: which OOM to explain, where it is, and the free/total the driver reported. */
+/*
+ * What the program said right after the failure: PyTorch's limits (OOM_LIMITS) and the walk
+ * its out-of-memory observer ran (python/vramtrace/_retention.py), which came before the error
+ * was raised, while the failing step's tensors were all alive. Stops at the next failure.
+ * Gathered in the pass that finds the OOM: `events` counts the record r.
+ */
+static void note_after(struct oom *o, const struct vrt_record *r, uint64_t events)
+{
+	if (o->after_done || events <= o->event + 1)
+		return;
+	if (r->op == VRT_OP_OOM && r->api == o->rec.api) {
+		o->after_done = true;
+		return;
+	}
+	if (r->op == VRT_OP_OOM_LIMITS && !o->limits.op && r->device == o->rec.device)
+		o->limits = *r;
+	if (vrt_owners_apply(&o->owners, r) && o->owners.last.reason == VRT_WALK_OOM) {
+		o->walked = true;
+		o->after_done = true;
+	}
+}
+
+/* A later failure became the one to explain: what came after the earlier one does not count. */
+static void choose(struct oom *o, const struct vrt_record *r, uint32_t thread, uint64_t event)
+{
+	o->rec = *r;
+	o->thread = thread;
+	o->event = event;
+	o->limits = (struct vrt_record){ 0 };
+	o->walked = o->after_done = false;
+	vrt_owners_free(&o->owners);
+}
+
+/* The one pass before the model's: which OOM to explain, where it is, the free/total the driver
+ * reported, and what the program said after it. */
 static int find_oom(struct vrt_trace *t, int index, struct oom *out, int *count)
 {
 	struct vrt_pass p;
 	struct vrt_record r;
 	uint64_t last_torch = 0, last_cuda = 0;
 	int n = 0;
-	bool have_torch = false;
+	bool have_torch = false, chosen = false;
 	vrt_pass_open(&p, t, &(struct vrt_pass_options){ .quiet = true });
 	while (vrt_pass_next(&p, &r, NULL)) {
 		uint64_t events = p.events;
+		if (chosen)
+			note_after(out, &r, events);
 		if (r.op != VRT_OP_OOM)
 			continue;
 		n++;
@@ -67,24 +104,21 @@ static int find_oom(struct vrt_trace *t, int index, struct oom *out, int *count)
 			out->cuda_total = r.aux2;
 		}
 		if (index && n == index) {
-			out->rec = r;
-			out->thread = p.rp.thread;
-			out->event = events - 1;
+			choose(out, &r, p.rp.thread, events - 1);
+			chosen = true;
 		}
 		if (torch) {
 			have_torch = true;
 			last_torch = events - 1;
 			if (!index) {
-				out->rec = r;
-				out->thread = p.rp.thread;
-				out->event = last_torch;
+				choose(out, &r, p.rp.thread, last_torch);
+				chosen = true;
 			}
 		} else if (!have_torch || last_cuda < last_torch) {
 			last_cuda = events - 1;
 			if (!index && !have_torch) {
-				out->rec = r;
-				out->thread = p.rp.thread;
-				out->event = last_cuda;
+				choose(out, &r, p.rp.thread, last_cuda);
+				chosen = true;
 			}
 		}
 	}
@@ -93,31 +127,6 @@ static int find_oom(struct vrt_trace *t, int index, struct oom *out, int *count)
 	if (error)
 		return error;
 	return n && (!index || index <= n) ? 0 : VRT_E_EMPTY;
-}
-
-/*
- * What the program said right after the failure: PyTorch's limits (OOM_LIMITS) and the walk
- * its out-of-memory observer ran (python/vramtrace/_retention.py), which came before the error
- * was raised, while the failing step's tensors were all alive. Stops at the next failure.
- */
-static int find_after(struct vrt_trace *t, struct oom *o)
-{
-	struct vrt_pass p;
-	struct vrt_record r;
-	vrt_pass_open(&p, t, &(struct vrt_pass_options){ .quiet = true });
-	while (vrt_pass_next(&p, &r, NULL)) {
-		if (p.events <= o->event + 1)
-			continue;
-		if (r.op == VRT_OP_OOM && r.api == o->rec.api)
-			break;
-		if (r.op == VRT_OP_OOM_LIMITS && !o->limits.op && r.device == o->rec.device)
-			o->limits = r;
-		if (vrt_owners_apply(&o->owners, &r) && o->owners.last.reason == VRT_WALK_OOM) {
-			o->walked = true;
-			break;
-		}
-	}
-	return vrt_pass_finish(&p);
 }
 
 /* Second pass: the model just before the OOM, and the phases open then. */
@@ -418,8 +427,6 @@ static int explain_oom(struct vrt_trace *t, const struct oom_options *opt, FILE 
 	int rc = find_oom(t, opt->index, &o, count);
 	*found = rc != VRT_E_EMPTY;
 	struct vrt_model m;
-	if (!rc)
-		rc = find_after(t, &o);
 	if (!rc && !(rc = vrt_model_init(&m))) {
 		rc = replay_to(t, &o, &m, opt->quiet);
 		if (!rc) {
@@ -457,6 +464,7 @@ static bool has_oom(const char *path, void *ctx)
 	if (vrt_trace_open(&t, path))
 		return false;
 	bool found = find_oom(&t, 0, &o, &count) == 0;
+	vrt_owners_free(&o.owners);
 	vrt_trace_close(&t);
 	return found;
 }

@@ -28,7 +28,7 @@ def passes(*args):
 @pytest.mark.parametrize("trace,args,budget", [
     ("oom.vrt", ["report"], 2),            # totals, then the live set at each peak (seek, in event order)
     ("oom.vrt", ["timeline"], 1),
-    ("oom.vrt", ["oom"], 3),               # which OOM, what the program said after it, the model up to it
+    ("oom.vrt", ["oom"], 2),               # which OOM and what the program said after it; the model up to it
     ("oom.vrt", ["leaks"], 4),             # phase-less: survey, end state, low points, live sets at the lows
     ("leak-cycle.vrt", ["leaks"], 2),      # survey, then the phase replay
     ("oom.vrt", ["export", "--format", "folded-peak"], 2),
@@ -36,7 +36,7 @@ def passes(*args):
     # totals, peaks, timeline, then oom in-process on the open trace (one pass finds no OOM);
     # leaks still runs in a child process, whose passes are not counted here
     ("leak-cycle.vrt", ["html"], 4),
-    ("oom.vrt", ["html"], 6),
+    ("oom.vrt", ["html"], 5),
 ])
 def test_each_report_reads_the_trace_a_bounded_number_of_times(tmp_path, trace, args, budget):
     out = ["-o", tmp_path / "out"] if args[0] in ("html", "export") else []
