@@ -146,6 +146,7 @@ struct html {
 	struct oom_event ooms[MAX_OOMS];
 	int n_ooms;
 	uint64_t ooms_dropped;
+	struct vrt_oom_search *oom; /* fed by the first pass, for the "oom" section */
 };
 
 /* ---- series ------------------------------------------------------------------------------ */
@@ -273,6 +274,8 @@ static int pass_totals(struct html *h)
 	vrt_pass_open(&p, h->t, &(struct vrt_pass_options){ .label = "html: totals", .quiet = h->o->quiet,
 							     .model = &h->end });
 	while (vrt_pass_next(&p, &r, &e)) {
+		if (h->oom)
+			vrt_oom_search_record(h->oom, &r, p.rp.thread, p.events);
 		note_stack_max(h, &e);
 		if (!h->have_range && (h->end.events || r.op == VRT_OP_CP_BEGIN)) {
 			h->from = vrt_ts_seconds(h->t, h->end.last_ts);
@@ -910,7 +913,8 @@ static void embed_oom(FILE *out, struct html *h, FILE *notes)
 	size_t len = 0;
 	bool found = false;
 	FILE *mem = open_memstream(&json, &len);
-	int rc = mem ? vrt_oom_json(h->t, mem, &found) : VRT_E_NOMEM;
+	int rc = mem && h->oom ? vrt_oom_json(h->t, h->oom, mem, &found) : VRT_E_NOMEM;
+	found = found || rc;
 	if (mem && fclose(mem) && !rc)
 		rc = VRT_E_NOMEM;
 	fprintf(out, ", \"oom\": ");
@@ -1298,6 +1302,7 @@ static void write_page(FILE *out, const struct html *h, const char *data, size_t
 
 static void html_free(struct html *h)
 {
+	vrt_oom_search_free(h->oom);
 	for (int i = 0; i < h->n_series; i++) {
 		struct series *s = &h->s[i];
 		vrt_sites_free(&s->at_peak);
@@ -1323,6 +1328,7 @@ static int html_run(struct html *h, FILE *out)
 {
 	if (vrt_model_init(&h->end))
 		return vrt_fail(VRT_E_NOMEM, "html");
+	h->oom = vrt_oom_search_new(0); /* NULL: the section is left out with a note */
 	int rc = pass_totals(h);
 	if (rc)
 		return rc;

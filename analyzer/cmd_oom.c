@@ -81,52 +81,81 @@ static void choose(struct oom *o, const struct vrt_record *r, uint32_t thread, u
 	vrt_owners_free(&o->owners);
 }
 
-/* The one pass before the model's: which OOM to explain, where it is, the free/total the driver
- * reported, and what the program said after it. */
-static int find_oom(struct vrt_trace *t, int index, struct oom *out, int *count)
+/* Which OOM to explain, where it is, the free/total the driver reported, and what the program
+ * said after it: fed every record of one pass (oom's first, or html's). */
+struct vrt_oom_search {
+	int index;              /* the one asked for (1: the first), 0: the default */
+	int n;                  /* out-of-memory events so far */
+	bool have_torch, chosen;
+	uint64_t last_torch, last_cuda;
+	struct oom o;
+};
+
+struct vrt_oom_search *vrt_oom_search_new(int index)
+{
+	struct vrt_oom_search *s = calloc(1, sizeof(*s));
+	if (s)
+		s->index = index;
+	return s;
+}
+
+void vrt_oom_search_free(struct vrt_oom_search *s)
+{
+	if (s)
+		vrt_owners_free(&s->o.owners);
+	free(s);
+}
+
+void vrt_oom_search_record(struct vrt_oom_search *s, const struct vrt_record *r, uint32_t thread, uint64_t events)
+{
+	struct oom *out = &s->o;
+	if (s->chosen)
+		note_after(out, r, events);
+	if (r->op != VRT_OP_OOM)
+		return;
+	s->n++;
+	bool torch = r->api == VRT_API_TORCH_OOM;
+	if (!torch) {
+		out->cuda_free = r->aux;
+		out->cuda_total = r->aux2;
+	}
+	if (s->index && s->n == s->index) {
+		choose(out, r, thread, events - 1);
+		s->chosen = true;
+	}
+	if (torch) {
+		s->have_torch = true;
+		s->last_torch = events - 1;
+		if (!s->index) {
+			choose(out, r, thread, s->last_torch);
+			s->chosen = true;
+		}
+	} else if (!s->have_torch || s->last_cuda < s->last_torch) {
+		s->last_cuda = events - 1;
+		if (!s->index && !s->have_torch) {
+			choose(out, r, thread, s->last_cuda);
+			s->chosen = true;
+		}
+	}
+}
+
+static bool search_found(const struct vrt_oom_search *s)
+{
+	return s->n && (!s->index || s->index <= s->n);
+}
+
+/* The pass that finds the OOM, when no other pass fed the search. */
+static int find_oom(struct vrt_trace *t, struct vrt_oom_search *s)
 {
 	struct vrt_pass p;
 	struct vrt_record r;
-	uint64_t last_torch = 0, last_cuda = 0;
-	int n = 0;
-	bool have_torch = false, chosen = false;
 	vrt_pass_open(&p, t, &(struct vrt_pass_options){ .quiet = true });
-	while (vrt_pass_next(&p, &r, NULL)) {
-		uint64_t events = p.events;
-		if (chosen)
-			note_after(out, &r, events);
-		if (r.op != VRT_OP_OOM)
-			continue;
-		n++;
-		bool torch = r.api == VRT_API_TORCH_OOM;
-		if (!torch) {
-			out->cuda_free = r.aux;
-			out->cuda_total = r.aux2;
-		}
-		if (index && n == index) {
-			choose(out, &r, p.rp.thread, events - 1);
-			chosen = true;
-		}
-		if (torch) {
-			have_torch = true;
-			last_torch = events - 1;
-			if (!index) {
-				choose(out, &r, p.rp.thread, last_torch);
-				chosen = true;
-			}
-		} else if (!have_torch || last_cuda < last_torch) {
-			last_cuda = events - 1;
-			if (!index && !have_torch) {
-				choose(out, &r, p.rp.thread, last_cuda);
-				chosen = true;
-			}
-		}
-	}
-	*count = n;
+	while (vrt_pass_next(&p, &r, NULL))
+		vrt_oom_search_record(s, &r, p.rp.thread, p.events);
 	int error = vrt_pass_finish(&p);
 	if (error)
 		return error;
-	return n && (!index || index <= n) ? 0 : VRT_E_EMPTY;
+	return search_found(s) ? 0 : VRT_E_EMPTY;
 }
 
 /* Second pass: the model just before the OOM, and the phases open then. */
@@ -414,6 +443,31 @@ static void print_json(FILE *out, const struct vrt_trace *t, const struct oom *o
 	fprintf(out, "}}");
 }
 
+/* Explains the OOM a fed search found, on out (JSON or text). Returns 0 or a vrt_error. */
+static int explain_found(struct vrt_trace *t, const struct oom_options *opt, FILE *out, struct vrt_oom_search *s)
+{
+	struct oom *o = &s->o;
+	struct vrt_model m;
+	int rc = vrt_model_init(&m);
+	if (rc)
+		return rc;
+	rc = replay_to(t, o, &m, opt->quiet);
+	if (!rc) {
+		struct explanation x;
+		struct vrt_remedies rm;
+		explain(t, &m, o, o->rec.device, &x);
+		remedies_for(t, o, &x, &rm);
+		if (opt->json)
+			print_json(out, t, o, &x, opt, &rm);
+		else
+			print_text(t, o, &x, opt, s->n, &rm);
+		vrt_sites_free(&x.device_sites);
+		vrt_sites_free(&x.host_sites);
+	}
+	vrt_model_free(&m);
+	return rc;
+}
+
 /*
  * Finds the out-of-memory event opt asks for and explains it on out (JSON or text). *found:
  * whether that event exists (*count: how many there are). Returns 0 or a vrt_error; prints no
@@ -421,50 +475,37 @@ static void print_json(FILE *out, const struct vrt_trace *t, const struct oom *o
  */
 static int explain_oom(struct vrt_trace *t, const struct oom_options *opt, FILE *out, bool *found, int *count)
 {
-	struct oom o = { 0 };
-	vrt_owners_init(&o.owners);
+	*found = true;
 	*count = 0;
-	int rc = find_oom(t, opt->index, &o, count);
+	struct vrt_oom_search *s = vrt_oom_search_new(opt->index);
+	if (!s)
+		return VRT_E_NOMEM;
+	int rc = find_oom(t, s);
 	*found = rc != VRT_E_EMPTY;
-	struct vrt_model m;
-	if (!rc && !(rc = vrt_model_init(&m))) {
-		rc = replay_to(t, &o, &m, opt->quiet);
-		if (!rc) {
-			struct explanation x;
-			struct vrt_remedies rm;
-			explain(t, &m, &o, o.rec.device, &x);
-			remedies_for(t, &o, &x, &rm);
-			if (opt->json)
-				print_json(out, t, &o, &x, opt, &rm);
-			else
-				print_text(t, &o, &x, opt, *count, &rm);
-			vrt_sites_free(&x.device_sites);
-			vrt_sites_free(&x.host_sites);
-		}
-		vrt_model_free(&m);
-	}
-	vrt_owners_free(&o.owners);
+	*count = s->n;
+	if (!rc)
+		rc = explain_found(t, opt, out, s);
+	vrt_oom_search_free(s);
 	return rc;
 }
 
-int vrt_oom_json(struct vrt_trace *t, FILE *out, bool *found)
+int vrt_oom_json(struct vrt_trace *t, struct vrt_oom_search *s, FILE *out, bool *found)
 {
 	const struct oom_options opt = { .top = 10, .json = true, .quiet = true };
-	int count;
-	return explain_oom(t, &opt, out, found, &count);
+	*found = search_found(s);
+	return *found ? explain_found(t, &opt, out, s) : 0;
 }
 
 /* In a run's directory, the process that ran out of memory. */
 static bool has_oom(const char *path, void *ctx)
 {
 	struct vrt_trace t;
-	struct oom o = { 0 };
-	int count = 0;
 	(void)ctx;
 	if (vrt_trace_open(&t, path))
 		return false;
-	bool found = find_oom(&t, 0, &o, &count) == 0;
-	vrt_owners_free(&o.owners);
+	struct vrt_oom_search *s = vrt_oom_search_new(0);
+	bool found = s && find_oom(&t, s) == 0;
+	vrt_oom_search_free(s);
 	vrt_trace_close(&t);
 	return found;
 }

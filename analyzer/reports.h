@@ -12,8 +12,15 @@
 
 #include "trace_reader.h"
 
-/* `vramtrace oom --json` (the default OOM, top 10 sites). *found: whether the trace has an
- * out-of-memory event (nothing is written when not). Returns 0 or a vrt_error. */
-int vrt_oom_json(struct vrt_trace *t, FILE *out, bool *found);
+/* The search for the OOM to explain (the default one: the last PyTorch failure, else the last
+ * CUDA one; or the index-th, from 1), fed every record of a pass with its thread and the
+ * number of events so far, this record's included. */
+struct vrt_oom_search;
+struct vrt_oom_search *vrt_oom_search_new(int index);
+void vrt_oom_search_record(struct vrt_oom_search *s, const struct vrt_record *r, uint32_t thread, uint64_t events);
+void vrt_oom_search_free(struct vrt_oom_search *s);
+/* `vramtrace oom --json` (top 10 sites) for the OOM a whole pass fed to s found. *found:
+ * whether the trace has one (nothing is written when not). Returns 0 or a vrt_error. */
+int vrt_oom_json(struct vrt_trace *t, struct vrt_oom_search *s, FILE *out, bool *found);
 
 #endif /* VRAMTRACE_REPORTS_H */

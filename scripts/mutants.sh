@@ -394,6 +394,11 @@ m html-oom-section-dropped analyzer/cmd_html.c \
   'if (0)\n\t\tfwrite(json, 1, len, out);' \
   test_html.py::test_oom_section
 
+m html-oom-search-unfed analyzer/cmd_html.c \
+  'vrt_oom_search_record(h->oom, &r, p.rp.thread, p.events);' \
+  '(void)r;' \
+  test_html.py::test_oom_section
+
 # ---- the driver ------------------------------------------------------------------------------
 
 if [ "${1:-}" = --list ]; then
