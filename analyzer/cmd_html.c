@@ -147,6 +147,9 @@ struct html {
 	int n_ooms;
 	uint64_t ooms_dropped;
 	struct vrt_oom_search *oom; /* fed by the first pass, for the "oom" section */
+	FILE *oom_out;              /* its JSON, written by the second pass (oom_json) */
+	char *oom_json;
+	size_t oom_len;
 };
 
 /* ---- series ------------------------------------------------------------------------------ */
@@ -333,8 +336,13 @@ static int pass_peaks(struct html *h)
 	struct vrt_pass p;
 	struct vrt_record r;
 	int left = h->n_series;
+	/* The OOM section's model is this one, up to the failure: this pass goes on to it. */
+	h->oom_out = h->oom ? open_memstream(&h->oom_json, &h->oom_len) : NULL;
+	bool oom = h->oom_out && vrt_oom_step(h->oom, h->t, &m, NULL, h->oom_out);
 	vrt_pass_open(&p, h->t, &(struct vrt_pass_options){ .label = "html: peaks", .quiet = h->o->quiet, .model = &m });
-	while (left && vrt_pass_next(&p, &r, NULL)) {
+	while ((left || oom) && vrt_pass_next(&p, &r, NULL)) {
+		if (oom)
+			oom = vrt_oom_step(h->oom, h->t, &m, &r, h->oom_out);
 		for (int i = 0; i < h->n_series; i++) {
 			struct series *s = &h->s[i];
 			/* The peak is the event that set it, once the total is back at that value (a
@@ -905,25 +913,44 @@ static void embed_child(FILE *out, struct html *h, const char *key, const char *
 		fprintf(stderr, "vramtrace: html: %s\n", why);
 }
 
-/* `vramtrace oom --json` on the trace already open, as "oom": {...}; null when the trace has no
- * out-of-memory event, or with a note why when it could not be explained. */
+/* The OOM's JSON: pass_peaks wrote it when the trace has one (else a pass of its own does).
+ * Returns 0 or a vrt_error; *found: whether the trace has an OOM. */
+static int oom_json(struct html *h, char **json, size_t *len, bool *found)
+{
+	*found = h->oom && vrt_oom_search_found(h->oom);
+	if (!h->oom)
+		return VRT_E_NOMEM;
+	if (!*found)
+		return 0;
+	if (vrt_oom_explained(h->oom)) {
+		int rc = fclose(h->oom_out) ? VRT_E_NOMEM : 0;
+		h->oom_out = NULL;
+		*json = h->oom_json, *len = h->oom_len;
+		h->oom_json = NULL;
+		return rc;
+	}
+	FILE *mem = open_memstream(json, len);
+	int rc = mem ? vrt_oom_json(h->t, h->oom, mem, found) : VRT_E_NOMEM;
+	if (mem && fclose(mem) && !rc)
+		rc = VRT_E_NOMEM;
+	return rc;
+}
+
+/* `vramtrace oom --json` as "oom": {...}, computed in-process on the trace already open; null
+ * when the trace has no out-of-memory event, or with a note why when it could not be explained. */
 static void embed_oom(FILE *out, struct html *h, FILE *notes)
 {
 	char *json = NULL;
 	size_t len = 0;
-	bool found = false;
-	FILE *mem = open_memstream(&json, &len);
-	int rc = mem && h->oom ? vrt_oom_json(h->t, h->oom, mem, &found) : VRT_E_NOMEM;
-	found = found || rc;
-	if (mem && fclose(mem) && !rc)
-		rc = VRT_E_NOMEM;
+	bool found;
+	int rc = oom_json(h, &json, &len, &found);
 	fprintf(out, ", \"oom\": ");
 	if (!rc && found)
 		fwrite(json, 1, len, out);
 	else
 		fputs("null", out);
 	free(json);
-	if (!rc || !found)
+	if (!rc || !(found || rc == VRT_E_NOMEM))
 		return;
 	char why[160];
 	snprintf(why, sizeof(why), "`vramtrace oom` failed (exit %d); section left out", vrt_exit_code(rc));
@@ -1303,6 +1330,9 @@ static void write_page(FILE *out, const struct html *h, const char *data, size_t
 static void html_free(struct html *h)
 {
 	vrt_oom_search_free(h->oom);
+	if (h->oom_out)
+		fclose(h->oom_out);
+	free(h->oom_json);
 	for (int i = 0; i < h->n_series; i++) {
 		struct series *s = &h->s[i];
 		vrt_sites_free(&s->at_peak);

@@ -46,6 +46,10 @@ struct oom {
 	struct vrt_owners owners; /* its retention walk, when one ran at the failure */
 	bool walked;
 	bool after_done;          /* what came after it is all read (the next failure, or its walk) */
+	/* the replay up to it: phase names entered so far and their calls */
+	uint64_t seen[64];
+	uint32_t seen_names[64];
+	int n_seen;
 };
 
 /*
@@ -87,6 +91,7 @@ struct vrt_oom_search {
 	int index;              /* the one asked for (1: the first), 0: the default */
 	int n;                  /* out-of-memory events so far */
 	bool have_torch, chosen;
+	bool explained;         /* vrt_oom_step wrote it */
 	uint64_t last_torch, last_cuda;
 	struct oom o;
 };
@@ -158,41 +163,42 @@ static int find_oom(struct vrt_trace *t, struct vrt_oom_search *s)
 	return search_found(s) ? 0 : VRT_E_EMPTY;
 }
 
+/* The phases open at the failure and the last mark before it, one record at a time. */
+static void follow(const struct vrt_trace *t, struct oom *o, const struct vrt_record *r)
+{
+	if (r->op == VRT_OP_MARK) {
+		o->last_mark = (uint32_t)r->id;
+		o->mark_s = vrt_ts_seconds(t, r->ts);
+	}
+	if (r->op == VRT_OP_PHASE_ENTER) {
+		int i = 0;
+		while (i < o->n_seen && o->seen_names[i] != r->id)
+			i++;
+		if (i == o->n_seen && o->n_seen < 64)
+			o->seen_names[o->n_seen++] = (uint32_t)r->id;
+		uint64_t invocation = i < 64 ? ++o->seen[i] : 0;
+		if (o->n_phases < MAX_OPEN_PHASES)
+			o->phases[o->n_phases++] = (struct open_phase){ (uint32_t)r->id, invocation };
+	} else if (r->op == VRT_OP_PHASE_EXIT) {
+		for (int i = o->n_phases - 1; i >= 0; i--)
+			if (o->phases[i].name == r->id) {
+				memmove(&o->phases[i], &o->phases[i + 1], (size_t)(o->n_phases - i - 1) * sizeof(o->phases[0]));
+				o->n_phases--;
+				break;
+			}
+	}
+}
+
 /* Second pass: the model just before the OOM, and the phases open then. */
 static int replay_to(struct vrt_trace *t, struct oom *o, struct vrt_model *m, bool quiet)
 {
 	struct vrt_pass p;
 	struct vrt_record r;
-	uint64_t seen[64] = { 0 };
-	uint32_t seen_names[64] = { 0 };
-	int n_seen = 0;
 	vrt_pass_open(&p, t, &(struct vrt_pass_options){ .label = "oom", .quiet = quiet, .model = m });
-	while (m->events < o->event && vrt_pass_next(&p, &r, NULL)) {
-		if (r.op == VRT_OP_MARK) {
-			o->last_mark = (uint32_t)r.id;
-			o->mark_s = vrt_ts_seconds(t, r.ts);
-		}
-		if (r.op == VRT_OP_PHASE_ENTER) {
-			int i = 0;
-			while (i < n_seen && seen_names[i] != r.id)
-				i++;
-			if (i == n_seen && n_seen < 64)
-				seen_names[n_seen++] = (uint32_t)r.id;
-			uint64_t invocation = i < 64 ? ++seen[i] : 0;
-			if (o->n_phases < MAX_OPEN_PHASES)
-				o->phases[o->n_phases++] = (struct open_phase){ (uint32_t)r.id, invocation };
-		} else if (r.op == VRT_OP_PHASE_EXIT) {
-			for (int i = o->n_phases - 1; i >= 0; i--)
-				if (o->phases[i].name == r.id) {
-					memmove(&o->phases[i], &o->phases[i + 1], (size_t)(o->n_phases - i - 1) * sizeof(o->phases[0]));
-					o->n_phases--;
-					break;
-				}
-		}
-	}
+	while (m->events < o->event && vrt_pass_next(&p, &r, NULL))
+		follow(t, o, &r);
 	return vrt_pass_finish(&p);
 }
-
 
 struct explanation {
 	int device;
@@ -443,27 +449,33 @@ static void print_json(FILE *out, const struct vrt_trace *t, const struct oom *o
 	fprintf(out, "}}");
 }
 
+/* Explains the OOM s found with the model m just before it, on out (JSON or text). */
+static void explain_at(struct vrt_trace *t, const struct oom_options *opt, FILE *out, struct vrt_oom_search *s,
+		       const struct vrt_model *m)
+{
+	struct oom *o = &s->o;
+	struct explanation x;
+	struct vrt_remedies rm;
+	explain(t, m, o, o->rec.device, &x);
+	remedies_for(t, o, &x, &rm);
+	if (opt->json)
+		print_json(out, t, o, &x, opt, &rm);
+	else
+		print_text(t, o, &x, opt, s->n, &rm);
+	vrt_sites_free(&x.device_sites);
+	vrt_sites_free(&x.host_sites);
+}
+
 /* Explains the OOM a fed search found, on out (JSON or text). Returns 0 or a vrt_error. */
 static int explain_found(struct vrt_trace *t, const struct oom_options *opt, FILE *out, struct vrt_oom_search *s)
 {
-	struct oom *o = &s->o;
 	struct vrt_model m;
 	int rc = vrt_model_init(&m);
 	if (rc)
 		return rc;
-	rc = replay_to(t, o, &m, opt->quiet);
-	if (!rc) {
-		struct explanation x;
-		struct vrt_remedies rm;
-		explain(t, &m, o, o->rec.device, &x);
-		remedies_for(t, o, &x, &rm);
-		if (opt->json)
-			print_json(out, t, o, &x, opt, &rm);
-		else
-			print_text(t, o, &x, opt, s->n, &rm);
-		vrt_sites_free(&x.device_sites);
-		vrt_sites_free(&x.host_sites);
-	}
+	rc = replay_to(t, &s->o, &m, opt->quiet);
+	if (!rc)
+		explain_at(t, opt, out, s, &m);
 	vrt_model_free(&m);
 	return rc;
 }
@@ -489,11 +501,36 @@ static int explain_oom(struct vrt_trace *t, const struct oom_options *opt, FILE 
 	return rc;
 }
 
+static const struct oom_options composed = { .top = 10, .json = true, .quiet = true };
+
 int vrt_oom_json(struct vrt_trace *t, struct vrt_oom_search *s, FILE *out, bool *found)
 {
-	const struct oom_options opt = { .top = 10, .json = true, .quiet = true };
 	*found = search_found(s);
-	return *found ? explain_found(t, &opt, out, s) : 0;
+	return *found ? explain_found(t, &composed, out, s) : 0;
+}
+
+bool vrt_oom_search_found(const struct vrt_oom_search *s)
+{
+	return search_found(s);
+}
+
+bool vrt_oom_step(struct vrt_oom_search *s, struct vrt_trace *t, const struct vrt_model *m, const struct vrt_record *r,
+		  FILE *out)
+{
+	if (!search_found(s) || s->explained)
+		return false;
+	if (r)
+		follow(t, &s->o, r);
+	if (m->events < s->o.event)
+		return true;
+	explain_at(t, &composed, out, s, m);
+	s->explained = true;
+	return false;
+}
+
+bool vrt_oom_explained(const struct vrt_oom_search *s)
+{
+	return s->explained;
 }
 
 /* In a run's directory, the process that ran out of memory. */

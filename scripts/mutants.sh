@@ -399,6 +399,11 @@ m html-oom-search-unfed analyzer/cmd_html.c \
   '(void)r;' \
   test_html.py::test_oom_section
 
+m html-peaks-stop-before-oom analyzer/cmd_html.c \
+  'while ((left || oom) && vrt_pass_next(&p, &r, NULL)) {' \
+  'while (left && vrt_pass_next(&p, &r, NULL)) {' \
+  test_passes.py::test_each_report_reads_the_trace_a_bounded_number_of_times
+
 # ---- the driver ------------------------------------------------------------------------------
 
 if [ "${1:-}" = --list ]; then
