@@ -11,6 +11,7 @@
 #include "cli.h"
 #include "json.h"
 #include "model.h"
+#include "pass.h"
 #include "report_common.h"
 #include "sites.h"
 #include "stacks.h"
@@ -72,18 +73,17 @@ static int load_side(struct side *s, bool quiet)
 	struct vrt_model m;
 	if (vrt_model_init(&m))
 		return VRT_EXIT_INTERNAL;
-	struct vrt_replay rp;
+	struct vrt_pass p;
 	struct vrt_record r;
-	vrt_replay_begin(&rp, &s->trace);
-	while (vrt_replay_next(&rp, &r)) {
-		if (s->at >= 0 && r.op < VRT_OP_CP_BEGIN && vrt_ts_seconds(&s->trace, r.ts) > s->at)
-			break;
-		vrt_model_apply(&m, &r, NULL);
-	}
+	vrt_pass_open(&p, &s->trace, &(struct vrt_pass_options){ .label = "diff", .quiet = quiet, .model = &m,
+								 .until_time = s->at >= 0, .until_s = s->at });
+	while (vrt_pass_next(&p, &r, NULL))
+		;
+	rc = vrt_pass_close(&p);
 	vrt_sites_init(&s->sites);
 	vrt_report_group_live(&s->trace, &m, &s->sites, -2, m.any_blocks ? -1 : -2);
 	vrt_model_free(&m);
-	return rp.error ? vrt_fail(rp.error, "%s", s->path) : 0;
+	return rc;
 }
 
 static int cmp_rows(const void *x, const void *y)

@@ -16,6 +16,7 @@
 #include "memory_viz.h"
 #include "safe_output.h"
 #include "model.h"
+#include "pass.h"
 #include "report_common.h"
 #include "series.h"
 #include "sites.h"
@@ -91,11 +92,10 @@ static int export_folded(struct vrt_trace *t, FILE *out, bool at_peak, bool quie
 		uint64_t target = main_peak_event(&m, &slot);
 		vrt_model_free(&m);
 		vrt_model_init(&m);
-		struct vrt_replay rp;
-		struct vrt_record r;
-		vrt_replay_begin(&rp, t);
-		while (m.events < target && vrt_replay_next(&rp, &r))
-			vrt_model_apply(&m, &r, NULL);
+		struct vrt_pass p;
+		vrt_pass_open(&p, t, &(struct vrt_pass_options){ .label = "export", .quiet = quiet, .model = &m });
+		vrt_pass_seek(&p, target);
+		rc = vrt_pass_close(&p);
 		vrt_report_group_live(t, &m, &s, slot, m.any_blocks ? -1 : VRT_KIND_DEVICE);
 	} else if (!rc) {
 		vrt_report_group_live(t, &m, &s, -2, m.any_blocks ? -1 : -2);
@@ -123,12 +123,11 @@ static int export_chrome(struct vrt_trace *t, FILE *out, bool quiet)
 	vrt_process_label(t, label, sizeof(label));
 	json_string(out, label);
 	fprintf(out, "}}");
-	struct vrt_replay rp;
+	struct vrt_pass p;
 	struct vrt_record r;
 	struct vrt_effect e;
-	vrt_replay_begin(&rp, t);
-	while (vrt_replay_next(&rp, &r)) {
-		vrt_model_apply(&m, &r, &e);
+	vrt_pass_open(&p, t, &(struct vrt_pass_options){ .label = "export", .quiet = quiet, .model = &m });
+	while (vrt_pass_next(&p, &r, &e)) {
 		double now = vrt_ts_seconds(t, m.last_ts);
 		if (e.kind != VRT_EFFECT_NONE)
 			vrt_series_sample(&s, &m, now);
@@ -142,9 +141,10 @@ static int export_chrome(struct vrt_trace *t, FILE *out, bool quiet)
 				json_string(out, vrt_string(t, r.id));
 			}
 			fprintf(out, ", \"ph\": \"%s\", \"ts\": %.3f, \"pid\": %d, \"tid\": %u%s}", ph ? ph : "i",
-				vrt_ts_seconds(t, r.ts) * 1e6, pid, rp.thread, ph ? "" : ", \"s\": \"p\"");
+				vrt_ts_seconds(t, r.ts) * 1e6, pid, p.rp.thread, ph ? "" : ", \"s\": \"p\"");
 		}
 	}
+	int rc = vrt_pass_close(&p);
 	vrt_series_finish(&s);
 	char name[64];
 	for (int b = 0; b < s.used; b++) {
@@ -157,10 +157,7 @@ static int export_chrome(struct vrt_trace *t, FILE *out, bool quiet)
 	fprintf(out, "\n]}\n");
 	vrt_series_free(&s);
 	vrt_model_free(&m);
-	if (rp.error)
-		return vrt_fail(rp.error, "%s", t->path);
-	(void)quiet;
-	return 0;
+	return rc;
 }
 
 int vrt_cmd_export(int argc, char **argv)

@@ -38,6 +38,8 @@
 #include "json.h"
 #include "safe_output.h"
 #include "model.h"
+#include "pass.h"
+#include "reports.h"
 #include "report_common.h"
 #include "sites.h"
 #include "stacks.h"
@@ -144,6 +146,10 @@ struct html {
 	struct oom_event ooms[MAX_OOMS];
 	int n_ooms;
 	uint64_t ooms_dropped;
+	struct vrt_oom_search *oom; /* fed by the first pass, for the "oom" section */
+	FILE *oom_out;              /* its JSON, written by the second pass (oom_json) */
+	char *oom_json;
+	size_t oom_len;
 };
 
 /* ---- series ------------------------------------------------------------------------------ */
@@ -263,30 +269,23 @@ static void note_stack_max(struct html *h, const struct vrt_effect *e)
 
 /* ---- pass 1: totals and time range ------------------------------------------------------- */
 
-static int replay_error(struct html *h, const struct vrt_replay *rp)
-{
-	return rp->error ? vrt_fail(rp->error, "%s: stopped at a bad record", h->t->path) : 0;
-}
-
 static int pass_totals(struct html *h)
 {
-	struct vrt_replay rp;
+	struct vrt_pass p;
 	struct vrt_record r;
 	struct vrt_effect e;
-	struct vrt_progress pr;
-	vrt_progress_begin(&pr, "html: totals", h->o->quiet);
-	vrt_replay_begin(&rp, h->t);
-	while (vrt_replay_next(&rp, &r)) {
-		vrt_model_apply(&h->end, &r, &e);
+	vrt_pass_open(&p, h->t, &(struct vrt_pass_options){ .label = "html: totals", .quiet = h->o->quiet,
+							     .model = &h->end });
+	while (vrt_pass_next(&p, &r, &e)) {
+		if (h->oom)
+			vrt_oom_search_record(h->oom, &r, p.rp.thread, p.events);
 		note_stack_max(h, &e);
 		if (!h->have_range && (h->end.events || r.op == VRT_OP_CP_BEGIN)) {
 			h->from = vrt_ts_seconds(h->t, h->end.last_ts);
 			h->have_range = true;
 		}
-		if (!(h->end.events & 0xfffff))
-			vrt_progress_update(&pr, rp.bytes_done, rp.bytes_total);
 	}
-	vrt_progress_end(&pr);
+	int rc = vrt_pass_close(&p);
 	h->to = vrt_ts_seconds(h->t, h->end.last_ts);
 	if (!h->have_range || h->to < h->from)
 		h->from = h->to;
@@ -296,7 +295,7 @@ static int pass_totals(struct html *h)
 	double pad = (h->to - h->from) / 50;
 	if (end > h->to)
 		h->to += end - h->to < pad ? end - h->to : pad;
-	return replay_error(h, &rp);
+	return rc;
 }
 
 /* ---- pass 2: sites at each peak, and the top sites ---------------------------------------- */
@@ -334,12 +333,16 @@ static int pass_peaks(struct html *h)
 	struct vrt_model m;
 	if (vrt_model_init(&m))
 		return vrt_fail(VRT_E_NOMEM, "html");
-	struct vrt_replay rp;
+	struct vrt_pass p;
 	struct vrt_record r;
 	int left = h->n_series;
-	vrt_replay_begin(&rp, h->t);
-	while (left && vrt_replay_next(&rp, &r)) {
-		vrt_model_apply(&m, &r, NULL);
+	/* The OOM section's model is this one, up to the failure: this pass goes on to it. */
+	h->oom_out = h->oom ? open_memstream(&h->oom_json, &h->oom_len) : NULL;
+	bool oom = h->oom_out && vrt_oom_step(h->oom, h->t, &m, NULL, h->oom_out);
+	vrt_pass_open(&p, h->t, &(struct vrt_pass_options){ .label = "html: peaks", .quiet = h->o->quiet, .model = &m });
+	while ((left || oom) && vrt_pass_next(&p, &r, NULL)) {
+		if (oom)
+			oom = vrt_oom_step(h->oom, h->t, &m, &r, h->oom_out);
 		for (int i = 0; i < h->n_series; i++) {
 			struct series *s = &h->s[i];
 			/* The peak is the event that set it, once the total is back at that value (a
@@ -351,8 +354,9 @@ static int pass_peaks(struct html *h)
 			left--;
 		}
 	}
+	int rc = vrt_pass_close(&p);
 	vrt_model_free(&m);
-	return replay_error(h, &rp);
+	return rc;
 }
 
 /* Index of a stack in the page's site table, adding it when new. */
@@ -673,14 +677,11 @@ static int pass_buckets(struct html *h)
 	struct vrt_model m;
 	if (vrt_model_init(&m))
 		return vrt_fail(VRT_E_NOMEM, "html");
-	struct vrt_replay rp;
+	struct vrt_pass p;
 	struct vrt_record r;
 	struct vrt_effect e;
-	struct vrt_progress pr;
-	vrt_progress_begin(&pr, "html: timeline", h->o->quiet);
-	vrt_replay_begin(&rp, h->t);
-	while (vrt_replay_next(&rp, &r)) {
-		vrt_model_apply(&m, &r, &e);
+	vrt_pass_open(&p, h->t, &(struct vrt_pass_options){ .label = "html: timeline", .quiet = h->o->quiet, .model = &m });
+	while (vrt_pass_next(&p, &r, &e)) {
 		note_marker(h, &r);
 		if (e.kind != VRT_EFFECT_NONE || e.delta) {
 			int b = bucket_of(h, vrt_ts_seconds(h->t, m.last_ts));
@@ -688,17 +689,14 @@ static int pass_buckets(struct html *h)
 			track(h, &m, &e);
 			sample(h, &m, b);
 		}
-		if (!(m.events & 0xfffff))
-			vrt_progress_update(&pr, rp.bytes_done, rp.bytes_total);
 	}
-	vrt_progress_end(&pr);
-	vrt_warn_model(h->t, &m, h->o->quiet);
+	rc = vrt_pass_close(&p);
 	roll_to(h, bucket_of(h, h->to));
 	for (int i = 0; i < h->n_phases; i++) /* still open at the end */
 		if (h->phases[i].depth > 0)
 			add_interval(h, &h->phases[i].iv, &h->phases[i].n, &h->phases[i].cap, h->phases[i].start, h->to);
 	vrt_model_free(&m);
-	return replay_error(h, &rp);
+	return rc;
 }
 
 /* ---- leaks and oom, from this binary ----------------------------------------------------- */
@@ -909,6 +907,53 @@ static void embed_child(FILE *out, struct html *h, const char *key, const char *
 		snprintf(why, sizeof(why), "`vramtrace %s` failed (exit %d); section left out", command, status);
 	else
 		snprintf(why, sizeof(why), "`vramtrace %s` gave no JSON object; section left out", command);
+	fprintf(notes, "%s", ftell(notes) ? ", " : "");
+	json_string(notes, why);
+	if (!h->o->quiet)
+		fprintf(stderr, "vramtrace: html: %s\n", why);
+}
+
+/* The OOM's JSON: pass_peaks wrote it when the trace has one (else a pass of its own does).
+ * Returns 0 or a vrt_error; *found: whether the trace has an OOM. */
+static int oom_json(struct html *h, char **json, size_t *len, bool *found)
+{
+	*found = h->oom && vrt_oom_search_found(h->oom);
+	if (!h->oom)
+		return VRT_E_NOMEM;
+	if (!*found)
+		return 0;
+	if (vrt_oom_explained(h->oom)) {
+		int rc = fclose(h->oom_out) ? VRT_E_NOMEM : 0;
+		h->oom_out = NULL;
+		*json = h->oom_json, *len = h->oom_len;
+		h->oom_json = NULL;
+		return rc;
+	}
+	FILE *mem = open_memstream(json, len);
+	int rc = mem ? vrt_oom_json(h->t, h->oom, mem, found) : VRT_E_NOMEM;
+	if (mem && fclose(mem) && !rc)
+		rc = VRT_E_NOMEM;
+	return rc;
+}
+
+/* `vramtrace oom --json` as "oom": {...}, computed in-process on the trace already open; null
+ * when the trace has no out-of-memory event, or with a note why when it could not be explained. */
+static void embed_oom(FILE *out, struct html *h, FILE *notes)
+{
+	char *json = NULL;
+	size_t len = 0;
+	bool found;
+	int rc = oom_json(h, &json, &len, &found);
+	fprintf(out, ", \"oom\": ");
+	if (!rc && found)
+		fwrite(json, 1, len, out);
+	else
+		fputs("null", out);
+	free(json);
+	if (!rc || !(found || rc == VRT_E_NOMEM))
+		return;
+	char why[160];
+	snprintf(why, sizeof(why), "`vramtrace oom` failed (exit %d); section left out", vrt_exit_code(rc));
 	fprintf(notes, "%s", ftell(notes) ? ", " : "");
 	json_string(notes, why);
 	if (!h->o->quiet)
@@ -1216,7 +1261,7 @@ static int build_data(struct html *h, char **data, size_t *len)
 	free(ft.index);
 	write_markers(out, h);
 	embed_child(out, h, "leaks", "leaks", vrt_cmd_leaks, -100, notes);
-	embed_child(out, h, "oom", "oom", vrt_cmd_oom, VRT_EXIT_FINDINGS, notes);
+	embed_oom(out, h, notes);
 	fclose(notes);
 	fprintf(out, ", \"notes\": [%s]}", notes_buf ? notes_buf : "");
 	free(notes_buf);
@@ -1284,6 +1329,10 @@ static void write_page(FILE *out, const struct html *h, const char *data, size_t
 
 static void html_free(struct html *h)
 {
+	vrt_oom_search_free(h->oom);
+	if (h->oom_out)
+		fclose(h->oom_out);
+	free(h->oom_json);
 	for (int i = 0; i < h->n_series; i++) {
 		struct series *s = &h->s[i];
 		vrt_sites_free(&s->at_peak);
@@ -1309,6 +1358,7 @@ static int html_run(struct html *h, FILE *out)
 {
 	if (vrt_model_init(&h->end))
 		return vrt_fail(VRT_E_NOMEM, "html");
+	h->oom = vrt_oom_search_new(0); /* NULL: the section is left out with a note */
 	int rc = pass_totals(h);
 	if (rc)
 		return rc;

@@ -21,6 +21,7 @@
 #include "json.h"
 #include "model.h"
 #include "owners.h"
+#include "pass.h"
 #include "report_common.h"
 #include "sites.h"
 #include "stacks.h"
@@ -157,16 +158,16 @@ static void count_allocation(struct survey *s, const struct vrt_effect *e)
 static int survey(struct vrt_trace *t, const struct leaks_options *o, bool want_phases, struct survey *s)
 {
 	bool want_blocks = !o->layer, before_mark = true;
-	struct vrt_replay rp;
+	struct vrt_pass p;
 	struct vrt_record r;
 	struct vrt_effect e;
 	struct vrt_model m;
 	if (want_phases && vrt_model_init(&m))
 		return vrt_fail(VRT_E_NOMEM, "leaks");
-	vrt_replay_begin(&rp, t);
-	while ((want_phases || (want_blocks && before_mark && !s->blocks.any_blocks)) && vrt_replay_next(&rp, &r)) {
+	vrt_pass_open(&p, t, &(struct vrt_pass_options){ .label = "leaks: survey", .quiet = o->quiet,
+							  .model = want_phases ? &m : NULL });
+	while ((want_phases || (want_blocks && before_mark && !s->blocks.any_blocks)) && vrt_pass_next(&p, &r, &e)) {
 		if (want_phases) {
-			vrt_model_apply(&m, &r, &e);
 			if (r.op == VRT_OP_PHASE_ENTER || r.op == VRT_OP_PHASE_EXIT)
 				count_boundary(s, &m, &r);
 			count_allocation(s, &e);
@@ -175,10 +176,11 @@ static int survey(struct vrt_trace *t, const struct leaks_options *o, bool want_
 		if (before_mark)
 			vrt_blocks_probe_apply(&s->blocks, &r);
 	}
+	int error = vrt_pass_finish(&p);
 	if (want_phases)
 		vrt_model_free(&m);
-	if (rp.error && before_mark)
-		return vrt_fail(rp.error, "%s: stopped at a bad record after %llu events", t->path,
+	if (error && before_mark)
+		return vrt_fail(error, "%s: stopped at a bad record after %llu events", t->path,
 				(unsigned long long)s->blocks.events);
 	return 0;
 }
@@ -440,16 +442,12 @@ static void measure_end(struct leaks *lk, struct vrt_model *m, double now)
 
 static int replay(struct leaks *lk, struct vrt_model *m)
 {
-	struct vrt_replay rp;
+	struct vrt_pass p;
 	struct vrt_record r;
 	struct vrt_effect e;
-	struct vrt_progress pr;
-	vrt_progress_begin(&pr, "leaks", lk->o->quiet);
-	vrt_replay_begin(&rp, lk->t);
-	while (vrt_replay_next(&rp, &r)) {
-		if (vrt_is_mark(lk->t, &r, lk->o->until_mark))
-			break;
-		vrt_model_apply(m, &r, &e);
+	vrt_pass_open(&p, lk->t, &(struct vrt_pass_options){ .label = "leaks", .quiet = lk->o->quiet, .model = m,
+							      .until_mark = lk->o->until_mark });
+	while (vrt_pass_next(&p, &r, &e)) {
 		if (vrt_owners_apply(&lk->owners, &r))
 			lk->walk_fresh = true;
 		if (r.op == VRT_OP_EXITING && !lk->ended) {
@@ -464,16 +462,20 @@ static int replay(struct leaks *lk, struct vrt_model *m)
 			double now = vrt_ts_seconds(lk->t, r.ts);
 			if (kind == 1 && lk->depth++ == 0) {
 				int rc = open_invocation(lk, m, now);
-				if (rc)
+				if (rc) {
+					vrt_pass_abandon(&p);
 					return vrt_fail(rc, "leaks");
+				}
 			} else if (kind == -1 && lk->depth > 0 && --lk->depth == 0) {
 				close_invocation(lk, m, now);
 			} else if (kind == 0) {
 				if (lk->n_inv)
 					close_invocation(lk, m, now);
 				int rc = open_invocation(lk, m, now);
-				if (rc)
+				if (rc) {
+					vrt_pass_abandon(&p);
 					return vrt_fail(rc, "leaks");
+				}
 			}
 		}
 		if (lk->n_inv && !lk->inv[lk->n_inv - 1].exit_event && (e.kind == VRT_EFFECT_BORN || e.kind == VRT_EFFECT_DIED ||
@@ -486,14 +488,10 @@ static int replay(struct leaks *lk, struct vrt_model *m)
 			else if (e.delta < 0 && __builtin_sub_overflow(v->freed, e.delta, &v->freed))
 				v->freed = INT64_MAX;
 		}
-		if (!(m->events & 0xfffff))
-			vrt_progress_update(&pr, rp.bytes_done, rp.bytes_total);
 	}
-	vrt_progress_end(&pr);
-	vrt_warn_model(lk->t, m, lk->o->quiet);
-	if (rp.error)
-		return vrt_fail(rp.error, "%s: stopped at a bad record after %llu events", lk->t->path,
-				(unsigned long long)m->events);
+	int rc = vrt_pass_close(&p);
+	if (rc)
+		return rc;
 	measure_end(lk, m, vrt_ts_seconds(lk->t, m->last_ts));
 	lk->live_at_end = live_total(lk, m);
 	return 0;
@@ -935,11 +933,11 @@ static int find_lows(struct leaks *lk, struct lows *lw, uint64_t total_events)
 		lw->min_live[w] = INT64_MAX;
 		vrt_sites_init(&lw->at[w]);
 	}
-	struct vrt_replay rp;
+	struct vrt_pass p;
 	struct vrt_record r;
-	vrt_replay_begin(&rp, lk->t);
-	while (vrt_replay_next(&rp, &r) && m.events <= total_events) {
-		vrt_model_apply(&m, &r, NULL);
+	vrt_pass_open(&p, lk->t, &(struct vrt_pass_options){ .label = "leaks: low points", .quiet = lk->o->quiet,
+							      .model = &m });
+	while (m.events <= total_events && vrt_pass_next(&p, &r, NULL)) {
 		if (!m.events || m.events > total_events)
 			continue; /* before the first event, or after the end (teardown, the mark) */
 		int w = (int)((m.events - 1) * WINDOWS / (total_events ? total_events : 1));
@@ -952,20 +950,18 @@ static int find_lows(struct leaks *lk, struct lows *lw, uint64_t total_events)
 			lw->min_s[w] = vrt_ts_seconds(lk->t, r.ts);
 		}
 	}
+	vrt_pass_abandon(&p); /* the baseline's first pass reported this trace's errors */
 	vrt_model_free(&m);
 	/* Second pass: the live set at each window's low point, by site. */
 	if (vrt_model_init(&m))
 		return VRT_EXIT_INTERNAL;
-	vrt_replay_begin(&rp, lk->t);
-	int next = 0;
-	while (next < WINDOWS && vrt_replay_next(&rp, &r)) {
-		vrt_model_apply(&m, &r, NULL);
-		while (next < WINDOWS && (lw->min_live[next] == INT64_MAX || m.events == lw->min_event[next])) {
-			if (lw->min_live[next] != INT64_MAX)
-				vrt_report_group_live(lk->t, &m, &lw->at[next], -2, lk->blocks ? -1 : VRT_KIND_DEVICE);
-			next++;
-		}
-	}
+	vrt_pass_open(&p, lk->t, &(struct vrt_pass_options){ .label = "leaks: low points", .quiet = lk->o->quiet,
+							      .model = &m });
+	/* Windows in event order: each low point is reached by seeking on from the last. */
+	for (int w = 0; w < WINDOWS; w++)
+		if (lw->min_live[w] != INT64_MAX && vrt_pass_seek(&p, lw->min_event[w]))
+			vrt_report_group_live(lk->t, &m, &lw->at[w], -2, lk->blocks ? -1 : VRT_KIND_DEVICE);
+	vrt_pass_abandon(&p);
 	vrt_model_free(&m);
 	return 0;
 }
@@ -981,12 +977,12 @@ static void measure_cadence(struct leaks *lk, uint32_t stack, uint64_t from, uin
 	struct vrt_model m;
 	if (vrt_model_init(&m))
 		return;
-	struct vrt_replay rp;
+	struct vrt_pass p;
 	struct vrt_record r;
 	struct vrt_effect e;
-	vrt_replay_begin(&rp, lk->t);
-	while (vrt_replay_next(&rp, &r) && m.events < to) {
-		vrt_model_apply(&m, &r, &e);
+	vrt_pass_open(&p, lk->t, &(struct vrt_pass_options){ .label = "leaks: cadence", .quiet = lk->o->quiet,
+							      .model = &m });
+	while (m.events < to && vrt_pass_next(&p, &r, &e)) {
 		if (m.events <= from || e.kind != VRT_EFFECT_BORN || !counts(lk, &e.item))
 			continue;
 		if (c->stacks.n < 4096)
@@ -1003,6 +999,7 @@ static void measure_cadence(struct leaks *lk, uint32_t stack, uint64_t from, uin
 		}
 		c->last_s = now;
 	}
+	vrt_pass_abandon(&p);
 	vrt_model_free(&m);
 	uint64_t gaps = c->allocations ? c->allocations - 1 : 0;
 	double spread = gaps > 1 ? sqrt(c->m2 / (double)(gaps - 1)) : 0;

@@ -14,6 +14,8 @@
 #include "categories.h"
 #include "model.h"
 #include "owners.h"
+#include "pass.h"
+#include "reports.h"
 #include "remedies.h"
 #include "report_common.h"
 #include "sites.h"
@@ -43,120 +45,160 @@ struct oom {
 	struct vrt_record limits; /* PyTorch's OOM_LIMITS for it (op 0: none) */
 	struct vrt_owners owners; /* its retention walk, when one ran at the failure */
 	bool walked;
+	bool after_done;          /* what came after it is all read (the next failure, or its walk) */
+	/* the replay up to it: phase names entered so far and their calls */
+	uint64_t seen[64];
+	uint32_t seen_names[64];
+	int n_seen;
 };
-
-/* First pass: which OOM to explain, where it is, and the free/total the driver reported. */
-static int find_oom(struct vrt_trace *t, int index, struct oom *out, int *count)
-{
-	struct vrt_replay rp;
-	struct vrt_record r;
-	uint64_t events = 0, last_torch = 0, last_cuda = 0;
-	int n = 0;
-	bool have_torch = false;
-	vrt_replay_begin(&rp, t);
-	while (vrt_replay_next(&rp, &r)) {
-		if (r.op < VRT_OP_CP_BEGIN)
-			events++;
-		if (r.op != VRT_OP_OOM)
-			continue;
-		n++;
-		bool torch = r.api == VRT_API_TORCH_OOM;
-		if (!torch) {
-			out->cuda_free = r.aux;
-			out->cuda_total = r.aux2;
-		}
-		if (index && n == index) {
-			out->rec = r;
-			out->thread = rp.thread;
-			out->event = events - 1;
-		}
-		if (torch) {
-			have_torch = true;
-			last_torch = events - 1;
-			if (!index) {
-				out->rec = r;
-				out->thread = rp.thread;
-				out->event = last_torch;
-			}
-		} else if (!have_torch || last_cuda < last_torch) {
-			last_cuda = events - 1;
-			if (!index && !have_torch) {
-				out->rec = r;
-				out->thread = rp.thread;
-				out->event = last_cuda;
-			}
-		}
-	}
-	*count = n;
-	if (rp.error)
-		return rp.error;
-	return n && (!index || index <= n) ? 0 : VRT_E_EMPTY;
-}
 
 /*
  * What the program said right after the failure: PyTorch's limits (OOM_LIMITS) and the walk
  * its out-of-memory observer ran (python/vramtrace/_retention.py), which came before the error
  * was raised, while the failing step's tensors were all alive. Stops at the next failure.
+ * Gathered in the pass that finds the OOM: `events` counts the record r.
  */
-static int find_after(struct vrt_trace *t, struct oom *o)
+static void note_after(struct oom *o, const struct vrt_record *r, uint64_t events)
 {
-	struct vrt_replay rp;
-	struct vrt_record r;
-	uint64_t events = 0;
-	vrt_replay_begin(&rp, t);
-	while (vrt_replay_next(&rp, &r)) {
-		if (r.op < VRT_OP_CP_BEGIN)
-			events++;
-		if (events <= o->event + 1)
-			continue;
-		if (r.op == VRT_OP_OOM && r.api == o->rec.api)
-			break;
-		if (r.op == VRT_OP_OOM_LIMITS && !o->limits.op && r.device == o->rec.device)
-			o->limits = r;
-		if (vrt_owners_apply(&o->owners, &r) && o->owners.last.reason == VRT_WALK_OOM) {
-			o->walked = true;
-			break;
+	if (o->after_done || events <= o->event + 1)
+		return;
+	if (r->op == VRT_OP_OOM && r->api == o->rec.api) {
+		o->after_done = true;
+		return;
+	}
+	if (r->op == VRT_OP_OOM_LIMITS && !o->limits.op && r->device == o->rec.device)
+		o->limits = *r;
+	if (vrt_owners_apply(&o->owners, r) && o->owners.last.reason == VRT_WALK_OOM) {
+		o->walked = true;
+		o->after_done = true;
+	}
+}
+
+/* A later failure became the one to explain: what came after the earlier one does not count. */
+static void choose(struct oom *o, const struct vrt_record *r, uint32_t thread, uint64_t event)
+{
+	o->rec = *r;
+	o->thread = thread;
+	o->event = event;
+	o->limits = (struct vrt_record){ 0 };
+	o->walked = o->after_done = false;
+	vrt_owners_free(&o->owners);
+}
+
+/* Which OOM to explain, where it is, the free/total the driver reported, and what the program
+ * said after it: fed every record of one pass (oom's first, or html's). */
+struct vrt_oom_search {
+	int index;              /* the one asked for (1: the first), 0: the default */
+	int n;                  /* out-of-memory events so far */
+	bool have_torch, chosen;
+	bool explained;         /* vrt_oom_step wrote it */
+	uint64_t last_torch, last_cuda;
+	struct oom o;
+};
+
+struct vrt_oom_search *vrt_oom_search_new(int index)
+{
+	struct vrt_oom_search *s = calloc(1, sizeof(*s));
+	if (s)
+		s->index = index;
+	return s;
+}
+
+void vrt_oom_search_free(struct vrt_oom_search *s)
+{
+	if (s)
+		vrt_owners_free(&s->o.owners);
+	free(s);
+}
+
+void vrt_oom_search_record(struct vrt_oom_search *s, const struct vrt_record *r, uint32_t thread, uint64_t events)
+{
+	struct oom *out = &s->o;
+	if (s->chosen)
+		note_after(out, r, events);
+	if (r->op != VRT_OP_OOM)
+		return;
+	s->n++;
+	bool torch = r->api == VRT_API_TORCH_OOM;
+	if (!torch) {
+		out->cuda_free = r->aux;
+		out->cuda_total = r->aux2;
+	}
+	if (s->index && s->n == s->index) {
+		choose(out, r, thread, events - 1);
+		s->chosen = true;
+	}
+	if (torch) {
+		s->have_torch = true;
+		s->last_torch = events - 1;
+		if (!s->index) {
+			choose(out, r, thread, s->last_torch);
+			s->chosen = true;
+		}
+	} else if (!s->have_torch || s->last_cuda < s->last_torch) {
+		s->last_cuda = events - 1;
+		if (!s->index && !s->have_torch) {
+			choose(out, r, thread, s->last_cuda);
+			s->chosen = true;
 		}
 	}
-	return rp.error;
+}
+
+static bool search_found(const struct vrt_oom_search *s)
+{
+	return s->n && (!s->index || s->index <= s->n);
+}
+
+/* The pass that finds the OOM, when no other pass fed the search. */
+static int find_oom(struct vrt_trace *t, struct vrt_oom_search *s)
+{
+	struct vrt_pass p;
+	struct vrt_record r;
+	vrt_pass_open(&p, t, &(struct vrt_pass_options){ .quiet = true });
+	while (vrt_pass_next(&p, &r, NULL))
+		vrt_oom_search_record(s, &r, p.rp.thread, p.events);
+	int error = vrt_pass_finish(&p);
+	if (error)
+		return error;
+	return search_found(s) ? 0 : VRT_E_EMPTY;
+}
+
+/* The phases open at the failure and the last mark before it, one record at a time. */
+static void follow(const struct vrt_trace *t, struct oom *o, const struct vrt_record *r)
+{
+	if (r->op == VRT_OP_MARK) {
+		o->last_mark = (uint32_t)r->id;
+		o->mark_s = vrt_ts_seconds(t, r->ts);
+	}
+	if (r->op == VRT_OP_PHASE_ENTER) {
+		int i = 0;
+		while (i < o->n_seen && o->seen_names[i] != r->id)
+			i++;
+		if (i == o->n_seen && o->n_seen < 64)
+			o->seen_names[o->n_seen++] = (uint32_t)r->id;
+		uint64_t invocation = i < 64 ? ++o->seen[i] : 0;
+		if (o->n_phases < MAX_OPEN_PHASES)
+			o->phases[o->n_phases++] = (struct open_phase){ (uint32_t)r->id, invocation };
+	} else if (r->op == VRT_OP_PHASE_EXIT) {
+		for (int i = o->n_phases - 1; i >= 0; i--)
+			if (o->phases[i].name == r->id) {
+				memmove(&o->phases[i], &o->phases[i + 1], (size_t)(o->n_phases - i - 1) * sizeof(o->phases[0]));
+				o->n_phases--;
+				break;
+			}
+	}
 }
 
 /* Second pass: the model just before the OOM, and the phases open then. */
-static int replay_to(struct vrt_trace *t, struct oom *o, struct vrt_model *m)
+static int replay_to(struct vrt_trace *t, struct oom *o, struct vrt_model *m, bool quiet)
 {
-	struct vrt_replay rp;
+	struct vrt_pass p;
 	struct vrt_record r;
-	uint64_t seen[64] = { 0 };
-	uint32_t seen_names[64] = { 0 };
-	int n_seen = 0;
-	vrt_replay_begin(&rp, t);
-	while (m->events < o->event && vrt_replay_next(&rp, &r)) {
-		vrt_model_apply(m, &r, NULL);
-		if (r.op == VRT_OP_MARK) {
-			o->last_mark = (uint32_t)r.id;
-			o->mark_s = vrt_ts_seconds(t, r.ts);
-		}
-		if (r.op == VRT_OP_PHASE_ENTER) {
-			int i = 0;
-			while (i < n_seen && seen_names[i] != r.id)
-				i++;
-			if (i == n_seen && n_seen < 64)
-				seen_names[n_seen++] = (uint32_t)r.id;
-			uint64_t invocation = i < 64 ? ++seen[i] : 0;
-			if (o->n_phases < MAX_OPEN_PHASES)
-				o->phases[o->n_phases++] = (struct open_phase){ (uint32_t)r.id, invocation };
-		} else if (r.op == VRT_OP_PHASE_EXIT) {
-			for (int i = o->n_phases - 1; i >= 0; i--)
-				if (o->phases[i].name == r.id) {
-					memmove(&o->phases[i], &o->phases[i + 1], (size_t)(o->n_phases - i - 1) * sizeof(o->phases[0]));
-					o->n_phases--;
-					break;
-				}
-		}
-	}
-	return rp.error;
+	vrt_pass_open(&p, t, &(struct vrt_pass_options){ .label = "oom", .quiet = quiet, .model = m });
+	while (m->events < o->event && vrt_pass_next(&p, &r, NULL))
+		follow(t, o, &r);
+	return vrt_pass_finish(&p);
 }
-
 
 struct explanation {
 	int device;
@@ -311,112 +353,196 @@ static void print_text(const struct vrt_trace *t, const struct oom *o, const str
 	vrt_remedies_print(rm, stdout);
 }
 
-static void json_categories(const struct vrt_category *c, int n)
+static void json_categories(FILE *out, const struct vrt_category *c, int n)
 {
-	putchar('{');
+	fputc('{', out);
 	for (int i = 0; i < n; i++) {
-		printf("%s", i ? ", " : "");
-		json_string(stdout, c[i].name);
-		printf(": %lld", (long long)c[i].bytes);
+		fprintf(out, "%s", i ? ", " : "");
+		json_string(out, c[i].name);
+		fprintf(out, ": %lld", (long long)c[i].bytes);
 	}
-	putchar('}');
+	fputc('}', out);
 }
 
 /* [{"name", "bytes", "identity_bytes", "rule_bytes", "decided_by", "rule"}]: decided_by is what
  * decided most of its bytes. */
-static void json_decided(const struct vrt_category *c, int n)
+static void json_decided(FILE *out, const struct vrt_category *c, int n)
 {
-	putchar('[');
+	fputc('[', out);
 	for (int i = 0; i < n; i++) {
 		int64_t rule = c[i].bytes - c[i].identity;
-		printf("%s{\"name\": ", i ? ", " : "");
-		json_string(stdout, c[i].name);
-		printf(", \"bytes\": %lld, \"identity_bytes\": %lld, \"rule_bytes\": %lld, \"decided_by\": \"%s\", \"rule\": ",
+		fprintf(out, "%s{\"name\": ", i ? ", " : "");
+		json_string(out, c[i].name);
+		fprintf(out, ", \"bytes\": %lld, \"identity_bytes\": %lld, \"rule_bytes\": %lld, \"decided_by\": \"%s\", \"rule\": ",
 		       (long long)c[i].bytes, (long long)c[i].identity, (long long)rule,
 		       c[i].identity >= rule ? "identity" : "rule");
-		json_string(stdout, c[i].identity >= rule ? vrt_category_identity(c[i].name) : vrt_category_rule(c[i].name));
-		putchar('}');
+		json_string(out, c[i].identity >= rule ? vrt_category_identity(c[i].name) : vrt_category_rule(c[i].name));
+		fputc('}', out);
 	}
-	putchar(']');
+	fputc(']', out);
 }
 
-static void json_limit(const struct oom *o)
+static void json_limit(FILE *out, const struct oom *o)
 {
 	const struct vrt_record *l = &o->limits;
-	printf(", \"limit\": ");
+	fprintf(out, ", \"limit\": ");
 	if (!l->op) {
-		printf("null, \"retention_walk\": %s", o->walked ? "true" : "false");
+		fprintf(out, "null, \"retention_walk\": %s", o->walked ? "true" : "false");
 		return;
 	}
-	printf("{\"kind\": \"%s\", \"allowed_bytes\": %llu, \"device_free_bytes\": %llu, \"reserved_bytes\": %llu, "
+	fprintf(out, "{\"kind\": \"%s\", \"allowed_bytes\": %llu, \"device_free_bytes\": %llu, \"reserved_bytes\": %llu, "
 	       "\"allocated_bytes\": %llu, \"requested_bytes\": %llu}, \"retention_walk\": %s",
 	       l->result ? "per_process_cap" : "device", (unsigned long long)l->aux, (unsigned long long)l->aux2,
 	       (unsigned long long)l->id, (unsigned long long)l->id2, (unsigned long long)l->size,
 	       o->walked ? "true" : "false");
 }
 
-static void print_json(const struct vrt_trace *t, const struct oom *o, const struct explanation *x,
+static void print_json(FILE *out, const struct vrt_trace *t, const struct oom *o, const struct explanation *x,
 		       const struct oom_options *opt, const struct vrt_remedies *rm)
 {
 	const struct vrt_record *r = &o->rec;
-	printf("{\"file\": ");
-	json_string(stdout, t->path);
-	printf(", ");
-	vrt_json_completeness(stdout, t, -1);
-	printf(", \"oom\": {\"requested_bytes\": %llu, \"device\": %d, \"time_s\": %.6f, \"api\": ",
+	fprintf(out, "{\"file\": ");
+	json_string(out, t->path);
+	fprintf(out, ", ");
+	vrt_json_completeness(out, t, -1);
+	fprintf(out, ", \"oom\": {\"requested_bytes\": %llu, \"device\": %d, \"time_s\": %.6f, \"api\": ",
 	       (unsigned long long)r->size, r->device, vrt_ts_seconds(t, r->ts));
-	json_string(stdout, vrt_api_name(r->api));
-	printf(", \"thread\": ");
-	json_string(stdout, thread_name(t, o));
-	printf(", \"free_bytes\": %llu, \"total_bytes\": %llu, \"live_bytes\": %lld, \"tensor_bytes\": %lld, "
+	json_string(out, vrt_api_name(r->api));
+	fprintf(out, ", \"thread\": ");
+	json_string(out, thread_name(t, o));
+	fprintf(out, ", \"free_bytes\": %llu, \"total_bytes\": %llu, \"live_bytes\": %lld, \"tensor_bytes\": %lld, "
 	       "\"by_category\": ",
 	       (unsigned long long)(o->cuda_total ? o->cuda_free : r->aux), (unsigned long long)o->cuda_total,
 	       (long long)x->live, (long long)x->tensors);
-	json_categories(x->cats, x->n_cats);
-	printf(", \"category_rules\": {");
+	json_categories(out, x->cats, x->n_cats);
+	fprintf(out, ", \"category_rules\": {");
 	for (int i = 0; i < x->n_cats; i++) {
-		printf("%s", i ? ", " : "");
-		json_string(stdout, x->cats[i].name);
-		printf(": ");
-		json_string(stdout, vrt_category_rule(x->cats[i].name));
+		fprintf(out, "%s", i ? ", " : "");
+		json_string(out, x->cats[i].name);
+		fprintf(out, ": ");
+		json_string(out, vrt_category_rule(x->cats[i].name));
 	}
-	printf("}, \"categories\": ");
-	json_decided(x->cats, x->n_cats);
-	printf(", \"host_pinned_bytes\": %lld, \"host_by_category\": ", (long long)x->host_pinned);
-	json_categories(x->host_cats, x->n_host_cats);
-	printf(", \"host_categories\": ");
-	json_decided(x->host_cats, x->n_host_cats);
-	json_limit(o);
-	printf(", \"phases\": [");
+	fprintf(out, "}, \"categories\": ");
+	json_decided(out, x->cats, x->n_cats);
+	fprintf(out, ", \"host_pinned_bytes\": %lld, \"host_by_category\": ", (long long)x->host_pinned);
+	json_categories(out, x->host_cats, x->n_host_cats);
+	fprintf(out, ", \"host_categories\": ");
+	json_decided(out, x->host_cats, x->n_host_cats);
+	json_limit(out, o);
+	fprintf(out, ", \"phases\": [");
 	for (int i = 0; i < o->n_phases; i++) {
-		printf("%s{\"name\": ", i ? ", " : "");
-		json_string(stdout, vrt_string(t, o->phases[i].name));
-		printf(", \"invocation\": %llu}", (unsigned long long)o->phases[i].invocation);
+		fprintf(out, "%s{\"name\": ", i ? ", " : "");
+		json_string(out, vrt_string(t, o->phases[i].name));
+		fprintf(out, ", \"invocation\": %llu}", (unsigned long long)o->phases[i].invocation);
 	}
-	printf("], \"top_sites\": [");
+	fprintf(out, "], \"top_sites\": [");
 	for (size_t i = 0; i < x->device_sites.n && i < (size_t)opt->top; i++) {
-		printf("%s", i ? ", " : "");
+		fprintf(out, "%s", i ? ", " : "");
 		const char *rule;
-		vrt_site_json(stdout, t, &x->device_sites.v[i], true);
-		printf(", \"category\": ");
-		json_string(stdout, vrt_site_category(t, &x->device_sites.v[i], &rule));
-		putchar('}');
+		vrt_site_json(out, t, &x->device_sites.v[i], true);
+		fprintf(out, ", \"category\": ");
+		json_string(out, vrt_site_category(t, &x->device_sites.v[i], &rule));
+		fputc('}', out);
 	}
-	putchar(']');
-	vrt_remedies_json(rm, stdout);
-	printf("}}\n");
+	fputc(']', out);
+	vrt_remedies_json(rm, out);
+	fprintf(out, "}}");
+}
+
+/* Explains the OOM s found with the model m just before it, on out (JSON or text). */
+static void explain_at(struct vrt_trace *t, const struct oom_options *opt, FILE *out, struct vrt_oom_search *s,
+		       const struct vrt_model *m)
+{
+	struct oom *o = &s->o;
+	struct explanation x;
+	struct vrt_remedies rm;
+	explain(t, m, o, o->rec.device, &x);
+	remedies_for(t, o, &x, &rm);
+	if (opt->json)
+		print_json(out, t, o, &x, opt, &rm);
+	else
+		print_text(t, o, &x, opt, s->n, &rm);
+	vrt_sites_free(&x.device_sites);
+	vrt_sites_free(&x.host_sites);
+}
+
+/* Explains the OOM a fed search found, on out (JSON or text). Returns 0 or a vrt_error. */
+static int explain_found(struct vrt_trace *t, const struct oom_options *opt, FILE *out, struct vrt_oom_search *s)
+{
+	struct vrt_model m;
+	int rc = vrt_model_init(&m);
+	if (rc)
+		return rc;
+	rc = replay_to(t, &s->o, &m, opt->quiet);
+	if (!rc)
+		explain_at(t, opt, out, s, &m);
+	vrt_model_free(&m);
+	return rc;
+}
+
+/*
+ * Finds the out-of-memory event opt asks for and explains it on out (JSON or text). *found:
+ * whether that event exists (*count: how many there are). Returns 0 or a vrt_error; prints no
+ * message.
+ */
+static int explain_oom(struct vrt_trace *t, const struct oom_options *opt, FILE *out, bool *found, int *count)
+{
+	*found = true;
+	*count = 0;
+	struct vrt_oom_search *s = vrt_oom_search_new(opt->index);
+	if (!s)
+		return VRT_E_NOMEM;
+	int rc = find_oom(t, s);
+	*found = rc != VRT_E_EMPTY;
+	*count = s->n;
+	if (!rc)
+		rc = explain_found(t, opt, out, s);
+	vrt_oom_search_free(s);
+	return rc;
+}
+
+static const struct oom_options composed = { .top = 10, .json = true, .quiet = true };
+
+int vrt_oom_json(struct vrt_trace *t, struct vrt_oom_search *s, FILE *out, bool *found)
+{
+	*found = search_found(s);
+	return *found ? explain_found(t, &composed, out, s) : 0;
+}
+
+bool vrt_oom_search_found(const struct vrt_oom_search *s)
+{
+	return search_found(s);
+}
+
+bool vrt_oom_step(struct vrt_oom_search *s, struct vrt_trace *t, const struct vrt_model *m, const struct vrt_record *r,
+		  FILE *out)
+{
+	if (!search_found(s) || s->explained)
+		return false;
+	if (r)
+		follow(t, &s->o, r);
+	if (m->events < s->o.event)
+		return true;
+	explain_at(t, &composed, out, s, m);
+	s->explained = true;
+	return false;
+}
+
+bool vrt_oom_explained(const struct vrt_oom_search *s)
+{
+	return s->explained;
 }
 
 /* In a run's directory, the process that ran out of memory. */
 static bool has_oom(const char *path, void *ctx)
 {
 	struct vrt_trace t;
-	struct oom o = { 0 };
-	int count = 0;
 	(void)ctx;
 	if (vrt_trace_open(&t, path))
 		return false;
-	bool found = find_oom(&t, 0, &o, &count) == 0;
+	struct vrt_oom_search *s = vrt_oom_search_new(0);
+	bool found = s && find_oom(&t, s) == 0;
+	vrt_oom_search_free(s);
 	vrt_trace_close(&t);
 	return found;
 }
@@ -458,37 +584,17 @@ int vrt_cmd_oom(int argc, char **argv)
 	if (rc || (rc = vrt_open_or_fail(&t, path = file)))
 		return rc;
 	vrt_warn_trace_state(&t, opt.quiet);
-	struct oom o = { 0 };
-	vrt_owners_init(&o.owners);
 	int count = 0;
-	rc = find_oom(&t, opt.index, &o, &count);
-	if (rc == VRT_E_EMPTY) {
+	bool found;
+	rc = explain_oom(&t, &opt, stdout, &found, &count);
+	if (!found) {
 		fprintf(stderr, "vramtrace: %s: no out-of-memory event in this trace%s\n", path,
 			count ? " with that index" : "");
 		vrt_trace_close(&t);
 		return VRT_EXIT_FINDINGS;
 	}
-	struct vrt_model m;
-	if (!rc)
-		rc = find_after(&t, &o);
-	if (!rc && !(rc = vrt_model_init(&m))) {
-		rc = replay_to(&t, &o, &m);
-		vrt_warn_model(&t, &m, opt.quiet);
-		if (!rc) {
-			struct explanation x;
-			struct vrt_remedies rm;
-			explain(&t, &m, &o, o.rec.device, &x);
-			remedies_for(&t, &o, &x, &rm);
-			if (opt.json)
-				print_json(&t, &o, &x, &opt, &rm);
-			else
-				print_text(&t, &o, &x, &opt, count, &rm);
-			vrt_sites_free(&x.device_sites);
-			vrt_sites_free(&x.host_sites);
-		}
-		vrt_model_free(&m);
-	}
-	vrt_owners_free(&o.owners);
+	if (!rc && opt.json)
+		putchar('\n');
 	vrt_trace_close(&t);
 	return rc ? vrt_fail(rc, "%s", path) : 0;
 }

@@ -11,6 +11,7 @@
 #include "cli.h"
 #include "json.h"
 #include "model.h"
+#include "pass.h"
 #include "owners.h"
 #include "report_common.h"
 #include "sites.h"
@@ -68,7 +69,7 @@ static int by_event(const void *a, const void *b)
 }
 
 /* Second pass: stop at each peak's event (in event order) and group what is live then. */
-static int snapshot_peaks(struct report *r)
+static int snapshot_peaks(struct report *r, bool quiet)
 {
 	struct peak_target *order[(VRT_MAX_DEVICES + 1) * (VRT_KIND_LAST + 1)];
 	int n = 0;
@@ -80,20 +81,20 @@ static int snapshot_peaks(struct report *r)
 	struct vrt_model m;
 	if (vrt_model_init(&m))
 		return VRT_EXIT_INTERNAL;
-	struct vrt_replay rp;
+	struct vrt_pass pass;
 	struct vrt_record rec;
-	vrt_replay_begin(&rp, r->t);
+	vrt_pass_open(&pass, r->t, &(struct vrt_pass_options){ .label = "report: peaks", .quiet = quiet, .model = &m });
 	int next = 0;
-	while (next < n && vrt_replay_next(&rp, &rec)) {
-		vrt_model_apply(&m, &rec, NULL);
+	while (next < n && vrt_pass_next(&pass, &rec, NULL)) {
 		for (; next < n && order[next]->event == m.events; next++) {
 			struct peak_target *p = order[next];
 			vrt_report_group_live(r->t, &m, &p->sites, p->slot, p->kind);
 			p->taken = true;
 		}
 	}
+	int rc = vrt_pass_close(&pass);
 	vrt_model_free(&m);
-	return 0;
+	return rc;
 }
 
 /* What is live at the end, by what it is, per device: the last retention walk decides what it
@@ -305,7 +306,7 @@ static int report_one(const char *path, const struct report_options *o, bool man
 		/* What the end holds is grouped: only its totals are needed from here on, so that the
 		 * second pass's model is the only live set in memory. */
 		vrt_model_free(&r->end);
-		rc = snapshot_peaks(r);
+		rc = snapshot_peaks(r, o->quiet);
 	}
 	if (!rc) {
 		if (o->json) {

@@ -7,6 +7,7 @@
 
 #include "cli.h"
 #include "model.h"
+#include "pass.h"
 #include "report_common.h"
 #include "series.h"
 
@@ -38,14 +39,11 @@ static int fill(struct vrt_trace *t, const struct timeline_options *o, struct vr
 	struct vrt_model m;
 	if (vrt_model_init(&m))
 		return VRT_EXIT_INTERNAL;
-	struct vrt_replay rp;
+	struct vrt_pass p;
 	struct vrt_record r;
 	struct vrt_effect e;
-	struct vrt_progress pr;
-	vrt_progress_begin(&pr, "timeline", o->quiet);
-	vrt_replay_begin(&rp, t);
-	while (vrt_replay_next(&rp, &r)) {
-		vrt_model_apply(&m, &r, &e);
+	vrt_pass_open(&p, t, &(struct vrt_pass_options){ .label = "timeline", .quiet = o->quiet, .model = &m });
+	while (vrt_pass_next(&p, &r, &e)) {
 		/* Checkpoint items carry their birth times; the model's clock is the last event's. */
 		double now = vrt_ts_seconds(t, m.last_ts);
 		if (e.kind != VRT_EFFECT_NONE)
@@ -55,14 +53,11 @@ static int fill(struct vrt_trace *t, const struct timeline_options *o, struct vr
 			mk->at[mk->n] = now;
 			mk->kind[mk->n++] = r.op == VRT_OP_MARK ? 'm' : '[';
 		}
-		if (!(m.events & 0xfffff))
-			vrt_progress_update(&pr, rp.bytes_done, rp.bytes_total);
 	}
-	vrt_progress_end(&pr);
-	vrt_warn_model(t, &m, o->quiet);
+	int rc = vrt_pass_close(&p);
 	vrt_model_free(&m);
 	vrt_series_finish(s);
-	return rp.error ? vrt_fail(rp.error, "%s: stopped at a bad record", t->path) : 0;
+	return rc;
 }
 
 static void print_csv(const struct vrt_series *s)

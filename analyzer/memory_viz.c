@@ -21,6 +21,7 @@
 
 #include "cli.h"
 #include "model.h"
+#include "pass.h"
 #include "pickle.h"
 #include "report_common.h"
 #include "sites.h"
@@ -211,20 +212,21 @@ static int device_trace(struct viz *v, struct vrt_trace *t, int dev, uint64_t ma
 	struct vrt_model m;
 	if (vrt_model_init(&m))
 		return vrt_fail(VRT_E_NOMEM, "export");
-	struct vrt_replay rp;
+	struct vrt_pass p;
 	struct vrt_record r;
 	struct vrt_effect e;
 	uint64_t written = 0;
 	pk_list_begin(v->out);
-	vrt_replay_begin(&rp, t);
-	while (written + 2 <= max_events && vrt_replay_next(&rp, &r) && r.op != VRT_OP_EXITING) {
-		vrt_model_apply(&m, &r, &e);
+	vrt_pass_open(&p, t, &(struct vrt_pass_options){ .label = "export", .quiet = quiet, .model = &m,
+						      .stop_at_teardown = true });
+	while (written + 2 <= max_events && vrt_pass_next(&p, &r, &e)) {
 		int d = r.op == VRT_OP_OOM ? r.device : e.kind == VRT_EFFECT_NONE ? -1 : e.item.device;
 		if (d == dev)
 			written += (uint64_t)entries(v, &r, &e);
 	}
 	pk_list_end(v->out);
-	bool whole = written + 2 <= max_events && !rp.error;
+	int rc = vrt_pass_close(&p);
+	bool whole = written + 2 <= max_events && !rc;
 	if (end && whole) {
 		vrt_model_free(end);
 		*end = m;
@@ -234,7 +236,7 @@ static int device_trace(struct viz *v, struct vrt_trace *t, int dev, uint64_t ma
 	if (written + 2 > max_events && !quiet)
 		fprintf(stderr, "vramtrace: device %d: only the first %llu events exported (--max-events)\n", dev,
 			(unsigned long long)written);
-	return 0;
+	return rc;
 }
 
 /* ---- segments at the end -------------------------------------------------------------------- */
@@ -394,33 +396,34 @@ static size_t pk_segments(struct viz *v, struct live *l)
 /* ---- the snapshot ---------------------------------------------------------------------------- */
 
 /* One pass for the state at the end and the devices memory_viz has entries for. */
-static int survey(struct viz *v, struct vrt_trace *t, struct vrt_model *end, uint64_t *devices)
+static int survey(struct viz *v, struct vrt_trace *t, struct vrt_model *end, uint64_t *devices, bool quiet)
 {
-	struct vrt_replay rp;
+	struct vrt_pass p;
 	struct vrt_record r;
 	struct vrt_effect e;
 	*devices = 0;
-	vrt_replay_begin(&rp, t);
-	while (vrt_replay_next(&rp, &r) && r.op != VRT_OP_EXITING) {
-		vrt_model_apply(end, &r, &e);
+	vrt_pass_open(&p, t, &(struct vrt_pass_options){ .label = "export", .quiet = quiet, .model = end,
+						      .stop_at_teardown = true });
+	while (vrt_pass_next(&p, &r, &e)) {
 		int d = r.op == VRT_OP_OOM ? r.device : e.kind == VRT_EFFECT_NONE ? -1 : e.item.device;
 		if (d >= 0 && d < 64 && (r.op == VRT_OP_OOM || e.kind == VRT_EFFECT_BORN))
 			*devices |= 1ull << d;
 	}
-	return rp.error ? vrt_fail(rp.error, "%s: stopped at a bad record", t->path) : 0;
+	return vrt_pass_close(&p);
 }
 
 /* The state at the end, when no device trace replayed that far. */
-static int end_state(struct vrt_trace *t, struct vrt_model *end, bool have)
+static int end_state(struct vrt_trace *t, struct vrt_model *end, bool have, bool quiet)
 {
 	if (have)
 		return 0;
-	struct vrt_replay rp;
+	struct vrt_pass p;
 	struct vrt_record r;
-	vrt_replay_begin(&rp, t);
-	while (vrt_replay_next(&rp, &r) && r.op != VRT_OP_EXITING)
-		vrt_model_apply(end, &r, NULL);
-	return rp.error ? vrt_fail(rp.error, "%s: stopped at a bad record", t->path) : 0;
+	vrt_pass_open(&p, t, &(struct vrt_pass_options){ .label = "export", .quiet = quiet, .model = end,
+						      .stop_at_teardown = true });
+	while (vrt_pass_next(&p, &r, NULL))
+		;
+	return vrt_pass_close(&p);
 }
 
 int vrt_export_memory_viz(struct vrt_trace *t, FILE *out, uint64_t max_events, bool quiet)
@@ -430,8 +433,7 @@ int vrt_export_memory_viz(struct vrt_trace *t, FILE *out, uint64_t max_events, b
 		return vrt_fail(VRT_E_NOMEM, "export");
 	struct viz v = { .t = t, .out = out };
 	uint64_t devices = 0;
-	int rc = survey(&v, t, &end, &devices);
-	vrt_warn_model(t, &end, quiet);
+	int rc = survey(&v, t, &end, &devices, quiet);
 	v.blocks = end.any_blocks;
 	vrt_model_free(&end);
 	if (!rc && (rc = vrt_model_init(&end)))
@@ -455,7 +457,7 @@ int vrt_export_memory_viz(struct vrt_trace *t, FILE *out, uint64_t max_events, b
 		pk_list_end(out);
 	}
 	if (!rc)
-		rc = end_state(t, &end, have_end && end.events);
+		rc = end_state(t, &end, have_end && end.events, quiet);
 	if (!rc) {
 		struct live l = { .v = &v };
 		vrt_model_each(&end, collect, &l);

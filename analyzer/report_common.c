@@ -6,6 +6,7 @@
 
 #include "cli.h"
 #include "owners.h"
+#include "pass.h"
 #include "vramtrace/error.h"
 
 bool vrt_is_mark(const struct vrt_trace *t, const struct vrt_record *r, const char *label)
@@ -21,45 +22,15 @@ int vrt_report_replay(struct vrt_trace *t, struct vrt_model *m, bool quiet, cons
 
 int vrt_report_replay_ex(struct vrt_trace *t, struct vrt_model *m, struct vrt_replay_options *o)
 {
-	struct vrt_replay rp;
+	struct vrt_pass p;
 	struct vrt_record r;
-	struct vrt_progress pr;
-	vrt_progress_begin(&pr, "reading", o->quiet);
-	vrt_replay_begin(&rp, t);
-	uint64_t n = 0;
-	o->teardown_s = 0;
-	while (vrt_replay_next(&rp, &r)) {
-		if (vrt_is_mark(t, &r, o->until_mark))
-			break;
-		if (o->stop_at_teardown && r.op == VRT_OP_EXITING) {
-			o->teardown_s = vrt_ts_seconds(t, r.ts);
-			break;
-		}
-		vrt_model_apply(m, &r, NULL);
+	vrt_pass_open(&p, t, &(struct vrt_pass_options){ .quiet = o->quiet, .model = m, .until_mark = o->until_mark,
+						      .stop_at_teardown = o->stop_at_teardown });
+	while (vrt_pass_next(&p, &r, NULL))
 		if (o->owners)
 			vrt_owners_apply(o->owners, &r);
-		if (!(++n & 0xfffff))
-			vrt_progress_update(&pr, rp.bytes_done, rp.bytes_total);
-	}
-	vrt_progress_end(&pr);
-	vrt_warn_model(t, m, o->quiet);
-	if (rp.error == VRT_E_CHANGED)
-		return vrt_fail(rp.error, "%s: stopped after %llu events", t->path, (unsigned long long)m->events);
-	if (rp.error)
-		return vrt_fail(rp.error, "%s: stopped at a bad record after %llu events", t->path,
-				(unsigned long long)m->events);
-	if (m->error)
-		return vrt_fail(m->error, "%s: the live set could not be kept after %llu events", t->path,
-				(unsigned long long)m->events);
-	return 0;
-}
-
-void vrt_warn_model(const struct vrt_trace *t, const struct vrt_model *m, bool quiet)
-{
-	if (!quiet && m->implausible)
-		fprintf(stderr, "vramtrace: warning: %s: %llu allocations were left out: together with what was live "
-				"they would hold more than %s (a damaged trace?)\n",
-			t->path, (unsigned long long)m->implausible, vrt_bytes((int64_t)VRT_HELD_MAX));
+	o->teardown_s = p.teardown_s;
+	return vrt_pass_close(&p);
 }
 
 const char *vrt_device_name(int slot)

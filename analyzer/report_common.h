@@ -19,8 +19,6 @@ struct vrt_replay_options {
 	double teardown_s;          /* out: when teardown began (0: the trace does not say, or ran on) */
 };
 int vrt_report_replay_ex(struct vrt_trace *t, struct vrt_model *m, struct vrt_replay_options *o);
-/* Warns (stderr, unless quiet) about records the model refused after a replay. */
-void vrt_warn_model(const struct vrt_trace *t, const struct vrt_model *m, bool quiet);
 bool vrt_is_mark(const struct vrt_trace *t, const struct vrt_record *r, const char *label);
 
 /*

@@ -433,6 +433,35 @@ m run-next-step-unquoted analyzer/cmd_run.c \
   'if (1 || strspn(' \
   test_run_cli.py::test_a_written_trace_comes_with_its_size_and_a_next_step_that_runs
 
+# ---- the pass iterator (analyzer/pass.c): seek, and how many passes a report takes ------------
+m pass-seek-one-past analyzer/pass.c \
+  'while (p->events < event)' \
+  'while (p->events <= event)' \
+  test_leaks_without_phases.py::test_growth_is_measured_before_teardown_and_named_by_the_users_lines
+m pass-uncounted analyzer/pass.c \
+  'if (!passes++ && env_on(' \
+  'if (!passes && env_on(' \
+  test_passes.py::test_each_report_reads_the_trace_a_bounded_number_of_times
+m leaks-low-points-pass-per-window analyzer/cmd_leaks.c \
+  'if (lw->min_live[w] != INT64_MAX && vrt_pass_seek(&p, lw->min_event[w]))' \
+  'if (lw->min_live[w] != INT64_MAX && (vrt_pass_abandon(&p), vrt_model_free(&m), !vrt_model_init(&m)) && (vrt_pass_open(&p, lk->t, &(struct vrt_pass_options){ .quiet = true, .model = &m }), vrt_pass_seek(&p, lw->min_event[w])))' \
+  test_passes.py::test_each_report_reads_the_trace_a_bounded_number_of_times
+
+m html-oom-section-dropped analyzer/cmd_html.c \
+  'if (!rc && found)\n\t\tfwrite(json, 1, len, out);' \
+  'if (0)\n\t\tfwrite(json, 1, len, out);' \
+  test_html.py::test_oom_section
+
+m html-oom-search-unfed analyzer/cmd_html.c \
+  'vrt_oom_search_record(h->oom, &r, p.rp.thread, p.events);' \
+  '(void)r;' \
+  test_html.py::test_oom_section
+
+m html-peaks-stop-before-oom analyzer/cmd_html.c \
+  'while ((left || oom) && vrt_pass_next(&p, &r, NULL)) {' \
+  'while (left && vrt_pass_next(&p, &r, NULL)) {' \
+  test_passes.py::test_each_report_reads_the_trace_a_bounded_number_of_times
+
 # ---- the driver ------------------------------------------------------------------------------
 
 if [ "${1:-}" = --list ]; then

@@ -1,0 +1,50 @@
+"""How many times each report reads a trace (issue 15). Every replay loop of the reports goes
+through one pass iterator (analyzer/pass.c); with VRAMTRACE_DEBUG_PASSES=1 the analyzer says at
+exit how many passes it opened. The budgets are what the design needs: one pass, plus one when
+peak positions are only known after the first, plus the phase-less leaks analysis's survey and
+low points, independent of how many windows it looks at. A pass that creeps in (a second replay
+per peak or per window) fails here, not only in a benchmark."""
+import os
+import re
+import subprocess
+
+import pytest
+
+from conftest import GOLDEN, VRAMTRACE
+
+H200 = GOLDEN / "h200"
+
+
+def passes(*args):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("VRAMTRACE_")}
+    env["VRAMTRACE_DEBUG_PASSES"] = "1"
+    p = subprocess.run([str(VRAMTRACE), *map(str, args)], capture_output=True, text=True, env=env, timeout=120)
+    assert p.returncode in (0, 1), p.stderr
+    found = re.findall(r"^vramtrace: debug: (\d+) passes$", p.stderr, re.M)
+    assert len(found) == 1, p.stderr
+    return int(found[0])
+
+
+@pytest.mark.parametrize("trace,args,budget", [
+    ("oom.vrt", ["report"], 2),            # totals, then the live set at each peak (seek, in event order)
+    ("oom.vrt", ["timeline"], 1),
+    ("oom.vrt", ["oom"], 2),               # which OOM and what the program said after it; the model up to it
+    ("oom.vrt", ["leaks"], 4),             # phase-less: survey, end state, low points, live sets at the lows
+    ("leak-cycle.vrt", ["leaks"], 2),      # survey, then the phase replay
+    ("oom.vrt", ["export", "--format", "folded-peak"], 2),
+    ("oom.vrt", ["export", "--format", "memory-viz"], 2),
+    # totals (which also finds the OOM), peaks (whose model goes on to the OOM and explains it),
+    # timeline; leaks still runs in a child process, whose passes are not counted here
+    ("leak-cycle.vrt", ["html"], 3),
+    ("oom.vrt", ["html"], 3),
+])
+def test_each_report_reads_the_trace_a_bounded_number_of_times(tmp_path, trace, args, budget):
+    out = ["-o", tmp_path / "out"] if args[0] in ("html", "export") else []
+    n = passes(*args, "-q", *out, H200 / trace)
+    assert 1 <= n <= budget, f"vramtrace {' '.join(args)} {trace}: {n} passes, budget {budget}"
+
+
+def test_no_pass_is_counted_without_the_variable():
+    p = subprocess.run([str(VRAMTRACE), "timeline", "-q", H200 / "oom.vrt"], capture_output=True, text=True,
+                       env={k: v for k, v in os.environ.items() if not k.startswith("VRAMTRACE_")}, timeout=120)
+    assert p.returncode == 0 and "debug" not in p.stderr, p.stderr
