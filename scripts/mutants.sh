@@ -314,6 +314,12 @@ m watch-growth-against-nothing analyzer/cmd_watch.c \
   '\tif (t)\n\t\treturn 0;' \
   test_attach.py::test_watch_names_the_growing_site_of_a_running_process
 
+# ---- the Python module as a library (python/vramtrace, dump --json, export parquet) ------------
+m api-snapshot-waits-for-a-walk preload/api.c \
+  'vrt_ctl_request((int)getpid(), VRT_CTL_PEEK, path, &reply, 30000);' \
+  'vrt_ctl_request((int)getpid(), VRT_CTL_SNAPSHOT, path, &reply, 30000);' \
+  test_python_api.py::test_snapshot_without_the_bootstrap_asks_the_blocked_thread_for_no_walk
+
 # ---- the driver ------------------------------------------------------------------------------
 
 if [ "${1:-}" = --list ]; then
