@@ -148,6 +148,10 @@ int vrt_open_or_fail(struct vrt_trace *t, const char *path)
 	}
 	if (rc == VRT_E_CHANGED)
 		return vrt_fail(rc, "%s", path);
+	if (rc == VRT_E_NOENT) { /* the code also means "no such process"; here it is a file */
+		vrt_fail(0, "cannot read %s: no such file", path);
+		return vrt_exit_code(rc);
+	}
 	return vrt_fail(rc, "cannot read %s", path);
 }
 

@@ -74,6 +74,7 @@ struct leaks {
 	size_t index_cap;
 	uint32_t scan;           /* index of the current scan (entry K+1, or the end) */
 	struct vrt_owners owners; /* what the retention walks found */
+	struct vrt_roots roots;   /* where the chains that hold the survivors start */
 	bool walk_fresh;         /* a walk closed since the last scan: it explains this one */
 	bool ended;              /* the end was measured (at teardown's start, or the trace's end) */
 	double teardown_s;       /* when teardown began (EXITING), 0 if the trace does not say */
@@ -343,6 +344,7 @@ static void explain_survivor(struct leaks *lk, struct group *g, const struct vrt
 		return;
 	}
 	vrt_held_add(&g->held, w, it);
+	vrt_roots_add(&lk->roots, lk->t, w, it);
 	g->held_scan = lk->scan;
 }
 
@@ -730,6 +732,64 @@ static void held_json(const struct leaks *lk, const struct vrt_site *s, const st
 	printf(", \"decided_by\": \"%s\"", identity ? "identity" : "rule");
 }
 
+#define SHOWN_ROOTS 3
+
+/* What keeps the survivors alive, by where their chains start: the one line a person acts on
+ * (remove that hook, clear that registry) before the per-site detail. */
+static void print_roots(struct vrt_roots *r)
+{
+	static const char *const unexplained[VRT_HELD_KINDS] = {
+		[VRT_HELD_FOUND] = "a Python object (no chain recorded)",
+		[VRT_HELD_UNREACHABLE] = "nothing a root reaches: a reference cycle, or native code",
+		[VRT_HELD_NOT_PYTHON] = "no Python object (memory native code allocated and keeps)",
+		[VRT_HELD_TIMED_OUT] = "not known (the walk ran out of time before it got there)",
+	};
+	vrt_roots_sort(r);
+	int64_t total = 0;
+	for (int k = 0; k < VRT_HELD_KINDS; k++)
+		total += r->by_status[k];
+	if (!total)
+		return;
+	printf("kept alive by (what the retention walks found holding the survivors):\n");
+	int64_t rest = r->other;
+	for (size_t i = 0; i < r->n; i++) {
+		if (i >= SHOWN_ROOTS) {
+			rest += r->v[i].bytes;
+			continue;
+		}
+		printf("  %10s %3.0f%%  ", vrt_bytes(r->v[i].bytes), 100.0 * (double)r->v[i].bytes / (double)total);
+		vrt_root_print(stdout, &r->v[i]);
+		if (r->v[i].chains > 1)
+			printf("  (%llu objects)", (unsigned long long)r->v[i].chains);
+		putchar('\n');
+	}
+	if (rest)
+		printf("  %10s %3.0f%%  other roots (%zu more)\n", vrt_bytes(rest), 100.0 * (double)rest / (double)total,
+		       r->n > SHOWN_ROOTS ? r->n - SHOWN_ROOTS : 0);
+	for (int k = 0; k < VRT_HELD_KINDS; k++)
+		if (unexplained[k] && r->unchained[k])
+			printf("  %10s %3.0f%%  %s\n", vrt_bytes(r->unchained[k]), 100.0 * (double)r->unchained[k] / (double)total,
+			       unexplained[k]);
+}
+
+static void roots_json(struct vrt_roots *r)
+{
+	vrt_roots_sort(r);
+	printf(", \"kept_alive_by\": [");
+	for (size_t i = 0; i < r->n; i++) {
+		printf("%s{\"root\": ", i ? ", " : "");
+		json_string(stdout, r->v[i].text);
+		printf(", \"bytes\": %lld, \"objects\": %llu}", (long long)r->v[i].bytes, (unsigned long long)r->v[i].chains);
+	}
+	printf("], \"kept_alive_other_roots_bytes\": %lld, \"kept_alive_by_status\": {", (long long)r->other);
+	for (int k = 0; k < VRT_HELD_KINDS; k++)
+		printf("%s\"%s\": %lld", k ? ", " : "", vrt_held_name((enum vrt_held)k), (long long)r->by_status[k]);
+	printf("}, \"kept_alive_without_chain\": {");
+	for (int k = 0; k < VRT_HELD_KINDS; k++)
+		printf("%s\"%s\": %lld", k ? ", " : "", vrt_held_name((enum vrt_held)k), (long long)r->unchained[k]);
+	printf("}");
+}
+
 static void print_text(struct leaks *lk, struct vrt_sites *sites)
 {
 	const struct vrt_trace *t = lk->t;
@@ -753,7 +813,10 @@ static void print_text(struct leaks *lk, struct vrt_sites *sites)
 	else if (lk->n_inv)
 		printf("  * no next call: measured where the trace (or --until-mark) ends\n");
 	headline(lk, sites, line, sizeof(line));
-	printf("\n%s\n\nsurvivors by site (allocated inside a call, still live when the next call starts):\n", line);
+	printf("\n%s\n", line);
+	if (lk->owners.walks)
+		print_roots(&lk->roots);
+	printf("\nsurvivors by site (allocated inside a call, still live when the next call starts):\n");
 	int64_t persistent = 0;
 	size_t shown = 0;
 	struct vrt_held_by *held = lk->owners.walks ? held_by_site(lk, sites) : NULL;
@@ -815,6 +878,7 @@ static void print_json(struct leaks *lk, struct vrt_sites *sites)
 	printf(", \"retention_walks\": {\"count\": %llu, \"cut_short\": %llu, \"seconds\": %.6f, \"most_objects\": %llu}",
 	       (unsigned long long)w->walks, (unsigned long long)w->timed_out, (double)w->walk_us / 1e6,
 	       (unsigned long long)w->walk_objects_max);
+	roots_json(&lk->roots);
 	printf(", \"growth_per_invocation_bytes\": %.0f, \"growth_including_first_bytes\": %.0f, \"summary\": ",
 	       growth_per_invocation(lk), growth_including_first(lk));
 	json_string(stdout, line);

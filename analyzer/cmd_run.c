@@ -27,7 +27,7 @@ struct run_options {
 	int n_phases;
 	const char *depth;
 	const char *retain;
-	bool armed, no_python, free_stacks, quiet, no_torch;
+	bool armed, no_python, free_stacks, quiet, no_torch, force;
 	char **command;
 };
 
@@ -65,6 +65,8 @@ static int parse(int argc, char **argv, struct run_options *o)
 			o->free_stacks = true;
 		else if (!strcmp(a, "-q") || !strcmp(a, "--quiet"))
 			o->quiet = true;
+		else if (!strcmp(a, "-f") || !strcmp(a, "--force"))
+			o->force = true;
 		else if (a[0] != '-') {
 			o->command = argv + i; /* "--" is optional before a command */
 			break;
@@ -95,8 +97,9 @@ static void prepend_env(const char *name, const char *value, char sep)
 	}
 }
 
-/* A trace file we are about to (re)create: only ever remove our own regular file. */
-static int prepare_output(const char *out, bool *is_dir)
+/* A trace file we are about to (re)create: only ever remove our own regular file, and only
+ * when asked to (-f): a second run to the same name must not destroy the first one's trace. */
+static int prepare_output(const char *out, bool force, bool *is_dir)
 {
 	size_t n = strlen(out);
 	struct stat st;
@@ -109,6 +112,8 @@ static int prepare_output(const char *out, bool *is_dir)
 	if (!lstat(out, &st)) {
 		if (!S_ISREG(st.st_mode) || st.st_uid != getuid())
 			return vrt_fail(VRT_E_PERM, "%s exists and is not a trace file of yours; choose another -o", out);
+		if (!force)
+			return vrt_usage("run", "%s exists: pass -f to replace it, or choose another -o", vrt_escape(out));
 		unlink(out);
 	}
 	return 0;
@@ -225,6 +230,45 @@ static bool creatable(const char *path)
 	return !access(slash ? dir : ".", W_OK | X_OK);
 }
 
+/* PATH as a shell word the user can paste: bare when it is plain, else single-quoted. */
+static const char *shell_word(const char *path)
+{
+	static char word[PATH_MAX * 4 + 3];
+	const char *e = vrt_escape(path);
+	if (*e && strspn(e, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._/+-=:,@%") == strlen(e))
+		return e;
+	size_t o = 0;
+	word[o++] = '\'';
+	for (; *e && o + 6 < sizeof(word); e++) {
+		if (*e == '\'') {
+			memcpy(word + o, "'\\''", 4);
+			o += 4;
+		} else
+			word[o++] = *e;
+	}
+	word[o++] = '\'';
+	word[o] = 0;
+	return word;
+}
+
+/* What to run next: leaks when phases were asked for, else report. */
+static void print_next_step(const struct run_options *o, const char *path)
+{
+	fprintf(stderr, "vramtrace: next: vramtrace %s %s  (also: leaks, oom, html -o report.html; vramtrace help)\n",
+		o->n_phases ? "leaks" : "report", shell_word(path));
+}
+
+static void print_trace_written(const struct run_options *o, const char *path, const struct vrt_file_state *s)
+{
+	struct stat st;
+	char size[32] = "";
+	if (!stat(path, &st))
+		vrt_fmt_bytes(size, sizeof(size), (int64_t)st.st_size);
+	fprintf(stderr, "vramtrace: trace: %s (%s%s%llu events)\n", vrt_escape(path), size, *size ? ", " : "",
+		(unsigned long long)s->events_written);
+	print_next_step(o, path);
+}
+
 static void report_trace(const struct run_options *o, bool is_dir, int status, uint64_t ended_ns)
 {
 	char path[PATH_MAX];
@@ -240,17 +284,22 @@ static void report_trace(const struct run_options *o, bool is_dir, int status, u
 		return;
 	if (!trace && !vrt_output_place_ok(o->output ? o->output : ".", is_dir || !o->output, why, sizeof(why)))
 		fprintf(stderr, "vramtrace: no trace was written: %s\n", why); /* the preload refused it too */
-	else if (trace && s.end_reason == VRT_END_WRITE_FAILED)
+	else if (trace && s.end_reason == VRT_END_WRITE_FAILED) {
 		fprintf(stderr, "vramtrace: trace: %s (cut short: writing it failed: %s)\n", path,
 			vrt_write_error_text(s.end_detail));
-	else if (trace)
-		fprintf(stderr, "vramtrace: trace: %s\n", path);
+		print_next_step(o, path);
+	} else if (trace)
+		print_trace_written(o, path, &s);
 	else if (access(path, F_OK) == 0)
 		fprintf(stderr, "vramtrace: %s is not a complete trace: the preload could not write it (see above)\n", path);
 	else if (!creatable(path))
 		fprintf(stderr, "vramtrace: no trace was written: %s cannot be created (%s)\n", path, strerror(errno));
-	else if (is_dir)
-		fprintf(stderr, "vramtrace: traces: %s (one file per process)\n", o->output);
+	else if (is_dir) {
+		fprintf(stderr, "vramtrace: traces: %s (one file per process)\n", vrt_escape(o->output));
+		print_next_step(o, o->output);
+	} else if (o->armed)
+		fprintf(stderr, "vramtrace: no trace was written: the command ran armed (live set only) and was never "
+				"attached; `vramtrace attach PID` starts tracing it\n");
 	else
 		fprintf(stderr, "vramtrace: no trace was written (the command made no CUDA allocation)\n");
 }
@@ -265,20 +314,40 @@ int vrt_cmd_run(int argc, char **argv)
 	if (vrt_find_preload(preload, sizeof(preload)))
 		return vrt_fail(VRT_E_NOENT, "cannot find libvramtrace.so next to this binary (set VRAMTRACE_PRELOAD)");
 	bool is_dir = false;
-	if (o.output && (rc = prepare_output(o.output, &is_dir)))
+	if (o.output && (rc = prepare_output(o.output, o.force, &is_dir)))
 		return rc;
 	if (o.output)
 		setenv("VRAMTRACE_OUTPUT", o.output, 1);
 	if ((rc = configure_env(&o, preload)))
 		return rc;
 	fflush(NULL);
+	/* The child reports a failed exec through a close-on-exec pipe: a command that never ran
+	 * gets one line ("cannot run"), not a second one about the trace it could not write. */
+	int exec_failed[2];
+	if (pipe2(exec_failed, O_CLOEXEC))
+		return vrt_fail(VRT_E_IO, "pipe: %s", strerror(errno));
 	child = fork();
 	if (child < 0)
 		return vrt_fail(VRT_E_IO, "fork: %s", strerror(errno));
 	if (child == 0) {
+		close(exec_failed[0]);
 		execvp(o.command[0], o.command);
-		fprintf(stderr, "vramtrace: cannot run %s: %s\n", o.command[0], strerror(errno));
+		int err = errno;
+		ssize_t ignored = write(exec_failed[1], &err, sizeof(err));
+		(void)ignored;
 		_exit(127);
+	}
+	close(exec_failed[1]);
+	int exec_errno = 0;
+	ssize_t got;
+	while ((got = read(exec_failed[0], &exec_errno, sizeof(exec_errno))) < 0 && errno == EINTR)
+		;
+	close(exec_failed[0]);
+	if (got == sizeof(exec_errno)) {
+		while (waitpid(child, NULL, 0) < 0 && errno == EINTR)
+			;
+		fprintf(stderr, "vramtrace: cannot run %s: %s\n", vrt_escape(o.command[0]), strerror(exec_errno));
+		return exec_errno == ENOENT ? 127 : 126;
 	}
 	signal(SIGINT, forward);
 	signal(SIGTERM, forward);

@@ -30,6 +30,7 @@ int vrt_cmd_watch(int argc, char **argv);
 	"options:\n"                                                                                   \
 	"  -o, --output PATH   trace file (default ./vramtrace.<pid>.vrt); a directory (existing, or\n" \
 	"                      ending in /) gets one file per process, named by pid and rank\n"          \
+	"  -f, --force         replace the trace file if it exists (without it, run refuses)\n"         \
 	"  --ring SIZE         keep at most SIZE of events (e.g. 64M, 2G; default 256M); the live set\n"  \
 	"                      and stacks are never lost\n"                                              \
 	"  --keep-all          keep every event (same as --ring 0)\n"                                    \

@@ -48,8 +48,14 @@ static int cmd_help(int argc, char **argv)
 		return vrt_print_help("help");
 	if (argc > 1 && vrt_print_help(argv[1]) == 0)
 		return 0;
+	if (argc > 1) {
+		fprintf(stderr, "vramtrace help: no command or topic named '%s' (the topics: the commands below, and env)\n\n",
+			vrt_escape(argv[1]));
+		overview(stderr);
+		return VRT_EXIT_USAGE;
+	}
 	overview(stdout);
-	return argc > 1 ? VRT_EXIT_USAGE : 0;
+	return 0;
 }
 
 const struct vrt_command vrt_commands[] = {

@@ -280,3 +280,81 @@ int vrt_held_category(const struct vrt_held_by *h, int64_t *bytes)
 		}
 	return best;
 }
+
+/* ---- where the chains start ------------------------------------------------------------------ */
+
+/* The chain's first step, "[digits]" folded to "[*]". */
+static void root_of(const char *chain, char *out, size_t len)
+{
+	const char *end = strstr(chain, CHAIN_SEP);
+	size_t n = end ? (size_t)(end - chain) : strlen(chain), o = 0;
+	for (size_t i = 0; i < n && o + 4 < len; i++) {
+		out[o++] = chain[i];
+		if (chain[i] != '[' || i + 1 >= n || chain[i + 1] < '0' || chain[i + 1] > '9')
+			continue;
+		size_t j = i + 1;
+		while (j < n && chain[j] >= '0' && chain[j] <= '9')
+			j++;
+		if (j < n && chain[j] == ']') {
+			out[o++] = '*';
+			i = j - 1;
+		}
+	}
+	out[o] = 0;
+}
+
+static void add_root(struct vrt_roots *r, const char *text, int64_t bytes)
+{
+	for (size_t i = 0; i < r->n; i++)
+		if (!strcmp(r->v[i].text, text)) {
+			r->v[i].bytes += bytes;
+			r->v[i].chains++;
+			return;
+		}
+	if (r->n == VRT_ROOTS) {
+		r->other += bytes;
+		return;
+	}
+	struct vrt_root *root = &r->v[r->n++];
+	snprintf(root->text, sizeof(root->text), "%s", text);
+	root->bytes = bytes;
+	root->chains = 1;
+}
+
+void vrt_roots_add(struct vrt_roots *r, const struct vrt_trace *t, const struct vrt_walk *w, const struct vrt_item *it)
+{
+	const struct vrt_owner *first;
+	size_t n;
+	enum vrt_held status = vrt_owners_of(w, it, &first, &n);
+	int64_t size = (int64_t)it->size;
+	char text[VRT_ROOT_TEXT];
+	bool chained = false;
+	for (size_t i = 0; i < n; i++) {
+		const char *chain = first[i].chain ? vrt_string(t, first[i].chain) : NULL;
+		if (!chain || !*chain)
+			continue;
+		int64_t bytes = n == 1 ? size : (int64_t)first[i].size;
+		root_of(chain, text, sizeof(text));
+		add_root(r, text, bytes);
+		chained = true;
+	}
+	r->by_status[status] += size;
+	if (!chained)
+		r->unchained[status] += size;
+}
+
+static int by_root_bytes(const void *a, const void *b)
+{
+	const struct vrt_root *x = a, *y = b;
+	return x->bytes < y->bytes ? 1 : x->bytes > y->bytes ? -1 : strcmp(x->text, y->text);
+}
+
+void vrt_roots_sort(struct vrt_roots *r)
+{
+	qsort(r->v, r->n, sizeof(r->v[0]), by_root_bytes);
+}
+
+void vrt_root_print(FILE *out, const struct vrt_root *root)
+{
+	put_escaped(out, root->text, strlen(root->text));
+}

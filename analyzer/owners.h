@@ -100,4 +100,31 @@ enum vrt_held vrt_held_status(const struct vrt_held_by *h);
 /* The category identity decided for most of its bytes (-1: none), and those bytes. */
 int vrt_held_category(const struct vrt_held_by *h, int64_t *bytes);
 
+/*
+ * Where the chains that hold the survivors start: the first step of each chain (the root and
+ * the way to the first object a person would name), with a root's numbered entries folded into
+ * one ("_forward_hooks[1]" and "[48]" are both "_forward_hooks[*]": one fix frees them all).
+ * Each item's bytes are counted once; items no chain explains are counted by their status.
+ */
+#define VRT_ROOTS 32
+#define VRT_ROOT_TEXT 240
+struct vrt_root {
+	char text[VRT_ROOT_TEXT]; /* as recorded (escape it to print) */
+	int64_t bytes;
+	uint64_t chains;          /* distinct owners folded into it */
+};
+struct vrt_roots {
+	struct vrt_root v[VRT_ROOTS];
+	size_t n;
+	int64_t other;              /* bytes of roots beyond the VRT_ROOTS kept */
+	int64_t by_status[VRT_HELD_KINDS]; /* every item added, by what the walk said */
+	int64_t unchained[VRT_HELD_KINDS]; /* those of them no chain names (in no root above) */
+};
+
+void vrt_roots_add(struct vrt_roots *r, const struct vrt_trace *t, const struct vrt_walk *w, const struct vrt_item *it);
+/* Largest first. */
+void vrt_roots_sort(struct vrt_roots *r);
+/* The root's text, control characters escaped. */
+void vrt_root_print(FILE *out, const struct vrt_root *root);
+
 #endif /* VRAMTRACE_OWNERS_H */

@@ -7,8 +7,6 @@
 #include "internal.h"
 #include "vramtrace/error.h"
 
-struct vrt_config vrt_cfg;
-
 struct option_def {
 	const char *name;
 	enum vrt_opt_type type;

@@ -50,6 +50,7 @@ void vrt_log(const char *fmt, ...);         /* "vramtrace: ..." on stderr unless
 uint64_t vrt_now_ns(void);                  /* CLOCK_MONOTONIC */
 bool vrt_addr_is_ours(const void *addr);    /* inside libvramtrace.so's own text */
 const char *vrt_self_path(void);            /* path of libvramtrace.so */
+void vrt_locate_self(void);                 /* finds the two above, once, at start */
 
 /*
  * Fork safety (lifecycle.c). A forked child inherits every lock as it was, held by threads that

@@ -1,109 +1,28 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Start, stop, fork, fatal signals and self-disable. The global state moves
- * UNINIT -> READY -> FINISHING, or to DISABLED from anywhere; every hook checks it first.
+ * Start, stop, fork and fatal signals: the orchestration. The global state (base.c) moves
+ * UNINIT -> READY -> FINISHING, or to DISABLED from anywhere (vrt_disable); every hook checks
+ * it first.
  */
 #define _GNU_SOURCE
-#include <dlfcn.h>
 #include <fcntl.h>
 #include <limits.h>
-#include <link.h>
 #include <linux/futex.h>
 #include <pthread.h>
-#include <sched.h>
 #include <signal.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "attach.h"
 #include "internal.h"
 #include "vramtrace/small_file.h"
 
-_Atomic int vrt_state = VRT_STATE_UNINIT;
-_Atomic int vrt_mode = VRT_MODE_OFF;
-_Atomic int vrt_forking;
-pid_t vrt_pid;
-
-static uintptr_t self_text_start, self_text_end;
-static char self_path[4096];
-
 static const int fatal_signals[] = { SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT, SIGTERM };
 #define N_FATAL (sizeof(fatal_signals) / sizeof(fatal_signals[0]))
 static struct sigaction previous_actions[N_FATAL];
-
-uint64_t vrt_now_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
-void vrt_log(const char *fmt, ...)
-{
-	if (vrt_cfg.quiet)
-		return;
-	char line[1024];
-	int n = snprintf(line, sizeof(line), "vramtrace[%d]: ", (int)getpid());
-	va_list ap;
-	va_start(ap, fmt);
-	int m = vsnprintf(line + n, sizeof(line) - (size_t)n - 1, fmt, ap);
-	va_end(ap);
-	n += m < 0 ? 0 : (m > (int)sizeof(line) - n - 2 ? (int)sizeof(line) - n - 2 : m);
-	line[n++] = '\n';
-	ssize_t ignored = write(STDERR_FILENO, line, (size_t)n);
-	(void)ignored;
-}
-
-void vrt_disable(const char *why)
-{
-	int expected = atomic_load(&vrt_state);
-	while (expected != VRT_STATE_DISABLED) {
-		if (atomic_compare_exchange_weak(&vrt_state, &expected, VRT_STATE_DISABLED)) {
-			bool quiet = vrt_cfg.quiet;
-			vrt_cfg.quiet = false; /* this one line is always printed */
-			vrt_log("disabled: %s; the program continues untraced", why);
-			vrt_cfg.quiet = quiet;
-			return;
-		}
-	}
-}
-
-bool vrt_addr_is_ours(const void *addr)
-{
-	uintptr_t a = (uintptr_t)addr;
-	return a >= self_text_start && a < self_text_end;
-}
-
-const char *vrt_self_path(void) { return self_path; }
-
-static int find_self(struct dl_phdr_info *info, size_t size, void *base)
-{
-	(void)size;
-	if (info->dlpi_addr != (ElfW(Addr))base)
-		return 0;
-	for (int i = 0; i < info->dlpi_phnum; i++) {
-		const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
-		if (ph->p_type == PT_LOAD && (ph->p_flags & PF_X)) {
-			self_text_start = info->dlpi_addr + ph->p_vaddr;
-			self_text_end = self_text_start + ph->p_memsz;
-		}
-	}
-	return 1;
-}
-
-static void locate_self(void)
-{
-	Dl_info info;
-	if (dladdr((void *)locate_self, &info) && info.dli_fname) {
-		snprintf(self_path, sizeof(self_path), "%s", info.dli_fname);
-		dl_iterate_phdr(find_self, info.dli_fbase);
-	}
-}
 
 static void fatal_handler(int sig, siginfo_t *si, void *uc)
 {
@@ -137,35 +56,7 @@ static void install_fatal_handlers(void)
 	}
 }
 
-/* ---- fork (see "Fork safety" in internal.h) ------------------------------------------------ */
-
-bool vrt_fork_wait_clear(_Atomic int *mark, uint64_t deadline_ns)
-{
-	for (int spins = 0; atomic_load_explicit(mark, memory_order_seq_cst); spins++) {
-		if (spins < 64) {
-			sched_yield(); /* sections are short: most waits end here */
-			continue;
-		}
-		if (vrt_now_ns() > deadline_ns)
-			return false;
-		struct timespec pause = { 0, 50000 };
-		nanosleep(&pause, NULL);
-	}
-	return true;
-}
-
-void vrt_fork_park(_Atomic int *mark)
-{
-	for (;;) {
-		atomic_store_explicit(mark, 1, memory_order_seq_cst);
-		int forking = atomic_load_explicit(&vrt_forking, memory_order_seq_cst);
-		if (VRT_LIKELY(!forking))
-			return;
-		atomic_store_explicit(mark, 0, memory_order_release);
-		struct timespec limit = { 0, 10000000 }; /* a missed wake costs 10 ms, not a hang */
-		syscall(SYS_futex, &vrt_forking, FUTEX_WAIT_PRIVATE, forking, &limit, NULL, 0);
-	}
-}
+/* ---- fork (see "Fork safety" in internal.h; the waits are in base.c) ----------------------- */
 
 static bool python_locked; /* by this fork's prepare handler; forks are serialized by glibc */
 
@@ -226,7 +117,7 @@ static bool names_self(const char *entry, size_t len, const struct stat *self)
 	memcpy(path, entry, len);
 	path[len] = 0;
 	if (!strchr(path, '/')) {
-		const char *base = strrchr(self_path, '/');
+		const char *self_path = vrt_self_path(), *base = strrchr(self_path, '/');
 		return !strcmp(path, base ? base + 1 : self_path);
 	}
 	struct stat st;
@@ -257,7 +148,7 @@ static bool list_names_self(const char *list, size_t n, const struct stat *self)
 static bool preloaded(void)
 {
 	struct stat self;
-	if (!self_path[0] || stat(self_path, &self))
+	if (!vrt_self_path()[0] || stat(vrt_self_path(), &self))
 		return true; /* cannot tell: keep the behaviour of a preload */
 	static char env[1 << 18]; /* .bss: only the bytes read are touched */
 	size_t n = vrt_read_small_file("/proc/self/environ", env, sizeof(env));
@@ -309,7 +200,7 @@ static void start(void)
 {
 	int busy = vrt_tls.busy;
 	vrt_tls.busy = 1;
-	locate_self();
+	vrt_locate_self();
 	loaded_late = !preloaded();
 	if (loaded_late) {
 		/* State stays UNINIT: every hook passes through until vramtrace_attach_start. */

@@ -285,6 +285,43 @@ m user-code-includes-site-packages analyzer/attribution.c \
   'const char *pkg = strstr(file, "-packages/");' \
   'const char *pkg = NULL;' \
   test_retention.py::test_a_library_in_a_site_packages_directory_is_not_the_users_code
+m kept-alive-roots-unfolded analyzer/owners.c \
+  "out[o++] = '*';" \
+  "out[o++] = chain[i + 1];" \
+  test_retention.py::test_kept_alive_by_folds_a_roots_numbered_entries_into_one \
+  test_h200_retention.py::test_deepspeed_what_keeps_it_alive_is_one_root_the_models_forward_hooks
+m kept-alive-counts-timed-out-twice analyzer/cmd_leaks.c \
+  '\t\tvrt_held_add(&g->cut, w, it);\n' \
+  '\t\tvrt_held_add(&g->cut, w, it);\n\t\tvrt_roots_add(&lk->roots, lk->t, w, it);\n' \
+  test_retention.py::test_a_later_walk_explains_what_a_skipped_walk_did_not
+m html-kept-alive-hidden analyzer/report.html.in \
+  "var krows = kept.slice(0, 10)" \
+  "var krows = kept.slice(0, 0)" \
+  test_html.py::test_demo_renders
+m html-flame-search-case-sensitive analyzer/report.html.in \
+  "var q = state.search.toLowerCase(), matched = 0" \
+  "var q = state.search, matched = 0" \
+  test_html.py::test_flame_graph_search_and_time_range_from_the_address
+m html-flame-search-counts-nested-twice analyzer/report.html.in \
+  "if (n.match && !inside) matched += n.value;" \
+  "if (n.match) matched += n.value;" \
+  test_html.py::test_flame_graph_search_and_time_range_from_the_address
+m html-flame-range-one-bucket analyzer/report.html.in \
+  "for (var i = lo; i < hi; i++) m = Math.max(m, col[i]);" \
+  "m = col[lo];" \
+  test_html.py::test_flame_graph_search_and_time_range_from_the_address
+m html-reserved-is-the-tensors analyzer/report.html.in \
+  "return r.kind === 'device' && r.device === s.device;" \
+  "return r.kind === 'tensors' && r.device === s.device;" \
+  test_html.py::test_reserved_memory_is_drawn_over_the_tensors
+m html-held-by-hidden analyzer/report.html.in \
+  "v.held_by[0].join(' \\u2192 ')" \
+  "''" \
+  test_html.py::test_demo_renders
+m ctypes-pointer-owns-nothing python/vramtrace/_owners.py \
+  'k = Walk._ctypes_buffer' \
+  'k = _IGNORED' \
+  test_retention.py::test_the_demo_names_the_registry_that_keeps_its_raw_pointers
 
 m leaks-baseline-reads-teardown analyzer/cmd_leaks.c \
   '.until_mark = o->until_mark, .stop_at_teardown = true };' \
@@ -313,6 +350,26 @@ m watch-growth-against-nothing analyzer/cmd_watch.c \
   '\tif (!t)\n\t\treturn 0;' \
   '\tif (t)\n\t\treturn 0;' \
   test_attach.py::test_watch_names_the_growing_site_of_a_running_process
+
+# ---- the preload's layers (preload/base.c) ----------------------------------------------------
+m base-calls-up preload/base.c \
+  '\t\t\tvrt_cfg.quiet = quiet;\n\t\t\treturn;' \
+  '\t\t\tvrt_cfg.quiet = quiet;\n\t\t\tif (!why)\n\t\t\t\tvrt_tbuf_init();\n\t\t\treturn;' \
+  test_preload_layers.py::test_the_leaves_call_nothing_of_ours_but_base
+
+# ---- what run says and refuses (analyzer/cmd_run.c) -------------------------------------------
+m run-replaces-without-force analyzer/cmd_run.c \
+  '\t\tif (!force)\n' \
+  '\t\tif (0)\n' \
+  test_run_cli.py::test_an_existing_trace_is_kept_unless_forced
+m run-exec-failure-twice analyzer/cmd_run.c \
+  'if (got == sizeof(exec_errno)) {' \
+  'if (got == sizeof(exec_errno) && 0) {' \
+  test_run_cli.py::test_a_command_that_cannot_start_gets_one_line
+m run-next-step-unquoted analyzer/cmd_run.c \
+  'if (*e && strspn(' \
+  'if (1 || strspn(' \
+  test_run_cli.py::test_a_written_trace_comes_with_its_size_and_a_next_step_that_runs
 
 # ---- the Python module as a library (python/vramtrace, dump --json, export parquet) ------------
 m api-snapshot-waits-for-a-walk preload/api.c \

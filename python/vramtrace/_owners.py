@@ -5,6 +5,7 @@ preload's C (preload/pyreach.c) when it can, else Python's gc.get_referents. The
 heap still (the cyclic GC off, other threads held back) for the walk's whole life.
 """
 import bisect
+import ctypes
 import gc
 import itertools
 import os
@@ -79,6 +80,8 @@ class Walk:
                     k = Walk._cai_buffer
                 elif t.__name__ == "ArrayImpl" and "unsafe_buffer_pointer" in dir(t):
                     k = Walk._jax_buffer
+                elif issubclass(t, ctypes.c_void_p):
+                    k = Walk._ctypes_buffer
             except Exception:
                 pass
             self.kinds[t] = k
@@ -132,6 +135,15 @@ class Walk:
 
     def _jax_buffer(self, o):
         return int(o.unsafe_buffer_pointer()), int(o.nbytes)
+
+    def _ctypes_buffer(self, o):
+        """A raw pointer kept in a ctypes.c_void_p (what cudaMalloc through ctypes returns): it
+        owns the buffer it points at the start of; a pointer into the middle of one is a view."""
+        ptr = ctypes.c_void_p.value.__get__(o)
+        item = self._item_at(ptr) if ptr else None
+        if item is None or item[0] != ptr:
+            return None
+        return ptr, item[1]
 
     def _note_identity(self, o, role):
         """What a tensor's relatives are: its .grad a gradient; it an activation when it has an
@@ -443,6 +455,9 @@ class Walk:
 
     def emit(self):
         for ptr, (size, device, objs) in self.buffers.items():
+            # An object that says what it is (a tensor, an array) names the buffer before the raw
+            # pointer it keeps inside (a DeviceBuffer's .ptr), whatever order the heap lists them.
+            objs.sort(key=lambda o: isinstance(o, ctypes.c_void_p))
             best = next((o for o in objs if self._raw_path(o) is not None), None)
             status, chain = FOUND, None
             try:

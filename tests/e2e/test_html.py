@@ -25,7 +25,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import BUILD, DOUBLES, SOURCE, analyze, program, trace
+from conftest import BUILD, DOUBLES, SOURCE, analyze, human, program, trace
 
 MiB = 1 << 20
 
@@ -86,9 +86,10 @@ def console_errors(stderr):
     return [line for line in stderr.splitlines() if "CONSOLE" in line and ("Uncaught" in line or "Error" in line)]
 
 
-def dump_dom(tmp_path, page):
-    """The DOM after the page's scripts ran; fails on any JavaScript error."""
-    p = chromium(tmp_path, "--virtual-time-budget=5000", "--dump-dom", f"file://{Path(page).resolve()}")
+def dump_dom(tmp_path, page, fragment=""):
+    """The DOM after the page's scripts ran; fails on any JavaScript error. fragment: the
+    address's #part (the page reads its view from it)."""
+    p = chromium(tmp_path, "--virtual-time-budget=5000", "--dump-dom", f"file://{Path(page).resolve()}{fragment}")
     assert p.returncode == 0, p.stderr[-2000:]
     assert not console_errors(p.stderr), console_errors(p.stderr)
     assert "<body" in p.stdout
@@ -326,10 +327,105 @@ def test_demo_renders(demo):
     assert body_rows(element_block(dom, "table", "leaks-invocations")) == len(d["leaks"]["phases"]) == 4
     assert body_rows(element_block(dom, "table", "leaks-survivors")) > 0
     assert "84.0 MiB per train() call" in element_block(dom, "p", "leaks-summary")
+    # what keeps it alive: the registry, as one root, and each group's own chain
+    kept = element_block(dom, "table", "leaks-kept-alive")
+    assert body_rows(kept) == 1 and "__main__._ENGINES[*] (Engine)" in kept and "336 MiB" in kept
+    assert "__main__._ENGINES[0] (Engine) \u2192 .master (c_void_p)" in element_block(dom, "table", "leaks-survivors")
     assert 'id="oom"' not in dom, "the OOM section is removed when the trace has none"
     assert 'id="peaks"' in dom and "352 MiB" in element_block(dom, "table", "peaks")
     png = screenshot(tmp, out, "demo.png")
     assert_chart_drawn(png, min_colours=4)
+
+
+def flame_expected(d, query, lo, hi):
+    """What the flame graph over buckets [lo, hi) of the main series holds, and how much of it
+    lies under a frame containing query: each site at its largest in the range, counted whole
+    when any of its frames matches (no double count), from the page's own data."""
+    main = d["series"][d["main"]]
+    cols = series_values(main)
+    total = matched = 0
+    for j, col in enumerate(cols):
+        v = max(col[lo:hi])
+        total += v
+        if j < len(main["sites"]) and v > 0:
+            frames = [d["frames"][f] for f in d["sites"][main["sites"][j]]["frames"]]
+            if any(query.lower() in (f[0] + "\0" + (f[1] or "")).lower() for f in frames if f[2] != "n"):
+                matched += v
+    return total, matched
+
+
+def shown_bytes(text):
+    m = re.match(r"([\d.]+) (B|KiB|MiB|GiB)$", text)
+    return float(m[1]) * {"B": 1, "KiB": 1 << 10, "MiB": MiB, "GiB": 1 << 30}[m[2]]
+
+
+@needs_chromium
+def test_flame_graph_search_and_time_range_from_the_address(demo):
+    """The address's #flame-search and #flame-range set the view (as typing in the search box and
+    shift-dragging on the chart do): matching frames are marked and their bytes summed once; a
+    range shows each site at its largest in it."""
+    t, out, tmp = demo
+    d = page_data(out)
+    main = d["series"][d["main"]]
+    peak = main["peak_bucket"]
+    dom = dump_dom(tmp, out, "#flame-search=engine.__INIT__")
+    marked = re.findall(r'<rect[^>]*class="fl match"[^>]*>', dom)
+    assert marked and all('data-name="Engine.__init__"' in r for r in marked)
+    total, matched = flame_expected(d, "Engine.__init__", peak, peak + 1)
+    m = re.search(r'id="flame-match"[^>]*>matched (.+?) \u00b7 ([\d.]+)% of (.+?)</span>', dom)
+    assert m, element_block(dom, "span", "flame-match")
+    assert 0 < matched < total
+    assert abs(shown_bytes(m[1]) - matched) <= 0.01 * matched and abs(shown_bytes(m[3]) - total) <= 0.01 * total
+    assert abs(float(m[2]) - 100 * matched / total) <= 0.1
+    # A file: it matches the locations of frames nested in one another; each byte counts once.
+    dom = dump_dom(tmp, out, "#flame-search=TRAIN_LEAK.PY")
+    total, matched = flame_expected(d, "train_leak.py", peak, peak + 1)
+    m = re.search(r'id="flame-match"[^>]*>matched (.+?) \u00b7', dom)
+    assert len(re.findall(r'class="fl match"', dom)) > len(main["sites"]), "frames of the file inside each other"
+    assert m and abs(shown_bytes(m[1]) - matched) <= 0.01 * matched, (m and m[1], matched)
+    # A range: the first half of the trace, where fewer calls have run than at the peak.
+    lo, hi = 0, max(1, peak // 2)
+    t0, t1 = d["from"] + lo * d["width"], d["from"] + hi * d["width"]
+    dom = dump_dom(tmp, out, f"#flame-range={t0:.6f}-{t1:.6f}&flame-search=nothing-is-called-this")
+    assert 'id="flame-span"' in dom and "class=\"fl match\"" not in dom
+    when = element_block(dom, "span", "flame-when")
+    total, _ = flame_expected(d, "x", lo, hi)
+    m = re.search(r"each site at its largest in the range: (.+?) together", when)
+    assert m and abs(shown_bytes(m[1]) - total) <= 0.01 * total, when
+    assert total < sum(max(c[peak:peak + 1]) for c in series_values(main))
+    assert "no frame contains" in element_block(dom, "span", "flame-match")
+
+
+@needs_chromium
+def test_reserved_memory_is_drawn_over_the_tensors(tmp_path, demo):
+    """A PyTorch trace (H200): over the tensors series, the same device's CUDA allocations (what
+    the caching allocator reserved) as a dashed line, and in the legend what was held but not in
+    tensors at the tensors' peak, from the page's own data and equal to report's peaks."""
+    src = SOURCE / "tests" / "golden" / "h200" / "leak-cycle.vrt"
+    out = tmp_path / "lc.html"
+    html(src, out)
+    d = page_data(out)
+    tensors = d["series"][d["main"]]
+    assert tensors["kind"] == "tensors"
+    device, = [s for s in d["series"] if s["kind"] == "device" and s["device"] == tensors["device"]]
+    dom = dump_dom(tmp_path, out)
+    line = re.search(r'<path[^>]*id="reserved"[^>]*>', dom)
+    assert line, "no reserved line"
+    steps = re.findall(r"V([\d.]+)", re.search(r'\sd="([^"]+)"', line[0])[1])
+    assert len(steps) == d["buckets"] - 1, "one level per bucket of the shown range"
+    legend = re.sub(r"<[^>]+>", " ", element_block(dom, "div", "legend-reserved"))
+    rep = json.loads(analyze("report", "--json", src).stdout)
+    peak, = [dev["peak_bytes"] for dev in rep["devices"] if dev["kind"] == "device" and dev["device"] == 0]
+    assert peak == device["peak"]
+    b = tensors["peak_bucket"]
+    gap = series_values(device)
+    gap = sum(c[b] for c in gap) - sum(c[b] for c in series_values(tensors))
+    assert f"peak {human(peak)}" in legend and f"not in tensors at the tensors\u2019 peak {human(gap)}" in legend, legend
+    assert 0 < gap < device["peak"]
+    # Without a tensors series (the demo: CUDA allocations only) there is no line.
+    t, demo_page, _ = demo
+    assert not any(s["kind"] == "tensors" for s in page_data(demo_page)["series"])
+    assert 'id="reserved"' not in dump_dom(tmp_path, demo_page)
 
 
 @needs_chromium

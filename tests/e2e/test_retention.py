@@ -7,7 +7,7 @@ never collects, a raw allocation no Python object owns); the sizes are the progr
 """
 import pytest
 
-from conftest import CUDART, MiB, PROGRAM_SOURCES, analyze, trace as traced
+from conftest import CUDART, DOUBLES, MiB, PROGRAM_SOURCES, SOURCE, analyze, trace as traced
 
 SCRIPT = PROGRAM_SOURCES / "retain_buffers.py"
 CALLS = 3
@@ -145,11 +145,16 @@ def test_walks_the_budget_skips_say_timed_out_and_say_so_once(tmp_path, python_e
 def test_a_later_walk_explains_what_a_skipped_walk_did_not(tmp_path, python_exe):
     t = trace(tmp_path, [python_exe, SCRIPT, 3, "spent-snapshot", tmp_path / "snap.vrt"], run_args=("--phase", "train"))
     assert t.returncode == 0, t.stderr
-    groups = by_line(leaks(t)["survivors"])[train_line("REGISTRY")]
+    d = leaks(t)
+    groups = by_line(d["survivors"])[train_line("REGISTRY")]
     assert sorted(g["phase_index"] for g in groups) == [1, 2, 3]
     for g in groups:
         assert g["held_by_status"] == "found", g
         assert g["held_by"] == [["__main__.REGISTRY[%d] (DeviceBuffer)" % (g["phase_index"] - 1)]]
+    # what keeps it alive counts each survivor once, by the walk that answered, not the skipped one
+    status = d["kept_alive_by_status"]
+    assert status["timed_out"] == 0
+    assert sum(status.values()) == sum(p["survivor_bytes"] for p in d["phases"])
 
 
 def test_seconds_per_walk_lift_the_share_of_the_run(tmp_path, python_exe):
@@ -250,3 +255,39 @@ def test_a_snapshot_of_a_running_job_carries_a_walk_run_at_its_next_safe_point(t
     assert "reason=3 status=0" in dump
     owners = [line for line in dump.splitlines() if " owner " in line]
     assert len(owners) == 1 and owners[0].endswith("held_by __main__.CACHE['weights'] (Buf)"), owners
+
+
+# ---- what keeps it alive, by root ----------------------------------------------------------
+
+def roots_of(d):
+    return {r["root"]: r for r in d["kept_alive_by"]}
+
+
+def test_kept_alive_by_folds_a_roots_numbered_entries_into_one(run):
+    # One line a person acts on: the registry's and the hook dict's entries of every call are one
+    # root each (clearing REGISTRY frees all of it), the cycle and the raw allocation by status.
+    t, d = run
+    roots = roots_of(d)
+    assert roots["__main__.REGISTRY[*] (DeviceBuffer)"]["bytes"] == CALLS * KEPT["registry"]
+    assert roots["__main__.REGISTRY[*] (DeviceBuffer)"]["objects"] == CALLS
+    assert roots["__main__.HOOKS[*] (function make_hook.<locals>.hook)"]["bytes"] == CALLS * KEPT["hook"]
+    status = d["kept_alive_by_status"]
+    assert status["not_python"] == CALLS * KEPT["raw"] and status["unreachable"] == CALLS * KEPT["cycle"]
+    assert status["found"] == CALLS * (KEPT["registry"] + KEPT["hook"])
+    text = analyze("leaks", "--quiet", "--phase", "train", t.trace).stdout
+    assert "kept alive by" in text and "__main__.REGISTRY[*] (DeviceBuffer)  (3 objects)" in text
+
+
+def test_the_demo_names_the_registry_that_keeps_its_raw_pointers(tmp_path, python_exe):
+    # scripts/demo/train_leak.py keeps each call's engine in a module-level list; the engine holds
+    # its buffers as ctypes pointers (what cudaMalloc through ctypes gives), nothing else.
+    t = traced(tmp_path, [python_exe, SOURCE / "scripts/demo/train_leak.py"], env={"LD_LIBRARY_PATH": str(DOUBLES)},
+               run_args=("--phase", "train"))
+    assert t.returncode == 0, t.stderr
+    d = leaks(t)
+    per_call = d["growth_per_invocation_bytes"]
+    assert per_call == 84 * MiB
+    assert d["kept_alive_by"] == [{"root": "__main__._ENGINES[*] (Engine)", "bytes": 4 * per_call, "objects": 16}]
+    for s in d["survivors"]:
+        assert s["held_by_status"] == "found" and s["held_by"][0][0] == "__main__._ENGINES[%d] (Engine)" % (
+            s["phase_index"] - 1), s["held_by"]

@@ -398,14 +398,19 @@ def tiny_tmpfs(tmp_path):
         pytest.skip("mounting a tmpfs needs root (the RLIMIT_FSIZE variant covers the rest)")
     mnt = tmp_path / "full"
     mnt.mkdir()
-    r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", str(mnt)], capture_output=True, text=True)
+    r = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={FULL_AT >> 10}k", "tmpfs", str(mnt)],
+                       capture_output=True, text=True)
     if r.returncode:
         pytest.skip(f"cannot mount a tmpfs here: {r.stderr.strip()}")
     yield mnt
     subprocess.run(["umount", "-l", str(mnt)], check=False)
 
 
-CHURN = ["stress_churn", 60000, 100]
+# Where the disk is full. The collector writes events in chunks of up to 1 MiB before compression
+# (a drain that outpaces the flush timer makes them that big), so a limit of 2 MiB holds the header,
+# the tables and at least one whole events chunk however fast the job runs; CHURN's trace is ~5 MB.
+FULL_AT = 2 << 20
+CHURN = ["stress_churn", 600000, 100]
 
 
 def check_cut_short(p, out, expect_error):
@@ -431,7 +436,7 @@ def test_file_size_limit_job_runs_partial_trace_reads(tmp_path, ring):
     """RLIMIT_FSIZE: writes past it fail with EFBIG; the SIGXFSZ they raise must not kill the job
     (the collector thread, which does all trace writes, blocks every signal)."""
     def limit():
-        resource.setrlimit(resource.RLIMIT_FSIZE, (256 << 10, 256 << 10))
+        resource.setrlimit(resource.RLIMIT_FSIZE, (FULL_AT, FULL_AT))
     p, out = run(tmp_path, [program(CHURN[0]), *CHURN[1:]], "t.vrt", quiet=False, run_args=["--ring", ring],
                  preexec_fn=limit)
     check_cut_short(p, out, "File too large")
@@ -445,7 +450,7 @@ def test_trace_cut_short_by_a_write_error_says_so(tmp_path, ring):
     """`run -q`: the preload's one line is still printed; the trace's state block says how and
     when it ended (run leaves that alone), and info and report say so."""
     def limit():
-        resource.setrlimit(resource.RLIMIT_FSIZE, (256 << 10, 256 << 10))
+        resource.setrlimit(resource.RLIMIT_FSIZE, (FULL_AT, FULL_AT))
     p, out = run(tmp_path, [program(CHURN[0]), *CHURN[1:]], "t.vrt", preexec_fn=limit, run_args=["--ring", ring])
     assert p.returncode == 0, p.stderr
     line, = preload_lines(p.stderr)

@@ -26,9 +26,13 @@ static volatile int armed_every, armed_depth;
 static volatile int level; /* the handler level running now (the program keeps it) */
 static volatile int nest_asked[MAX_DEPTH + 1];
 static volatile long calls;
+static volatile pid_t armed_thread; /* only the thread that armed it is interrupted */
+
+static pid_t gettid_(void) { return (pid_t)syscall(SYS_gettid); }
 
 void clockshim_arm(int every, int depth)
 {
+	armed_thread = gettid_();
 	armed_depth = depth < MAX_DEPTH ? depth : MAX_DEPTH;
 	armed_every = every;
 }
@@ -37,7 +41,7 @@ void clockshim_level(int d) { level = d; }
 
 void clockshim_nest(int d) { nest_asked[d] = 1; }
 
-static void raise_level(int d) { syscall(SYS_tgkill, getpid(), (pid_t)syscall(SYS_gettid), SIGRTMIN + d - 1); }
+static void raise_level(int d) { syscall(SYS_tgkill, getpid(), gettid_(), SIGRTMIN + d - 1); }
 
 int clock_gettime(clockid_t id, struct timespec *ts)
 {
@@ -47,10 +51,11 @@ int clock_gettime(clockid_t id, struct timespec *ts)
 			abort();
 	}
 	int rc = real_clock_gettime(id, ts);
-	int d = level;
-	if (!armed_every)
+	/* Read once: the program disarms (every = 0) while vramtrace's collector thread calls in. */
+	int d = level, every = armed_every;
+	if (!every || gettid_() != armed_thread)
 		return rc;
-	if (d == 0 && ++calls % armed_every == 0)
+	if (d == 0 && ++calls % every == 0)
 		raise_level(1);
 	else if (d > 0 && d < armed_depth && nest_asked[d]) {
 		nest_asked[d] = 0;

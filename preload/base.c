@@ -1,0 +1,127 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The leaf of the preload: the process-wide state every file reads (the lifecycle state, the
+ * tracing mode, the configuration, fork progress), the clock, the one stderr line, self-disable,
+ * where our own code lies, and the waits of the fork protocol. It calls nothing else of ours,
+ * so every other file may use it without a circle (tests/check_preload_layers.py checks).
+ */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <link.h>
+#include <linux/futex.h>
+#include <sched.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "internal.h"
+
+struct vrt_config vrt_cfg; /* filled by vrt_config_load (config.c) before any hook records */
+_Atomic int vrt_state = VRT_STATE_UNINIT;
+_Atomic int vrt_mode = VRT_MODE_OFF;
+_Atomic int vrt_forking;
+pid_t vrt_pid;
+
+static uintptr_t self_text_start, self_text_end;
+static char self_path[4096];
+
+uint64_t vrt_now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+void vrt_log(const char *fmt, ...)
+{
+	if (vrt_cfg.quiet)
+		return;
+	char line[1024];
+	int n = snprintf(line, sizeof(line), "vramtrace[%d]: ", (int)getpid());
+	va_list ap;
+	va_start(ap, fmt);
+	int m = vsnprintf(line + n, sizeof(line) - (size_t)n - 1, fmt, ap);
+	va_end(ap);
+	n += m < 0 ? 0 : (m > (int)sizeof(line) - n - 2 ? (int)sizeof(line) - n - 2 : m);
+	line[n++] = '\n';
+	ssize_t ignored = write(STDERR_FILENO, line, (size_t)n);
+	(void)ignored;
+}
+
+void vrt_disable(const char *why)
+{
+	int expected = atomic_load(&vrt_state);
+	while (expected != VRT_STATE_DISABLED) {
+		if (atomic_compare_exchange_weak(&vrt_state, &expected, VRT_STATE_DISABLED)) {
+			bool quiet = vrt_cfg.quiet;
+			vrt_cfg.quiet = false; /* this one line is always printed */
+			vrt_log("disabled: %s; the program continues untraced", why);
+			vrt_cfg.quiet = quiet;
+			return;
+		}
+	}
+}
+
+bool vrt_addr_is_ours(const void *addr)
+{
+	uintptr_t a = (uintptr_t)addr;
+	return a >= self_text_start && a < self_text_end;
+}
+
+const char *vrt_self_path(void) { return self_path; }
+
+static int find_self(struct dl_phdr_info *info, size_t size, void *base)
+{
+	(void)size;
+	if (info->dlpi_addr != (ElfW(Addr))base)
+		return 0;
+	for (int i = 0; i < info->dlpi_phnum; i++) {
+		const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+		if (ph->p_type == PT_LOAD && (ph->p_flags & PF_X)) {
+			self_text_start = info->dlpi_addr + ph->p_vaddr;
+			self_text_end = self_text_start + ph->p_memsz;
+		}
+	}
+	return 1;
+}
+
+void vrt_locate_self(void)
+{
+	Dl_info info;
+	if (dladdr((void *)vrt_locate_self, &info) && info.dli_fname) {
+		snprintf(self_path, sizeof(self_path), "%s", info.dli_fname);
+		dl_iterate_phdr(find_self, info.dli_fbase);
+	}
+}
+
+/* ---- fork (see "Fork safety" in internal.h) ------------------------------------------------ */
+
+bool vrt_fork_wait_clear(_Atomic int *mark, uint64_t deadline_ns)
+{
+	for (int spins = 0; atomic_load_explicit(mark, memory_order_seq_cst); spins++) {
+		if (spins < 64) {
+			sched_yield(); /* sections are short: most waits end here */
+			continue;
+		}
+		if (vrt_now_ns() > deadline_ns)
+			return false;
+		struct timespec pause = { 0, 50000 };
+		nanosleep(&pause, NULL);
+	}
+	return true;
+}
+
+void vrt_fork_park(_Atomic int *mark)
+{
+	for (;;) {
+		atomic_store_explicit(mark, 1, memory_order_seq_cst);
+		int forking = atomic_load_explicit(&vrt_forking, memory_order_seq_cst);
+		if (VRT_LIKELY(!forking))
+			return;
+		atomic_store_explicit(mark, 0, memory_order_release);
+		struct timespec limit = { 0, 10000000 }; /* a missed wake costs 10 ms, not a hang */
+		syscall(SYS_futex, &vrt_forking, FUTEX_WAIT_PRIVATE, forking, &limit, NULL, 0);
+	}
+}

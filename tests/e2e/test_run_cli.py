@@ -1,0 +1,88 @@
+"""What `vramtrace run` says and refuses, as a new user meets it (docs/ux-defects items 11, 12, 38-41):
+an existing trace is kept unless -f, a command that cannot start gets one line, an armed job that
+nobody attached is not said to have made no allocation, and a written trace comes with its size,
+its event count and a next command that runs as printed."""
+import re
+import shlex
+import subprocess
+
+from conftest import VRAMTRACE, analyze, clean_env, program
+
+CHURN = [program("stress_churn"), "100", "10"]
+
+
+def run(tmp_path, *args):
+    return subprocess.run([str(VRAMTRACE), "run", *map(str, args)], capture_output=True, text=True,
+                          env=clean_env(), cwd=tmp_path, timeout=60)
+
+
+def vramtrace_lines(stderr):
+    return [line for line in stderr.splitlines() if line.startswith("vramtrace")]
+
+
+def test_an_existing_trace_is_kept_unless_forced(tmp_path):
+    out = tmp_path / "same.vrt"
+    first = run(tmp_path, "-o", out, "--", *CHURN)
+    assert first.returncode == 0, first.stderr
+    kept = out.read_bytes()
+    again = run(tmp_path, "-o", out, "--", *CHURN)
+    assert again.returncode == 2 and again.stdout == ""
+    assert f"vramtrace run: {out} exists: pass -f to replace it, or choose another -o" in again.stderr
+    assert out.read_bytes() == kept  # and the command did not run: no second "tracing to" line
+    assert "tracing to" not in again.stderr
+    forced = run(tmp_path, "-f", "-o", out, "--", *CHURN)
+    assert forced.returncode == 0, forced.stderr
+    assert out.read_bytes() != kept
+
+
+def test_a_command_that_cannot_start_gets_one_line(tmp_path):
+    p = run(tmp_path, "-o", tmp_path / "t.vrt", "--", "no-such-command-here")
+    assert p.returncode == 127
+    assert vramtrace_lines(p.stderr) == ["vramtrace: cannot run no-such-command-here: No such file or directory"]
+    script = tmp_path / "not-executable.sh"
+    script.write_text("#!/bin/sh\n")
+    p = run(tmp_path, "--", script)
+    assert p.returncode == 126
+    assert vramtrace_lines(p.stderr) == [f"vramtrace: cannot run {script}: Permission denied"]
+
+
+def test_an_armed_job_nobody_attached_is_not_said_to_allocate_nothing(tmp_path):
+    p = run(tmp_path, "--armed", "-o", tmp_path / "a.vrt", "--", *CHURN)
+    assert p.returncode == 0
+    assert "made no CUDA allocation" not in p.stderr
+    assert "no trace was written: the command ran armed (live set only) and was never attached; " \
+           "`vramtrace attach PID` starts tracing it" in p.stderr.splitlines()[-1]
+
+
+def next_step(stderr):
+    line, = [line for line in stderr.splitlines() if line.startswith("vramtrace: next: ")]
+    return shlex.split(line[len("vramtrace: next: "):].split("  (")[0])
+
+
+def test_a_written_trace_comes_with_its_size_and_a_next_step_that_runs(tmp_path):
+    odd = tmp_path / "it's a dir"
+    odd.mkdir()
+    out = odd / "t.vrt"
+    p = run(tmp_path, "-o", out, "--", *CHURN)
+    assert p.returncode == 0, p.stderr
+    events = analyze("info", "--json", out).stdout
+    m = re.search(r"^vramtrace: trace: (.+) \(([\d.]+ (?:B|KiB|MiB)), (\d+) events\)$", p.stderr, re.M)
+    assert m and m[1] == str(out), p.stderr
+    assert f'"events_written": {m[3]},' in events
+    argv = next_step(p.stderr)
+    assert argv == ["vramtrace", "report", str(out)]
+    r = subprocess.run([str(VRAMTRACE), *argv[1:]], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0 and f"{m[3]} events" in r.stdout, r.stderr
+    # With phases the next step is leaks; for a directory it reads the directory.
+    p = run(tmp_path, "--phase", "train", "-o", tmp_path / "dir/", "--", *CHURN)
+    assert p.returncode == 0, p.stderr
+    assert next_step(p.stderr)[:2] == ["vramtrace", "leaks"]
+
+
+def test_unknown_help_topic_and_missing_file_say_what_is_wrong(tmp_path):
+    p = subprocess.run([str(VRAMTRACE), "help", "nonsense"], capture_output=True, text=True, timeout=60)
+    assert p.returncode == 2 and p.stdout == ""
+    assert p.stderr.startswith("vramtrace help: no command or topic named 'nonsense'")
+    p = analyze("report", tmp_path / "nowhere.vrt", check=False)
+    assert p.returncode != 0
+    assert p.stderr.strip() == f"vramtrace: cannot read {tmp_path / 'nowhere.vrt'}: no such file"
