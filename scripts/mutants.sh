@@ -376,6 +376,22 @@ m api-snapshot-waits-for-a-walk preload/api.c \
   'vrt_ctl_request((int)getpid(), VRT_CTL_PEEK, path, &reply, 30000);' \
   'vrt_ctl_request((int)getpid(), VRT_CTL_SNAPSHOT, path, &reply, 30000);' \
   test_python_api.py::test_snapshot_without_the_bootstrap_asks_the_blocked_thread_for_no_walk
+m pytest-plugin-never-fails python/vramtrace/pytest_plugin.py \
+  'grown > checker.limit_bytes' \
+  'grown > checker.limit_bytes + (1 << 40)' \
+  test_python_api.py::test_the_plugin_fails_the_tests_whose_gpu_memory_grows
+m pyapi-growth-from-exit python/vramtrace/_reports.py \
+  'return self.live_bytes_at_next_entry - self.live_bytes_at_entry' \
+  'return self.live_bytes_at_exit - self.live_bytes_at_entry' \
+  test_python_api.py::test_leaks_are_dataclasses_with_the_analyzers_integer_bytes
+m pyapi-errors-by-exit python/vramtrace/_errors.py \
+  '3: TraceDamaged,' \
+  '3: AnalyzerFailed,' \
+  test_python_api.py::test_errors_are_trace_errors_that_carry_the_analyzers_message
+m dump-json-stack-twice analyzer/cmd_dump.c \
+  'seen->bits[stack / 8] |= (uint8_t)(1u << (stack % 8));' \
+  '(void)0;' \
+  test_python_api.py::test_dump_json_has_every_event_with_its_stack_given_once
 
 # ---- the driver ------------------------------------------------------------------------------
 
