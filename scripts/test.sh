@@ -12,7 +12,7 @@
 # (meson's SKIP, and pytest skips inside the e2e and stress suites) are listed by name and
 # counted apart from the passes.
 #
-# Environment: TEST_STAGES (default "sanitizers fuzz-smoke wheel mutants": the stages to run;
+# Environment: TEST_STAGES (default "sanitizers fuzz-smoke wheel no-cuda mutants": the stages to run;
 # each named stage must be runnable).
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -40,12 +40,13 @@ if ! pytest_python >/dev/null; then
     die "pytest is not installed and could not be installed (pip install pytest, or apt-get install python3-pytest)"
 fi
 
-stages=(${TEST_STAGES-sanitizers fuzz-smoke wheel mutants})
+stages=(${TEST_STAGES-sanitizers fuzz-smoke wheel no-cuda mutants})
 stage_script() {
   case $1 in
     sanitizers) echo scripts/test-sanitizers.sh ;;
     fuzz-smoke) echo scripts/fuzz-smoke.sh ;;
     wheel) echo scripts/test-wheel.sh ;;
+    no-cuda) echo scripts/test-no-cuda.sh ;;   # the analyzer built and tested without CUDA headers
     mutants) echo scripts/mutants.sh ;;
     *) return 1 ;;
   esac
