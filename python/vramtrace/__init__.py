@@ -66,10 +66,10 @@ class phase(contextlib.ContextDecorator):
         _native.phase_enter(self.name)
         return self
 
-    def __exit__(self, *exc: Any) -> bool:
+    def __exit__(self, *exc: Any) -> None:
         _native.phase_exit(self.name)
         _retention.phase_exit(self.name)
-        return False
+        return None
 
 
 def _is_native(path: str) -> bool:

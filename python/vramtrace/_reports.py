@@ -235,7 +235,7 @@ class Timeline:
 
     def to_pandas(self) -> Any:
         """A pandas.DataFrame (time_s float, byte columns int64); needs pandas."""
-        import pandas  # optional dependency
+        import pandas  # type: ignore[import-untyped,unused-ignore]  # optional dependency
 
         frame = pandas.DataFrame({"time_s": list(self.time_s)})
         for name, values in self.series.items():

@@ -15,7 +15,7 @@ from __future__ import annotations
 import gc
 import time
 import warnings
-from typing import Iterator, Optional
+from typing import Iterator, List, Optional
 
 import pytest
 
@@ -66,8 +66,9 @@ def vramtrace_no_growth(request: pytest.FixtureRequest) -> Iterator[GrowthChecke
 
 
 @pytest.hookimpl(tryfirst=True)
-def pytest_collection_modifyitems(items: list) -> None:
+def pytest_collection_modifyitems(items: List[pytest.Item]) -> None:
     """A marked test gets the fixture without naming it."""
     for item in items:
-        if item.get_closest_marker(MARKER) and MARKER not in getattr(item, "fixturenames", [MARKER]):
-            item.fixturenames.append(MARKER)
+        names = getattr(item, "fixturenames", None)  # a pytest.Function's; other items have none
+        if item.get_closest_marker(MARKER) and names is not None and MARKER not in names:
+            names.append(MARKER)
