@@ -3,7 +3,7 @@
  * vramtrace dump: every record, one per line. With --json, JSON Lines for programs (the Python
  * module's events table, export --format parquet): a "header" line, then per record an "event"
  * line with every field, preceded the first time an event names a stack by a "stack" line with
- * its frames (innermost first), and an "end" line. Integers stay integers: sizes and addresses
+ * its frames (innermost first) and the index of its headline frame, and an "end" line. Integers stay integers: sizes and addresses
  * are exact.
  */
 #include <inttypes.h>
@@ -161,7 +161,9 @@ static void json_stack_once(const struct vrt_trace *t, struct seen_stacks *seen,
 		return;
 	seen->bits[stack / 8] |= (uint8_t)(1u << (stack % 8));
 	int n = vrt_stack_frames(t, stack, VRT_VIEW_MERGED, frames, VRT_MAX_FRAMES);
-	printf("{\"type\": \"stack\", \"stack\": %u, \"frames\": [", stack);
+	/* headline: the index of the frame the reports name the stack by (-1 when empty). */
+	printf("{\"type\": \"stack\", \"stack\": %u, \"headline\": %d, \"frames\": [", stack,
+	       vrt_headline_index(frames, n));
 	for (int i = 0; i < n; i++) {
 		fputs(i ? ", " : "", stdout);
 		vrt_frame_json(stdout, &frames[i]);

@@ -236,6 +236,12 @@ void vrt_site_json(FILE *out, const struct vrt_trace *t, const struct vrt_site *
 	if (s->label) {
 		fputs(", \"label\": ", out);
 		json_string(out, s->label);
+	} else {
+		/* The frame the text reports name the site by. */
+		struct vrt_frame head;
+		vrt_stack_headline(t, s->stack, &head);
+		fputs(", \"headline\": ", out);
+		vrt_frame_json(out, &head);
 	}
 	fputs(", \"frames\": [", out);
 	if (s->label) {

@@ -81,7 +81,11 @@ def _is_native(path: str) -> bool:
 
 
 def binary() -> str:
-    """Path of the vramtrace executable that came with this package (or the one on PATH)."""
+    """Path of the vramtrace executable: $VRAMTRACE_ANALYZER (set by the analyzer when it runs this
+    module), the one that came with this package, or the one on PATH."""
+    named = os.environ.get("VRAMTRACE_ANALYZER")
+    if named and os.access(named, os.X_OK):
+        return named
     here = os.path.dirname(os.path.abspath(__file__))
     for candidate in (os.path.join(here, "_bin", "vramtrace"),
                       os.path.join(here, "..", "..", "build", "analyzer", "vramtrace")):

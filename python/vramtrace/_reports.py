@@ -43,21 +43,31 @@ def _frames(items: Sequence[Dict[str, Any]]) -> Tuple[Frame, ...]:
 @dataclass(frozen=True)
 class Site:
     """Bytes and allocation count of one call stack (``stack`` is the trace's stack id, the one
-    `dump` and the Parquet stacks table use; None for a site the analyzer labels instead)."""
+    `dump` and the Parquet stacks table use; None for a site the analyzer labels instead).
+    ``headline`` is the frame the text reports name it by (the innermost Python frame, else the
+    innermost native one past CUDA and the allocator)."""
     bytes: int
     count: int
     stack: Optional[int] = None
     frames: Tuple[Frame, ...] = ()
     label: Optional[str] = None
     category: Optional[str] = None
+    headline: Optional[Frame] = None
 
     @property
     def top_function(self) -> str:
+        """The function the text reports name the site by (its headline frame)."""
+        if self.headline is not None:
+            return self.headline.function
         return self.frames[0].function if self.frames else (self.label or "")
 
 
+def _headline(d: Dict[str, Any]) -> Optional[Frame]:
+    return _pick(Frame, d["headline"]) if d.get("headline") else None
+
+
 def _site(d: Dict[str, Any]) -> Site:
-    return _pick(Site, d, frames=_frames(d.get("frames", ())))
+    return _pick(Site, d, frames=_frames(d.get("frames", ())), headline=_headline(d))
 
 
 @dataclass(frozen=True)
@@ -158,7 +168,7 @@ class Leaks:
 
     @classmethod
     def from_json(cls, d: Dict[str, Any]) -> "Leaks":
-        survivors = tuple(_pick(Survivor, s, frames=_frames(s.get("frames", ())),
+        survivors = tuple(_pick(Survivor, s, frames=_frames(s.get("frames", ())), headline=_headline(s),
                                 held_by=tuple(s.get("held_by") or ()),
                                 held_by_bytes=tuple(s.get("held_by_bytes") or ()))
                           for s in d.get("survivors", ()))
