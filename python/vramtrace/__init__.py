@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-from typing import Any, Optional
+from typing import Any, Dict, Optional
 
 from . import _native, _reports, _retention
 from ._errors import (AnalysisLimit, AnalyzerFailed, AnalyzerNotFound, BadTrace, MissingDependency, NotInTrace,
@@ -29,6 +29,7 @@ from ._reports import (Analysis, Category, DevicePeak, Frame, Leaks, Oom, OomCat
                        Site, Survivor, Timeline)
 
 __all__ = ["mark", "phase", "snapshot", "enabled", "binary", "load", "report", "leaks", "oom", "timeline",
+           "export_parquet",
            "Analysis", "Category", "DevicePeak", "Frame", "Leaks", "Oom", "OomCategory", "PhaseCall", "Remedy",
            "Report", "Site", "Survivor", "Timeline",
            "TraceError", "TraceNotFound", "TraceNotReadable", "TraceDamaged", "BadTrace", "UsageError", "NotInTrace",
@@ -135,3 +136,12 @@ def load(path: str, phase_name: Optional[str] = None) -> Analysis:
     except NotInTrace:
         found_oom = None
     return Analysis(report(path), found_leaks, found_oom, timeline(path))
+
+
+def export_parquet(path: str, out_dir: str, phase_name: Optional[str] = None, quiet: bool = True) -> Dict[str, str]:
+    """`vramtrace export --format parquet`: the tables (traces, events, stacks, frames, phases,
+    survivors) of a trace or of every *.vrt in a directory, as out_dir/TABLE.parquet; returns
+    {table: path}. Needs pyarrow (MissingDependency without it). docs/python.md has the columns."""
+    from . import _parquet
+
+    return _parquet.export_parquet(os.fspath(path), os.fspath(out_dir), phase_name, quiet)

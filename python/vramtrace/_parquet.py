@@ -27,12 +27,14 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import subprocess
 import sys
-from typing import Any, Dict, Iterable, List, Optional, Sequence
+import tempfile
+from typing import Any, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
 
 from . import binary
-from ._errors import MissingDependency, NotInTrace, TraceError, TraceNotFound
-from ._reports import Leaks, run_analyzer, run_json
+from ._errors import AnalyzerNotFound, MissingDependency, NotInTrace, TraceError, TraceNotFound, from_exit
+from ._reports import Leaks, run_json
 
 TABLES = ("traces", "events", "stacks", "frames", "phases", "survivors")
 
@@ -59,15 +61,35 @@ def trace_files(path: str) -> List[str]:
     return [path]
 
 
-class _Columns:
-    """Rows appended as columns (one list per field), for pyarrow.table."""
+class _Table:
+    """One table's rows, appended as columns and written to its Parquet file in row groups of
+    BATCH rows, so that a trace of millions of events never sits in memory whole."""
 
-    def __init__(self, fields: Sequence[str]) -> None:
-        self.data: Dict[str, List[Any]] = {f: [] for f in fields}
+    BATCH = 1 << 18
+
+    def __init__(self, pa: Any, name: str, fields: Sequence[Tuple[str, str]], path: str) -> None:
+        self.pa, self.name, self.path = pa, name, path
+        self.schema = pa.schema([(n, getattr(pa, ty)()) for n, ty in fields])
+        self.data: Dict[str, List[Any]] = {n: [] for n, _ in fields}
+        self.writer: Any = None
 
     def add(self, **row: Any) -> None:
         for name, values in self.data.items():
             values.append(row.get(name))
+        if len(self.data["trace"]) >= self.BATCH:
+            self.flush()
+
+    def flush(self) -> None:
+        if self.writer is None:
+            self.writer = self.pa.parquet.ParquetWriter(self.path, self.schema)
+        self.writer.write_table(self.pa.table(self.data, schema=self.schema))
+        for values in self.data.values():
+            values.clear()
+
+    def close(self) -> None:
+        if self.data["trace"] or self.writer is None:
+            self.flush()
+        self.writer.close()
 
 
 _SCHEMAS = {
@@ -96,12 +118,27 @@ _SCHEMAS = {
 }
 
 
-def _read_dump(exe: str, path: str, name: str, tables: Dict[str, _Columns]) -> Dict[str, Any]:
+def _dump_records(exe: str, path: str) -> Iterator[Dict[str, Any]]:
+    """The lines of `vramtrace dump --json -q path`, streamed; a TraceError if it fails."""
+    with tempfile.TemporaryFile("w+") as err:
+        try:
+            proc = subprocess.Popen([exe, "dump", "--json", "-q", path], stdout=subprocess.PIPE, stderr=err, text=True)
+        except OSError as e:
+            raise AnalyzerNotFound("cannot run the vramtrace analyzer %s: %s" % (exe, e.strerror), path=path) from e
+        assert proc.stdout is not None
+        with proc:
+            for line in proc.stdout:
+                yield json.loads(line)
+        if proc.returncode != 0:
+            err.seek(0)
+            raise from_exit(proc.returncode, err.read(), path, "dump")
+
+
+def _read_dump(exe: str, path: str, name: str, tables: Dict[str, _Table]) -> Dict[str, Any]:
     """The dump --json of one trace into the events, stacks and frames tables; its traces row."""
     rank = -1
     row: Dict[str, Any] = {}
-    for line in run_analyzer(exe, "dump", ["--json", "-q"], path).splitlines():
-        rec = json.loads(line)
+    for rec in _dump_records(exe, path):
         kind = rec["type"]
         if kind == "event":
             rec.update(trace=name, rank=rank)
@@ -124,7 +161,7 @@ def _read_dump(exe: str, path: str, name: str, tables: Dict[str, _Columns]) -> D
     return row
 
 
-def _read_leaks(exe: str, path: str, row: Dict[str, Any], phase: Optional[str], tables: Dict[str, _Columns]) -> None:
+def _read_leaks(exe: str, path: str, row: Dict[str, Any], phase: Optional[str], tables: Dict[str, _Table]) -> None:
     """The leaks --json of one trace into the phases and survivors tables and its traces row."""
     name, rank = row["trace"], row["rank"]
     try:
@@ -154,23 +191,28 @@ def export_parquet(path: str, out_dir: str, phase: Optional[str] = None, quiet: 
     returns {table: file}. A TraceError names the trace that could not be read."""
     pa = _pyarrow()
     exe = binary()
-    tables = {t: _Columns([f for f, _ in _SCHEMAS[t]]) for t in TABLES}
     files = trace_files(os.fspath(path))
     names = [os.path.relpath(f, os.fspath(path)) if os.path.isdir(path) else os.path.basename(f) for f in files]
-    for i, (f, name) in enumerate(zip(files, names)):
-        if not quiet:
-            sys.stderr.write("vramtrace: export parquet: %d/%d %s\n" % (i + 1, len(files), f))
-        row = _read_dump(exe, f, name, tables)
-        _read_leaks(exe, f, row, phase, tables)
-        tables["traces"].add(**row)
     os.makedirs(out_dir, exist_ok=True)
-    written = {}
-    for t in TABLES:
-        schema = pa.schema([(n, getattr(pa, ty)()) for n, ty in _SCHEMAS[t]])
-        table = pa.table(tables[t].data, schema=schema)
-        written[t] = os.path.join(out_dir, t + ".parquet")
-        pa.parquet.write_table(table, written[t])
-    return written
+    tables = {t: _Table(pa, t, _SCHEMAS[t], os.path.join(out_dir, t + ".parquet")) for t in TABLES}
+    try:
+        for i, (f, name) in enumerate(zip(files, names)):
+            if not quiet:
+                sys.stderr.write("vramtrace: export parquet: %d/%d %s\n" % (i + 1, len(files), f))
+            row = _read_dump(exe, f, name, tables)
+            _read_leaks(exe, f, row, phase, tables)
+            tables["traces"].add(**row)
+        for table in tables.values():
+            table.close()
+    except BaseException:
+        # No half-written tables: what was written so far goes.
+        for table in tables.values():
+            if table.writer is not None:
+                table.writer.close()
+            if os.path.exists(table.path):
+                os.unlink(table.path)
+        raise
+    return {t: tables[t].path for t in TABLES}
 
 
 def main(argv: Optional[Iterable[str]] = None) -> int:

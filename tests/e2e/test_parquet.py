@@ -134,3 +134,27 @@ def test_without_pyarrow_the_export_says_so_in_one_line(tmp_path):
     assert p.returncode == 5, p.stderr
     assert p.stderr.count("\n") == 1 and "needs pyarrow" in p.stderr and "pip install pyarrow" in p.stderr, p.stderr
     assert not (tmp_path / "t").exists()
+
+
+@needs_engines
+def test_small_row_groups_give_the_same_tables_and_a_bad_trace_leaves_none(ranks, tmp_path, monkeypatch):
+    sys.path.insert(0, str(SOURCE / "python"))
+    import vramtrace
+    from vramtrace import TraceDamaged, _parquet
+    monkeypatch.setenv("VRAMTRACE_ANALYZER", str(VRAMTRACE))
+    monkeypatch.setattr(_parquet._Table, "BATCH", 7)
+    vramtrace.export_parquet(ranks / "ranks", tmp_path / "small")
+    for table in _parquet.TABLES:
+        sql = "SELECT * FROM '%s/%s.parquet' ORDER BY ALL"
+        assert run_query(ranks, sql % (tmp_path / "small", table)) == run_query(ranks, sql % ("tables", table)), table
+    import pyarrow.parquet
+    assert pyarrow.parquet.ParquetFile(tmp_path / "small" / "events.parquet").num_row_groups > 1
+
+    mixed = tmp_path / "mixed"
+    mixed.mkdir()
+    (mixed / "a.vrt").write_bytes((ranks / "ranks" / "rank0.vrt").read_bytes())
+    (mixed / "b.vrt").write_bytes(b"not a trace" * 20)
+    with pytest.raises(TraceDamaged) as e:
+        _parquet.export_parquet(mixed, tmp_path / "out", quiet=True)
+    assert str(mixed / "b.vrt") in str(e.value)
+    assert not list((tmp_path / "out").glob("*.parquet"))
