@@ -1,17 +1,25 @@
 /* SPDX-License-Identifier: MIT */
-/* vramtrace dump: every record, one per line. */
+/*
+ * vramtrace dump: every record, one per line. With --json, JSON Lines for programs (the Python
+ * module's events table, export --format parquet): a "header" line, then per record an "event"
+ * line with every field, preceded the first time an event names a stack by a "stack" line with
+ * its frames (innermost first) and the index of its headline frame, and an "end" line. Integers stay integers: sizes and addresses
+ * are exact.
+ */
 #include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cli.h"
+#include "json.h"
 #include "model.h"
 #include "owners.h"
 #include "stacks.h"
 
 struct dump_options {
 	const char *path;
-	bool stacks, tables, quiet;
+	bool stacks, tables, quiet, json;
 };
 
 static void print_header(const struct vrt_trace *t)
@@ -118,6 +126,94 @@ static void print_tables(const struct vrt_trace *t)
 			printf("thread %zu tid=%" PRIu64 " \"%s\"\n", i, tb->threads[i].tid, vrt_string(t, tb->threads[i].name));
 }
 
+/* ---- --json ------------------------------------------------------------------------------ */
+
+static void json_header(const struct vrt_trace *t)
+{
+	const struct vrt_file_header *h = &t->hdr;
+	char host[sizeof(h->hostname) + 1];
+	snprintf(host, sizeof(host), "%.*s", (int)sizeof(h->hostname), h->hostname);
+	printf("{\"type\": \"header\", \"format\": \"%u.%u\", \"pid\": %d, \"ppid\": %d, \"rank\": %d, "
+	       "\"local_rank\": %d, \"world_size\": %d, \"host\": ",
+	       h->version_major, h->version_minor, h->pid, h->ppid, h->rank, h->local_rank, h->world_size);
+	json_string(stdout, host);
+	printf(", \"ts_unit_ns\": %u, \"history_lost\": %s, \"info\": {", h->ts_unit_ns,
+	       t->history_lost ? "true" : "false");
+	for (size_t i = 0; i < t->tables.n_info; i++) {
+		fputs(i ? ", " : "", stdout);
+		json_string(stdout, vrt_string(t, t->tables.info_keys[i]));
+		fputs(": ", stdout);
+		json_string(stdout, vrt_string(t, t->tables.info_values[i]));
+	}
+	fputs("}}\n", stdout);
+}
+
+/* Which stacks have had their "stack" line: one bit per stack id (ids are below n_nodes). */
+struct seen_stacks {
+	uint8_t *bits;
+	size_t n;
+};
+
+static void json_stack_once(const struct vrt_trace *t, struct seen_stacks *seen, uint32_t stack)
+{
+	static struct vrt_frame frames[VRT_MAX_FRAMES];
+	if (!stack || stack >= seen->n || (seen->bits[stack / 8] & (1u << (stack % 8))))
+		return;
+	seen->bits[stack / 8] |= (uint8_t)(1u << (stack % 8));
+	int n = vrt_stack_frames(t, stack, VRT_VIEW_MERGED, frames, VRT_MAX_FRAMES);
+	/* headline: the index of the frame the reports name the stack by (-1 when empty). */
+	printf("{\"type\": \"stack\", \"stack\": %u, \"headline\": %d, \"frames\": [", stack,
+	       vrt_headline_index(frames, n));
+	for (int i = 0; i < n; i++) {
+		fputs(i ? ", " : "", stdout);
+		vrt_frame_json(stdout, &frames[i]);
+	}
+	fputs("]}\n", stdout);
+}
+
+static bool has_text(uint8_t op)
+{
+	return op == VRT_OP_MARK || op == VRT_OP_PHASE_ENTER || op == VRT_OP_PHASE_EXIT || op == VRT_OP_OWNER;
+}
+
+static void json_record(const struct vrt_trace *t, struct seen_stacks *seen, uint64_t seq, uint32_t thread,
+			const struct vrt_record *r)
+{
+	json_stack_once(t, seen, r->stack);
+	json_stack_once(t, seen, r->stack2);
+	printf("{\"type\": \"event\", \"seq\": %" PRIu64 ", \"time_s\": %.9f, \"thread\": %u, \"op\": \"%s\", "
+	       "\"api\": \"%s\", \"device\": %d, \"kind\": \"%s\", \"addr\": %" PRIu64 ", \"size\": %" PRIu64
+	       ", \"aux\": %" PRIu64 ", \"aux2\": %" PRIu64 ", \"stream\": %" PRIu64 ", \"id\": %" PRIu64
+	       ", \"id2\": %" PRIu64 ", \"result\": %d, \"stack\": %u, \"alloc_stack\": %u, \"text\": ",
+	       seq, vrt_ts_seconds(t, r->ts), thread, vrt_op_name(r->op), vrt_api_name(r->api), r->device,
+	       vrt_kind_name(r->kind), r->addr, r->size, r->aux, r->aux2, r->stream, r->id, r->id2, r->result,
+	       r->stack, r->stack2);
+	if (has_text(r->op))
+		json_string(stdout, vrt_string(t, r->id));
+	else
+		fputs("null", stdout);
+	fputs("}\n", stdout);
+}
+
+static int dump_json(struct vrt_trace *t, const char *path)
+{
+	struct seen_stacks seen = { calloc(t->tables.n_nodes / 8 + 1, 1), t->tables.n_nodes };
+	if (!seen.bits)
+		return vrt_fail(VRT_E_NOMEM, "out of memory");
+	json_header(t);
+	struct vrt_replay rp;
+	struct vrt_record r;
+	uint64_t seq = 0;
+	vrt_replay_begin(&rp, t);
+	while (vrt_replay_next(&rp, &r))
+		json_record(t, &seen, seq++, rp.thread, &r);
+	printf("{\"type\": \"end\", \"events\": %" PRIu64 ", \"complete\": %s}\n", seq, rp.error ? "false" : "true");
+	free(seen.bits);
+	if (fflush(stdout))
+		return vrt_fail(VRT_E_IO, "cannot write to standard output");
+	return rp.error ? vrt_fail(rp.error, "%s: stopped at a bad record", path) : 0;
+}
+
 int vrt_cmd_dump(int argc, char **argv)
 {
 	struct dump_options o = { 0 };
@@ -130,6 +226,8 @@ int vrt_cmd_dump(int argc, char **argv)
 			o.tables = true;
 		else if (!strcmp(argv[i], "-q") || !strcmp(argv[i], "--quiet"))
 			o.quiet = true;
+		else if (!strcmp(argv[i], "--json"))
+			o.json = true;
 		else if (argv[i][0] == '-' || o.path)
 			return vrt_usage("dump", "unexpected argument '%s'", argv[i]);
 		else
@@ -143,6 +241,11 @@ int vrt_cmd_dump(int argc, char **argv)
 	if (rc || (rc = vrt_open_or_fail(&t, o.path = path)))
 		return rc;
 	vrt_warn_trace_state(&t, o.quiet);
+	if (o.json) {
+		rc = dump_json(&t, o.path);
+		vrt_trace_close(&t);
+		return rc;
+	}
 	print_header(&t);
 	if (o.tables)
 		print_tables(&t);

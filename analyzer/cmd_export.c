@@ -7,9 +7,12 @@
  *  - chrome: Chrome/Perfetto trace JSON, one counter track per device and kind, phases as
  *    slices, marks and OOMs as instants.
  *  - folded / folded-peak: "outer;...;inner bytes" lines for flamegraph.pl and speedscope.
+ *  - parquet: tables in a directory, for one trace or a directory of per-rank traces, written by
+ *    the Python module (export_parquet below).
  */
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli.h"
 #include "json.h"
@@ -17,6 +20,7 @@
 #include "safe_output.h"
 #include "model.h"
 #include "pass.h"
+#include "paths.h"
 #include "report_common.h"
 #include "series.h"
 #include "sites.h"
@@ -160,6 +164,29 @@ static int export_chrome(struct vrt_trace *t, FILE *out, bool quiet)
 	return rc;
 }
 
+/* parquet is python/vramtrace/_parquet.py (pyarrow does the writing), run with $VRAMTRACE_PYTHON or
+ * python3; it reads the traces back through this binary, named to it in $VRAMTRACE_ANALYZER. */
+static int export_parquet(const struct export_options *o)
+{
+	char bootstrap[4096], package[4096], self[4096], pythonpath[8192];
+	if (vrt_find_python_dirs(bootstrap, sizeof(bootstrap), package, sizeof(package)))
+		return vrt_fail(VRT_E_NOENT, "export --format parquet: no vramtrace Python package beside this binary");
+	ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+	if (n <= 0 || n >= (ssize_t)sizeof(self) - 1)
+		return vrt_fail(VRT_E_IO, "export --format parquet: cannot find this executable");
+	self[n] = 0;
+	const char *old = getenv("PYTHONPATH"), *python = getenv("VRAMTRACE_PYTHON");
+	snprintf(pythonpath, sizeof(pythonpath), "%s%s%s", package, old && *old ? ":" : "", old && *old ? old : "");
+	python = python && *python ? python : "python3";
+	if (setenv("PYTHONPATH", pythonpath, 1) || setenv("VRAMTRACE_ANALYZER", self, 1))
+		return vrt_fail(VRT_E_NOMEM, "out of memory");
+	char *argv[] = { (char *)python, "-m", "vramtrace._parquet", "-o", (char *)o->output, (char *)o->path,
+			 o->quiet ? "-q" : NULL, NULL };
+	fflush(NULL);
+	execvp(python, argv);
+	return vrt_fail(VRT_E_NOENT, "export --format parquet: cannot run %s (set VRAMTRACE_PYTHON)", python);
+}
+
 int vrt_cmd_export(int argc, char **argv)
 {
 	struct export_options o = { .max_events = 2000000 };
@@ -187,10 +214,12 @@ int vrt_cmd_export(int argc, char **argv)
 	}
 	if (!o.path || !o.format || !o.output)
 		return vrt_usage("export", "need --format, a trace and -o FILE");
+	if (!strcmp(o.format, "parquet"))
+		return export_parquet(&o);
 	bool viz = !strcmp(o.format, "memory-viz"), chrome = !strcmp(o.format, "chrome");
 	bool folded = !strcmp(o.format, "folded"), peak = !strcmp(o.format, "folded-peak");
 	if (!viz && !chrome && !folded && !peak)
-		return vrt_usage("export", "unknown format '%s' (memory-viz, chrome, folded, folded-peak)", o.format);
+		return vrt_usage("export", "unknown format '%s' (memory-viz, chrome, folded, folded-peak, parquet)", o.format);
 	char path[4096];
 	struct vrt_trace t;
 	int rc = vrt_single_input("export", o.path, NULL, NULL, path, sizeof(path));

@@ -159,10 +159,13 @@ int vrt_cmd_watch(int argc, char **argv);
 	"  chrome       Chrome/Perfetto trace JSON with counter tracks per device and kind\n"            \
 	"  folded       folded stacks of bytes live at the end (flamegraph.pl, speedscope)\n"            \
 	"  folded-peak  folded stacks of bytes live at the peak\n"                                       \
+	"  parquet      tables (events, stacks, frames, phases, survivors) in the directory -o names,\n"   \
+	"               for one trace or a directory of per-rank traces; needs pyarrow (docs/python.md)\n"  \
 	"\n"                                                                                           \
 	"examples:\n"                                                                                  \
 	"  vramtrace export --format chrome run.vrt -o run.json\n"                                       \
-	"  vramtrace export --format folded run.vrt -o run.folded && flamegraph.pl run.folded > f.svg\n"
+	"  vramtrace export --format folded run.vrt -o run.folded && flamegraph.pl run.folded > f.svg\n" \
+	"  vramtrace export --format parquet ranks/ -o tables/\n"
 
 #define VRT_HELP_DIFF                                                                                  \
 	"usage: vramtrace diff [options] A.vrt B.vrt\n"                                                  \

@@ -321,9 +321,20 @@ void vrt_site_print(FILE *out, const struct vrt_trace *t, const struct vrt_site 
 void vrt_site_json(FILE *out, const struct vrt_trace *t, const struct vrt_site *s, bool open_end)
 {
 	fprintf(out, "{\"bytes\": %lld, \"count\": %llu", (long long)s->bytes, (unsigned long long)s->count);
+	/* The trace's stack id (dump's stack=, export parquet's stacks table): null for a label. */
+	if (s->label)
+		fputs(", \"stack\": null", out);
+	else
+		fprintf(out, ", \"stack\": %u", s->stack);
 	if (s->label) {
 		fputs(", \"label\": ", out);
 		json_string(out, s->label);
+	} else {
+		/* The frame the text reports name the site by. */
+		struct vrt_frame head;
+		vrt_stack_headline(t, s->stack, &head);
+		fputs(", \"headline\": ", out);
+		vrt_frame_json(out, &head);
 	}
 	fputs(", \"frames\": [", out);
 	if (s->label) {

@@ -42,9 +42,12 @@ VRT_EXPORT int vramtrace_snapshot(const char *path)
 {
 	if (!path || path[0] != '/' || atomic_load(&vrt_state) != VRT_STATE_READY)
 		return VRT_E_ARG;
-	/* The collector owns the file: ask it through our own control socket. */
+	/* The collector owns the file: ask it through our own control socket. PEEK, not SNAPSHOT:
+	 * a SNAPSHOT makes the collector wait for a retention walk on the main thread, which may be
+	 * this very thread, blocked here until the reply (15 s). A Python caller has walked already
+	 * (vramtrace.snapshot); a C caller's program has nothing for a walk to name. */
 	struct vrt_ctl_msg reply;
-	int rc = vrt_ctl_request((int)getpid(), VRT_CTL_SNAPSHOT, path, &reply, 30000);
+	int rc = vrt_ctl_request((int)getpid(), VRT_CTL_PEEK, path, &reply, 30000);
 	return rc ? rc : reply.status;
 }
 

@@ -461,6 +461,44 @@ m html-peaks-stop-before-oom analyzer/cmd_html.c \
   'while ((left || oom) && vrt_pass_next(&p, &r, NULL)) {' \
   'while (left && vrt_pass_next(&p, &r, NULL)) {' \
   test_passes.py::test_each_report_reads_the_trace_a_bounded_number_of_times
+# ---- the Python module as a library (python/vramtrace, dump --json, export parquet) ------------
+m api-snapshot-waits-for-a-walk preload/api.c \
+  'vrt_ctl_request((int)getpid(), VRT_CTL_PEEK, path, &reply, 30000);' \
+  'vrt_ctl_request((int)getpid(), VRT_CTL_SNAPSHOT, path, &reply, 30000);' \
+  test_python_api.py::test_snapshot_without_the_bootstrap_asks_the_blocked_thread_for_no_walk
+m pytest-plugin-never-fails python/vramtrace/pytest_plugin.py \
+  'grown > checker.limit_bytes' \
+  'grown > checker.limit_bytes + (1 << 40)' \
+  test_python_api.py::test_the_plugin_fails_the_tests_whose_gpu_memory_grows
+m pyapi-growth-from-exit python/vramtrace/_reports.py \
+  'return self.live_bytes_at_next_entry - self.live_bytes_at_entry' \
+  'return self.live_bytes_at_exit - self.live_bytes_at_entry' \
+  test_python_api.py::test_leaks_are_dataclasses_with_the_analyzers_integer_bytes
+m pyapi-errors-by-exit python/vramtrace/_errors.py \
+  '3: TraceDamaged,' \
+  '3: AnalyzerFailed,' \
+  test_python_api.py::test_errors_are_trace_errors_that_carry_the_analyzers_message
+m dump-json-stack-twice analyzer/cmd_dump.c \
+  'seen->bits[stack / 8] |= (uint8_t)(1u << (stack % 8));' \
+  '(void)0;' \
+  test_python_api.py::test_dump_json_has_every_event_with_its_stack_given_once
+# Killed where pyarrow and duckdb import (scripts/test.sh installs them); elsewhere the tests skip.
+m parquet-rank-lost python/vramtrace/_parquet.py \
+  '            rank = rec["rank"]' \
+  '            rank = -1' \
+  test_parquet.py::test_growth_per_call_per_rank_equals_leaks_on_each_file
+m parquet-site-by-innermost-frame python/vramtrace/_parquet.py \
+  'headline_function=head.function if head else None' \
+  'headline_function=s.frames[0].function if head else None' \
+  test_parquet.py::test_the_rank_that_grows_most_and_its_top_site_equal_leaks
+m parquet-events-dropped python/vramtrace/_parquet.py \
+  '            tables["events"].add(**rec)' \
+  '            pass' \
+  test_parquet.py::test_every_table_is_there_with_a_row_per_rank
+m export-parquet-not-dispatched analyzer/cmd_export.c \
+  'if (!strcmp(o.format, "parquet"))' \
+  'if (0)' \
+  test_parquet.py::test_without_pyarrow_the_export_says_so_in_one_line
 
 # ---- the driver ------------------------------------------------------------------------------
 

@@ -12,7 +12,7 @@
 # (meson's SKIP, and pytest skips inside the e2e and stress suites) are listed by name and
 # counted apart from the passes.
 #
-# Environment: TEST_STAGES (default "sanitizers fuzz-smoke wheel mutants": the stages to run;
+# Environment: TEST_STAGES (default "sanitizers fuzz-smoke wheel no-cuda mutants": the stages to run;
 # each named stage must be runnable).
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -39,13 +39,23 @@ if ! pytest_python >/dev/null; then
   pytest_python >/dev/null ||
     die "pytest is not installed and could not be installed (pip install pytest, or apt-get install python3-pytest)"
 fi
+# tests/e2e/test_parquet.py (export --format parquet, the DuckDB queries of docs/python.md) needs
+# pyarrow and duckdb from PyPI; without them its tests skip, named in the summary.
+engine_py=$(pytest_python)
+if ! "$engine_py" -c 'import pyarrow, duckdb' 2>/dev/null; then
+  echo "test.sh: installing pyarrow and duckdb for tests/e2e/test_parquet.py ($engine_py -m pip install)"
+  "$engine_py" -m pip install -q pyarrow duckdb >/dev/null 2>&1 ||
+    "$engine_py" -m pip install -q --break-system-packages pyarrow duckdb >/dev/null 2>&1 ||
+    echo "test.sh: pyarrow and duckdb could not be installed: tests/e2e/test_parquet.py will skip"
+fi
 
-stages=(${TEST_STAGES-sanitizers fuzz-smoke wheel mutants})
+stages=(${TEST_STAGES-sanitizers fuzz-smoke wheel no-cuda mutants})
 stage_script() {
   case $1 in
     sanitizers) echo scripts/test-sanitizers.sh ;;
     fuzz-smoke) echo scripts/fuzz-smoke.sh ;;
     wheel) echo scripts/test-wheel.sh ;;
+    no-cuda) echo scripts/test-no-cuda.sh ;;   # the analyzer built and tested without CUDA headers
     mutants) echo scripts/mutants.sh ;;
     *) return 1 ;;
   esac

@@ -12,31 +12,42 @@ is a cheap no-op when the program is not being traced:
     @vramtrace.phase("eval")
     def evaluate(): ...
 
-and the notebook side: ``vramtrace.load("run.vrt")`` returns the report as plain Python objects
-(pandas DataFrames for the timeline when pandas is installed).
+and the notebook side: ``vramtrace.load("run.vrt")`` (or ``report``, ``leaks``, ``oom``,
+``timeline``) returns the reports as typed dataclasses with integer bytes; every failure is a
+``vramtrace.TraceError`` subclass carrying the analyzer's message (docs/python.md).
 """
+from __future__ import annotations
+
 import contextlib
-import json
 import os
-import subprocess
+from typing import Any, Dict, Optional
 
-from . import _native, _retention
+from . import _native, _reports, _retention
+from ._errors import (AnalysisLimit, AnalyzerFailed, AnalyzerNotFound, BadTrace, MissingDependency, NotInTrace,
+                      TraceDamaged, TraceError, TraceNotFound, TraceNotReadable, UsageError)
+from ._reports import (Analysis, Category, DevicePeak, Frame, Leaks, Oom, OomCategory, PhaseCall, Remedy, Report,
+                       Site, Survivor, Timeline)
 
-__all__ = ["mark", "phase", "snapshot", "enabled", "load", "binary"]
+__all__ = ["mark", "phase", "snapshot", "enabled", "binary", "load", "report", "leaks", "oom", "timeline",
+           "export_parquet",
+           "Analysis", "Category", "DevicePeak", "Frame", "Leaks", "Oom", "OomCategory", "PhaseCall", "Remedy",
+           "Report", "Site", "Survivor", "Timeline",
+           "TraceError", "TraceNotFound", "TraceNotReadable", "TraceDamaged", "BadTrace", "UsageError", "NotInTrace",
+           "AnalysisLimit", "AnalyzerFailed", "AnalyzerNotFound", "MissingDependency"]
 __version__ = "0.1.0"
 
 
-def mark(label):
+def mark(label: Any) -> None:
     """Records an instant with a label in the trace."""
     _native.mark(str(label))
 
 
-def enabled():
+def enabled() -> int:
     """2 while recording everything, 1 while armed, 0 when not traced."""
     return _native.enabled()
 
 
-def snapshot(path):
+def snapshot(path: str) -> bool:
     """Writes the live set and the retained history to path (mode 0600) now, after a
     retention walk says what holds what is live. Returns True on success, False when not traced
     or on error."""
@@ -48,21 +59,21 @@ class phase(contextlib.ContextDecorator):
     """A phase: ``with vramtrace.phase("train"):`` or ``@vramtrace.phase("train")``.
     `vramtrace leaks --phase train` reports what each invocation leaves behind."""
 
-    def __init__(self, name):
+    def __init__(self, name: Any) -> None:
         self.name = str(name)
 
-    def __enter__(self):
+    def __enter__(self) -> "phase":
         _retention.phase_entry(self.name)
         _native.phase_enter(self.name)
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: Any) -> None:
         _native.phase_exit(self.name)
         _retention.phase_exit(self.name)
-        return False
+        return None
 
 
-def _is_native(path):
+def _is_native(path: str) -> bool:
     try:
         with open(path, "rb") as f:
             return f.read(4) == b"\x7fELF"
@@ -70,8 +81,12 @@ def _is_native(path):
         return False
 
 
-def binary():
-    """Path of the vramtrace executable that came with this package (or the one on PATH)."""
+def binary() -> str:
+    """Path of the vramtrace executable: $VRAMTRACE_ANALYZER (set by the analyzer when it runs this
+    module), the one that came with this package, or the one on PATH."""
+    named = os.environ.get("VRAMTRACE_ANALYZER")
+    if named and os.access(named, os.X_OK):
+        return named
     here = os.path.dirname(os.path.abspath(__file__))
     for candidate in (os.path.join(here, "_bin", "vramtrace"),
                       os.path.join(here, "..", "..", "build", "analyzer", "vramtrace")):
@@ -86,34 +101,47 @@ def binary():
     return "vramtrace"
 
 
-def _run_json(*args):
-    out = subprocess.run([binary()] + list(args), capture_output=True, text=True)
-    if out.returncode != 0:
-        raise RuntimeError(out.stderr.strip() or "vramtrace %s failed" % args[0])
-    return json.loads(out.stdout) if out.stdout.strip() else None
+def report(path: str) -> Report:
+    """`vramtrace report`: peaks per device and kind, sites at the peak, what is live at the end."""
+    return Report.from_json(_reports.run_json(binary(), "report", ["--top", "100"], os.fspath(path)))
 
 
-def load(path, phase_name=None):
-    """Reads a trace and returns its reports as plain Python objects:
-    {"report": ..., "leaks": ..., "timeline": [...rows...]}; the timeline is a pandas DataFrame
-    when pandas is installed."""
-    result = {"report": _run_json("report", "--json", "-q", path)}
-    leaks_args = ["leaks", "--json", "-q", path] + (["--phase", phase_name] if phase_name else [])
+def leaks(path: str, phase_name: Optional[str] = None) -> Leaks:
+    """`vramtrace leaks`: each call of the phase (the one the analyzer picks when phase_name is
+    None) and the sites whose allocations survived it. UsageError for an unknown phase."""
+    args = ["--phase", phase_name] if phase_name else []
+    return Leaks.from_json(_reports.run_json(binary(), "leaks", args, os.fspath(path)))
+
+
+def oom(path: str) -> Oom:
+    """`vramtrace oom`: the first out-of-memory failure, by category. NotInTrace if there is none."""
+    return Oom.from_json(_reports.run_json(binary(), "oom", [], os.fspath(path)))
+
+
+def timeline(path: str, buckets: int = 100) -> Timeline:
+    """`vramtrace timeline --csv`: live bytes per device and kind in `buckets` time buckets."""
+    return Timeline.from_csv(_reports.run_analyzer(binary(), "timeline", ["--csv", "-q", "--buckets", str(int(buckets))],
+                                                   os.fspath(path)))
+
+
+def load(path: str, phase_name: Optional[str] = None) -> Analysis:
+    """Every report of a trace at once. leaks.phase is None when the trace has no phase call; oom
+    is None when nothing failed for lack of memory; any other problem raises a TraceError."""
     try:
-        result["leaks"] = _run_json(*leaks_args)
-    except RuntimeError:
-        result["leaks"] = None
-    csv = subprocess.run([binary(), "timeline", "--csv", "-q", path], capture_output=True, text=True)
-    rows = []
-    if csv.returncode == 0:
-        lines = csv.stdout.strip().splitlines()
-        header = lines[0].split(",") if lines else []
-        for line in lines[1:]:
-            rows.append({k: float(v) for k, v in zip(header, line.split(","))})
+        found_leaks: Optional[Leaks] = leaks(path, phase_name)
+    except NotInTrace:
+        found_leaks = None
     try:
-        import pandas
+        found_oom: Optional[Oom] = oom(path)
+    except NotInTrace:
+        found_oom = None
+    return Analysis(report(path), found_leaks, found_oom, timeline(path))
 
-        result["timeline"] = pandas.DataFrame(rows)
-    except ImportError:
-        result["timeline"] = rows
-    return result
+
+def export_parquet(path: str, out_dir: str, phase_name: Optional[str] = None, quiet: bool = True) -> Dict[str, str]:
+    """`vramtrace export --format parquet`: the tables (traces, events, stacks, frames, phases,
+    survivors) of a trace or of every *.vrt in a directory, as out_dir/TABLE.parquet; returns
+    {table: path}. Needs pyarrow (MissingDependency without it). docs/python.md has the columns."""
+    from . import _parquet
+
+    return _parquet.export_parquet(os.fspath(path), os.fspath(out_dir), phase_name, quiet)

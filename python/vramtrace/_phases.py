@@ -11,8 +11,8 @@ import threading
 
 from . import _native, _retention
 
-_targets = []  # (module or None, name)
-_labels = {}  # code object -> phase label, or False for "not a target"
+_targets: list = []  # (module or None, name)
+_labels: dict = {}  # code object -> phase label, or False for "not a target"
 
 
 def parse(spec):

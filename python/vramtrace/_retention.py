@@ -36,7 +36,7 @@ _START_CREDIT_S = 2.0  # what the first walks may spend before the share has acc
 
 _state = {"on": False, "max_walk_s": 10.0, "shared": True, "start_ns": 0, "spent_ns": 0, "warned": False, "failed": False,
           "oom_walks": 0}
-_phases = {}           # phase label -> [depth, calls entered, bound (ns) of the buffers not yet explained]
+_phases: dict = {}     # phase label -> [depth, calls entered, bound (ns) of the buffers not yet explained]
 _lock = threading.Lock()
 
 
@@ -191,7 +191,7 @@ def _on_oom(device, requested, allowed, device_free):
     """PyTorch's out-of-memory observer: called with the GIL, before the error is raised, while
     every frame of the failing step is still alive."""
     try:
-        import torch
+        import torch  # type: ignore[import-not-found,unused-ignore]
 
         total = torch.cuda.get_device_properties(device).total_memory
         reserved = torch.cuda.memory_reserved(device)

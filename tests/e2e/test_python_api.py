@@ -1,0 +1,153 @@
+"""The Python module as a library: vramtrace.load() and its typed reports, the errors it raises,
+the pytest fixture, and vramtrace.snapshot() without the bootstrap."""
+import json
+import os
+import subprocess
+import sys
+
+from conftest import BUILD, CUDART, MiB, PROGRAM_SOURCES, SOURCE, TIMEOUT, analyze, clean_env, run_plain, trace
+
+PRELOAD = BUILD / "preload" / "libvramtrace.so"
+
+
+def test_snapshot_without_the_bootstrap_asks_the_blocked_thread_for_no_walk(tmp_path):
+    snap, out = tmp_path / "snap.vrt", tmp_path / "t.vrt"
+    env = clean_env({"LD_PRELOAD": str(PRELOAD), "VRAMTRACE_OUTPUT": str(out), "CUDART": str(CUDART),
+                     "VRAMTRACE_TEST_PYTHON": str(SOURCE / "python"), "VRAMTRACE_QUIET": "1"})
+    p = subprocess.run([sys.executable, PROGRAM_SOURCES / "snapshot_no_bootstrap.py", snap], env=env,
+                       capture_output=True, text=True, timeout=TIMEOUT)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.strip() == "snapshot True, walks asked for 0", p.stdout + p.stderr
+    assert "size=1048576" in analyze("dump", "-q", snap).stdout
+
+
+# ---- vramtrace.load() and the typed reports ---------------------------------------------------
+
+import pytest  # noqa: E402
+
+sys.path.insert(0, str(SOURCE / "python"))
+import vramtrace  # noqa: E402
+
+H200 = SOURCE / "tests" / "golden" / "h200"
+
+
+def test_leaks_are_dataclasses_with_the_analyzers_integer_bytes():
+    path = H200 / "leak-cycle.vrt"
+    raw = json.loads(analyze("leaks", "--json", "-q", path).stdout)
+    leaks = vramtrace.load(path).leaks
+    assert leaks.phase == raw["phase"] == "train"
+    assert [c.survivor_bytes for c in leaks.calls] == [p["survivor_bytes"] for p in raw["phases"]]
+    assert [c.growth_bytes for c in leaks.calls] == \
+        [p["live_bytes_at_next_entry"] - p["live_bytes_at_entry"] for p in raw["phases"]]
+    assert leaks.growth_per_invocation_bytes == raw["growth_per_invocation_bytes"] > 0
+    assert [(s.bytes, s.stack, s.frames[0].function) for s in leaks.survivors] == \
+        [(s["bytes"], s["stack"], s["frames"][0]["function"]) for s in raw["survivors"]]
+    assert all(isinstance(s.bytes, int) and isinstance(s.stack, int) for s in leaks.survivors)
+
+
+def test_oom_categories_and_a_timeline_in_integer_bytes():
+    oom = vramtrace.oom(SOURCE / "tests" / "golden" / "oom.vrt")
+    assert (oom.requested_bytes, oom.live_bytes) == (8 * MiB, 12 * MiB)
+    assert [(c.name, c.bytes) for c in oom.categories] == [("non_pytorch", 12 * MiB)]
+    assert oom.top_sites[0].top_function == "big_site"
+    timeline = vramtrace.timeline(H200 / "leak-cycle.vrt", buckets=50)
+    assert len(timeline.time_s) == 50
+    report = vramtrace.report(H200 / "leak-cycle.vrt")
+    peak = next(d.peak_bytes for d in report.devices if (d.device, d.kind) == (0, "device"))
+    assert max(timeline.series["dev0.device"]) <= peak
+    assert all(type(v) is int for v in timeline.series["dev0.device"]) and max(timeline.series["dev0.device"]) > 0
+
+
+def test_a_trace_without_an_oom_loads_with_oom_none():
+    assert vramtrace.load(H200 / "leak-cycle.vrt").oom is None
+
+
+def test_errors_are_trace_errors_that_carry_the_analyzers_message(tmp_path):
+    with pytest.raises(vramtrace.TraceNotFound):
+        vramtrace.report(tmp_path / "missing.vrt")
+    bad = tmp_path / "bad.vrt"
+    bad.write_bytes(b"not a trace at all" * 10)
+    with pytest.raises(vramtrace.TraceDamaged) as e:
+        vramtrace.report(bad)
+    assert "not a vramtrace trace" in str(e.value) and e.value.returncode == 3 and e.value.path == str(bad)
+    with pytest.raises(vramtrace.NotInTrace) as e:
+        vramtrace.oom(H200 / "leak-cycle.vrt")
+    assert "no out-of-memory event" in str(e.value)
+    assert issubclass(vramtrace.AnalyzerFailed, vramtrace.TraceError)
+
+
+def test_the_package_says_it_is_typed():
+    assert (SOURCE / "python" / "vramtrace" / "py.typed").exists()
+
+
+# ---- the pytest plugin ------------------------------------------------------------------------
+
+PLUGIN_TESTS = '''
+import ctypes, os
+import pytest
+rt = ctypes.CDLL(os.environ["CUDART"])
+KEPT = []
+
+def cuda_malloc(n):
+    p = ctypes.c_void_p()
+    assert rt.cudaMalloc(ctypes.byref(p), ctypes.c_size_t(n)) == 0
+    return p
+
+def test_keeps_a_buffer(vramtrace_no_growth):
+    KEPT.append(cuda_malloc(3 << 20))
+
+def test_frees_what_it_allocates(vramtrace_no_growth):
+    rt.cudaFree(cuda_malloc(5 << 20))
+
+@pytest.mark.vramtrace_no_growth(limit_bytes=2 << 20)
+def test_keeps_less_than_its_limit():
+    KEPT.append(cuda_malloc(1 << 20))
+
+@pytest.mark.vramtrace_no_growth
+def test_marked_and_keeping():
+    KEPT.append(cuda_malloc(1 << 20))
+'''
+
+
+def run_plugin_tests(tmp_path, traced):
+    script = tmp_path / "test_gpu.py"
+    script.write_text(PLUGIN_TESTS)
+    env = {"CUDART": str(CUDART), "PYTHONPATH": str(SOURCE / "python")}
+    argv = [sys.executable, "-m", "pytest", "-q", "-p", "vramtrace.pytest_plugin", "-p", "no:cacheprovider",
+            "-rA", str(script)]
+    if traced:
+        return trace(tmp_path, argv, env=env)
+    return run_plain(argv, env=env, cwd=tmp_path)
+
+
+def test_the_plugin_fails_the_tests_whose_gpu_memory_grows(tmp_path):
+    t = run_plugin_tests(tmp_path, traced=True)
+    out = t.stdout
+    assert t.returncode == 1, out + t.stderr
+    assert "PASSED test_gpu.py::test_frees_what_it_allocates" in out, out
+    assert "PASSED test_gpu.py::test_keeps_less_than_its_limit" in out, out
+    assert "ERROR test_gpu.py::test_keeps_a_buffer" in out, out
+    assert "GPU memory grew by 3145728 bytes (limit 0)" in out, out
+    assert "ERROR test_gpu.py::test_marked_and_keeping" in out and "grew by 1048576 bytes" in out, out
+    leaks = vramtrace.leaks(t.trace, "test:test_gpu.py::test_keeps_a_buffer")
+    assert [c.live_bytes_at_exit - c.live_bytes_at_entry for c in leaks.calls] == [3 * MiB]
+
+
+def test_the_plugin_outside_vramtrace_warns_and_checks_nothing(tmp_path):
+    p = run_plugin_tests(tmp_path, traced=False)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert "not running under `vramtrace run`" in p.stdout and "4 passed" in p.stdout, p.stdout
+
+
+def test_dump_json_has_every_event_with_its_stack_given_once():
+    path = SOURCE / "tests" / "golden" / "oom.vrt"
+    lines = [json.loads(line) for line in analyze("dump", "--json", "-q", path).stdout.splitlines()]
+    events = [x for x in lines if x["type"] == "event"]
+    assert lines[0]["type"] == "header" and lines[-1] == {"type": "end", "events": len(events), "complete": True}
+    stacks = {x["stack"]: x["frames"] for x in lines if x["type"] == "stack"}
+    assert len(stacks) == len([x for x in lines if x["type"] == "stack"])
+    assert len(events) == len([line for line in analyze("dump", "-q", path).stdout.splitlines() if line[0] != "#"])
+    assert [(e["op"], e["size"]) for e in events if e["op"] in ("alloc", "failed")] == \
+        [("alloc", 12 * MiB), ("failed", 8 * MiB), ("alloc", 2 * MiB)]
+    assert stacks[events[0]["stack"]][0]["function"] == "big_site"
+    assert all(e["stack"] in stacks for e in events if e["stack"])
