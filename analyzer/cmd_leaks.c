@@ -1213,6 +1213,10 @@ static int leaks_one(const char *path, const struct leaks_options *o, bool many,
 	if (rc)
 		return rc;
 	vrt_warn_trace_state(&t, o->quiet);
+	if ((rc = vrt_check_until_mark(&t, path, "leaks", o->until_mark))) {
+		vrt_trace_close(&t);
+		return rc;
+	}
 	struct leaks lk = { .t = &t, .o = o };
 	struct vrt_model m;
 	if (vrt_model_init(&m)) {
@@ -1233,13 +1237,18 @@ static int leaks_one(const char *path, const struct leaks_options *o, bool many,
 		fprintf(stderr, "vramtrace: %s: no --phase given; %s %s (%s)\n", path,
 			lk.name ? "following" : "looking for growth", lk.name ? lk.name : "without phases", why);
 	lk.picked_why = named ? NULL : why;
+	if (named && !lk.name_id) {
+		/* A --phase the trace never saw is a typo (or the wrong trace): fail, don't fall back. */
+		fprintf(stderr, "vramtrace leaks: %s: no phase or mark named \"%s\" in this trace (without --phase, leaks "
+				"picks the phase that explains the growth)\n", vrt_escape(path), vrt_escape(o->phase));
+		vrt_model_free(&m);
+		vrt_trace_close(&t);
+		return VRT_EXIT_USAGE;
+	}
 	if (o->json && many)
 		fputs(first ? "{\"processes\": [" : ", ", stdout);
 	else if (!first)
 		putchar('\n');
-	if (lk.name && !lk.name_id && !o->quiet)
-		fprintf(stderr, "vramtrace: %s: no phase or mark named \"%s\"; looking for growth without phases\n", path,
-			lk.name);
 	if (survey_rc) {
 		rc = survey_rc;
 	} else if (lk.name_id) {

@@ -281,6 +281,10 @@ static int report_one(const char *path, const struct report_options *o, bool man
 	if (rc)
 		return rc;
 	vrt_warn_trace_state(&t, o->quiet);
+	if ((rc = vrt_check_until_mark(&t, path, "report", o->until_mark))) {
+		vrt_trace_close(&t);
+		return rc;
+	}
 	struct report *r = calloc(1, sizeof(*r));
 	if (!r || vrt_model_init(&r->end)) {
 		free(r);

@@ -409,6 +409,16 @@ m base-calls-up preload/base.c \
   '\t\t\tvrt_cfg.quiet = quiet;\n\t\t\tif (!why)\n\t\t\t\tvrt_tbuf_init();\n\t\t\treturn;' \
   test_preload_layers.py::test_the_leaves_call_nothing_of_ours_but_base
 
+# ---- names the trace does not have (analyzer/report_common.c, cmd_leaks.c) ----------------------
+m until-mark-typo-passes analyzer/report_common.c \
+  'if (!label || vrt_trace_has_string(t, label))' \
+  'if (1)' \
+  "test_cli_errors.py::test_an_unknown_until_mark_is_an_error[report]"
+m phase-typo-falls-back analyzer/cmd_leaks.c \
+  '\tif (named && !lk.name_id) {' \
+  '\tif (0) {' \
+  "test_cli_errors.py::test_an_unknown_phase_is_an_error[fail-on-growth]"
+
 # ---- how a site prints (analyzer/sites.c) ------------------------------------------------------
 m site-repeats-headline analyzer/sites.c \
   '\t\tif (is_headline && run == 1)\n\t\t\tcontinue;' \

@@ -1,0 +1,32 @@
+"""Names the user types that the trace does not have are errors, not silent fallbacks: a CI job
+that runs `vramtrace leaks --phase trian --fail-on-growth` must fail, not pass on nothing
+(docs/ux-defects items 13, 14)."""
+import pytest
+
+from conftest import GOLDEN, analyze
+
+LEAK_CYCLE = GOLDEN / "h200" / "leak-cycle.vrt"
+
+
+@pytest.mark.parametrize("command", ["report", "leaks"])
+def test_an_unknown_until_mark_is_an_error(command):
+    p = analyze(command, "--until-mark", "no-such-mark", LEAK_CYCLE, check=False)
+    assert p.returncode == 2 and p.stdout == ""
+    assert p.stderr.splitlines() == [
+        f'vramtrace {command}: {LEAK_CYCLE}: no mark labelled "no-such-mark" in this trace (--until-mark names a '
+        "mark the program made: vramtrace mark, vramtrace.mark())"]
+    # The trace's own mark works, and stops the replay there.
+    whole = analyze(command, "--json", "-q", LEAK_CYCLE).stdout
+    cut = analyze(command, "--json", "-q", "--until-mark", "vramtrace-truth", LEAK_CYCLE).stdout
+    assert cut != whole
+
+
+@pytest.mark.parametrize("extra", [[], ["--json"], ["--fail-on-growth"]], ids=["text", "json", "fail-on-growth"])
+def test_an_unknown_phase_is_an_error(extra):
+    p = analyze("leaks", *extra, "--phase", "trian", LEAK_CYCLE, check=False)
+    assert p.returncode == 2 and p.stdout == ""
+    assert p.stderr.splitlines() == [
+        f'vramtrace leaks: {LEAK_CYCLE}: no phase or mark named "trian" in this trace (without --phase, leaks picks '
+        "the phase that explains the growth)"]
+    good = analyze("leaks", *extra, "--phase", "train", LEAK_CYCLE, check=False)
+    assert good.returncode == (1 if extra == ["--fail-on-growth"] else 0) and good.stdout
