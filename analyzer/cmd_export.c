@@ -12,6 +12,7 @@
  */
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "cli.h"
@@ -187,6 +188,26 @@ static int export_parquet(const struct export_options *o)
 	return vrt_fail(VRT_E_NOENT, "export --format parquet: cannot run %s (set VRAMTRACE_PYTHON)", python);
 }
 
+/* As html does: the file, its size, and what reads it. */
+static void print_written(const char *output, const char *format)
+{
+	static const struct { const char *format, *reader; } readers[] = {
+		{ "memory-viz", "open it at https://pytorch.org/memory_viz" },
+		{ "chrome", "open it in https://ui.perfetto.dev or chrome://tracing" },
+		{ "folded", "flamegraph.pl or https://www.speedscope.app reads it" },
+		{ "folded-peak", "flamegraph.pl or https://www.speedscope.app reads it" },
+	};
+	struct stat st;
+	char size[32] = "?";
+	if (!stat(output, &st))
+		vrt_fmt_bytes(size, sizeof(size), (int64_t)st.st_size);
+	const char *reader = "";
+	for (size_t i = 0; i < sizeof(readers) / sizeof(readers[0]); i++)
+		if (!strcmp(readers[i].format, format))
+			reader = readers[i].reader;
+	fprintf(stderr, "vramtrace: wrote %s (%s; %s)\n", vrt_escape(output), size, reader);
+}
+
 int vrt_cmd_export(int argc, char **argv)
 {
 	struct export_options o = { .max_events = 2000000 };
@@ -240,6 +261,8 @@ int vrt_cmd_export(int argc, char **argv)
 		rc = vrt_safe_output_commit(&file);
 	else if (fflush(stdout) && !rc)
 		rc = vrt_fail(VRT_E_IO, "cannot write to standard output");
+	if (!rc && !to_stdout && !o.quiet)
+		print_written(o.output, o.format);
 	vrt_trace_close(&t);
 	return rc;
 }

@@ -162,6 +162,13 @@ int vrt_cmd_watch(int argc, char **argv);
 	"  parquet      tables (events, stacks, frames, phases, survivors) in the directory -o names,\n"   \
 	"               for one trace or a directory of per-rank traces; needs pyarrow (docs/python.md)\n"  \
 	"\n"                                                                                           \
+	"options:\n"                                                                                   \
+	"  -f, --format FORMAT  one of the formats above\n"                                             \
+	"  -o, --output FILE    the file written (a directory for parquet); - for standard output\n"  \
+	"  --max-events N       memory-viz: at most N events in its device traces (default 2000000)\n" \
+	"  --max-memory SIZE    stop (exit 6) before using more memory (default: half of the machine's)\n" \
+	"  -q, --quiet          no progress or notes on stderr\n"                                       \
+	"\n"                                                                                           \
 	"examples:\n"                                                                                  \
 	"  vramtrace export --format chrome run.vrt -o run.json\n"                                       \
 	"  vramtrace export --format folded run.vrt -o run.folded && flamegraph.pl run.folded > f.svg\n" \

@@ -419,6 +419,11 @@ m phase-typo-falls-back analyzer/cmd_leaks.c \
   '\tif (0) {' \
   "test_cli_errors.py::test_an_unknown_phase_is_an_error[fail-on-growth]"
 
+m export-wrote-line-on-stdout-mode analyzer/cmd_export.c \
+  'if (!rc && !to_stdout && !o.quiet)' \
+  'if (!rc && !o.quiet)' \
+  "test_export.py::test_export_says_what_it_wrote_and_what_reads_it[folded-speedscope]"
+
 # ---- how a site prints (analyzer/sites.c) ------------------------------------------------------
 m site-repeats-headline analyzer/sites.c \
   '\t\tif (is_headline && run == 1)\n\t\t\tcontinue;' \

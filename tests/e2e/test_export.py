@@ -15,6 +15,7 @@ import functools
 import json
 import pickle
 import re
+import subprocess
 
 import pytest
 
@@ -150,3 +151,19 @@ def test_memory_viz_max_events_caps_each_device_trace_and_says_so(tmp_path, cap)
     entries = pickle.loads(out.read_bytes())["device_traces"][0]
     assert cap - 1 <= len(entries) <= cap  # a resize is written as two entries or not at all
     assert "only the first" in p.stderr
+
+
+@pytest.mark.parametrize("fmt,reader", [("folded", "speedscope"), ("chrome", "perfetto"), ("memory-viz", "memory_viz")])
+def test_export_says_what_it_wrote_and_what_reads_it(tmp_path, fmt, reader):
+    """Like html: one line naming the file, its size and what opens it; nothing with -q or -o -."""
+    src = GOLDEN / "h200" / "oom.vrt"
+    out = tmp_path / f"x.{fmt}"
+    p = analyze("export", "--format", fmt, src, "-o", out)
+    size = out.stat().st_size
+    line, = [l for l in p.stderr.splitlines() if l.startswith("vramtrace: wrote ")]
+    m = re.match(r"vramtrace: wrote (\S+) \(([\d.]+) (B|KiB|MiB); (.*)\)$", line)
+    assert m and m[1] == str(out) and reader in m[4], line
+    assert abs(float(m[2]) * {"B": 1, "KiB": 1024, "MiB": 1 << 20}[m[3]] - size) <= 0.01 * size
+    assert "wrote" not in analyze("export", "-q", "--format", fmt, src, "-o", tmp_path / "q").stderr
+    p = subprocess.run([str(VRAMTRACE), "export", "--format", fmt, str(src), "-o", "-"], capture_output=True, timeout=60)
+    assert p.returncode == 0 and len(p.stdout) == size and b"wrote" not in p.stderr
