@@ -28,6 +28,15 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
+
+# The Python that has pytest (as in test.sh): a pyenv python3 first on PATH may lack it.
+pytest_python=python3
+for py in python3 /usr/bin/python3; do
+  if command -v "$py" >/dev/null && "$py" -c 'import pytest' 2>/dev/null; then
+    pytest_python=$(command -v "$py")
+    break
+  fi
+done
 cc=${CC:-gcc}
 jobs=${SANITIZER_JOBS:-2}
 which=("$@")
@@ -117,7 +126,7 @@ asan() {
   rm -rf "$probe"
 
   note "ASan+UBSan: the end-to-end suite"
-  env "${env[@]}" python3 -m pytest -q -p no:cacheprovider -m "not slow and not forks" -k "not inject" tests/e2e \
+  env "${env[@]}" "$pytest_python" -m pytest -q -p no:cacheprovider -m "not slow and not forks" -k "not inject" tests/e2e \
     || fail "the e2e suite under ASan+UBSan"
   no_reports "$logs" "e2e under ASan+UBSan"
   rm -rf "$logs"
