@@ -239,10 +239,15 @@ int vrt_cmd_diff(int argc, char **argv)
 			printf("}, \"truncated\": %s, \"sites\": [",
 			       vrt_trace_cut(&a.trace) || vrt_trace_cut(&b.trace) ? "true" : "false");
 		}
-		else
-			printf("vramtrace diff: %s%s -> %s%s\n  total %s -> %s\n\n", a.path, a.at >= 0 ? " (at time)" : "",
-			       b.path, b.at >= 0 ? " (at time)" : "", vrt_bytes(vrt_sites_total(&a.sites)),
-			       vrt_bytes(vrt_sites_total(&b.sites)));
+		else {
+			char when_a[48] = "", when_b[48] = "";
+			if (a.at >= 0)
+				snprintf(when_a, sizeof(when_a), " (at %.3f s)", a.at);
+			if (b.at >= 0)
+				snprintf(when_b, sizeof(when_b), " (at %.3f s)", b.at);
+			printf("vramtrace diff: %s%s -> %s%s\n  total %s -> %s\n\n", a.path, when_a, b.path, when_b,
+			       vrt_bytes(vrt_sites_total(&a.sites)), vrt_bytes(vrt_sites_total(&b.sites)));
+		}
 		for (size_t i = 0, shown = 0; i < n && shown < (size_t)top; i++) {
 			if (rows[i].a == rows[i].b)
 				continue;

@@ -424,6 +424,11 @@ m export-wrote-line-on-stdout-mode analyzer/cmd_export.c \
   'if (!rc && !o.quiet)' \
   "test_export.py::test_export_says_what_it_wrote_and_what_reads_it[folded-speedscope]"
 
+m diff-at-times-unnamed analyzer/cmd_diff.c \
+  'snprintf(when_b, sizeof(when_b), " (at %.3f s)", b.at);' \
+  'snprintf(when_b, sizeof(when_b), " (at time)");' \
+  test_timeline_and_diff.py::test_diff_at_two_times_names_the_times
+
 # ---- how a site prints (analyzer/sites.c) ------------------------------------------------------
 m site-repeats-headline analyzer/sites.c \
   '\t\tif (is_headline && run == 1)\n\t\t\tcontinue;' \

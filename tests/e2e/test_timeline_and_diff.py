@@ -180,3 +180,9 @@ def test_report_frames_limits_the_frames_printed_per_site():
                 assert frames <= 2, section
             else:
                 frames = 0
+
+
+def test_diff_at_two_times_names_the_times():
+    src = GOLDEN / "h200" / "leak-cycle.vrt"
+    first = analyze("diff", src, "--at", "4.8", "--at", "5.4").stdout.splitlines()[0]
+    assert first == f"vramtrace diff: {src} (at 4.800 s) -> {src} (at 5.400 s)"
