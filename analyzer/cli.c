@@ -221,7 +221,7 @@ void vrt_warn_trace_state(const struct vrt_trace *t, bool quiet)
 				"the process went on untraced\n",
 			t->path, (double)s->end_ts * t->hdr.ts_unit_ns / 1e9, vrt_write_error_text(s->end_detail));
 	else if (s->end_reason != VRT_END_EXIT)
-		fprintf(stderr, "vramtrace: note: %s: process %s%s\n", t->path, vrt_end_reason_text(s->end_reason),
+		fprintf(stderr, "vramtrace: note: %s: %s%s\n", t->path, vrt_end_sentence(s->end_reason),
 			s->end_reason == VRT_END_SIGNAL || s->end_reason == VRT_END_KILLED ? " (see `vramtrace info`)" : "");
 	if (t->history_lost && t->replay_from >= t->n_chunks)
 		fprintf(stderr, "vramtrace: warning: %s: the ring overwrote the oldest history and holds no whole "

@@ -159,8 +159,8 @@ static void print_text(struct report *r, const struct report_options *o)
 		       (unsigned long long)m->events, r->seconds, (unsigned long long)m->events,
 		       (unsigned long long)st->events_written);
 	else
-		printf("%llu events over %.3f s; the process %s\n", (unsigned long long)m->events, r->seconds,
-		       t->state_valid ? vrt_end_reason_text(st->end_reason) : "(state unknown)");
+		printf("%llu events over %.3f s; %s\n", (unsigned long long)m->events, r->seconds,
+		       t->state_valid ? vrt_end_sentence(st->end_reason) : "how the process ended is unknown");
 	if (r->teardown_s)
 		printf("\"at the end\" below is where teardown began (%.3f s): what the interpreter freed after that, the "
 		       "program did not\n", r->teardown_s);

@@ -826,6 +826,22 @@ const char *vrt_info(const struct vrt_trace *t, const char *key)
 	return NULL;
 }
 
+const char *vrt_end_sentence(uint32_t reason)
+{
+	switch (reason) {
+	case VRT_END_RUNNING: return "the trace was not closed: the process is still running, or was killed (SIGKILL, OOM killer)";
+	case VRT_END_DETACHED: return "tracing was stopped (attach --stop) while the process went on";
+	case VRT_END_DISABLED: return "tracing disabled itself after an internal error; the process went on";
+	case VRT_END_WRITE_FAILED: return "the process went on untraced: writing the trace failed";
+	case VRT_END_EXEC: return "the process was replaced by exec";
+	case VRT_END_EXIT: case VRT_END_SIGNAL: case VRT_END_KILLED: break;
+	default: return "how the process ended is unknown";
+	}
+	static char line[64];
+	snprintf(line, sizeof(line), "the process %s", vrt_end_reason_text(reason));
+	return line;
+}
+
 const char *vrt_end_reason_text(uint32_t reason)
 {
 	switch (reason) {

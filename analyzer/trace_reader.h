@@ -120,6 +120,8 @@ const char *vrt_string(const struct vrt_trace *t, uint64_t id);
 const struct vrt_symbol_def *vrt_symbol(const struct vrt_trace *t, uint64_t addr);
 const char *vrt_info(const struct vrt_trace *t, const char *key);
 const char *vrt_end_reason_text(uint32_t reason);
+/* The same as a sentence's clause: "the process exited normally", "tracing was stopped ...". */
+const char *vrt_end_sentence(uint32_t reason);
 /* Every node below n_nodes has parent < id (load_tables refuses others, and zero-fills the ids
  * a trace skips), so a stack id below n_nodes walks to the root: the per-record check is one
  * compare. */

@@ -213,3 +213,13 @@ def test_a_site_never_repeats_its_headline_or_a_frame_in_a_row(command):
         collapsed += sum("recursion)" in line for line in lines)
     if command == "leaks":
         assert collapsed > 0, "leak-cycle's Module._apply recursion is not collapsed"
+
+
+def test_how_the_process_ended_reads_as_a_sentence():
+    """report's second line and its note say it as a clause, whatever the end ("the process tracing
+    stopped" was not English)."""
+    p = analyze("report", H200 / "attach.vrt")
+    assert p.stdout.splitlines()[1].endswith("; tracing was stopped (attach --stop) while the process went on")
+    assert f"vramtrace: note: {H200 / 'attach.vrt'}: tracing was stopped (attach --stop) while the process went on" \
+        in p.stderr.splitlines()
+    assert analyze("report", H200 / "oom.vrt").stdout.splitlines()[1].endswith("; the process exited normally")
