@@ -106,7 +106,7 @@ for py in "${pythons[@]}"; do
   done
 
   step "vramtrace.load('t.vrt')"
-  (cd "$work" && "${run_env[@]}" python -c "import vramtrace; print(vramtrace.load('t.vrt')['report']['devices'])") \
+  (cd "$work" && "${run_env[@]}" python -c "import vramtrace; a = vramtrace.load('t.vrt'); print(a.report.devices[0].peak_bytes, a['report']['devices'])") \
     >"$work/load.out" 2>&1 || { cat "$work/load.out"; fail "vramtrace.load"; }
   grep -q "'peak_bytes'" "$work/load.out" || { cat "$work/load.out"; fail "vramtrace.load: no devices"; }
 

@@ -262,6 +262,17 @@ class Analysis:
     oom: Optional[Oom]
     timeline: Timeline
 
+    def __getitem__(self, key: str) -> Any:
+        """The dict load() returned before it returned this: analysis["report"] is the analyzer's
+        JSON (as .report.raw), analysis["timeline"] the rows. Kept so that code written against
+        the old return value runs; new code reads the attributes."""
+        if key == "timeline":
+            return self.timeline.rows()
+        if key not in ("report", "leaks", "oom"):
+            raise KeyError(key)
+        part = getattr(self, key)
+        return None if part is None else part.raw
+
 
 # ---- running the analyzer --------------------------------------------------------------------
 

@@ -151,3 +151,14 @@ def test_dump_json_has_every_event_with_its_stack_given_once():
         [("alloc", 12 * MiB), ("failed", 8 * MiB), ("alloc", 2 * MiB)]
     assert stacks[events[0]["stack"]][0]["function"] == "big_site"
     assert all(e["stack"] in stacks for e in events if e["stack"])
+
+
+def test_load_still_reads_as_the_dict_it_used_to_return():
+    """Code written against load()'s old dict keeps working: the same JSON under the same keys."""
+    path = H200 / "leak-cycle.vrt"
+    a = vramtrace.load(path)
+    assert a["report"] == a.report.raw and a["report"]["devices"][0]["peak_bytes"] == a.report.devices[0].peak_bytes
+    assert a["leaks"] == a.leaks.raw and a["oom"] is None
+    assert a["timeline"] == a.timeline.rows()
+    with pytest.raises(KeyError):
+        a["nothing"]
