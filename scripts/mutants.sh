@@ -261,9 +261,9 @@ m diff-second-at-ignored analyzer/cmd_diff.c \
   'b.at = b.path == a.path ? at[1] : n_at ? at[1] : -1;' \
   'b.at = b.path == a.path ? -1 : n_at ? at[1] : -1;' \
   test_phases.py::test_diff_at_two_times_of_one_trace test_timeline_and_diff.py::test_diff_at_two_times_of_one_trace
-m diff-at-past-the-time analyzer/cmd_diff.c \
-  'vrt_ts_seconds(&s->trace, r.ts) > s->at)' \
-  'vrt_ts_seconds(&s->trace, r.ts) > s->at + 0.015)' \
+m diff-at-past-the-time analyzer/pass.c \
+  'vrt_ts_seconds(p->t, r->ts) > p->o.until_s)' \
+  'vrt_ts_seconds(p->t, r->ts) > p->o.until_s + 0.015)' \
   test_phases.py::test_diff_at_two_times_of_one_trace
 
 # ---- the OOM report: the request and the categories -------------------------------------------
