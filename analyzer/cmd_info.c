@@ -21,8 +21,10 @@ static void print_text(const struct vrt_trace *t)
 	printf("trace      %s (format %u.%u)\n", t->path, h->version_major, h->version_minor);
 	char host[sizeof(h->hostname) + 1];
 	snprintf(host, sizeof(host), "%.*s", (int)sizeof(h->hostname), h->hostname);
-	printf("process    pid %d, parent %d, rank %d, local rank %d, world %d, host %s\n", h->pid, h->ppid, h->rank,
-	       h->local_rank, h->world_size, vrt_escape(host));
+	printf("process    pid %d, parent %d", h->pid, h->ppid);
+	if (h->rank >= 0) /* -1: not a distributed job (no RANK in its environment) */
+		printf(", rank %d of %d, local rank %d", h->rank, h->world_size, h->local_rank);
+	printf(", host %s\n", vrt_escape(host));
 	const char *cmd = vrt_info(t, "cmdline");
 	printf("command    %s\n", cmd ? cmd : "?");
 	printf("started    %s\n", when);
@@ -65,6 +67,8 @@ int vrt_cmd_info(int argc, char **argv)
 			return vrt_print_help("info");
 		if (!strcmp(argv[i], "--json"))
 			json = true;
+		else if (!strcmp(argv[i], "-q") || !strcmp(argv[i], "--quiet"))
+			; /* info prints no notes or progress: accepted as every command accepts it */
 		else if (argv[i][0] == '-' || path)
 			return vrt_usage("info", "unexpected argument '%s'", argv[i]);
 		else
@@ -83,7 +87,30 @@ int vrt_cmd_info(int argc, char **argv)
 		const struct vrt_file_state *s = &t.hdr.state;
 		printf("{\"file\": ");
 		json_string(stdout, path);
-		printf(", \"pid\": %d, \"rank\": %d, \"end_reason\": ", t.hdr.pid, t.hdr.rank);
+		printf(", \"pid\": %d, \"parent\": %d, \"rank\": %d, \"local_rank\": %d, \"world_size\": %d, \"host\": ",
+		       t.hdr.pid, t.hdr.ppid, t.hdr.rank, t.hdr.local_rank, t.hdr.world_size);
+		char host[sizeof(t.hdr.hostname) + 1];
+		snprintf(host, sizeof(host), "%.*s", (int)sizeof(t.hdr.hostname), t.hdr.hostname);
+		json_string(stdout, host);
+		const char *cmd = vrt_info(&t, "cmdline");
+		printf(", \"cmdline\": ");
+		if (cmd)
+			json_string(stdout, cmd);
+		else
+			printf("null");
+		printf(", \"start_unix_s\": %.6f, \"duration_s\": ", (double)t.hdr.start_realtime_ns / 1e9);
+		if (t.state_valid && !t.cut_short && s->end_reason != VRT_END_RUNNING)
+			printf("%.6f", vrt_ts_seconds(&t, s->end_ts));
+		else
+			printf("null");
+		/* exit_status/signal: what the text's "(status N)"/"(signal N)" say; null otherwise. */
+		bool exited = t.state_valid && s->end_reason == VRT_END_EXIT && s->end_detail >= 0;
+		bool signalled = t.state_valid && (s->end_reason == VRT_END_SIGNAL || s->end_reason == VRT_END_KILLED);
+		printf(", \"exit_status\": ");
+		exited ? printf("%d", s->end_detail) : printf("null");
+		printf(", \"signal\": ");
+		signalled ? printf("%d", s->end_detail) : printf("null");
+		printf(", \"end_reason\": ");
 		json_string(stdout, vrt_end_text(&t));
 		printf(", \"end_code\": %u, \"end_detail\": %d, \"events_written\": %" PRIu64 ", \"events_lost\": %" PRIu64
 		       ", \"ring\": %s, \"history_lost\": %s, \"chunks\": %zu, ",

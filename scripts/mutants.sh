@@ -429,6 +429,11 @@ m diff-at-times-unnamed analyzer/cmd_diff.c \
   'snprintf(when_b, sizeof(when_b), " (at time)");' \
   test_timeline_and_diff.py::test_diff_at_two_times_names_the_times
 
+m info-exit-status-is-the-code analyzer/cmd_info.c \
+  'exited ? printf("%d", s->end_detail) : printf("null");' \
+  'exited ? printf("%d", s->end_reason) : printf("null");' \
+  test_cli_errors.py::test_info_says_what_the_text_says_in_its_json
+
 # ---- how a site prints (analyzer/sites.c) ------------------------------------------------------
 m site-repeats-headline analyzer/sites.c \
   '\t\tif (is_headline && run == 1)\n\t\t\tcontinue;' \

@@ -1,6 +1,9 @@
 """Names the user types that the trace does not have are errors, not silent fallbacks: a CI job
 that runs `vramtrace leaks --phase trian --fail-on-growth` must fail, not pass on nothing
 (docs/ux-defects items 13, 14)."""
+import json
+import re
+
 import pytest
 
 from conftest import GOLDEN, analyze
@@ -30,3 +33,17 @@ def test_an_unknown_phase_is_an_error(extra):
         "the phase that explains the growth)"]
     good = analyze("leaks", *extra, "--phase", "train", LEAK_CYCLE, check=False)
     assert good.returncode == (1 if extra == ["--fail-on-growth"] else 0) and good.stdout
+
+
+def test_info_says_what_the_text_says_in_its_json():
+    """info: no "rank -1" for a job that is not distributed; its JSON carries the command, host,
+    start, duration and an exit status equal to the text's "(status N)"; -q is accepted."""
+    text = analyze("info", "-q", GOLDEN / "h200" / "oom.vrt").stdout
+    assert "rank" not in text.splitlines()[1] and text.splitlines()[1].startswith("process    pid 761, parent 760")
+    status = int(re.search(r"^ended +exited normally \(status (\d+)\) after ([\d.]+) s$", text, re.M)[1])
+    duration = float(re.search(r"^ended .* after ([\d.]+) s$", text, re.M)[1])
+    info = json.loads(analyze("info", "--json", GOLDEN / "h200" / "oom.vrt").stdout)
+    assert info["exit_status"] == status and info["signal"] is None
+    assert round(info["duration_s"], 3) == duration
+    assert info["cmdline"] == re.search(r"^command +(.*)$", text, re.M)[1]
+    assert info["host"] == "vm" and info["rank"] == -1 and info["start_unix_s"] > 1.7e9
