@@ -571,6 +571,18 @@ static double growth_including_first(const struct leaks *lk)
 	return n ? (double)(lk->inv[0].live_at_next - lk->inv[0].live_at_entry) : 0;
 }
 
+/* What one invocation of the phase is, for sentences: "train() call", or for a mark phase
+ * "interval between \"step\" marks" (a mark is not a call). */
+static const char *invocation_name(const struct leaks *lk)
+{
+	static char name[320];
+	if (lk->by_mark)
+		snprintf(name, sizeof(name), "interval between \"%.250s\" marks", lk->name);
+	else
+		snprintf(name, sizeof(name), "%.250s() call", lk->name);
+	return name;
+}
+
 static bool persistent_by_design(const struct vrt_trace *t, const struct vrt_site *s)
 {
 	const char *rule;
@@ -604,7 +616,7 @@ static void headline(const struct leaks *lk, const struct vrt_sites *s, char *bu
 	int64_t survivors;
 	const struct vrt_site *top = top_blamed(lk, s, &survivors);
 	if (growth <= 0 || !top || survivors <= 0) {
-		snprintf(buf, len, "no growth: from the second %s() call on, memory at each entry stays level", lk->name);
+		snprintf(buf, len, "no growth: from the second %s on, memory at each entry stays level", invocation_name(lk));
 		return;
 	}
 	uint32_t *stacks = calloc(s->n, sizeof(*stacks));
@@ -616,7 +628,7 @@ static void headline(const struct leaks *lk, const struct vrt_sites *s, char *bu
 			bytes[n++] = s->v[i].bytes;
 		}
 	struct vrt_shares shares;
-	int k = snprintf(buf, len, "+%s per %s() call", vrt_bytes((int64_t)growth), lk->name);
+	int k = snprintf(buf, len, "+%s per %s", vrt_bytes((int64_t)growth), invocation_name(lk));
 	if (stacks && bytes && k > 0 && (size_t)k < len && !vrt_shares_build(lk->t, stacks, bytes, n, &shares)) {
 		if (shares.n) {
 			snprintf(buf + k, len - (size_t)k, ": ");
@@ -815,7 +827,7 @@ static void print_text(struct leaks *lk, struct vrt_sites *sites)
 	if (lk->owners.walks)
 		print_roots(&lk->roots);
 	printf("\nsurvivors by site (allocated inside a call, still live when the next call starts):\n");
-	int64_t persistent = 0;
+	int64_t persistent = 0, persistent_by[3] = { 0 }; /* workspace, nccl, allocator_cache */
 	size_t shown = 0;
 	struct vrt_held_by *held = lk->owners.walks ? held_by_site(lk, sites) : NULL;
 	for (size_t i = 0; i < sites->n; i++) {
@@ -823,7 +835,9 @@ static void print_text(struct leaks *lk, struct vrt_sites *sites)
 		const char *why;
 		const char *v = verdict(t, s, lk->n_inv, &why);
 		if (persistent_by_design(t, s)) {
+			const char *rule, *category = vrt_site_category(t, s, &rule);
 			persistent += s->bytes;
+			persistent_by[!strcmp(category, "nccl") ? 1 : !strcmp(category, "allocator_cache") ? 2 : 0] += s->bytes;
 			continue;
 		}
 		if (shown++ >= (size_t)lk->o->top)
@@ -838,10 +852,16 @@ static void print_text(struct leaks *lk, struct vrt_sites *sites)
 	}
 	free(held);
 	if (!shown)
-		printf("  none: every allocation made inside a call was freed before the next one started\n");
-	if (persistent)
-		printf("\npersistent by design, labelled and not blamed: %s (workspaces, NCCL buffers, allocator "
-		       "cache; set up once)\n", vrt_bytes(persistent));
+		printf("  none: every allocation made inside a call was freed before the next one started%s\n",
+		       persistent ? ", apart from what was set up once (below)" : "");
+	if (persistent) {
+		static const char *const kinds[3] = { "cuBLAS/cuDNN workspaces", "NCCL buffers", "allocator cache" };
+		printf("\npersistent by design, labelled and not blamed: %s (", vrt_bytes(persistent));
+		for (int k = 0, listed = 0; k < 3; k++)
+			if (persistent_by[k])
+				printf("%s%s %s", listed++ ? ", " : "", kinds[k], vrt_bytes(persistent_by[k]));
+		printf("; set up once)\n");
+	}
 }
 
 static void print_json(struct leaks *lk, struct vrt_sites *sites)
@@ -854,6 +874,8 @@ static void print_json(struct leaks *lk, struct vrt_sites *sites)
 	vrt_json_completeness(stdout, t, -1);
 	printf(", \"phase\": ");
 	json_string(stdout, lk->name);
+	printf(", \"invocation\": ");
+	json_string(stdout, invocation_name(lk));
 	printf(", \"layer\": \"%s\", \"phases\": [", lk->blocks ? "tensors" : "cuda");
 	for (size_t i = 0; i < lk->n_inv; i++) {
 		const struct invocation *v = &lk->inv[i];

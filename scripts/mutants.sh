@@ -434,6 +434,15 @@ m info-exit-status-is-the-code analyzer/cmd_info.c \
   'exited ? printf("%d", s->end_reason) : printf("null");' \
   test_cli_errors.py::test_info_says_what_the_text_says_in_its_json
 
+m leaks-mark-worded-as-call analyzer/cmd_leaks.c \
+  '\tif (lk->by_mark)\n\t\tsnprintf(name' \
+  '\tif (0)\n\t\tsnprintf(name' \
+  test_h200_traces.py::test_a_mark_phase_is_worded_as_intervals_and_persistent_memory_by_what_it_is
+m leaks-persistent-fixed-text analyzer/cmd_leaks.c \
+  '\t\t\tif (persistent_by[k])\n' \
+  '\t\t\tif (1)\n' \
+  test_h200_traces.py::test_a_mark_phase_is_worded_as_intervals_and_persistent_memory_by_what_it_is
+
 # ---- how a site prints (analyzer/sites.c) ------------------------------------------------------
 m site-repeats-headline analyzer/sites.c \
   '\t\tif (is_headline && run == 1)\n\t\t\tcontinue;' \

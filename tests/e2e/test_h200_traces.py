@@ -223,3 +223,17 @@ def test_how_the_process_ended_reads_as_a_sentence():
     assert f"vramtrace: note: {H200 / 'attach.vrt'}: tracing was stopped (attach --stop) while the process went on" \
         in p.stderr.splitlines()
     assert analyze("report", H200 / "oom.vrt").stdout.splitlines()[1].endswith("; the process exited normally")
+
+
+def test_a_mark_phase_is_worded_as_intervals_and_persistent_memory_by_what_it_is():
+    """leaks --phase mark:step measures intervals between marks, not calls; "persistent by design"
+    lists only the kinds present (leak-fixed: cuBLAS workspaces, no NCCL)."""
+    p = analyze("leaks", "-q", "--phase", "mark:step", H200 / "attach.vrt")
+    assert re.search(r'^\+[\d.]+ MiB per interval between "step" marks: ', p.stdout, re.M), p.stdout
+    assert "step() call" not in p.stdout
+    d = json.loads(analyze("leaks", "--json", "-q", "--phase", "mark:step", H200 / "attach.vrt").stdout)
+    assert d["invocation"] == 'interval between "step" marks' and d["summary"].startswith("+")
+    fixed = analyze("leaks", "-q", H200 / "leak-fixed.vrt").stdout
+    line, = [l for l in fixed.splitlines() if l.startswith("persistent by design")]
+    assert "NCCL" not in line and re.search(r"\(cuBLAS/cuDNN workspaces [\d.]+ MiB; set up once\)$", line), line
+    assert "freed before the next one started, apart from what was set up once (below)" in fixed
