@@ -310,6 +310,9 @@ static void print_text(const struct vrt_trace *t, const struct oom *o, const str
 	else if (torch)
 		printf("device memory    %s free (as PyTorch reported)\n", vrt_bytes((int64_t)r->aux));
 	print_limit(o, x->live);
+	if (!o->limits.op && rm && rm->by_limit && rm->limit)
+		printf("limit hit        a per-process cap: PyTorch may reserve %s (%s); it had reserved %s and the device "
+		       "was not full\n", vrt_bytes((int64_t)rm->limit), rm->limit_source, vrt_bytes((int64_t)rm->reserved_at_failure));
 	if (r->stack) {
 		struct vrt_site req = { .stack = r->stack, .bytes = (int64_t)r->size, .count = 1 };
 		printf("requested by\n");

@@ -302,6 +302,12 @@ void vrt_remedies_compute(struct vrt_trace *t, const struct vrt_remedy_input *in
 			 base->rc ? (*base->err ? base->err : vrt_strerror(base->rc)) : "an earlier request failed in it");
 	out->shortfall = shortfall(in, base);
 	if (out->replayed) {
+		out->limit = base->r.limit;
+		out->limit_source = base->r.limit_source;
+		out->by_limit = base->r.failed && base->r.fail.event == in->event && base->r.fail.by_limit;
+		out->reserved_at_failure = base->r.fail.reserved;
+	}
+	if (out->replayed) {
 		cap_remedy(t, in, base, out);
 		if (!base->r.cfg.expandable)
 			try_setting(t, in, base, "expandable_segments:True", "expandable_segments:True", out);
@@ -341,7 +347,13 @@ void vrt_remedies_print(const struct vrt_remedies *r, FILE *out)
 
 void vrt_remedies_json(const struct vrt_remedies *r, FILE *out)
 {
-	fprintf(out, ", \"shortfall_bytes\": %lld, \"remedies\": [", (long long)r->shortfall);
+	fprintf(out, ", \"shortfall_bytes\": %lld, \"limit_bytes\": %llu, \"limit_source\": ", (long long)r->shortfall,
+		(unsigned long long)r->limit);
+	if (r->limit_source)
+		json_string(out, r->limit_source);
+	else
+		fputs("null", out);
+	fprintf(out, ", \"limit_refused\": %s, \"remedies\": [", r->by_limit ? "true" : "false");
 	for (int i = 0; i < r->n; i++) {
 		const struct vrt_remedy *m = &r->v[i];
 		fprintf(out, "%s{\"name\": ", i ? ", " : "");

@@ -47,6 +47,11 @@ struct vrt_remedies {
 	int n;
 	int64_t shortfall;                 /* bytes missing at the failing request (0: unknown) */
 	bool replayed;                     /* the allocator replay reached the failing request */
+	/* The per-process limit the replay ran under and where it came from (a record, PyTorch's own
+	 * figures, or inferred); 0 when none. by_limit: the replay's failure was that limit's refusal. */
+	uint64_t limit, reserved_at_failure;
+	const char *limit_source;
+	bool by_limit;
 	char note[200];                    /* why it did not, when it did not */
 };
 

@@ -443,6 +443,11 @@ m leaks-persistent-fixed-text analyzer/cmd_leaks.c \
   '\t\t\tif (1)\n' \
   test_h200_traces.py::test_a_mark_phase_is_worded_as_intervals_and_persistent_memory_by_what_it_is
 
+m oom-inferred-cap-unnamed analyzer/cmd_oom.c \
+  'if (!o->limits.op && rm && rm->by_limit && rm->limit)' \
+  'if (0)' \
+  test_h200_traces.py::test_oom_names_the_cap_even_when_the_trace_did_not_record_it
+
 # ---- how a site prints (analyzer/sites.c) ------------------------------------------------------
 m site-repeats-headline analyzer/sites.c \
   '\t\tif (is_headline && run == 1)\n\t\t\tcontinue;' \

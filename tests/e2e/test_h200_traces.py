@@ -237,3 +237,17 @@ def test_a_mark_phase_is_worded_as_intervals_and_persistent_memory_by_what_it_is
     line, = [l for l in fixed.splitlines() if l.startswith("persistent by design")]
     assert "NCCL" not in line and re.search(r"\(cuBLAS/cuDNN workspaces [\d.]+ MiB; set up once\)$", line), line
     assert "freed before the next one started, apart from what was set up once (below)" in fixed
+
+
+def test_oom_names_the_cap_even_when_the_trace_did_not_record_it():
+    """oom.vrt predates the limits record: the replay finds the device did not refuse, so a cap
+    did, and the headline says so next to "132 GiB free" (ux defect 3); a recorded cap is named as
+    recorded."""
+    text = analyze("oom", H200 / "oom.vrt").stdout.splitlines()
+    assert text[3] == "device memory    132 GiB free (as PyTorch reported)"
+    assert text[4].startswith("limit hit        a per-process cap: PyTorch may reserve 6.82 GiB (inferred: ")
+    o = json.loads(analyze("oom", "--json", H200 / "oom.vrt").stdout)["oom"]
+    assert o["limit_refused"] is True and o["limit_bytes"] > o["live_bytes"]
+    recorded = analyze("oom", H200 / "retain-ds-oom-offload.vrt").stdout.splitlines()
+    assert recorded[4].startswith("limit hit        the per-process cap: PyTorch may reserve 5.59 GiB "
+                                  "(set_per_process_memory_fraction)")

@@ -538,6 +538,17 @@ def test_marks_are_labelled_where_they_fit(tmp_path):
 
 
 @needs_chromium
+@pytest.mark.parametrize("name,expected", [
+    ("oom", "The limit hit was a per-process cap: PyTorch may reserve 6.82 GiB (inferred: "),
+    ("retain-ds-oom-offload", "The limit hit was the per-process cap: PyTorch may reserve 5.59 GiB "
+                              "(set_per_process_memory_fraction)")])
+def test_the_oom_section_names_the_limit_that_was_hit(tmp_path, name, expected):
+    out = tmp_path / f"{name}.html"
+    html(SOURCE / "tests" / "golden" / "h200" / f"{name}.vrt", out)
+    assert element_block(dump_dom(tmp_path, out), "p", "oom-limit").startswith(expected)
+
+
+@needs_chromium
 def test_oom_section(oom):
     t, out, tmp = oom
     d = page_data(out)
