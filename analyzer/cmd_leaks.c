@@ -34,7 +34,7 @@ struct leaks_options {
 	const char *until_mark;
 	const char *layer; /* "tensors", "cuda" or NULL for tensors when the trace has them */
 	bool json, quiet, fail_on_growth;
-	int top;
+	int top, frames;
 };
 
 struct invocation {
@@ -842,7 +842,7 @@ static void print_text(struct leaks *lk, struct vrt_sites *sites)
 		}
 		if (shown++ >= (size_t)lk->o->top)
 			continue;
-		vrt_site_print(stdout, t, s, 8);
+		vrt_site_print(stdout, t, s, lk->o->frames);
 		printf("%24s born in call%s %llu", "", s->first == s->last ? "" : "s", (unsigned long long)s->first);
 		if (s->last != s->first)
 			printf("..%llu", (unsigned long long)s->last);
@@ -1306,7 +1306,7 @@ static int leaks_one(const char *path, const struct leaks_options *o, bool many,
 
 int vrt_cmd_leaks(int argc, char **argv)
 {
-	struct leaks_options o = { .top = 10 };
+	struct leaks_options o = { .top = 10, .frames = 8 };
 	char *files[256];
 	int n_files = 0;
 	for (int i = 1; i < argc; i++) {
@@ -1331,6 +1331,13 @@ int vrt_cmd_leaks(int argc, char **argv)
 			if (bad)
 				return bad;
 			o.top = (int)v;
+		}
+		else if (!strcmp(a, "--frames") && i + 1 < argc) {
+			long long v;
+			int bad = vrt_int_option("leaks", a, argv[++i], 0, VRT_MAX_FRAMES, &v);
+			if (bad)
+				return bad;
+			o.frames = (int)v;
 		}
 		else if (a[0] == '-')
 			return vrt_usage("leaks", "unknown option '%s'", a);

@@ -82,9 +82,11 @@ int vrt_cmd_watch(int argc, char **argv);
 	"labelled, not blamed.\n"                                                                        \
 	"\n"                                                                                           \
 	"options:\n"                                                                                   \
-	"  --phase NAME   the phase to follow (default: the one with the most invocations)\n"           \
+	"  --phase NAME   the phase to follow: a function, nvtx:NAME or mark:LABEL (default: the one\n"  \
+	"                 whose calls explain the growth; an unknown name is an error)\n"              \
 	"  --json         machine-readable output\n"                                                      \
 	"  --top N        sites listed (default 10)\n"                                                   \
+	"  --frames N     frames shown per site (default 8)\n"                                          \
 	"  --fail-on-growth  exit 1 when memory grows from invocation to invocation\n"                    \
 	"  --layer L      tensors (PyTorch blocks, the default when present) or cuda (allocations)\n"      \
 	"  --until-mark LABEL  treat the first mark LABEL as the end of the trace\n"                     \

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* vramtrace: the launcher and offline analyzer. Subcommands live one per file (cmd_*.c). */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "budget.h"
@@ -129,12 +130,45 @@ static int take_budget(const char *name, int *argc, char **argv)
 	return 0;
 }
 
+/*
+ * "--name=value" means "--name value" in every command: the long options are split here, once,
+ * before a command parses them. Only options: not past "--", nor (for run, attach) past the
+ * first argument that is not an option, which begins the traced command or its pid.
+ */
+static char **split_equals(int *argc, char **argv)
+{
+	bool stop_at_positional = !strcmp(argv[1], "run");
+	char **out = calloc((size_t)*argc * 2 + 1, sizeof(*out));
+	if (!out)
+		return argv;
+	int n = 0, i = 0;
+	for (; i < *argc; i++) {
+		char *a = argv[i], *eq = strchr(a, '=');
+		if (i >= 2 && (!strcmp(a, "--") || (stop_at_positional && a[0] != '-')))
+			break;
+		if (i >= 2 && a[0] == '-' && a[1] == '-' && eq && eq > a + 2) {
+			out[n++] = strndup(a, (size_t)(eq - a));
+			out[n++] = eq + 1;
+			if (!out[n - 2])
+				return argv;
+		} else {
+			out[n++] = a;
+		}
+	}
+	for (; i < *argc; i++)
+		out[n++] = argv[i];
+	out[n] = NULL;
+	*argc = n;
+	return out;
+}
+
 int main(int argc, char **argv)
 {
 	if (argc < 2) {
 		overview(stderr);
 		return VRT_EXIT_USAGE;
 	}
+	argv = split_equals(&argc, argv);
 	const char *name = argv[1];
 	if (!strcmp(name, "--version") || !strcmp(name, "-V"))
 		return cmd_version(0, NULL);

@@ -448,6 +448,19 @@ m oom-inferred-cap-unnamed analyzer/cmd_oom.c \
   'if (0)' \
   test_h200_traces.py::test_oom_names_the_cap_even_when_the_trace_did_not_record_it
 
+m option-equals-not-split analyzer/main.c \
+  "if (i >= 2 && a[0] == '-' && a[1] == '-' && eq && eq > a + 2) {" \
+  "if (0) {" \
+  test_cli_errors.py::test_every_long_option_takes_its_value_after_an_equals_sign
+m option-equals-splits-the-traced-command analyzer/main.c \
+  "(stop_at_positional && a[0] != '-')" \
+  "(0)" \
+  test_cli_errors.py::test_every_long_option_takes_its_value_after_an_equals_sign
+m leaks-frames-ignored analyzer/cmd_leaks.c \
+  'vrt_site_print(stdout, t, s, lk->o->frames);' \
+  'vrt_site_print(stdout, t, s, 8);' \
+  test_cli_errors.py::test_leaks_frames_sets_the_frames_shown_per_site
+
 # ---- how a site prints (analyzer/sites.c) ------------------------------------------------------
 m site-repeats-headline analyzer/sites.c \
   '\t\tif (is_headline && run == 1)\n\t\t\tcontinue;' \

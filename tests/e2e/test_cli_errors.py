@@ -47,3 +47,26 @@ def test_info_says_what_the_text_says_in_its_json():
     assert round(info["duration_s"], 3) == duration
     assert info["cmdline"] == re.search(r"^command +(.*)$", text, re.M)[1]
     assert info["host"] == "vm" and info["rank"] == -1 and info["start_unix_s"] > 1.7e9
+
+
+def test_every_long_option_takes_its_value_after_an_equals_sign(tmp_path):
+    """--top=2 is --top 2 in every command; a traced command's own --a=b is left alone."""
+    src = GOLDEN / "h200" / "leak-cycle.vrt"
+    for command in ("report", "leaks", "diff"):
+        extra = [src] if command == "diff" else []
+        assert analyze(command, "--top=2", "-q", src, *extra).stdout == \
+            analyze(command, "--top", "2", "-q", src, *extra).stdout
+    assert analyze("leaks", "--phase=train", "--frames=1", "-q", src).stdout == \
+        analyze("leaks", "--phase", "train", "--frames", "1", "-q", src).stdout
+    p = analyze("run", f"--output={tmp_path / 'x.vrt'}", "--", "/bin/echo", "--a=b", "--c", check=False)
+    assert p.stdout == "--a=b --c\n"
+    p = analyze("run", "-f", f"--output={tmp_path / 'x.vrt'}", "/bin/echo", "--a=b", check=False)  # no "--"
+    assert p.stdout == "--a=b\n"
+
+
+def test_leaks_frames_sets_the_frames_shown_per_site():
+    src = GOLDEN / "h200" / "leak-cycle.vrt"
+    for n in (0, 1, 3):
+        text = analyze("leaks", "-q", "--frames", n, src).stdout.split("survivors by site")[1]
+        blocks = re.split(r"^ +[\d.]+ (?:B|KiB|MiB|GiB) +\d+x  .*$", text, flags=re.M)[1:]
+        assert blocks and all(len(re.findall(r"^ {20,}at ", b, re.M)) == n for b in blocks[:3]), (n, blocks[:1])
