@@ -77,11 +77,12 @@ static void print_csv(const struct vrt_series *s)
 	}
 }
 
-/* Resamples used buckets to `cols` columns, keeping each column's maximum. */
-static void columns(const struct vrt_series *s, int series, int cols, int64_t *out)
+/* Resamples buckets [start, used) to `cols` columns, keeping each column's maximum. */
+static void columns(const struct vrt_series *s, int start, int series, int cols, int64_t *out)
 {
+	int n = s->used - start;
 	for (int c = 0; c < cols; c++) {
-		int b0 = c * s->used / cols, b1 = (c + 1) * s->used / cols;
+		int b0 = start + c * n / cols, b1 = start + (c + 1) * n / cols;
 		if (b1 <= b0)
 			b1 = b0 + 1;
 		int64_t v = 0;
@@ -92,24 +93,45 @@ static void columns(const struct vrt_series *s, int series, int cols, int64_t *o
 	}
 }
 
-static void print_chart(const struct vrt_trace *t, const struct vrt_series *s, const struct marks *mk, int width)
+/* The first bucket with memory live or a mark in it: the time before the first allocation
+ * (a Python job's imports) is left out of the chart unless --from asked for it. */
+static int first_busy_bucket(const struct vrt_series *s, const struct marks *mk)
+{
+	int first = s->used;
+	for (int b = 0; b < s->used && b < first; b++)
+		for (int i = 0; i < s->n_series; i++)
+			if (s->max[b * VRT_SERIES_MAX + i] > 0) {
+				first = b;
+				break;
+			}
+	for (int i = 0; i < mk->n; i++) {
+		int b = s->width > 0 ? (int)((mk->at[i] - s->from) / s->width) : 0;
+		if (b >= 0 && b < first)
+			first = b;
+	}
+	return first < s->used ? first : 0;
+}
+
+static void print_chart(const struct vrt_trace *t, const struct vrt_series *s, const struct marks *mk, int width,
+			bool from_given)
 {
 	static const char *const levels[] = { " ", "\u2581", "\u2582", "\u2583", "\u2584", "\u2585", "\u2586", "\u2587",
 					      "\u2588" };
+	int start = from_given ? 0 : first_busy_bucket(s, mk);
 	int cols = width - 24;
 	if (cols < 10)
 		cols = 10;
-	if (cols > s->used && s->used > 0)
-		cols = s->used;
-	double span = s->used * s->width;
-	printf("vramtrace timeline: %s, %.3f s, %d columns of %.3f s (each shows its highest value)\n\n", t->path, span,
-	       cols, cols ? span / cols : 0);
+	if (cols > s->used - start && s->used - start > 0)
+		cols = s->used - start;
+	double from = s->from + start * s->width, span = (s->used - start) * s->width;
+	printf("vramtrace timeline: %s, %.3f s from %.3f s, %d columns of %.3f s (each shows its highest value)\n\n",
+	       t->path, span, from, cols, cols ? span / cols : 0);
 	int64_t *v = calloc((size_t)cols, sizeof(int64_t));
 	if (!v)
 		return;
 	char name[64];
 	for (int i = 0; i < s->n_series; i++) {
-		columns(s, i, cols, v);
+		columns(s, start, i, cols, v);
 		int64_t top = 0;
 		for (int c = 0; c < cols; c++)
 			top = v[c] > top ? v[c] : top;
@@ -125,7 +147,7 @@ static void print_chart(const struct vrt_trace *t, const struct vrt_series *s, c
 			memset(row, ' ', (size_t)cols);
 			row[cols] = 0;
 			for (int i = 0; i < mk->n; i++) {
-				int c = span > 0 ? (int)((mk->at[i] - s->from) / span * cols) : 0;
+				int c = span > 0 ? (int)((mk->at[i] - from) / span * cols) : 0;
 				if (c >= 0 && c < cols)
 					row[c] = row[c] == ' ' || row[c] == mk->kind[i] ? mk->kind[i] : '*';
 			}
@@ -134,8 +156,8 @@ static void print_chart(const struct vrt_trace *t, const struct vrt_series *s, c
 		}
 	}
 	char left[32];
-	int n = snprintf(left, sizeof(left), "%.3f s", s->from);
-	printf("%-22s %s%*s%.3f s\n", "", left, cols - n - 12 > 0 ? cols - n - 12 : 1, "", s->from + span);
+	int n = snprintf(left, sizeof(left), "%.3f s", from);
+	printf("%-22s %s%*s%.3f s\n", "", left, cols - n - 12 > 0 ? cols - n - 12 : 1, "", from + span);
 	free(v);
 }
 
@@ -173,8 +195,9 @@ int vrt_cmd_timeline(int argc, char **argv)
 	if (o.to <= o.from)
 		return vrt_usage("timeline", "--from must be below --to");
 	int width = terminal_width();
-	if (!o.buckets)
-		o.buckets = o.csv ? 100 : width;
+	if (!o.buckets) /* text: finer than the columns, so that the part left out before the first
+			 * allocation does not take the chart's resolution with it */
+		o.buckets = o.csv ? 100 : width * 16 < 4096 ? width * 16 : 4096;
 	char path[4096];
 	struct vrt_trace t;
 	rc = vrt_single_input("timeline", o.path, NULL, NULL, path, sizeof(path));
@@ -193,7 +216,7 @@ int vrt_cmd_timeline(int argc, char **argv)
 	if (!rc && o.csv)
 		print_csv(&s);
 	else if (!rc)
-		print_chart(&t, &s, &mk, width);
+		print_chart(&t, &s, &mk, width, o.from > 0);
 	vrt_series_free(&s);
 	vrt_trace_close(&t);
 	return rc;

@@ -461,6 +461,11 @@ m leaks-frames-ignored analyzer/cmd_leaks.c \
   'vrt_site_print(stdout, t, s, 8);' \
   test_cli_errors.py::test_leaks_frames_sets_the_frames_shown_per_site
 
+m timeline-starts-at-zero analyzer/cmd_timeline.c \
+  'int start = from_given ? 0 : first_busy_bucket(s, mk);' \
+  'int start = 0;' \
+  test_timeline_and_diff.py::test_the_terminal_timeline_starts_where_memory_does
+
 # ---- how a site prints (analyzer/sites.c) ------------------------------------------------------
 m site-repeats-headline analyzer/sites.c \
   '\t\tif (is_headline && run == 1)\n\t\t\tcontinue;' \

@@ -186,3 +186,15 @@ def test_diff_at_two_times_names_the_times():
     src = GOLDEN / "h200" / "leak-cycle.vrt"
     first = analyze("diff", src, "--at", "4.8", "--at", "5.4").stdout.splitlines()[0]
     assert first == f"vramtrace diff: {src} (at 4.800 s) -> {src} (at 5.400 s)"
+
+
+def test_the_terminal_timeline_starts_where_memory_does():
+    """leak-cycle's first CUDA allocation comes after 4 s of imports: the chart starts at its
+    first busy moment, not at 0, so the columns show the run (ux defect 10)."""
+    src = GOLDEN / "h200" / "leak-cycle.vrt"
+    text = analyze("timeline", src).stdout
+    m = re.match(r"vramtrace timeline: \S+, ([\d.]+) s from ([\d.]+) s, (\d+) columns", text)
+    first_alloc = float(re.search(r"^(\S+) t\d+ alloc ", analyze("dump", "-q", src).stdout, re.M)[1])
+    assert m and 0 < float(m[2]) <= first_alloc and float(m[2]) > 3.5, m and m.groups()
+    row = [line for line in text.splitlines() if line.startswith("dev0.device")][0][23:]
+    assert row[0] != " " and row.count(" ") == 0, row  # no blank columns of imports
