@@ -387,7 +387,7 @@ def test_flame_graph_search_and_time_range_from_the_address(demo):
     # A range: the first half of the trace, where fewer calls have run than at the peak.
     lo, hi = 0, max(1, peak // 2)
     t0, t1 = d["from"] + lo * d["width"], d["from"] + hi * d["width"]
-    dom = dump_dom(tmp, out, f"#flame-range={t0:.6f}-{t1:.6f}&flame-search=nothing-is-called-this")
+    dom = dump_dom(tmp, out, f"#flame-range={t0:.9f}-{t1:.9f}&flame-search=nothing-is-called-this")
     assert 'id="flame-span"' in dom and "class=\"fl match\"" not in dom
     when = element_block(dom, "span", "flame-when")
     total, _ = flame_expected(d, "x", lo, hi)
