@@ -295,6 +295,21 @@ static void remedies_for(struct vrt_trace *t, const struct oom *o, const struct 
 	vrt_remedies_compute(t, &in, rm);
 }
 
+/* "The largest share is activations (5.13 GiB, 84%). 1.27 GiB sits in pinned host memory ...":
+ * the text's conclusion, and the JSON's. False when nothing was live by category. */
+static bool conclusion(const struct explanation *x, char *buf, size_t len)
+{
+	if (!x->n_cats)
+		return false;
+	const struct vrt_category *c = &x->cats[0];
+	int n = snprintf(buf, len, "The largest share is %s (%s, %.0f%%).", c->name, vrt_bytes(c->bytes),
+			 x->live ? 100.0 * (double)c->bytes / (double)x->live : 0.0);
+	if (x->host_pinned && n > 0 && (size_t)n < len)
+		snprintf(buf + n, len - (size_t)n, " %s sits in pinned host memory and does not count against the device.",
+			 vrt_bytes(x->host_pinned));
+	return true;
+}
+
 static void print_text(const struct vrt_trace *t, const struct oom *o, const struct explanation *x,
 		       const struct oom_options *opt, int count, const struct vrt_remedies *rm)
 {
@@ -344,15 +359,9 @@ static void print_text(const struct vrt_trace *t, const struct oom *o, const str
 	printf("\ntop sites on device %d at the failure:\n", x->device);
 	for (size_t i = 0; i < x->device_sites.n && i < (size_t)opt->top; i++)
 		vrt_site_print(stdout, t, &x->device_sites.v[i], 6);
-	if (x->n_cats) {
-		const struct vrt_category *c = &x->cats[0];
-		printf("\nThe largest share is %s (%s, %.0f%%).", c->name, vrt_bytes(c->bytes),
-		       x->live ? 100.0 * (double)c->bytes / (double)x->live : 0.0);
-		if (x->host_pinned)
-			printf(" %s sits in pinned host memory and does not count against the device.",
-			       vrt_bytes(x->host_pinned));
-		putchar('\n');
-	}
+	char line[400];
+	if (conclusion(x, line, sizeof(line)))
+		printf("\n%s\n", line);
 	vrt_remedies_print(rm, stdout);
 }
 
@@ -448,6 +457,19 @@ static void print_json(FILE *out, const struct vrt_trace *t, const struct oom *o
 		fputc('}', out);
 	}
 	fputc(']', out);
+	fprintf(out, ", \"request\": ");
+	if (r->stack) {
+		struct vrt_site req = { .stack = r->stack, .bytes = (int64_t)r->size, .count = 1 };
+		vrt_site_json(out, t, &req, false);
+	} else {
+		fputs("null", out);
+	}
+	char line[400];
+	fprintf(out, ", \"conclusion\": ");
+	if (conclusion(x, line, sizeof(line)))
+		json_string(out, line);
+	else
+		fputs("null", out);
 	vrt_remedies_json(rm, out);
 	fprintf(out, "}}");
 }

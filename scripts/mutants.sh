@@ -466,6 +466,15 @@ m timeline-starts-at-zero analyzer/cmd_timeline.c \
   'int start = 0;' \
   test_timeline_and_diff.py::test_the_terminal_timeline_starts_where_memory_does
 
+m oom-json-no-request analyzer/cmd_oom.c \
+  'vrt_site_json(out, t, &req, false);' \
+  'fputs("null", out);' \
+  "test_html.py::test_the_oom_section_names_the_limit_that_was_hit[retain-ds-oom-offload]"
+m html-oom-no-host-categories analyzer/report.html.in \
+  "  var hostCats = Object.keys(O.host_by_category || {});" \
+  "  var hostCats = [];" \
+  "test_html.py::test_the_oom_section_names_the_limit_that_was_hit[retain-ds-oom-offload]"
+
 # ---- how a site prints (analyzer/sites.c) ------------------------------------------------------
 m site-repeats-headline analyzer/sites.c \
   '\t\tif (is_headline && run == 1)\n\t\t\tcontinue;' \

@@ -541,11 +541,23 @@ def test_marks_are_labelled_where_they_fit(tmp_path):
 @pytest.mark.parametrize("name,expected", [
     ("oom", "The limit hit was a per-process cap: PyTorch may reserve 6.82 GiB (inferred: "),
     ("retain-ds-oom-offload", "The limit hit was the per-process cap: PyTorch may reserve 5.59 GiB "
-                              "(set_per_process_memory_fraction)")])
+                              "(set_per_process_memory_fraction)")], ids=["oom", "retain-ds-oom-offload"])
 def test_the_oom_section_names_the_limit_that_was_hit(tmp_path, name, expected):
+    src = SOURCE / "tests" / "golden" / "h200" / f"{name}.vrt"
     out = tmp_path / f"{name}.html"
-    html(SOURCE / "tests" / "golden" / "h200" / f"{name}.vrt", out)
-    assert element_block(dump_dom(tmp_path, out), "p", "oom-limit").startswith(expected)
+    html(src, out)
+    dom = dump_dom(tmp_path, out)
+    assert element_block(dom, "p", "oom-limit").startswith(expected)
+    # What oom prints is there too: its conclusion, the request's stack, the pinned host categories.
+    text = analyze("oom", src).stdout
+    conclusion, = [l for l in text.splitlines() if l.startswith("The largest share is ")]
+    assert element_block(dom, "p", "oom-conclusion") == conclusion
+    request = element_block(dom, "table", "oom-request")
+    head = re.search(r"^requested by\n +[\d.]+ \w+ +1x  (\S+)", text, re.M)[1]
+    assert head.split("(")[0] in request.replace("&lt;", "<").replace("&gt;", ">").replace("&amp;", "&")
+    host = json.loads(analyze("oom", "--json", src).stdout)["oom"]["host_by_category"]
+    if host:
+        assert body_rows(element_block(dom, "table", "oom-host-categories")) == len(host)
 
 
 @needs_chromium
