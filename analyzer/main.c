@@ -135,10 +135,12 @@ static int take_budget(const char *name, int *argc, char **argv)
  * before a command parses them. Only options: not past "--", nor (for run, attach) past the
  * first argument that is not an option, which begins the traced command or its pid.
  */
+static char **split_argv; /* lives as long as the process (a leak checker sees it reachable) */
+
 static char **split_equals(int *argc, char **argv)
 {
 	bool stop_at_positional = !strcmp(argv[1], "run");
-	char **out = calloc((size_t)*argc * 2 + 1, sizeof(*out));
+	char **out = split_argv = calloc((size_t)*argc * 2 + 1, sizeof(*out));
 	if (!out)
 		return argv;
 	int n = 0, i = 0;
