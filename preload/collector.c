@@ -703,6 +703,23 @@ static void reopen_file(struct collector *c)
 		vrt_output_checkpoint(c, VRT_CP_ATTACH);
 }
 
+/* An armed process that nobody attached to writes nothing; at its exit it says what its live
+ * set held, so that "no trace" is not mistaken for "no allocation". */
+static void say_armed_at_exit(const struct collector *c)
+{
+	uint64_t n = 0, bytes = 0;
+	for (size_t i = 0; i < c->live.cap; i++) {
+		const struct vrt_live *e = &c->live.slots[i];
+		if (e->space == VRT_SPACE_ADDR || e->space == VRT_SPACE_HANDLE) {
+			n++;
+			bytes += e->size;
+		}
+	}
+	vrt_log("armed and never attached: %llu allocations (%llu bytes) were live at exit; no trace was written "
+		"(`vramtrace attach %d` or `vramtrace snapshot %d` while it runs writes one)",
+		(unsigned long long)n, (unsigned long long)bytes, (int)vrt_pid, (int)vrt_pid);
+}
+
 static void *collector_main(void *arg)
 {
 	struct collector *c = arg;
@@ -735,6 +752,8 @@ static void *collector_main(void *arg)
 	}
 	vrt_collector_drain(c);
 	c->closed_file = c->writer != NULL;
+	if (!c->writer && !c->output_failed && atomic_load(&vrt_mode) == VRT_MODE_ARMED)
+		say_armed_at_exit(c);
 	vrt_output_finish(c, c->end_reason, c->end_detail);
 	atomic_store(&c->finished, 1);
 	syscall(SYS_futex, &c->finished, FUTEX_WAKE, 1, NULL, NULL, 0);

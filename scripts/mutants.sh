@@ -475,6 +475,11 @@ m html-oom-no-host-categories analyzer/report.html.in \
   "  var hostCats = [];" \
   "test_html.py::test_the_oom_section_names_the_limit_that_was_hit[retain-ds-oom-offload]"
 
+m armed-exit-silent preload/collector.c \
+  'if (!c->writer && !c->output_failed && atomic_load(&vrt_mode) == VRT_MODE_ARMED)' \
+  'if (0)' \
+  test_run_cli.py::test_an_armed_job_nobody_attached_is_not_said_to_allocate_nothing
+
 # ---- how a site prints (analyzer/sites.c) ------------------------------------------------------
 m site-repeats-headline analyzer/sites.c \
   '\t\tif (is_headline && run == 1)\n\t\t\tcontinue;' \

@@ -52,6 +52,11 @@ def test_an_armed_job_nobody_attached_is_not_said_to_allocate_nothing(tmp_path):
     assert "made no CUDA allocation" not in p.stderr
     assert "no trace was written: the command ran armed (live set only) and was never attached; " \
            "`vramtrace attach PID` starts tracing it" in p.stderr.splitlines()[-1]
+    # The job itself says what its live set held at exit, as stress_churn counts it.
+    held = re.search(r"held_count=(\d+) held_bytes=(\d+)", p.stdout)
+    assert re.search(r"^vramtrace\[\d+\]: armed and never attached: %s allocations \(%s bytes\) were live at exit; "
+                     r"no trace was written \(`vramtrace attach \d+` or `vramtrace snapshot \d+` while it runs "
+                     r"writes one\)$" % (held[1], held[2]), p.stderr, re.M), p.stderr
 
 
 def next_step(stderr):
