@@ -162,3 +162,10 @@ def test_load_still_reads_as_the_dict_it_used_to_return():
     assert a["timeline"] == a.timeline.rows()
     with pytest.raises(KeyError):
         a["nothing"]
+
+
+def test_the_namespace_is_the_api():
+    """dir(vramtrace) shows the API (its __all__), not the modules it uses (json, os, subprocess,
+    contextlib, typing's names)."""
+    public = {n for n in dir(vramtrace) if not n.startswith("_")}
+    assert public - {"pytest_plugin"} == set(vramtrace.__all__), public ^ set(vramtrace.__all__)
