@@ -135,34 +135,33 @@ static int take_budget(const char *name, int *argc, char **argv)
  * before a command parses them. Only options: not past "--", nor (for run, attach) past the
  * first argument that is not an option, which begins the traced command or its pid.
  */
-static char **split_argv; /* lives as long as the process (a leak checker sees it reachable) */
+#define MAX_SPLIT_ARGS 4096
 
-static char **split_equals(int *argc, char **argv)
+/* argv's strings are the process's own: "--name=value" is cut in place at the '=' into out[],
+ * which the caller holds (no allocation: nothing to free, nothing for a leak checker). */
+static int split_equals(int argc, char **argv, char **out)
 {
 	bool stop_at_positional = !strcmp(argv[1], "run");
-	char **out = split_argv = calloc((size_t)*argc * 2 + 1, sizeof(*out));
-	if (!out)
-		return argv;
 	int n = 0, i = 0;
-	for (; i < *argc; i++) {
+	for (; i < argc; i++) {
 		char *a = argv[i], *eq = strchr(a, '=');
 		if (i >= 2 && (!strcmp(a, "--") || (stop_at_positional && a[0] != '-')))
 			break;
 		if (i >= 2 && a[0] == '-' && a[1] == '-' && eq && eq > a + 2) {
-			out[n++] = strndup(a, (size_t)(eq - a));
+			*eq = 0;
+			out[n++] = a;
 			out[n++] = eq + 1;
-			if (!out[n - 2])
-				return argv;
 		} else {
 			out[n++] = a;
 		}
 	}
-	for (; i < *argc; i++)
+	for (; i < argc; i++)
 		out[n++] = argv[i];
 	out[n] = NULL;
-	*argc = n;
-	return out;
+	return n;
 }
+
+static int main_dispatch(int argc, char **argv);
 
 int main(int argc, char **argv)
 {
@@ -170,7 +169,15 @@ int main(int argc, char **argv)
 		overview(stderr);
 		return VRT_EXIT_USAGE;
 	}
-	argv = split_equals(&argc, argv);
+	if (argc > MAX_SPLIT_ARGS) /* "--name=value" is read as one argument then (no command takes so many) */
+		return main_dispatch(argc, argv);
+	char *split[2 * MAX_SPLIT_ARGS + 1];
+	argc = split_equals(argc, argv, split);
+	return main_dispatch(argc, split);
+}
+
+static int main_dispatch(int argc, char **argv)
+{
 	const char *name = argv[1];
 	if (!strcmp(name, "--version") || !strcmp(name, "-V"))
 		return cmd_version(0, NULL);
