@@ -132,8 +132,8 @@ static int take_budget(const char *name, int *argc, char **argv)
 
 /*
  * "--name=value" means "--name value" in every command: the long options are split here, once,
- * before a command parses them. Only options: not past "--", nor (for run, attach) past the
- * first argument that is not an option, which begins the traced command or its pid.
+ * before a command parses them. Only options: not past "--", nor (for run) past the
+ * first argument that is not an option, which begins the traced command.
  */
 #define MAX_SPLIT_ARGS 4096
 
