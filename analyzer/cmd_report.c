@@ -203,10 +203,13 @@ static void print_text(struct report *r, const struct report_options *o)
 			/* With tensors, the device-memory peak is explained by the tensor view. */
 			if (m->any_blocks && p->kind == VRT_KIND_DEVICE)
 				continue;
-			printf("\ntop sites at the peak of %s %s (%s at %.3f s):\n", vrt_device_name(d),
+			/* At the tensors' peak the list is what was live then, as at the end: tensors, the
+			 * allocator's cache and other CUDA allocations (a pre-attach pseudo-site too). */
+			printf("\ntop sites at the peak of %s %s (%s at %.3f s%s):\n", vrt_device_name(d),
 			       p->kind < 0 ? "tensors" : vrt_kind_name((uint32_t)p->kind),
 			       vrt_bytes(p->kind < 0 ? m->tensor_peak[d] : m->peak[d][p->kind]),
-			       vrt_ts_seconds(t, p->kind < 0 ? m->tensor_peak_ts[d] : m->peak_ts[d][p->kind]));
+			       vrt_ts_seconds(t, p->kind < 0 ? m->tensor_peak_ts[d] : m->peak_ts[d][p->kind]),
+			       p->kind < 0 ? "; live then: tensors, allocator cache, other CUDA" : "");
 			for (size_t i = 0; i < p->sites.n && i < (size_t)o->top; i++)
 				vrt_site_print(stdout, t, &p->sites.v[i], o->frames);
 		}

@@ -480,6 +480,11 @@ m armed-exit-silent preload/collector.c \
   'if (0)' \
   test_run_cli.py::test_an_armed_job_nobody_attached_is_not_said_to_allocate_nothing
 
+m report-tensor-peak-heading-says-tensors analyzer/cmd_report.c \
+  'p->kind < 0 ? "; live then: tensors, allocator cache, other CUDA" : ""' \
+  '""' \
+  test_h200_traces.py::test_the_tensor_peak_list_says_it_holds_more_than_tensors
+
 # ---- how a site prints (analyzer/sites.c) ------------------------------------------------------
 m site-repeats-headline analyzer/sites.c \
   '\t\tif (is_headline && run == 1)\n\t\t\tcontinue;' \

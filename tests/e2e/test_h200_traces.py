@@ -251,3 +251,12 @@ def test_oom_names_the_cap_even_when_the_trace_did_not_record_it():
     recorded = analyze("oom", H200 / "retain-ds-oom-offload.vrt").stdout.splitlines()
     assert recorded[4].startswith("limit hit        the per-process cap: PyTorch may reserve 5.59 GiB "
                                   "(set_per_process_memory_fraction)")
+
+
+def test_the_tensor_peak_list_says_it_holds_more_than_tensors():
+    """attach.vrt's 1.13 GiB pre-attach pseudo-site is CUDA-level memory, listed at the 394 MiB
+    tensor peak: the heading says the list is what was live then, not tensors alone (ux defect 15)."""
+    text = analyze("report", "-q", H200 / "attach.vrt").stdout
+    head = re.search(r"^top sites at the peak of device 0 tensors \(([^)]*)\):\n +([\d.]+ \w+) +1x  (.*)$", text, re.M)
+    assert head and head[1].endswith("; live then: tensors, allocator cache, other CUDA"), text
+    assert head[3] == "[allocated before attach, unattributed]"
