@@ -169,17 +169,16 @@ static int export_chrome(struct vrt_trace *t, FILE *out, bool quiet)
  * python3; it reads the traces back through this binary, named to it in $VRAMTRACE_ANALYZER. */
 static int export_parquet(const struct export_options *o)
 {
-	char bootstrap[4096], package[4096], self[4096], pythonpath[8192];
+	char bootstrap[4096], package[4096], self[4096];
 	if (vrt_find_python_dirs(bootstrap, sizeof(bootstrap), package, sizeof(package)))
 		return vrt_fail(VRT_E_NOENT, "export --format parquet: no vramtrace Python package beside this binary");
 	ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
 	if (n <= 0 || n >= (ssize_t)sizeof(self) - 1)
 		return vrt_fail(VRT_E_IO, "export --format parquet: cannot find this executable");
 	self[n] = 0;
-	const char *old = getenv("PYTHONPATH"), *python = getenv("VRAMTRACE_PYTHON");
-	snprintf(pythonpath, sizeof(pythonpath), "%s%s%s", package, old && *old ? ":" : "", old && *old ? old : "");
+	const char *python = getenv("VRAMTRACE_PYTHON");
 	python = python && *python ? python : "python3";
-	if (setenv("PYTHONPATH", pythonpath, 1) || setenv("VRAMTRACE_ANALYZER", self, 1))
+	if (vrt_prepend_env("PYTHONPATH", package, ':') || setenv("VRAMTRACE_ANALYZER", self, 1))
 		return vrt_fail(VRT_E_NOMEM, "out of memory");
 	char *argv[] = { (char *)python, "-m", "vramtrace._parquet", "-o", (char *)o->output, (char *)o->path,
 			 o->quiet ? "-q" : NULL, NULL };

@@ -583,11 +583,25 @@ static const char *invocation_name(const struct leaks *lk)
 	return name;
 }
 
-static bool persistent_by_design(const struct vrt_trace *t, const struct vrt_site *s)
+/* Memory set up once by design, labelled and not blamed: its kind (PERSISTENT_*), or -1. */
+enum { PERSISTENT_WORKSPACE, PERSISTENT_NCCL, PERSISTENT_ALLOCATOR_CACHE, PERSISTENT_KINDS };
+
+static int persistent_kind(const struct vrt_trace *t, const struct vrt_site *s)
 {
 	const char *rule;
 	const char *category = vrt_site_category(t, s, &rule);
-	return !strcmp(category, "nccl") || !strcmp(category, "workspace") || !strcmp(category, "allocator_cache");
+	if (!strcmp(category, "workspace"))
+		return PERSISTENT_WORKSPACE;
+	if (!strcmp(category, "nccl"))
+		return PERSISTENT_NCCL;
+	if (!strcmp(category, "allocator_cache"))
+		return PERSISTENT_ALLOCATOR_CACHE;
+	return -1;
+}
+
+static bool persistent_by_design(const struct vrt_trace *t, const struct vrt_site *s)
+{
+	return persistent_kind(t, s) >= 0;
 }
 
 /* The blamed site holding the most: persistent-by-design memory is labelled, not blamed. */
@@ -827,17 +841,17 @@ static void print_text(struct leaks *lk, struct vrt_sites *sites)
 	if (lk->owners.walks)
 		print_roots(&lk->roots);
 	printf("\nsurvivors by site (allocated inside a call, still live when the next call starts):\n");
-	int64_t persistent = 0, persistent_by[3] = { 0 }; /* workspace, nccl, allocator_cache */
+	int64_t persistent = 0, persistent_by[PERSISTENT_KINDS] = { 0 };
 	size_t shown = 0;
 	struct vrt_held_by *held = lk->owners.walks ? held_by_site(lk, sites) : NULL;
 	for (size_t i = 0; i < sites->n; i++) {
 		const struct vrt_site *s = &sites->v[i];
 		const char *why;
 		const char *v = verdict(t, s, lk->n_inv, &why);
-		if (persistent_by_design(t, s)) {
-			const char *rule, *category = vrt_site_category(t, s, &rule);
+		int kind = persistent_kind(t, s);
+		if (kind >= 0) {
 			persistent += s->bytes;
-			persistent_by[!strcmp(category, "nccl") ? 1 : !strcmp(category, "allocator_cache") ? 2 : 0] += s->bytes;
+			persistent_by[kind] += s->bytes;
 			continue;
 		}
 		if (shown++ >= (size_t)lk->o->top)
@@ -855,9 +869,10 @@ static void print_text(struct leaks *lk, struct vrt_sites *sites)
 		printf("  none: every allocation made inside a call was freed before the next one started%s\n",
 		       persistent ? ", apart from what was set up once (below)" : "");
 	if (persistent) {
-		static const char *const kinds[3] = { "cuBLAS/cuDNN workspaces", "NCCL buffers", "allocator cache" };
+		static const char *const kinds[PERSISTENT_KINDS] = { "cuBLAS/cuDNN workspaces", "NCCL buffers",
+								      "allocator cache" };
 		printf("\npersistent by design, labelled and not blamed: %s (", vrt_bytes(persistent));
-		for (int k = 0, listed = 0; k < 3; k++)
+		for (int k = 0, listed = 0; k < PERSISTENT_KINDS; k++)
 			if (persistent_by[k])
 				printf("%s%s %s", listed++ ? ", " : "", kinds[k], vrt_bytes(persistent_by[k]));
 		printf("; set up once)\n");
@@ -1220,14 +1235,6 @@ static int baseline(struct leaks *lk, struct vrt_model *end)
 
 /* ---- driver ----------------------------------------------------------------------------- */
 
-static uint32_t string_id_of(const struct vrt_trace *t, const char *s)
-{
-	for (size_t i = 1; i < t->tables.n_strings; i++)
-		if (t->tables.strings[i] && !strcmp(t->tables.strings[i], s))
-			return (uint32_t)i;
-	return 0;
-}
-
 static int leaks_one(const char *path, const struct leaks_options *o, bool many, bool first)
 {
 	struct vrt_trace t;
@@ -1249,12 +1256,12 @@ static int leaks_one(const char *path, const struct leaks_options *o, bool many,
 	const char *named = o->phase ? phase_named(o->phase, &lk.by_mark) : NULL;
 	struct survey sv = { 0 };
 	int survey_rc = 0;
-	if (!named || (!o->layer && string_id_of(&t, named)))
+	if (!named || (!o->layer && vrt_trace_string_id(&t, named)))
 		survey_rc = survey(&t, o, !named, &sv);
 	char why[256] = "";
 	int layer = o->layer ? strcmp(o->layer, "tensors") != 0 : !sv.blocks.any_blocks;
 	lk.name = named ? named : survey_rc ? NULL : pick_phase(&t, &sv, layer, why, sizeof(why));
-	lk.name_id = lk.name ? string_id_of(&t, lk.name) : 0;
+	lk.name_id = lk.name ? vrt_trace_string_id(&t, lk.name) : 0;
 	if (!named && !o->quiet && !survey_rc)
 		fprintf(stderr, "vramtrace: %s: no --phase given; %s %s (%s)\n", path,
 			lk.name ? "following" : "looking for growth", lk.name ? lk.name : "without phases", why);

@@ -85,18 +85,6 @@ static int parse(int argc, char **argv, struct run_options *o)
 	return 0;
 }
 
-static void prepend_env(const char *name, const char *value, char sep)
-{
-	const char *old = getenv(name);
-	char *joined = NULL;
-	if (old && *old && asprintf(&joined, "%s%c%s", value, sep, old) > 0) {
-		setenv(name, joined, 1);
-		free(joined);
-	} else {
-		setenv(name, value, 1);
-	}
-}
-
 /* A trace file we are about to (re)create: only ever remove our own regular file, and only
  * when asked to (-f): a second run to the same name must not destroy the first one's trace. */
 static int prepare_output(const char *out, bool force, bool *is_dir)
@@ -121,7 +109,7 @@ static int prepare_output(const char *out, bool force, bool *is_dir)
 
 static int configure_env(const struct run_options *o, const char *preload)
 {
-	prepend_env("LD_PRELOAD", preload, ':');
+	(void)vrt_prepend_env("LD_PRELOAD", preload, ':');
 	if (o->ring)
 		setenv("VRAMTRACE_RING", o->ring, 1);
 	if (o->armed)
@@ -158,7 +146,7 @@ static int configure_env(const struct run_options *o, const char *preload)
 		return 0;
 	}
 	setenv("VRAMTRACE_PYTHON_PACKAGE", package, 1);
-	prepend_env("PYTHONPATH", bootstrap, ':');
+	(void)vrt_prepend_env("PYTHONPATH", bootstrap, ':');
 	return 0;
 }
 

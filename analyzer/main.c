@@ -107,10 +107,8 @@ static int take_budget(const char *name, int *argc, char **argv)
 	int w = 1;
 	for (int i = 1; i < *argc; i++) {
 		const char *a = argv[i], *value = NULL;
-		if (!strcmp(a, "--max-memory") && i + 1 < *argc)
+		if (!strcmp(a, "--max-memory") && i + 1 < *argc) /* "--max-memory=SIZE" is split by main */
 			value = argv[++i];
-		else if (!strncmp(a, "--max-memory=", 13))
-			value = a + 13;
 		else if (!strcmp(a, "--max-memory"))
 			return vrt_usage(name, "--max-memory takes a size such as 512M or 8G");
 		if (value) {

@@ -83,3 +83,14 @@ int vrt_find_python_dirs(char *bootstrap, size_t blen, char *package, size_t ple
 	}
 	return 0;
 }
+
+int vrt_prepend_env(const char *name, const char *value, char sep)
+{
+	const char *old = getenv(name);
+	char *joined = NULL;
+	if (!old || !*old || asprintf(&joined, "%s%c%s", value, sep, old) < 0)
+		return setenv(name, value, 1);
+	int rc = setenv(name, joined, 1);
+	free(joined);
+	return rc;
+}

@@ -306,8 +306,6 @@ void vrt_remedies_compute(struct vrt_trace *t, const struct vrt_remedy_input *in
 		out->limit_source = base->r.limit_source;
 		out->by_limit = base->r.failed && base->r.fail.event == in->event && base->r.fail.by_limit;
 		out->reserved_at_failure = base->r.fail.reserved;
-	}
-	if (out->replayed) {
 		cap_remedy(t, in, base, out);
 		if (!base->r.cfg.expandable)
 			try_setting(t, in, base, "expandable_segments:True", "expandable_segments:True", out);

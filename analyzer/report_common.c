@@ -14,17 +14,17 @@ bool vrt_is_mark(const struct vrt_trace *t, const struct vrt_record *r, const ch
 	return label && r->op == VRT_OP_MARK && !strcmp(vrt_string(t, r->id), label);
 }
 
-bool vrt_trace_has_string(const struct vrt_trace *t, const char *s)
+uint32_t vrt_trace_string_id(const struct vrt_trace *t, const char *s)
 {
 	for (size_t i = 1; i < t->tables.n_strings; i++)
 		if (t->tables.strings[i] && !strcmp(t->tables.strings[i], s))
-			return true;
-	return false;
+			return (uint32_t)i;
+	return 0;
 }
 
 int vrt_check_until_mark(const struct vrt_trace *t, const char *path, const char *command, const char *label)
 {
-	if (!label || vrt_trace_has_string(t, label))
+	if (!label || vrt_trace_string_id(t, label))
 		return 0;
 	fprintf(stderr, "vramtrace %s: %s: no mark labelled \"%s\" in this trace (--until-mark names a mark the "
 			"program made: vramtrace mark, vramtrace.mark())\n", command, vrt_escape(path), vrt_escape(label));

@@ -20,8 +20,9 @@ struct vrt_replay_options {
 };
 int vrt_report_replay_ex(struct vrt_trace *t, struct vrt_model *m, struct vrt_replay_options *o);
 bool vrt_is_mark(const struct vrt_trace *t, const struct vrt_record *r, const char *label);
-/* Whether s is one of the trace's strings (a label, a phase or function name it recorded). */
-bool vrt_trace_has_string(const struct vrt_trace *t, const char *s);
+/* The id of s among the trace's strings (a label, a phase or function name it recorded); 0 when
+ * the trace has no such string. */
+uint32_t vrt_trace_string_id(const struct vrt_trace *t, const char *s);
 /* 0 when label is NULL or a string of the trace; else one line naming it, and the usage exit
  * code: a mistyped --until-mark must not read the whole trace and pass. */
 int vrt_check_until_mark(const struct vrt_trace *t, const char *path, const char *command, const char *label);

@@ -411,7 +411,7 @@ m base-calls-up preload/base.c \
 
 # ---- names the trace does not have (analyzer/report_common.c, cmd_leaks.c) ----------------------
 m until-mark-typo-passes analyzer/report_common.c \
-  'if (!label || vrt_trace_has_string(t, label))' \
+  'if (!label || vrt_trace_string_id(t, label))' \
   'if (1)' \
   "test_cli_errors.py::test_an_unknown_until_mark_is_an_error[report]"
 m phase-typo-falls-back analyzer/cmd_leaks.c \
