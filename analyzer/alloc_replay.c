@@ -105,6 +105,7 @@ struct engine {
 	/* what the survey found */
 	uint64_t oom_limit, device_total, capacity;
 	bool limit_evidence;
+	bool total_exact; /* device_total is the device's own figure, not a bound from a reservation */
 };
 
 /* ---- small containers -------------------------------------------------------------------- */
@@ -757,6 +758,29 @@ static void resize_block(struct engine *e, const struct vrt_record *r)
 
 /* ---- the two passes ---------------------------------------------------------------------- */
 
+/* The device's total memory as the driver reported it (the largest seen wins). */
+static void know_device_total(struct engine *e, uint64_t total)
+{
+	if (!total || (e->total_exact && total <= e->device_total))
+		return;
+	e->device_total = total;
+	e->total_exact = true;
+}
+
+/*
+ * An expandable segment reserves ceil((total + total/8) / page) pages, so its size bounds the
+ * total from above: total <= size * 8/9. The large pool's 20 MiB pages round more than the small
+ * pool's 2 MiB ones, so the tightest bound seen is kept; any total under every bound and above
+ * each one's page below sizes every segment seen as PyTorch did (a segment made before a tighter
+ * bound arrived restarts the replay: learned()).
+ */
+static void bound_device_total(struct engine *e, uint64_t reserved)
+{
+	uint64_t bound = (uint64_t)((unsigned __int128)reserved * 8 / 9);
+	if (!e->total_exact && bound && (!e->device_total || bound < e->device_total))
+		e->device_total = bound;
+}
+
 /* What the trace says about its limits and its device; true when that changed. */
 static bool survey(struct engine *e, const struct vrt_record *r, uint32_t thread)
 {
@@ -768,8 +792,8 @@ static bool survey(struct engine *e, const struct vrt_record *r, uint32_t thread
 	case VRT_OP_OOM_LIMITS:
 		if (r->result && !e->oom_limit)
 			e->oom_limit = r->aux;
-		if (!r->result && r->aux > e->device_total)
-			e->device_total = r->aux;
+		if (!r->result)
+			know_device_total(e, r->aux);
 		if (d && !e->capacity) /* free on the device plus what this process held there */
 			e->capacity = r->aux2 + (uint64_t)e->m.live[vrt_device_slot(r->device)][VRT_KIND_DEVICE];
 		break;
@@ -783,15 +807,14 @@ static bool survey(struct engine *e, const struct vrt_record *r, uint32_t thread
 			if (l && !e->replaying)
 				set_len(e, l, 0);
 		} else if (d && r->kind == VRT_KIND_DEVICE) {
-			if (r->aux2 > e->device_total)
-				e->device_total = r->aux2;
+			know_device_total(e, r->aux2);
 			if (!e->capacity)
 				e->capacity = r->aux + (uint64_t)e->m.live[vrt_device_slot(r->device)][VRT_KIND_DEVICE];
 		}
 		break;
 	case VRT_OP_VA_RESERVE:
-		if (torch_stack(e, r->stack) && !e->device_total)
-			e->device_total = r->size / 9 * 8; /* it reserves 1 1/8 of the device */
+		if (torch_stack(e, r->stack))
+			bound_device_total(e, r->size);
 		break;
 	case VRT_OP_BLOCK_ALLOC: case VRT_OP_BLOCK_FREE:
 		if (!e->replaying && (l = pending_of(e, thread)))

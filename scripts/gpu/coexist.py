@@ -166,9 +166,10 @@ def compile_c(srcs, out, libs=(), cuda=False, extra=()):
 
 
 def figures(trace, until_mark=False):
-    args = ["report", "--json", "--quiet"] + (["--until", "vramtrace-truth"] if until_mark else []) + [trace]
+    args = ["report", "--json", "--quiet"] + (["--until-mark", "vramtrace-truth"] if until_mark else []) + [trace]
     p = sh([VT] + args)
     if p.returncode not in (0, 1) or not p.stdout.strip():
+        print("  %s: report exit %d: %s" % (trace, p.returncode, p.stderr.strip()[:300]), flush=True)
         return None
     rep = json.loads(p.stdout)
     dev = [d for d in rep["devices"] if d["kind"] == "device"]
@@ -189,8 +190,11 @@ def traced_env(out, name, order):
 
 def traced_figures(trace_dir, until_mark):
     """(live, peak) of the one trace in trace_dir that holds device memory."""
-    found = [f for f in (figures(os.path.join(trace_dir, n), until_mark) for n in sorted(os.listdir(trace_dir)))
-             if f and f != (0, 0)]
+    each = [(n, figures(os.path.join(trace_dir, n), until_mark)) for n in sorted(os.listdir(trace_dir))]
+    found = [f for _, f in each if f and f != (0, 0)]
+    if len(found) != 1:  # say what there was, so the row can be read without the traces
+        print("  %s: %d traces: %s" % (os.path.basename(trace_dir), len(each),
+                                       ", ".join("%s=%s" % (n, f) for n, f in each) or "none"), flush=True)
     return found[0] if len(found) == 1 else None
 
 

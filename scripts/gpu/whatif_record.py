@@ -107,7 +107,9 @@ def child(args):
         "program": "scripts/gpu/whatif_record.py"}), flush=True)
 
 
-def run_traced(out, name, conf, cap, steps):
+def start_traced(out, name, conf, cap, steps):
+    """Starts one traced run; the runs of one round go at once (each process has its own allocator
+    and cap, so running beside another changes none of its requests)."""
     trace = os.path.join(out, name + ".vrt")
     if os.path.exists(trace):
         os.unlink(trace)
@@ -116,16 +118,31 @@ def run_traced(out, name, conf, cap, steps):
         env["PYTORCH_CUDA_ALLOC_CONF"] = conf
     argv = [VT, "run", "-q", "--keep-all", "--depth", "24", "-o", trace, "--", sys.executable, os.path.abspath(__file__),
             "--child", "--steps", str(steps)] + (["--cap", str(cap)] if cap else [])
-    t0 = time.time()
-    p = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=900)
+    return name, trace, time.time(), subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                                      text=True)
+
+
+def finish_traced(started):
+    name, trace, t0, p = started
+    stdout, stderr = p.communicate(timeout=900)
     truth = None
-    for line in p.stdout.splitlines():
+    for line in stdout.splitlines():
         if line.startswith("VRAMTRACE_TRUTH "):
             truth = json.loads(line.split(" ", 1)[1])
     log = "%s: exit %d in %.0f s, %d bytes\n%s%s" % (name, p.returncode, time.time() - t0,
                                                       os.path.getsize(trace) if os.path.exists(trace) else -1,
-                                                      p.stdout[-2000:], p.stderr[-2000:])
-    return trace, truth, log
+                                                      stdout[-2000:], stderr[-2000:])
+    return truth, log
+
+
+def run_round(out, runs, steps):
+    """runs: (name, conf, cap) each; returns {name: truth} and the logs."""
+    started = [start_traced(out, name, conf, cap, steps) for name, conf, cap in runs]
+    truths, logs = {}, []
+    for s in started:
+        truths[s[0]], log = finish_traced(s)
+        logs.append(log)
+    return truths, logs
 
 
 def whatif(trace, *args):
@@ -151,15 +168,13 @@ def line_of(name, d, truth=None):
 
 def parent(args):
     os.makedirs(args.out, exist_ok=True)
-    truths, logs = {}, []
-    for tag, conf in SETTINGS:
-        _, truths["whatif-" + tag], log = run_traced(args.out, "whatif-" + tag, conf, 0, args.steps)
-        logs.append(log)
+    truths, logs = run_round(args.out, [("whatif-" + tag, conf, 0) for tag, conf in SETTINGS], args.steps)
     peaks = {tag: (truths["whatif-" + tag] or {}).get("max_memory_reserved", 0) for tag, _ in SETTINGS}
     cap = args.cap or (peaks["default"] + min(peaks.values())) // 2
-    for tag, conf in SETTINGS:
-        _, truths["whatif-%s-capped" % tag], log = run_traced(args.out, "whatif-%s-capped" % tag, conf, cap, args.steps)
-        logs.append(log)
+    capped, capped_logs = run_round(args.out, [("whatif-%s-capped" % tag, conf, cap) for tag, conf in SETTINGS],
+                                    args.steps)
+    truths.update(capped)
+    logs += capped_logs
     with open(os.path.join(args.out, "whatif_truth.json"), "w") as f:
         json.dump(truths, f, indent=1)
     lines = ["uncapped peaks reserved: %s; the cap: %d bytes" % (peaks, cap), ""]

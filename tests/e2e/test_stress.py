@@ -21,7 +21,7 @@ import sys
 import pytest
 
 from conftest import CUDART, MiB, VRAMTRACE, analyze, assert_nothing_lost, clean_env, frame_functions, program
-from stress_helpers import (ATEXIT_LIB, CLOCKSHIM, NOMMAP, PRELOAD, SIGSHIM, can_mount_tmpfs, fields, info, last_line, live_by_leaf,
+from stress_helpers import (ATEXIT_LIB, CLOCKSHIM, NOMMAP, PRELOAD, SIGSHIM, SLOWSINK, can_mount_tmpfs, fields, info, last_line, live_by_leaf,
                             op_counts, preload_lines, report, run, run_command, run_plain_prog, traced)
 
 BIG_BUFFER = {"VRAMTRACE_THREAD_BUFFER": "16M"}
@@ -110,6 +110,28 @@ def test_64_threads_x_20000_ops_three_apis_lose_nothing_by_default(tmp_path):
     made, out = lossless_run(tmp_path, 64, 20000)
     assert made["malloc"] + made["async"] + made["host"] > 64 * 20000 // 3, made
     assert_lossless(made, out)
+
+
+def test_threads_wait_out_a_stalled_disk_and_lose_nothing(tmp_path):
+    """The trace's first writes stall 300 ms each (libstress_slowsink.so): the collector drains
+    nothing meanwhile, so 64 busy threads fill their 64 KiB buffers on any machine. Threads that
+    may not wait (VRAMTRACE_FULL_WAIT_MS=0) lose events, which proves the buffers filled; by
+    default they wait for room and lose none."""
+    stall = {"VRAMTRACE_THREAD_BUFFER": "64K", "STRESS_SLOW_WRITES": "3", "STRESS_SLOW_MS": "300"}
+
+    def stalled(tag, env):
+        p, out = run(tmp_path / tag, [program("stress_threads"), 64, 1], "t.vrt", env={**stall, **env},
+                     extra_preload=SLOWSINK, limit=120)
+        assert p.returncode == 0, p.stderr
+        return fields(last_line(p.stdout, "stress_threads:")), traced(p, out)
+
+    (tmp_path / "nowait").mkdir()
+    (tmp_path / "wait").mkdir()
+    _, dropped = stalled("nowait", {"VRAMTRACE_FULL_WAIT_MS": "0"})
+    assert dropped.info["events_lost"] > 0, "the stalls filled no buffer: the test proves nothing"
+    made, waited = stalled("wait", {"VRAMTRACE_FULL_WAIT_MS": "10000"})
+    assert waited.info["events_lost"] == 0, waited.info
+    assert_exact(made, waited)
 
 
 def test_256_threads_churning_lose_nothing_by_default(tmp_path):
