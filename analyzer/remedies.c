@@ -180,26 +180,64 @@ static void category_remedies(const struct vrt_trace *t, const struct vrt_remedy
 		    "no optimizer state is on the device (offloaded already, or not made yet): nothing to move");
 }
 
-/* ---- a smaller batch: earlier calls of the same phase (or mark intervals) ----------------- */
+/* ---- the failing call and the earlier calls of its phase (or mark intervals) -------------- */
 
 #define MAX_CALLS 256
+
+/* Tensor bytes after each tensor request of one call, from its entry. */
+struct series {
+	uint64_t entry, *live;
+	size_t n, cap;
+};
 
 struct calls {
 	uint64_t peak[MAX_CALLS];
 	int n, depth;
 	bool open;
 	uint64_t current;
+	struct series now, last; /* the open (failing) call; the last call that ended */
+	int error;
 };
+
+static void series_push(struct calls *c, uint64_t live)
+{
+	struct series *s = &c->now;
+	if (s->n == s->cap) {
+		size_t cap = s->cap ? s->cap * 2 : 1024;
+		uint64_t *grown = realloc(s->live, cap * sizeof(*grown));
+		if (!grown) {
+			c->error = VRT_E_NOMEM;
+			return;
+		}
+		s->live = grown;
+		s->cap = cap;
+	}
+	s->live[s->n++] = live;
+}
+
+static void open_call(struct calls *c, uint64_t live)
+{
+	c->open = true;
+	c->current = live;
+	c->now.entry = live;
+	c->now.n = 0;
+}
 
 static void close_call(struct calls *c)
 {
-	if (c->open && c->n < MAX_CALLS)
+	if (!c->open)
+		return;
+	if (c->n < MAX_CALLS)
 		c->peak[c->n++] = c->current;
+	struct series done = c->now; /* the ended call becomes the last one; its buffer is reused */
+	c->now = c->last;
+	c->last = done;
 	c->open = false;
 }
 
 /* Peaks of tensor bytes of every earlier call of the failing call's phase (or, with no phase,
- * of every interval between marks), and the tensor bytes at the failure. */
+ * of every interval between marks), the tensor bytes after each request of the last of them
+ * and of the failing call, and the tensor bytes at the failure. */
 static int call_peaks(struct vrt_trace *t, const struct vrt_remedy_input *in, struct calls *c, uint64_t *now)
 {
 	struct vrt_model m;
@@ -211,41 +249,86 @@ static int call_peaks(struct vrt_trace *t, const struct vrt_remedy_input *in, st
 	int slot = vrt_device_slot(in->device);
 	uint64_t events = 0;
 	vrt_replay_begin(&rp, t);
-	while (events < in->event && vrt_replay_next(&rp, &r)) {
+	while (events < in->event && !c->error && vrt_replay_next(&rp, &r)) {
 		vrt_model_apply(&m, &r, NULL);
 		events += r.op < VRT_OP_CP_BEGIN;
 		uint64_t live = m.tensors[slot] > 0 ? (uint64_t)m.tensors[slot] : 0;
 		if (in->phase && r.op == VRT_OP_PHASE_ENTER && r.id == in->phase && !c->depth++) {
-			c->open = true;
-			c->current = live;
+			open_call(c, live);
 		} else if (in->phase && r.op == VRT_OP_PHASE_EXIT && r.id == in->phase && c->depth && !--c->depth) {
 			close_call(c);
 		} else if (!in->phase && r.op == VRT_OP_MARK) {
 			close_call(c);
-			c->open = true;
-			c->current = live;
+			open_call(c, live);
+		} else if (c->open && r.op == VRT_OP_BLOCK_ALLOC && r.device == in->device) {
+			series_push(c, live);
 		}
 		if (c->open && live > c->current)
 			c->current = live;
 	}
 	*now = m.tensors[slot] > 0 ? (uint64_t)m.tensors[slot] : 0;
 	vrt_model_free(&m);
-	return rp.error;
+	return rp.error ? rp.error : c->error;
 }
 
-static void batch_remedy(struct vrt_trace *t, const struct vrt_remedy_input *in, struct vrt_remedies *out)
+/*
+ * What the rest of the failing call still needed, from the last call before it: that call went
+ * on from its k-th request (k: as many as the failing call made) to its peak; the failing call
+ * grew from its entry by s times what the last one had by then (a batch twice as large: s = 2),
+ * so it would go on by s times as much. Only when both calls took the same path that far: the
+ * last one made more requests, and had grown by its k-th.
+ */
+static void project_rest(struct calls *c, uint64_t now, struct vrt_remedies *out)
 {
-	struct calls *c = calloc(1, sizeof(*c));
-	uint64_t now = 0;
-	if (!c || call_peaks(t, in, c, &now)) {
-		free(c);
+	const struct series *f = &c->now, *l = &c->last;
+	out->call_rest = -1;
+	if (!c->open || !c->n || !f->n || l->n <= f->n)
 		return;
+	uint64_t at_k = l->live[f->n - 1], peak = at_k;
+	for (size_t i = f->n; i < l->n; i++)
+		peak = l->live[i] > peak ? l->live[i] : peak;
+	if (at_k <= l->entry || now <= f->entry)
+		return;
+	out->call_scale = (double)(now - f->entry) / (double)(at_k - l->entry);
+	out->call_rest = (int64_t)((double)(peak - at_k) * out->call_scale);
+	out->call_requests = f->n;
+	out->last_call_requests = l->n;
+	out->call_peak = now + (uint64_t)out->call_rest;
+}
+
+/* A remedy that makes room for the failing request but not for what its call still needs. */
+static void judge_calls(struct vrt_remedies *out, const char *label)
+{
+	if (out->call_rest < 0 || out->shortfall <= 0)
+		return;
+	for (int i = 0; i < out->n; i++) {
+		struct vrt_remedy *m = &out->v[i];
+		if (m->fits != VRT_FIT_YES || m->frees_bytes >= out->shortfall + out->call_rest)
+			continue;
+		m->fits = VRT_FIT_NO;
+		size_t used = strlen(m->detail);
+		snprintf(m->detail + used, sizeof(m->detail) - used,
+			 "; the request fits, not the rest of the %s (about %s more)", label, vrt_bytes(out->call_rest));
 	}
-	const char *what = in->phase ? vrt_string(t, in->phase) : NULL;
+}
+
+/* "call of PHASE" / "calls of PHASE", or the same of intervals between marks. */
+static void call_noun(char *buf, size_t n, const char *phase, bool plural)
+{
+	if (phase)
+		snprintf(buf, n, "call%s of %.80s", plural ? "s" : "", phase);
+	else
+		snprintf(buf, n, "interval%s between marks", plural ? "s" : "");
+}
+
+static void batch_remedy(const struct calls *c, uint64_t now, const struct vrt_remedy_input *in, const char *phase,
+			 struct vrt_remedies *out)
+{
+	char label[100];
+	call_noun(label, sizeof(label), phase, c->n != 1);
 	if (!c->n) {
-		add(out, "a smaller batch or sequence", 0, VRT_FIT_UNKNOWN, "replay", "the trace holds no earlier call of %s",
-		    what ? what : "a phase, nor marks");
-		free(c);
+		add(out, "a smaller batch or sequence", 0, VRT_FIT_UNKNOWN, "replay", "the trace holds no earlier %s",
+		    out->call_label);
 		return;
 	}
 	uint64_t best = 0;
@@ -259,14 +342,28 @@ static void batch_remedy(struct vrt_trace *t, const struct vrt_remedy_input *in,
 						 vrt_bytes((int64_t)c->peak[i]));
 	}
 	uint64_t need = now + in->requested;
-	char label[120];
-	if (what)
-		snprintf(label, sizeof(label), "call%s of %.80s", c->n == 1 ? "" : "s", what);
-	else
-		snprintf(label, sizeof(label), "interval%s between marks", c->n == 1 ? "" : "s");
 	add(out, "a smaller batch or sequence", need > best ? (int64_t)(need - best) : 0, VRT_FIT_YES, "replay",
 	    "%d earlier %s peaked at %s%s in tensors (this one needed at least %s): one like those fits", c->n, label,
 	    c->n > 6 ? "... " : "", list, vrt_bytes((int64_t)need));
+}
+
+/* The failing call's projection, the smaller-batch remedy, and every fit judged on the call. */
+static void call_remedies(struct vrt_trace *t, const struct vrt_remedy_input *in, struct vrt_remedies *out)
+{
+	struct calls *c = calloc(1, sizeof(*c));
+	uint64_t now = 0;
+	out->call_rest = -1;
+	if (!c)
+		return;
+	const char *phase = in->phase ? vrt_string(t, in->phase) : NULL;
+	call_noun(out->call_label, sizeof(out->call_label), phase, false);
+	if (!call_peaks(t, in, c, &now)) {
+		project_rest(c, now, out);
+		judge_calls(out, out->call_label);
+		batch_remedy(c, now, in, phase, out);
+	}
+	free(c->now.live);
+	free(c->last.live);
 	free(c);
 }
 
@@ -321,7 +418,7 @@ void vrt_remedies_compute(struct vrt_trace *t, const struct vrt_remedy_input *in
 			   : "nothing cached could be given back: every cached block is part of a segment in use");
 	}
 	category_remedies(t, in, out);
-	batch_remedy(t, in, out);
+	call_remedies(t, in, out);
 	free(base);
 }
 
@@ -341,6 +438,14 @@ void vrt_remedies_print(const struct vrt_remedies *r, FILE *out)
 	}
 	if (*r->note)
 		fprintf(out, "  (%s)\n", r->note);
+	if (r->call_rest >= 0)
+		fprintf(out,
+			"  (the failing %s had made %zu tensor requests; the one before it made %zu and grew by %s after its "
+			"%zu-th; %.2fx that is about %s more, a peak of about %s in tensors: a remedy fits only with room "
+			"for it)\n",
+			r->call_label, r->call_requests, r->last_call_requests,
+			vrt_bytes((int64_t)((double)r->call_rest / r->call_scale)), r->call_requests, r->call_scale,
+			vrt_bytes(r->call_rest), vrt_bytes((int64_t)r->call_peak));
 }
 
 void vrt_remedies_json(const struct vrt_remedies *r, FILE *out)
@@ -363,4 +468,16 @@ void vrt_remedies_json(const struct vrt_remedies *r, FILE *out)
 		fputc('}', out);
 	}
 	fputc(']', out);
+	fputs(", \"failing_call\": ", out);
+	if (r->call_rest < 0) {
+		fputs("null", out);
+		return;
+	}
+	fputs("{\"what\": ", out);
+	json_string(out, r->call_label);
+	fprintf(out,
+		", \"requests\": %zu, \"last_call_requests\": %zu, \"scale\": %.4f, \"rest_bytes\": %lld, "
+		"\"peak_bytes\": %llu}",
+		r->call_requests, r->last_call_requests, r->call_scale, (long long)r->call_rest,
+		(unsigned long long)r->call_peak);
 }

@@ -24,7 +24,8 @@ enum vrt_fit { VRT_FIT_UNKNOWN = -1, VRT_FIT_NO = 0, VRT_FIT_YES = 1 };
 struct vrt_remedy {
 	char name[64];
 	int64_t frees_bytes;     /* memory it makes available at the failing request */
-	enum vrt_fit fits;       /* the failing request and every request before it */
+	enum vrt_fit fits;       /* the failing request, every request before it, and (where
+				  * the trace tells) the rest of the failing call */
 	const char *decided_by;  /* "replay", "identity" or "rule" */
 	char detail[240];
 };
@@ -53,6 +54,13 @@ struct vrt_remedies {
 	const char *limit_source;
 	bool by_limit;
 	char note[200];                    /* why it did not, when it did not */
+	/* The rest of the failing call, projected from the last call of its phase before it
+	 * (remedies.c: project_rest); call_rest -1: not known. A remedy fits only with room for it. */
+	int64_t call_rest;
+	double call_scale;
+	uint64_t call_peak;                /* tensor bytes the call would have peaked at */
+	size_t call_requests, last_call_requests;
+	char call_label[100];              /* "call of PHASE" or "interval between marks" */
 };
 
 void vrt_remedies_compute(struct vrt_trace *t, const struct vrt_remedy_input *in, struct vrt_remedies *out);

@@ -288,6 +288,16 @@ m whatif-total-from-first-reserve analyzer/alloc_replay.c \
   '(!e->device_total)' \
   "test_whatif.py::test_recorded_setting_reproduces_the_segment_history[whatif-expandable]"
 
+# a remedy that makes room for the failing request only: the real re-runs failed a few requests later
+m remedy-fits-the-request-only analyzer/remedies.c \
+  'if (m->fits != VRT_FIT_YES || m->frees_bytes >= out->shortfall + out->call_rest)' \
+  'if (m->fits != VRT_FIT_YES || m->frees_bytes >= out->shortfall)' \
+  test_whatif.py::test_every_remedy_is_what_its_real_rerun_did
+m remedy-call-unscaled analyzer/remedies.c \
+  'out->call_scale = (double)(now - f->entry) / (double)(at_k - l->entry);' \
+  'out->call_scale = 1.0;' \
+  test_whatif.py::test_oom_remedies_for_zero2_with_offload_optimizer
+
 # ---- why memory survives (retention walks, categories by identity, the user's code) ---------
 m retain-closure-variable-unnamed python/vramtrace/_chains.py \
   'return "closure variable %s" % grand.__code__.co_freevars[parent.index(child)]' \

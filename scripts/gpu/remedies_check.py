@@ -7,8 +7,8 @@ The program is retention_scenarios.py's `ds-oom-offload`: real DeepSpeed ZeRO-2 
 `offload_optimizer`, a per-process cap of 0.04 of the device, the batch doubled from 1 until a
 step fails. First it runs once under `vramtrace run` and `vramtrace oom --json` says, remedy by
 remedy, whether the failing request (and the run up to it) would then fit. Then every remedy is
-applied for real, each in its own untraced process (all at once: each has its own allocator
-and cap), over the same batches up to the one that failed:
+applied for real, each in its own process under `vramtrace run` (all at once: each has its own
+allocator and cap), over the same batches up to the one that failed:
 
   baseline             as recorded (it must fail at the same batch again)
   no per-process cap   no set_per_process_memory_fraction
@@ -21,7 +21,7 @@ and cap), over the same batches up to the one that failed:
 
 Each prints one VRAMTRACE_REMEDY line: the batches that completed a whole step, and the first
 that failed with where (forward, backward, step). OUTDIR gets remedies.txt (the predicted and
-the measured side by side), remedies.json, and the trace with the logs (remedies.tar.gz).
+the measured side by side), remedies.json, and the traces with the logs (remedies.tar.gz).
 """
 import argparse
 import json
@@ -95,11 +95,15 @@ def child(opts):
             torch.cuda.synchronize()
             done.append(batch)
         except torch.OutOfMemoryError as e:
-            failed = {"batch": batch, "where": where, "message": str(e).splitlines()[0][:300]}
+            failed = {"batch": batch, "where": where, "message": str(e).splitlines()[0]}
             break
     print("VRAMTRACE_REMEDY " + json.dumps({
         "done": done, "failed": failed, "max_memory_reserved": torch.cuda.max_memory_reserved(),
         "max_memory_allocated": torch.cuda.max_memory_allocated()}), flush=True)
+
+
+def slug(name):
+    return "".join(c if c.isalnum() else "_" for c in name)
 
 
 def last_line(stdout, tag):
@@ -122,9 +126,12 @@ def parent(out):
     predicted = {}
     if oom.returncode == 0:
         predicted = {m["name"]: m for m in json.loads(oom.stdout)["oom"].get("remedies", [])}
-    procs = {}
+    procs, traces = {}, {}
     for i, (name, (extra_env, opts)) in enumerate(REMEDIES.items()):
-        argv = [sys.executable, os.path.abspath(__file__), "--child", json.dumps(dict(opts, last=last))]
+        # traced too: where each real run failed, and whatif's check of its own setting
+        traces[name] = os.path.join(out, "remedy-%s.vrt" % slug(name))
+        argv = [VT, "run", "-q", "-f", "-o", traces[name], "--", sys.executable, os.path.abspath(__file__),
+                "--child", json.dumps(dict(opts, last=last))]
         procs[name] = subprocess.Popen(argv, env=dict(env, MASTER_PORT=str(29600 + i), **extra_env),
                                        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     measured = {}
@@ -156,10 +163,11 @@ def parent(out):
     with open(os.path.join(out, "remedies.json"), "w") as f:
         json.dump({"truth": truth, "predicted": predicted, "measured": measured}, f, indent=1)
     with tarfile.open(os.path.join(out, "remedies.tar.gz"), "w:gz") as tar:
-        if os.path.exists(trace):
-            tar.add(trace, arcname="ds-oom-offload.vrt")
+        for path in [trace] + list(traces.values()):
+            if os.path.exists(path):
+                tar.add(path, arcname=os.path.basename(path))
         for name, text in logs.items():
-            path = os.path.join(out, "log-" + "".join(c if c.isalnum() else "_" for c in name) + ".txt")
+            path = os.path.join(out, "log-" + slug(name) + ".txt")
             with open(path, "w") as f:
                 f.write(text)
             tar.add(path, arcname=os.path.basename(path))

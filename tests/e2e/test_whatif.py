@@ -23,7 +23,8 @@ GiB = 1 << 30
 # Every H200 trace with PyTorch tensor events and the allocator's whole history (attach.vrt
 # began after the allocator had segments; the others predate tensor tracking).
 RECORDED = ["tensor-default", "oom", "leak-fixed", "leak-cycle", "leak-registry", "retain-hf-history",
-            "retain-accelerate", "retain-ds-zero2", "retain-ds-oom-offload"]
+            "retain-accelerate", "retain-ds-zero2", "retain-ds-oom-offload", "remedies-ds-oom-offload",
+            "remedies-expandable"]
 WHATIF = sorted(p.stem for p in H200.glob("whatif-*.vrt"))
 
 
@@ -213,9 +214,33 @@ def test_oom_remedies_for_zero2_with_offload_optimizer():
     assert params["identity_bytes"] == truth["parameters"]  # what the program counted itself
     batch = m["a smaller batch or sequence"]
     assert batch["fits"] is True and "4 earlier calls of nvtx:DeepSpeedEngine.forward" in batch["detail"]
-    # the settings were replayed up to the failing request under the same cap
-    assert m["expandable_segments:True"]["fits"] is True and m["expandable_segments:True"]["frees_bytes"] > 0
+    # the settings were replayed up to the failing request under the same cap: expandable segments
+    # make room for it, not for the rest of the forward pass (the batch doubled: so did its needs)
+    exp = m["expandable_segments:True"]
+    assert exp["frees_bytes"] > d["shortfall_bytes"] and exp["fits"] is False
+    assert "the request fits, not the rest of the call of nvtx:DeepSpeedEngine.forward" in exp["detail"]
+    assert m["offload_param"]["fits"] is False
     assert m["max_split_size_mb:128"]["fits"] is False
+    call = d["failing_call"]
+    assert call["what"] == "call of nvtx:DeepSpeedEngine.forward" and 1.9 < call["scale"] < 2.1
+    assert call["requests"] < call["last_call_requests"] and call["rest_bytes"] > d["shortfall_bytes"]
+
+
+def test_every_remedy_is_what_its_real_rerun_did():
+    """scripts/gpu/remedies_check.py applied each remedy for real (its own process, the same
+    batches up to the one that failed): the fit oom predicts from the trace of the failing run is
+    what the re-run did. Two of them make room for the failing request and still fail a few
+    requests later in the same forward pass (expandable segments, offload_param): "fits" is
+    about the call, projected from the call before it."""
+    truth = TRUTH["remedies-ds-oom-offload"]
+    d, m = remedies("remedies-ds-oom-offload")
+    assert d["shortfall_bytes"] == truth["reserved"] + truth["requested"] - truth["allowed"]
+    checked = {name: (m[name]["fits"], real["fits"]) for name, real in truth["measured"].items() if name in m}
+    assert len(checked) == len(truth["measured"]) - 1, checked  # all but the baseline
+    assert all(predicted == measured for predicted, measured in checked.values()), checked
+    # the real expandable run failed in the same call as the recorded one, a few requests later
+    exp = json.loads(analyze("oom", "--json", H200 / "remedies-expandable.vrt").stdout)["oom"]
+    assert exp["failing_call"]["requests"] > d["failing_call"]["requests"]
 
 
 def test_oom_remedies_text():
