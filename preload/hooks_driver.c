@@ -431,6 +431,46 @@ static CUresult hook_cuDevicePrimaryCtxReset_v2(void *real, CUdevice dev)
 }
 VRT_DEFINE_HOOK(cuDevicePrimaryCtxReset_v2, CUresult, (CUdevice dev), (dev), MISSING)
 
+/*
+ * The last release of a primary context destroys it and every allocation in it. The runtime
+ * releases the one it retained when it is unloaded: a runtime dlclose'd and opened again (a
+ * plugin host) frees its memory with it, and the driver hands the same addresses out again.
+ * Only a release that left the context inactive is a reset; an earlier one drops a reference.
+ */
+static void record_if_destroyed(CUdevice dev)
+{
+	static _Atomic(void *) get_state_fn;
+	void *fn = atomic_load_explicit(&get_state_fn, memory_order_relaxed);
+	if (!fn) {
+		fn = vrt_driver_fn("cuDevicePrimaryCtxGetState", 7000);
+		atomic_store_explicit(&get_state_fn, fn, memory_order_relaxed);
+	}
+	unsigned int flags = 0;
+	int active = 1;
+	CUresult (*get_state)(CUdevice, unsigned int *, int *) = (CUresult (*)(CUdevice, unsigned int *, int *))fn;
+	if (!get_state || get_state(dev, &flags, &active) != CUDA_SUCCESS || active)
+		return;
+	struct vrt_event ev = { .op = VRT_OP_CONTEXT, .api = VRT_API_CU_PRIMARY_CTX_RELEASE, .device = (int16_t)dev };
+	vrt_emit(&ev, false);
+}
+
+static CUresult primary_ctx_release(void *real, CUdevice dev)
+{
+	int guard;
+	CUresult (*fn)(CUdevice) = real;
+	if (!(guard = vrt_enter()))
+		return fn(dev);
+	CUresult r = fn(dev);
+	if (r == CUDA_SUCCESS)
+		record_if_destroyed(dev);
+	vrt_leave(guard);
+	return r;
+}
+
+/* (the unsuffixed ABI of CUDA < 11 is not hooked: cuda.h maps the name to _v2, as the runtime does) */
+static CUresult hook_cuDevicePrimaryCtxRelease_v2(void *real, CUdevice dev) { return primary_ctx_release(real, dev); }
+VRT_DEFINE_HOOK(cuDevicePrimaryCtxRelease_v2, CUresult, (CUdevice dev), (dev), MISSING)
+
 /* ---- table ------------------------------------------------------------------------------ */
 
 const struct vrt_hook_def vrt_driver_hooks[] = {
@@ -462,5 +502,6 @@ const struct vrt_hook_def vrt_driver_hooks[] = {
 	VRT_HOOK_DEF(cuIpcOpenMemHandle_v2, "cuIpcOpenMemHandle", 11000, 0, CU_IPC_OPEN),
 	VRT_HOOK_DEF(cuIpcCloseMemHandle, "cuIpcCloseMemHandle", 4010, 0, CU_IPC_CLOSE),
 	VRT_HOOK_DEF(cuDevicePrimaryCtxReset_v2, "cuDevicePrimaryCtxReset", 11000, 0, CU_PRIMARY_CTX_RESET),
+	VRT_HOOK_DEF(cuDevicePrimaryCtxRelease_v2, "cuDevicePrimaryCtxRelease", 11000, 0, CU_PRIMARY_CTX_RELEASE),
 };
 const int vrt_n_driver_hooks = sizeof(vrt_driver_hooks) / sizeof(vrt_driver_hooks[0]);

@@ -105,6 +105,16 @@ m context-reset-ignored analyzer/model.c \
   '\t\tif (0)\n\t\t\tcontext_reset(m, r->device, e);' \
   test_driver.py::test_rest_exact_totals_a_context_reset_takes_the_device_memory_with_it
 
+# a runtime dlclose'd releases its primary context: the last release takes the memory with it
+m primary-release-unrecorded preload/hooks_driver.c \
+  '\tif (r == CUDA_SUCCESS)\n\t\trecord_if_destroyed(dev);' \
+  '\t(void)r;' \
+  test_coexistence.py::test_a_runtime_unloaded_takes_its_context_and_memory_with_it
+m primary-release-counts-every-release preload/hooks_driver.c \
+  'get_state(dev, &flags, &active) != CUDA_SUCCESS || active)' \
+  'get_state(dev, &flags, &active) != CUDA_SUCCESS)' \
+  test_coexistence.py::test_a_primary_context_still_referenced_keeps_its_memory test_coexistence.py::test_a_runtime_unloaded_takes_its_context_and_memory_with_it
+
 # ---- virtual memory management: preload and the analyzer's model ------------------------------
 m vmm-release-unrecorded preload/hooks_driver.c \
   'vrt_record_release(VRT_OP_PHYS_RELEASE, VRT_API_CU_MEM_RELEASE, ts, h, 0, 0);' \

@@ -357,6 +357,7 @@ enum vrt_owner_status {
 	X(CU_ARRAY_3D_CREATE, 60, "cuArray3DCreate_v2") \
 	X(CU_ARRAY_DESTROY, 61, "cuArrayDestroy")     \
 	X(CU_MEM_RETAIN_HANDLE, 62, "cuMemRetainAllocationHandle") \
+	X(CU_PRIMARY_CTX_RELEASE, 63, "cuDevicePrimaryCtxRelease_v2") \
 	X(TORCH_BLOCK, 96, "torch.CUDACachingAllocator") \
 	X(TORCH_OOM, 97, "torch.OutOfMemory")         \
 	X(USER_API, 98, "vramtrace API")              \

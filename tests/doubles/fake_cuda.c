@@ -746,6 +746,19 @@ static CUresult primary_reset(CUdevice dev)
     return CUDA_SUCCESS;
 }
 
+CUresult cuDevicePrimaryCtxGetState(CUdevice dev, unsigned int *flags, int *active)
+{
+    if (!flags || !active)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (!device_valid(dev))
+        return CUDA_ERROR_INVALID_DEVICE;
+    pthread_mutex_lock(&lock);
+    *active = primary_ctx[dev].refs > 0;
+    pthread_mutex_unlock(&lock);
+    *flags = 0;
+    return CUDA_SUCCESS;
+}
+
 CUresult cuDevicePrimaryCtxRelease(CUdevice dev) { return primary_release(dev); }
 CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev) { return primary_release(dev); }
 CUresult cuDevicePrimaryCtxReset(CUdevice dev) { return primary_reset(dev); }
@@ -2032,6 +2045,7 @@ static const struct proc_entry proc_table[] = {
     PROC("cuDevicePrimaryCtxRetain", 7000, cuDevicePrimaryCtxRetain),
     PROC("cuDevicePrimaryCtxRelease", 7000, cuDevicePrimaryCtxRelease),
     PROC("cuDevicePrimaryCtxRelease", 11000, cuDevicePrimaryCtxRelease_v2),
+    PROC("cuDevicePrimaryCtxGetState", 7000, cuDevicePrimaryCtxGetState),
     PROC("cuDevicePrimaryCtxReset", 7000, cuDevicePrimaryCtxReset),
     PROC("cuDevicePrimaryCtxReset", 11000, cuDevicePrimaryCtxReset_v2),
     PROC("cuCtxCreate", 2000, cuCtxCreate),

@@ -42,6 +42,7 @@ static struct {
     PFN_cuDeviceGetCount_v2000 DeviceGetCount;
     PFN_cuDevicePrimaryCtxRetain_v7000 DevicePrimaryCtxRetain;
     PFN_cuDevicePrimaryCtxReset_v11000 DevicePrimaryCtxReset;
+    PFN_cuDevicePrimaryCtxRelease_v11000 DevicePrimaryCtxRelease;
     PFN_cuCtxSetCurrent_v4000 CtxSetCurrent;
     PFN_cuCtxSynchronize_v13000 CtxSynchronize;
     PFN_cuStreamCreate_v2000 StreamCreate;
@@ -81,6 +82,7 @@ static const struct driver_symbol {
     { "cuDeviceGetCount", (void **)&drv.DeviceGetCount, false },
     { "cuDevicePrimaryCtxRetain", (void **)&drv.DevicePrimaryCtxRetain, false },
     { "cuDevicePrimaryCtxReset", (void **)&drv.DevicePrimaryCtxReset, false },
+    { "cuDevicePrimaryCtxRelease", (void **)&drv.DevicePrimaryCtxRelease, false },
     { "cuCtxSetCurrent", (void **)&drv.CtxSetCurrent, false },
     { "cuCtxSynchronize", (void **)&drv.CtxSynchronize, false },
     { "cuStreamCreate", (void **)&drv.StreamCreate, false },
@@ -278,6 +280,23 @@ static _Atomic unsigned reset_epoch;     /* bumped by cudaDeviceReset */
 static __thread int thread_device;       /* cudaSetDevice */
 static __thread int bound_device = -1;   /* whose primary context is current */
 static __thread unsigned bound_epoch;
+
+/*
+ * The real runtime releases the primary contexts it retained when it is unloaded (dlclose): the
+ * last release destroys each one with its memory, and the driver hands the same addresses out
+ * again (seen on the H200, scripts/gpu/coexist.py dlclose-runtime). Modelled under
+ * FAKECUDART_RELEASE_ON_UNLOAD=1 only: this destructor also runs at exit, before vramtrace's,
+ * where the real runtime's teardown is not seen.
+ */
+__attribute__((destructor)) static void release_on_unload(void)
+{
+    const char *on = getenv("FAKECUDART_RELEASE_ON_UNLOAD");
+    if (!on || strcmp(on, "1") || !drv.DevicePrimaryCtxRelease)
+        return;
+    for (int dev = 0; dev < MAX_DEVICES; dev++)
+        if (primary[dev])
+            drv.DevicePrimaryCtxRelease(dev);
+}
 
 static cudaError_t primary_ctx(int dev, CUcontext *ctx)
 {

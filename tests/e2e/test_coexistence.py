@@ -183,3 +183,41 @@ def test_runtime_dlclosed_and_reopened_elsewhere_stays_traced(tmp_path):
     assert t.totals() == {(0, "device"): (20 * MiB + 64 * KiB, 20 * MiB)}
     assert {r.api for r in t.events("alloc")} == {"cudaMalloc"}
     assert len(t.events("alloc")) == 40
+
+
+PRIMARY_REFS = r"""
+import ctypes, sys
+cu = ctypes.CDLL(sys.argv[1])
+ctx, p = ctypes.c_void_p(), ctypes.c_uint64()
+assert cu.cuInit(0) == 0
+assert cu.cuDevicePrimaryCtxRetain(ctypes.byref(ctx), 0) == 0
+assert cu.cuDevicePrimaryCtxRetain(ctypes.byref(ctx), 0) == 0
+assert cu.cuCtxSetCurrent(ctx) == 0
+assert cu.cuMemAlloc_v2(ctypes.byref(p), ctypes.c_size_t(3 << 20)) == 0
+assert cu.cuDevicePrimaryCtxRelease_v2(0) == 0  # one reference left: the context and its memory stay
+print("released once", flush=True)
+"""
+
+
+def test_a_primary_context_still_referenced_keeps_its_memory(tmp_path):
+    """Retained twice, released once: the context is still active, nothing is reset."""
+    prog = tmp_path / "refs.py"
+    prog.write_text(PRIMARY_REFS)
+    t = trace(tmp_path, ["python3", prog, DOUBLES / "libcuda.so.1"])
+    assert t.returncode == 0 and "released once" in t.stdout, t.stderr
+    assert not t.events("context")
+    assert t.totals() == {(0, "device"): (3 * MiB, 3 * MiB)}
+
+
+def test_a_runtime_unloaded_takes_its_context_and_memory_with_it(tmp_path):
+    """The real runtime releases its primary context when it is dlclose'd, and the last release
+    destroys the context with its memory: on the H200 every copy's 1 MiB came back at the same
+    address. The double does the same under FAKECUDART_RELEASE_ON_UNLOAD=1: each release that
+    left the context inactive is a context reset in the trace, so nothing stays live."""
+    argv = [program("dlclose_rt"), CUDART, 12]
+    env = {"FAKECUDART_RELEASE_ON_UNLOAD": "1"}
+    t = trace(tmp_path, argv, env)
+    assert_same_job(t, plain(argv, env))
+    assert len(t.events("alloc")) == 24
+    assert len(t.events("context")) == 12, t.dump_text[-2000:]  # a context record has no api field
+    assert t.totals() == {(0, "device"): (1 * MiB + 64 * KiB, 0)}
