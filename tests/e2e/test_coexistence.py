@@ -209,6 +209,19 @@ def test_a_primary_context_still_referenced_keeps_its_memory(tmp_path):
     assert t.totals() == {(0, "device"): (3 * MiB, 3 * MiB)}
 
 
+def test_a_context_released_while_the_process_exits_is_not_a_reset(tmp_path):
+    """The double's destructor releases its context at exit too (FAKECUDART_RELEASE_ON_UNLOAD=1):
+    that is teardown after the trace ended (vramtrace's destructor ran first), and what was live
+    when the program ended stays live."""
+    argv = [program("rt_api")]
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    released = trace(tmp_path / "a", argv, {"FAKECUDART_RELEASE_ON_UNLOAD": "1"})
+    kept = trace(tmp_path / "b", argv)
+    assert not released.events("context")
+    assert released.totals() == kept.totals() and any(live for _, live in kept.totals().values())
+
+
 def test_a_runtime_unloaded_takes_its_context_and_memory_with_it(tmp_path):
     """The real runtime releases its primary context when it is dlclose'd, and the last release
     destroys the context with its memory: on the H200 every copy's 1 MiB came back at the same
