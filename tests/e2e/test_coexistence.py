@@ -196,6 +196,8 @@ assert cu.cuCtxSetCurrent(ctx) == 0
 assert cu.cuMemAlloc_v2(ctypes.byref(p), ctypes.c_size_t(3 << 20)) == 0
 assert cu.cuDevicePrimaryCtxRelease_v2(0) == 0  # one reference left: the context and its memory stay
 print("released once", flush=True)
+if sys.argv[2:] == ["twice"]:
+    assert cu.cuDevicePrimaryCtxRelease_v2(0) == 0  # the last: the context goes, and its memory
 """
 
 
@@ -207,6 +209,15 @@ def test_a_primary_context_still_referenced_keeps_its_memory(tmp_path):
     assert t.returncode == 0 and "released once" in t.stdout, t.stderr
     assert not t.events("context")
     assert t.totals() == {(0, "device"): (3 * MiB, 3 * MiB)}
+
+
+def test_the_last_release_of_a_primary_context_takes_its_memory(tmp_path):
+    prog = tmp_path / "refs.py"
+    prog.write_text(PRIMARY_REFS)
+    t = trace(tmp_path, ["python3", prog, DOUBLES / "libcuda.so.1", "twice"])
+    assert t.returncode == 0, t.stderr
+    assert len(t.events("context")) == 1
+    assert t.totals() == {(0, "device"): (3 * MiB, 0)}
 
 
 def test_a_context_released_while_the_process_exits_is_not_a_reset(tmp_path):
