@@ -10,6 +10,7 @@
 #include "remedies.h"
 
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -192,9 +193,11 @@ struct series {
 
 struct calls {
 	uint64_t peak[MAX_CALLS];
+	int64_t size[MAX_CALLS]; /* the number in the last mark label before each call; -1: none */
 	int n, depth;
 	bool open;
 	uint64_t current;
+	int64_t label_size, open_size; /* the last mark's number; the open call's */
 	struct series now, last; /* the open (failing) call; the last call that ended */
 	int error;
 };
@@ -215,8 +218,26 @@ static void series_push(struct calls *c, uint64_t live)
 	s->live[s->n++] = live;
 }
 
+/* The last number in a mark's label ("batch 16", "seq=2048"), -1 if it has none. */
+static int64_t number_in(const char *label)
+{
+	int64_t n = -1;
+	for (const char *p = label; p && *p; p++) {
+		if (*p < '0' || *p > '9')
+			continue;
+		int64_t v = 0;
+		while (*p >= '0' && *p <= '9' && v < (INT64_MAX - 9) / 10)
+			v = v * 10 + (*p++ - '0');
+		n = v;
+		if (!*p)
+			break;
+	}
+	return n;
+}
+
 static void open_call(struct calls *c, uint64_t live)
 {
+	c->open_size = c->label_size;
 	c->open = true;
 	c->current = live;
 	c->now.entry = live;
@@ -227,8 +248,10 @@ static void close_call(struct calls *c)
 {
 	if (!c->open)
 		return;
-	if (c->n < MAX_CALLS)
+	if (c->n < MAX_CALLS) {
+		c->size[c->n] = c->open_size;
 		c->peak[c->n++] = c->current;
+	}
 	struct series done = c->now; /* the ended call becomes the last one; its buffer is reused */
 	c->now = c->last;
 	c->last = done;
@@ -257,9 +280,12 @@ static int call_peaks(struct vrt_trace *t, const struct vrt_remedy_input *in, st
 			open_call(c, live);
 		} else if (in->phase && r.op == VRT_OP_PHASE_EXIT && r.id == in->phase && c->depth && !--c->depth) {
 			close_call(c);
-		} else if (!in->phase && r.op == VRT_OP_MARK) {
+		} else if (r.op == VRT_OP_MARK && !in->phase) {
+			c->label_size = number_in(vrt_string(t, (uint32_t)r.id));
 			close_call(c);
 			open_call(c, live);
+		} else if (r.op == VRT_OP_MARK) {
+			c->label_size = number_in(vrt_string(t, (uint32_t)r.id));
 		} else if (c->open && r.op == VRT_OP_BLOCK_ALLOC && r.device == in->device) {
 			series_push(c, live);
 		}
@@ -321,6 +347,38 @@ static void call_noun(char *buf, size_t n, const char *phase, bool plural)
 		snprintf(buf, n, "interval%s between marks", plural ? "s" : "");
 }
 
+/*
+ * Where the calls carry their size (a number in the mark before each: "batch 8"), the earlier
+ * calls' peaks against their sizes, fitted by least squares (peak = a + b size), say the largest
+ * size whose peak leaves the tensors the room they had under the limit at the failure: the limit
+ * less what the allocator held beyond tensors then.
+ */
+static void largest_size(const struct calls *c, uint64_t now, struct vrt_remedies *out)
+{
+	double n = 0, sx = 0, sy = 0, sxx = 0, sxy = 0;
+	int64_t lo = INT64_MAX, hi = -1;
+	out->largest_size = -1;
+	for (int i = 0; i < c->n; i++) {
+		if (c->size[i] <= 0)
+			continue;
+		double x = (double)c->size[i], y = (double)c->peak[i];
+		n++, sx += x, sy += y, sxx += x * x, sxy += x * y;
+		lo = c->size[i] < lo ? c->size[i] : lo;
+		hi = c->size[i] > hi ? c->size[i] : hi;
+	}
+	double det = n * sxx - sx * sx;
+	if (n < 2 || lo == hi || det <= 0 || !out->limit || out->reserved_at_failure < now)
+		return;
+	double b = (n * sxy - sx * sy) / det, a = (sy - b * sx) / n;
+	double room = (double)out->limit - (double)(out->reserved_at_failure - now);
+	if (b <= 0 || room <= a)
+		return;
+	out->largest_size = (int64_t)((room - a) / b);
+	out->size_slope = b;
+	out->size_intercept = a;
+	out->failing_size = c->open ? c->open_size : -1;
+}
+
 static void batch_remedy(const struct calls *c, uint64_t now, const struct vrt_remedy_input *in, const char *phase,
 			 struct vrt_remedies *out)
 {
@@ -342,9 +400,18 @@ static void batch_remedy(const struct calls *c, uint64_t now, const struct vrt_r
 						 vrt_bytes((int64_t)c->peak[i]));
 	}
 	uint64_t need = now + in->requested;
-	add(out, "a smaller batch or sequence", need > best ? (int64_t)(need - best) : 0, VRT_FIT_YES, "replay",
-	    "%d earlier %s peaked at %s%s in tensors (this one needed at least %s): one like those fits", c->n, label,
-	    c->n > 6 ? "... " : "", list, vrt_bytes((int64_t)need));
+	struct vrt_remedy *m = add(out, "a smaller batch or sequence", need > best ? (int64_t)(need - best) : 0,
+				   VRT_FIT_YES, "replay",
+				   "%d earlier %s peaked at %s%s in tensors (this one needed at least %s): one like those fits",
+				   c->n, label, c->n > 6 ? "... " : "", list, vrt_bytes((int64_t)need));
+	largest_size(c, now, out);
+	if (m && out->largest_size >= 0) {
+		size_t used = strlen(m->detail);
+		snprintf(m->detail + used, sizeof(m->detail) - used,
+			 "; by the sizes in the marks (%s + %s per unit), the largest that fits is about %lld",
+			 vrt_bytes((int64_t)out->size_intercept), vrt_bytes((int64_t)out->size_slope),
+			 (long long)out->largest_size);
+	}
 }
 
 /* The failing call's projection, the smaller-batch remedy, and every fit judged on the call. */
@@ -353,8 +420,10 @@ static void call_remedies(struct vrt_trace *t, const struct vrt_remedy_input *in
 	struct calls *c = calloc(1, sizeof(*c));
 	uint64_t now = 0;
 	out->call_rest = -1;
+	out->largest_size = -1;
 	if (!c)
 		return;
+	c->label_size = c->open_size = -1;
 	const char *phase = in->phase ? vrt_string(t, in->phase) : NULL;
 	call_noun(out->call_label, sizeof(out->call_label), phase, false);
 	if (!call_peaks(t, in, c, &now)) {
@@ -468,6 +537,12 @@ void vrt_remedies_json(const struct vrt_remedies *r, FILE *out)
 		fputc('}', out);
 	}
 	fputc(']', out);
+	fputs(", \"largest_size_that_fits\": ", out);
+	if (r->largest_size >= 0)
+		fprintf(out, "{\"size\": %lld, \"failing_size\": %lld, \"bytes_per_unit\": %.0f, \"bytes_at_zero\": %.0f}",
+			(long long)r->largest_size, (long long)r->failing_size, r->size_slope, r->size_intercept);
+	else
+		fputs("null", out);
 	fputs(", \"failing_call\": ", out);
 	if (r->call_rest < 0) {
 		fputs("null", out);

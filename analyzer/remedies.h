@@ -27,7 +27,7 @@ struct vrt_remedy {
 	enum vrt_fit fits;       /* the failing request, every request before it, and (where
 				  * the trace tells) the rest of the failing call */
 	const char *decided_by;  /* "replay", "identity" or "rule" */
-	char detail[240];
+	char detail[400];
 };
 
 struct vrt_remedy_input {
@@ -61,6 +61,10 @@ struct vrt_remedies {
 	uint64_t call_peak;                /* tensor bytes the call would have peaked at */
 	size_t call_requests, last_call_requests;
 	char call_label[100];              /* "call of PHASE" or "interval between marks" */
+	/* The largest size (the number in the marks before the calls) whose projected peak fits,
+	 * from the earlier calls' peaks against their sizes; -1: not known. */
+	int64_t largest_size, failing_size;
+	double size_slope, size_intercept;
 };
 
 void vrt_remedies_compute(struct vrt_trace *t, const struct vrt_remedy_input *in, struct vrt_remedies *out);

@@ -80,6 +80,8 @@ def child(opts):
     batches = [1 << i for i in range(opts["last"].bit_length()) if (1 << i) <= opts["last"]]
     if opts.get("halve_last"):
         batches[-1] //= 2
+    if opts.get("final"):  # the same batches, the last one replaced (the largest size that fits)
+        batches[-1] = opts["final"]
     done, failed = [], None
     for batch in batches:
         ids = torch.randint(0, VOCAB, (batch, SEQ), device=engine.device)
@@ -109,6 +111,26 @@ def slug(name):
 def last_line(stdout, tag):
     found = [json.loads(l.split(" ", 1)[1]) for l in stdout.splitlines() if l.startswith(tag + " ")]
     return found[-1] if found else None
+
+
+def sizes(out, candidates):
+    """Which sizes fit, for `oom`'s "the largest that fits is about N": batches 1, 2, 4, 8 and
+    then each candidate in place of 16, untraced, side by side."""
+    os.makedirs(out, exist_ok=True)
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_ALLOC_CONF")}
+    procs = {n: subprocess.Popen([sys.executable, os.path.abspath(__file__), "--child",
+                                  json.dumps({"last": 16, "final": n})],
+                                 env=dict(env, MASTER_PORT=str(29700 + n)), stdout=subprocess.PIPE,
+                                 stderr=subprocess.PIPE, text=True) for n in candidates}
+    rows = {}
+    for n, p in procs.items():
+        so, se = p.communicate(timeout=500)
+        m = last_line(so, "VRAMTRACE_REMEDY")
+        rows[n] = {"fits": bool(m and not m["failed"]), "measured": m, "exit": p.returncode}
+        print("batch %d: %s" % (n, "fits" if rows[n]["fits"] else "OOM" if m else "no result: " + se[-300:]),
+              flush=True)
+    with open(os.path.join(out, "sizes.json"), "w") as f:
+        json.dump(rows, f, indent=1)
 
 
 def parent(out):
@@ -178,9 +200,12 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("out", nargs="?")
     ap.add_argument("--child", help=argparse.SUPPRESS)
+    ap.add_argument("--sizes", help="only: which of these batch sizes (comma-separated) fit in place of 16")
     a = ap.parse_args()
     if a.child:
         child(json.loads(a.child))
+    elif a.sizes and a.out:
+        sizes(a.out, [int(x) for x in a.sizes.split(",")])
     elif a.out:
         parent(a.out)
     else:
