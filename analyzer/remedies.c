@@ -193,11 +193,17 @@ struct series {
 
 struct calls {
 	uint64_t peak[MAX_CALLS];
-	int64_t size[MAX_CALLS]; /* the number in the last mark label before each call; -1: none */
 	int n, depth;
 	bool open;
 	uint64_t current;
-	int64_t label_size, open_size; /* the last mark's number; the open call's */
+	int64_t label_size; /* the number in the last mark's label; -1: none */
+	/* The intervals between marks, whatever the phase: a size is a whole step's (forward,
+	 * backward, optimizer), where the phase's calls may be its forward passes only. */
+	uint64_t mark_peak[MAX_CALLS];
+	int64_t mark_size[MAX_CALLS];
+	int n_marks;
+	bool mark_open;
+	uint64_t mark_current;
 	struct series now, last; /* the open (failing) call; the last call that ended */
 	int error;
 };
@@ -237,7 +243,6 @@ static int64_t number_in(const char *label)
 
 static void open_call(struct calls *c, uint64_t live)
 {
-	c->open_size = c->label_size;
 	c->open = true;
 	c->current = live;
 	c->now.entry = live;
@@ -248,14 +253,24 @@ static void close_call(struct calls *c)
 {
 	if (!c->open)
 		return;
-	if (c->n < MAX_CALLS) {
-		c->size[c->n] = c->open_size;
+	if (c->n < MAX_CALLS)
 		c->peak[c->n++] = c->current;
-	}
 	struct series done = c->now; /* the ended call becomes the last one; its buffer is reused */
 	c->now = c->last;
 	c->last = done;
 	c->open = false;
+}
+
+/* A mark ends the interval since the last one and begins the next, of the size it names. */
+static void next_mark(struct calls *c, int64_t size, uint64_t live)
+{
+	if (c->mark_open && c->n_marks < MAX_CALLS) {
+		c->mark_size[c->n_marks] = c->label_size;
+		c->mark_peak[c->n_marks++] = c->mark_current;
+	}
+	c->label_size = size;
+	c->mark_open = true;
+	c->mark_current = live;
 }
 
 /* Peaks of tensor bytes of every earlier call of the failing call's phase (or, with no phase,
@@ -280,17 +295,19 @@ static int call_peaks(struct vrt_trace *t, const struct vrt_remedy_input *in, st
 			open_call(c, live);
 		} else if (in->phase && r.op == VRT_OP_PHASE_EXIT && r.id == in->phase && c->depth && !--c->depth) {
 			close_call(c);
-		} else if (r.op == VRT_OP_MARK && !in->phase) {
-			c->label_size = number_in(vrt_string(t, (uint32_t)r.id));
-			close_call(c);
-			open_call(c, live);
 		} else if (r.op == VRT_OP_MARK) {
-			c->label_size = number_in(vrt_string(t, (uint32_t)r.id));
+			next_mark(c, number_in(vrt_string(t, (uint32_t)r.id)), live);
+			if (!in->phase) {
+				close_call(c);
+				open_call(c, live);
+			}
 		} else if (c->open && r.op == VRT_OP_BLOCK_ALLOC && r.device == in->device) {
 			series_push(c, live);
 		}
 		if (c->open && live > c->current)
 			c->current = live;
+		if (c->mark_open && live > c->mark_current)
+			c->mark_current = live;
 	}
 	*now = m.tensors[slot] > 0 ? (uint64_t)m.tensors[slot] : 0;
 	vrt_model_free(&m);
@@ -348,35 +365,39 @@ static void call_noun(char *buf, size_t n, const char *phase, bool plural)
 }
 
 /*
- * Where the calls carry their size (a number in the mark before each: "batch 8"), the earlier
- * calls' peaks against their sizes, fitted by least squares (peak = a + b size), say the largest
- * size whose peak leaves the tensors the room they had under the limit at the failure: the limit
- * less what the allocator held beyond tensors then.
+ * Where marks carry a size (a number in the label: "batch 8"), the peaks of the intervals
+ * between them against their sizes, fitted by least squares (peak = a + b size), say the largest
+ * size whose peak leaves the tensors the room they had under the limit at the failure (the limit
+ * less what the allocator held beyond tensors then), less SIZE_MARGIN of it.
  */
+#define SIZE_MARGIN 0.02
+
 static void largest_size(const struct calls *c, uint64_t now, struct vrt_remedies *out)
 {
 	double n = 0, sx = 0, sy = 0, sxx = 0, sxy = 0;
 	int64_t lo = INT64_MAX, hi = -1;
 	out->largest_size = -1;
-	for (int i = 0; i < c->n; i++) {
-		if (c->size[i] <= 0)
+	for (int i = 0; i < c->n_marks; i++) {
+		if (c->mark_size[i] <= 0)
 			continue;
-		double x = (double)c->size[i], y = (double)c->peak[i];
+		double x = (double)c->mark_size[i], y = (double)c->mark_peak[i];
 		n++, sx += x, sy += y, sxx += x * x, sxy += x * y;
-		lo = c->size[i] < lo ? c->size[i] : lo;
-		hi = c->size[i] > hi ? c->size[i] : hi;
+		lo = c->mark_size[i] < lo ? c->mark_size[i] : lo;
+		hi = c->mark_size[i] > hi ? c->mark_size[i] : hi;
 	}
 	double det = n * sxx - sx * sx;
 	if (n < 2 || lo == hi || det <= 0 || !out->limit || out->reserved_at_failure < now)
 		return;
 	double b = (n * sxy - sx * sy) / det, a = (sy - b * sx) / n;
-	double room = (double)out->limit - (double)(out->reserved_at_failure - now);
+	/* 2 % of it kept back: a size's blocks fragment the reserve differently from the failing
+	 * call's (on the H200 the straight line put the limit one batch too high without it) */
+	double room = ((double)out->limit - (double)(out->reserved_at_failure - now)) * (1 - SIZE_MARGIN);
 	if (b <= 0 || room <= a)
 		return;
 	out->largest_size = (int64_t)((room - a) / b);
 	out->size_slope = b;
 	out->size_intercept = a;
-	out->failing_size = c->open ? c->open_size : -1;
+	out->failing_size = c->mark_open ? c->label_size : -1;
 }
 
 static void batch_remedy(const struct calls *c, uint64_t now, const struct vrt_remedy_input *in, const char *phase,
@@ -408,7 +429,7 @@ static void batch_remedy(const struct calls *c, uint64_t now, const struct vrt_r
 	if (m && out->largest_size >= 0) {
 		size_t used = strlen(m->detail);
 		snprintf(m->detail + used, sizeof(m->detail) - used,
-			 "; by the sizes in the marks (%s + %s per unit), the largest that fits is about %lld",
+			 "; by the sizes the marks name (a step peaks at %s + %s per unit), the largest that fits is about %lld (2 %% kept for fragmentation)",
 			 vrt_bytes((int64_t)out->size_intercept), vrt_bytes((int64_t)out->size_slope),
 			 (long long)out->largest_size);
 	}
@@ -423,7 +444,7 @@ static void call_remedies(struct vrt_trace *t, const struct vrt_remedy_input *in
 	out->largest_size = -1;
 	if (!c)
 		return;
-	c->label_size = c->open_size = -1;
+	c->label_size = -1;
 	const char *phase = in->phase ? vrt_string(t, in->phase) : NULL;
 	call_noun(out->call_label, sizeof(out->call_label), phase, false);
 	if (!call_peaks(t, in, c, &now)) {

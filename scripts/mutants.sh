@@ -313,6 +313,15 @@ m remedy-call-unscaled analyzer/remedies.c \
   'out->call_scale = 1.0;' \
   test_whatif.py::test_oom_remedies_for_zero2_with_offload_optimizer
 
+m remedy-size-no-margin analyzer/remedies.c \
+  '#define SIZE_MARGIN 0.02' \
+  '#define SIZE_MARGIN 0.0' \
+  test_whatif.py::test_every_remedy_is_what_its_real_rerun_did
+m remedy-size-by-phase-calls analyzer/remedies.c \
+  'double x = (double)c->mark_size[i], y = (double)c->mark_peak[i];' \
+  'double x = (double)c->mark_size[i], y = (double)c->peak[i < c->n ? i : 0];' \
+  test_whatif.py::test_every_remedy_is_what_its_real_rerun_did
+
 # ---- why memory survives (retention walks, categories by identity, the user's code) ---------
 m retain-closure-variable-unnamed python/vramtrace/_chains.py \
   'return "closure variable %s" % grand.__code__.co_freevars[parent.index(child)]' \

@@ -238,6 +238,12 @@ def test_every_remedy_is_what_its_real_rerun_did():
     checked = {name: (m[name]["fits"], real["fits"]) for name, real in truth["measured"].items() if name in m}
     assert len(checked) == len(truth["measured"]) - 1, checked  # all but the baseline
     assert all(predicted == measured for predicted, measured in checked.values()), checked
+    # the largest batch oom says fits (a line through the earlier steps' peaks against the sizes
+    # their marks name) is the largest that fitted for real
+    largest = d["largest_size_that_fits"]
+    assert largest["failing_size"] == 16
+    assert largest["size"] == max(int(n) for n, r in truth["sizes"].items() if r["fits"])
+    assert all(not r["fits"] for n, r in truth["sizes"].items() if int(n) > largest["size"])
     # the real expandable run failed in the same call as the recorded one, a few requests later
     exp = json.loads(analyze("oom", "--json", H200 / "remedies-expandable.vrt").stdout)["oom"]
     assert exp["failing_call"]["requests"] > d["failing_call"]["requests"]
