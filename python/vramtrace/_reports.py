@@ -190,7 +190,7 @@ class OomCategory:
 class Remedy:
     name: str
     frees_bytes: int
-    fits: bool
+    fits: Optional[bool]  # None: the trace cannot tell
     decided_by: str = ""
     detail: str = ""
 
@@ -212,14 +212,21 @@ class Oom:
     total_bytes: Optional[int] = None
     tensor_bytes: int = 0
     shortfall_bytes: Optional[int] = None
+    # the failing call's projected tensor peak (from the call of its phase before it), and the
+    # largest size the marks' sizes say fits; None where the trace cannot tell
+    failing_call_peak_bytes: Optional[int] = None
+    largest_size_that_fits: Optional[int] = None
     raw: Dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     @classmethod
     def from_json(cls, d: Dict[str, Any]) -> "Oom":
         o = dict(d["oom"], file=d.get("file", ""))
+        call, largest = o.get("failing_call"), o.get("largest_size_that_fits")
         return _pick(cls, o, raw=d, categories=tuple(_pick(OomCategory, c) for c in o.get("categories", ())),
                      top_sites=tuple(_site(s) for s in o.get("top_sites", ())),
-                     remedies=tuple(_pick(Remedy, r) for r in o.get("remedies", ())))
+                     remedies=tuple(_pick(Remedy, r) for r in o.get("remedies", ())),
+                     failing_call_peak_bytes=call["peak_bytes"] if call else None,
+                     largest_size_that_fits=largest["size"] if largest else None)
 
 
 @dataclass(frozen=True)

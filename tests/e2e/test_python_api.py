@@ -58,6 +58,16 @@ def test_oom_categories_and_a_timeline_in_integer_bytes():
     assert all(type(v) is int for v in timeline.series["dev0.device"]) and max(timeline.series["dev0.device"]) > 0
 
 
+def test_oom_remedies_say_the_failing_calls_peak_and_the_largest_size():
+    oom = vramtrace.oom(H200 / "remedies-ds-oom-offload.vrt")
+    raw = oom.raw["oom"]
+    assert oom.largest_size_that_fits == raw["largest_size_that_fits"]["size"] == 10
+    assert oom.failing_call_peak_bytes == raw["failing_call"]["peak_bytes"] > oom.live_bytes
+    fits = {r.name: r.fits for r in oom.remedies}
+    assert fits["activation checkpointing"] is True and fits["expandable_segments:True"] is False
+    assert vramtrace.oom(SOURCE / "tests" / "golden" / "oom.vrt").largest_size_that_fits is None
+
+
 def test_a_trace_without_an_oom_loads_with_oom_none():
     assert vramtrace.load(H200 / "leak-cycle.vrt").oom is None
 
