@@ -45,13 +45,16 @@ static void folded_frame(FILE *out, const struct vrt_frame *f)
 	fputs(buf, out);
 }
 
-static void write_folded(FILE *out, const struct vrt_trace *t, const struct vrt_sites *s)
+/* Each line begins with its root (the device, or host memory), so a flame graph splits there
+ * first and each tower's total is that memory's: stacks that allocate on several would merge. */
+static void write_folded(FILE *out, const struct vrt_trace *t, const struct vrt_sites *s, const char *root)
 {
 	static struct vrt_frame frames[VRT_MAX_FRAMES];
 	for (size_t i = 0; i < s->n; i++) {
 		const struct vrt_site *site = &s->v[i];
 		if (site->bytes <= 0)
 			continue;
+		fprintf(out, "%s;", root);
 		if (site->label) {
 			fprintf(out, "%s %lld\n", site->label, (long long)site->bytes);
 			continue;
@@ -84,42 +87,69 @@ static uint64_t main_peak_event(const struct vrt_model *m, int *slot)
 	return event;
 }
 
+/* What was live on one device (or host) slot, grouped by stack, under its root. */
+static void folded_slot(FILE *out, const struct vrt_trace *t, const struct vrt_model *m, int slot, int kind,
+			const char *root)
+{
+	struct vrt_sites s;
+	vrt_sites_init(&s);
+	vrt_report_group_live(t, m, &s, slot, kind);
+	write_folded(out, t, &s, root);
+	vrt_sites_free(&s);
+}
+
+/*
+ * folded: everything live at the end, under one root per device and one for host memory.
+ * folded-peak: what was live on the busiest device at its peak (its tensors' peak when there
+ * are tensors: then the root says so, since the allocator's cache and other CUDA memory live
+ * then are in it too, and their total is more than the tensors' peak).
+ */
 static int export_folded(struct vrt_trace *t, FILE *out, bool at_peak, bool quiet)
 {
 	struct vrt_model m;
 	if (vrt_model_init(&m))
 		return VRT_EXIT_INTERNAL;
 	int rc = vrt_report_replay(t, &m, quiet, NULL);
-	struct vrt_sites s;
-	vrt_sites_init(&s);
 	if (!rc && at_peak) {
 		int slot = 0;
 		uint64_t target = main_peak_event(&m, &slot);
+		bool tensors = m.any_blocks;
+		int64_t tensor_peak = m.tensor_peak[slot];
+		double when = vrt_ts_seconds(t, tensors ? m.tensor_peak_ts[slot] : m.peak_ts[slot][VRT_KIND_DEVICE]);
 		vrt_model_free(&m);
 		vrt_model_init(&m);
 		struct vrt_pass p;
 		vrt_pass_open(&p, t, &(struct vrt_pass_options){ .label = "export", .quiet = quiet, .model = &m });
 		vrt_pass_seek(&p, target);
 		rc = vrt_pass_close(&p);
-		vrt_report_group_live(t, &m, &s, slot, m.any_blocks ? -1 : VRT_KIND_DEVICE);
+		char root[160];
+		if (tensors)
+			snprintf(root, sizeof(root), "%s at its tensor peak (%s of tensors at %.3f s)",
+				 vrt_device_name(slot), vrt_bytes(tensor_peak), when);
+		else
+			snprintf(root, sizeof(root), "%s at its peak (%.3f s)", vrt_device_name(slot), when);
+		if (!rc)
+			folded_slot(out, t, &m, slot, tensors ? -1 : VRT_KIND_DEVICE, root);
 	} else if (!rc) {
-		vrt_report_group_live(t, &m, &s, -2, m.any_blocks ? -1 : -2);
+		for (int slot = 0; slot <= VRT_MAX_DEVICES; slot++)
+			folded_slot(out, t, &m, slot, m.any_blocks ? -1 : -2, vrt_device_name(slot));
 	}
-	if (!rc)
-		write_folded(out, t, &s);
-	vrt_sites_free(&s);
 	vrt_model_free(&m);
 	return rc;
 }
 
 /* ---- chrome ----------------------------------------------------------------------------- */
 
+/* Time resolution of the counters: the trace's span in this many buckets at least (series.c
+ * keeps between this and twice as many); only the changes are written. */
+#define CHROME_BUCKETS 20000
+
 static int export_chrome(struct vrt_trace *t, FILE *out, bool quiet)
 {
 	struct vrt_model m;
 	struct vrt_series s;
 	double end = t->state_valid && t->hdr.state.end_ts ? vrt_ts_seconds(t, t->hdr.state.end_ts) : 1e308;
-	if (vrt_model_init(&m) || vrt_series_init(&s, 4000, 0, end))
+	if (vrt_model_init(&m) || vrt_series_init(&s, CHROME_BUCKETS, 0, end))
 		return VRT_EXIT_INTERNAL;
 	int pid = t->hdr.pid;
 	fprintf(out, "{\"displayTimeUnit\": \"ms\", \"traceEvents\": [\n");
@@ -128,6 +158,19 @@ static int export_chrome(struct vrt_trace *t, FILE *out, bool quiet)
 	vrt_process_label(t, label, sizeof(label));
 	json_string(out, label);
 	fprintf(out, "}}");
+	const struct vrt_tables *tb = &t->tables;
+	for (size_t i = 0; i < tb->n_threads; i++) { /* the tid of an event is the trace's thread index */
+		if (!tb->threads[i].tid)
+			continue;
+		fprintf(out, ",\n{\"name\": \"thread_name\", \"ph\": \"M\", \"pid\": %d, \"tid\": %zu, \"args\": {\"name\": ",
+			pid, i);
+		char thread[160];
+		const char *name = vrt_string(t, tb->threads[i].name);
+		snprintf(thread, sizeof(thread), "%s (tid %llu)", name && *name ? name : "thread",
+			 (unsigned long long)tb->threads[i].tid);
+		json_string(out, thread);
+		fprintf(out, "}}");
+	}
 	struct vrt_pass p;
 	struct vrt_record r;
 	struct vrt_effect e;
@@ -151,12 +194,21 @@ static int export_chrome(struct vrt_trace *t, FILE *out, bool quiet)
 	}
 	int rc = vrt_pass_close(&p);
 	vrt_series_finish(&s);
+	/* A counter point where the value changes only: a flat stretch is one point, not one per
+	 * bucket. Each bucket's highest value, so every peak is drawn. */
 	char name[64];
+	int64_t shown[VRT_SERIES_MAX];
+	for (int i = 0; i < s.n_series; i++)
+		shown[i] = -1;
 	for (int b = 0; b < s.used; b++) {
 		for (int i = 0; i < s.n_series; i++) {
+			int64_t v = s.max[b * VRT_SERIES_MAX + i];
+			if (v == shown[i] && b != s.used - 1)
+				continue;
+			shown[i] = v;
 			vrt_series_name(&s.keys[i], name, sizeof(name));
 			fprintf(out, ",\n{\"name\": \"%s\", \"ph\": \"C\", \"ts\": %.3f, \"pid\": %d, \"args\": {\"bytes\": %lld}}",
-				name, (s.from + b * s.width) * 1e6, pid, (long long)s.max[b * VRT_SERIES_MAX + i]);
+				name, (s.from + b * s.width) * 1e6, pid, (long long)v);
 		}
 	}
 	fprintf(out, "\n]}\n");

@@ -551,6 +551,21 @@ m run-next-step-unquoted analyzer/cmd_run.c \
   'if (1 || strspn(' \
   test_run_cli.py::test_a_written_trace_comes_with_its_size_and_a_next_step_that_runs
 
+# ---- export (analyzer/cmd_export.c) -----------------------------------------------------------
+m folded-no-roots analyzer/cmd_export.c \
+  '\t\tfprintf(out, "%s;", root);\n' \
+  '' \
+  test_export.py::test_folded_roots_are_the_devices_and_host_memory_with_their_own_totals
+m folded-one-slot analyzer/cmd_export.c \
+  'for (int slot = 0; slot <= VRT_MAX_DEVICES; slot++)' \
+  'for (int slot = 0; slot < 1; slot++)' \
+  test_export.py::test_folded_roots_are_the_devices_and_host_memory_with_their_own_totals
+
+m chrome-every-bucket analyzer/cmd_export.c \
+  'if (v == shown[i] && b != s.used - 1)' \
+  'if (0)' \
+  test_export.py::test_chrome_names_the_threads_and_draws_changes_only
+
 # ---- the pass iterator (analyzer/pass.c): seek, and how many passes a report takes ------------
 m pass-seek-one-past analyzer/pass.c \
   'while (p->events < event)' \

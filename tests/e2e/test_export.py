@@ -125,6 +125,19 @@ def test_chrome_counters_reach_the_peaks_of_the_records(tmp_path, name):
     assert {k: v for k, v in counters.items() if v} == {k: v for k, v in peaks.items() if v}
 
 
+def test_chrome_names_the_threads_and_draws_changes_only(tmp_path):
+    """Perfetto shows a thread's name, not its index, and a counter track holds a point where the
+    value changes, at a resolution finer than a fixed 4000 points (ux defect 42)."""
+    doc = json.loads(export(tmp_path, "leak-cycle", "chrome").read_text())["traceEvents"]
+    names = {e["tid"]: e["args"]["name"] for e in doc if e.get("name") == "thread_name"}
+    dump = analyze("dump", "-q", "--tables", H200 / "leak-cycle.vrt").stdout
+    threads = re.findall(r'^thread (\d+) tid=(\d+) "([^"]*)"', dump, re.M)
+    assert threads and names == {int(i): f"{n or 'thread'} (tid {tid})" for i, tid, n in threads}
+    for track in {e["name"] for e in doc if e["ph"] == "C"}:
+        values = [e["args"]["bytes"] for e in doc if e["ph"] == "C" and e["name"] == track]
+        assert all(a != b for a, b in zip(values[:-2], values[1:-1])), track  # the last point closes the track
+
+
 def folded_total(path):
     return sum(int(line.rsplit(" ", 1)[1]) for line in path.read_text().splitlines() if line.strip())
 
@@ -132,6 +145,37 @@ def folded_total(path):
 @pytest.mark.parametrize("name", WITH_TENSORS + CUDA_ONLY)
 def test_folded_stacks_add_up_to_everything_live_at_the_end(tmp_path, name):
     assert folded_total(export(tmp_path, name, "folded")) == replay(name).live_total()
+
+
+@pytest.mark.parametrize("name", WITH_TENSORS + CUDA_ONLY)
+def test_folded_roots_are_the_devices_and_host_memory_with_their_own_totals(tmp_path, name):
+    """A flame graph of the export splits first by where the memory is: each root's total is
+    what was live there at the end (ux defect 16)."""
+    roots = {}
+    for line in export(tmp_path, name, "folded").read_text().splitlines():
+        stack, n = line.rsplit(" ", 1)
+        root = stack.split(";", 1)[0]
+        roots[root] = roots.get(root, 0) + int(n)
+    want = {}
+    for (device, kind), v in replay(name).live.items():
+        if v:
+            root = "host" if device < 0 else f"device {device}"
+            want[root] = want.get(root, 0) + v
+    assert roots == want
+
+
+@pytest.mark.parametrize("name", WITH_TENSORS)
+def test_folded_peak_of_tensors_says_what_its_total_is(tmp_path, name):
+    """At the tensors' peak the export holds what was live on that device then, the allocator's
+    cache and other CUDA memory too: its root says so (ux defect 17: the total matched neither)."""
+    rep = replay(name)
+    (device, peak), = [(d, v) for d, v in rep.tensor_peak.items() if v == max(rep.tensor_peak.values())][:1]
+    lines = export(tmp_path, name, "folded-peak").read_text().splitlines()
+    roots = {line.split(";", 1)[0] for line in lines}
+    assert len(roots) == 1
+    root, = roots
+    assert root.startswith(f"device {device} at its tensor peak (") and "of tensors at" in root
+    assert folded_total(export(tmp_path, name, "folded-peak")) >= peak
 
 
 @pytest.mark.parametrize("name", CUDA_ONLY)
