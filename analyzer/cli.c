@@ -403,9 +403,48 @@ double vrt_monotonic_seconds(void)
 	return (double)ts.tv_sec + ts.tv_nsec / 1e9;
 }
 
+/* Where progress goes: stderr, or (vrt_progress_to) a terminal a forked child still has while its
+ * stderr is silenced, with its parent's name before each label. */
+static int progress_fd = STDERR_FILENO;
+static const char *progress_prefix = "";
+static bool progress_forced;
+
+void vrt_progress_to(int fd, const char *prefix)
+{
+	progress_fd = fd;
+	progress_prefix = prefix;
+	progress_forced = true;
+}
+
+/* Seconds before a bar shows (VRAMTRACE_PROGRESS_DELAY, default 0.5: a quick command draws
+ * none); the time left shows from 4 times that. */
+static double progress_delay(void)
+{
+	static double delay = -1;
+	if (delay < 0) {
+		const char *v = getenv("VRAMTRACE_PROGRESS_DELAY");
+		char *end;
+		double d = v && *v ? strtod(v, &end) : 0.5;
+		delay = v && *v && (*end || d < 0 || d > 3600) ? 0.5 : d;
+	}
+	return delay;
+}
+
+/* VRAMTRACE_PROGRESS_FD: a terminal the caller handed down (the Python module, whose stderr
+ * pipe it reads for messages). Anything but an open terminal is ignored. */
+void vrt_progress_from_env(void)
+{
+	const char *v = getenv("VRAMTRACE_PROGRESS_FD");
+	char *end;
+	long fd = v && *v ? strtol(v, &end, 10) : -1;
+	if (fd < 3 || fd > 1 << 20 || *end || fcntl((int)fd, F_GETFD) < 0 || !isatty((int)fd))
+		return;
+	vrt_progress_to((int)fd, "vramtrace ");
+}
+
 void vrt_progress_begin(struct vrt_progress *p, const char *label, bool quiet)
 {
-	p->enabled = !quiet && isatty(STDERR_FILENO);
+	p->enabled = (progress_forced || !quiet) && isatty(progress_fd);
 	p->label = label;
 	p->last_percent = -1;
 	p->started = vrt_monotonic_seconds();
@@ -416,7 +455,7 @@ void vrt_progress_update(struct vrt_progress *p, uint64_t done, uint64_t total)
 	if (!p->enabled || !total)
 		return;
 	int percent = (int)(done * 100 / total);
-	if (percent == p->last_percent || vrt_monotonic_seconds() - p->started < 0.5)
+	if (percent == p->last_percent || vrt_monotonic_seconds() - p->started < progress_delay())
 		return;
 	p->last_percent = percent;
 	char bar[41];
@@ -424,14 +463,18 @@ void vrt_progress_update(struct vrt_progress *p, uint64_t done, uint64_t total)
 	for (int i = 0; i < 40; i++)
 		bar[i] = i < filled ? '#' : '.';
 	bar[40] = 0;
-	fprintf(stderr, "\r%s [%s] %3d%%", p->label, bar, percent);
-	fflush(stderr);
+	/* what is left at the pace so far, once there is a pace to go by */
+	double elapsed = vrt_monotonic_seconds() - p->started;
+	char eta[32] = "";
+	if (elapsed >= 4 * progress_delay() && percent > 0 && percent < 100)
+		snprintf(eta, sizeof(eta), " ~%.0f s left", elapsed * (100 - percent) / percent);
+	dprintf(progress_fd, "\r%s%s [%s] %3d%%%-14s", progress_prefix, p->label, bar, percent, eta);
 }
 
 void vrt_progress_end(struct vrt_progress *p)
 {
 	if (p->enabled && p->last_percent >= 0)
-		fprintf(stderr, "\r%*s\r", 60 + (int)strlen(p->label), "");
+		dprintf(progress_fd, "\r%*s\r", 76 + (int)(strlen(p->label) + strlen(progress_prefix)), "");
 }
 
 void vrt_process_label(const struct vrt_trace *t, char *buf, size_t len)

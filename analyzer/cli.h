@@ -80,6 +80,11 @@ struct vrt_progress {
 void vrt_progress_begin(struct vrt_progress *p, const char *label, bool quiet);
 void vrt_progress_update(struct vrt_progress *p, uint64_t done, uint64_t total);
 void vrt_progress_end(struct vrt_progress *p);
+/* From now on progress goes to fd (a terminal), prefix before each label, even where the
+ * command was asked to be quiet: html's forked leaks/oom analyses. */
+void vrt_progress_to(int fd, const char *prefix);
+/* The same for a terminal named by VRAMTRACE_PROGRESS_FD (main, at start). */
+void vrt_progress_from_env(void);
 
 double vrt_monotonic_seconds(void);
 /* FNV-1a of a NUL-terminated string, for the reports' string-keyed tables. */

@@ -704,7 +704,7 @@ static int pass_buckets(struct html *h)
 /* Runs command(argc, args) in a forked child (this binary's code: no exec, so no dependence on
  * /proc/self/exe) and collects its stdout. Returns its exit status, -1 when it could not run or
  * died, -2 when it wrote more than the limit, -3 when it ran out of time (it is killed then). */
-static int run_self(int (*command)(int, char **), int argc, char *args[], char **out, size_t *len)
+static int run_self(int (*command)(int, char **), int argc, char *args[], bool quiet, char **out, size_t *len)
 {
 	*out = NULL;
 	*len = 0;
@@ -720,6 +720,10 @@ static int run_self(int (*command)(int, char **), int argc, char *args[], char *
 	}
 	if (pid == 0) {
 		int null = open("/dev/null", O_WRONLY | O_CLOEXEC);
+		/* its messages are the parent's to give (notes); its progress shows, as "html: leaks" */
+		int terminal = quiet ? -1 : fcntl(STDERR_FILENO, F_DUPFD_CLOEXEC, 3);
+		if (terminal >= 0)
+			vrt_progress_to(terminal, "html: ");
 		dup2(fds[1], STDOUT_FILENO);
 		if (null >= 0)
 			dup2(null, STDERR_FILENO);
@@ -878,7 +882,7 @@ static void embed_child(FILE *out, struct html *h, const char *key, const char *
 	char *args[] = { (char *)command, "--json", "-q", (char *)h->o->trace, NULL };
 	char *text, *capped = NULL;
 	size_t len, capped_len = 0;
-	int status = run_self(run, 4, args, &text, &len);
+	int status = run_self(run, 4, args, h->o->quiet, &text, &len);
 	FILE *mem = status == 0 ? open_memstream(&capped, &capped_len) : NULL;
 	bool ok = mem && copy_capped(mem, text, len);
 	if (mem)

@@ -177,6 +177,7 @@ int main(int argc, char **argv)
 static int main_dispatch(int argc, char **argv)
 {
 	const char *name = argv[1];
+	vrt_progress_from_env();
 	if (!strcmp(name, "--version") || !strcmp(name, "-V"))
 		return cmd_version(0, NULL);
 	if (vrt_is_help(name))

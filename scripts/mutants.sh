@@ -566,6 +566,20 @@ m chrome-every-bucket analyzer/cmd_export.c \
   'if (0)' \
   test_export.py::test_chrome_names_the_threads_and_draws_changes_only
 
+m html-child-progress-silent analyzer/cmd_html.c \
+  '\t\tif (terminal >= 0)\n\t\t\tvrt_progress_to(terminal, "html: ");' \
+  '\t\t(void)terminal;' \
+  test_html.py::test_every_stage_shows_its_progress_on_a_terminal
+m progress-no-time-left analyzer/cli.c \
+  'if (elapsed >= 4 * progress_delay() && percent > 0 && percent < 100)' \
+  'if (0)' \
+  test_html.py::test_every_stage_shows_its_progress_on_a_terminal
+
+m pyapi-progress-not-handed-down python/vramtrace/_reports.py \
+  '    terminal = _terminal_copy()' \
+  '    terminal = None' \
+  test_python_api.py::test_load_shows_the_analyzers_progress_on_a_terminal
+
 # ---- the pass iterator (analyzer/pass.c): seek, and how many passes a report takes ------------
 m pass-seek-one-past analyzer/pass.c \
   'while (p->events < event)' \

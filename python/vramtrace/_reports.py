@@ -7,6 +7,7 @@ import dataclasses
 import json
 import os
 import subprocess
+import sys
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Sequence, Tuple, Type, TypeVar
 
@@ -288,13 +289,30 @@ def run_analyzer(binary: str, what: str, args: Sequence[str], path: str) -> str:
     exits non-zero."""
     if not os.path.exists(path):
         raise TraceNotFound("cannot read %s: no such file" % path, path=path)
+    # its messages come back through the pipe; its progress goes to our terminal, if we have one
+    terminal = _terminal_copy()
+    env = dict(os.environ, VRAMTRACE_PROGRESS_FD=str(terminal)) if terminal is not None else None
     try:
-        out = subprocess.run([binary, what, *args, path], capture_output=True, text=True)
+        out = subprocess.run([binary, what, *args, path], capture_output=True, text=True, env=env,
+                             pass_fds=(terminal,) if terminal is not None else ())
     except OSError as e:
         raise AnalyzerNotFound("cannot run the vramtrace analyzer %s: %s" % (binary, e.strerror), path=path) from e
+    finally:
+        if terminal is not None:
+            os.close(terminal)
     if out.returncode != 0:
         raise from_exit(out.returncode, out.stderr, path, what)
     return out.stdout
+
+
+def _terminal_copy() -> Optional[int]:
+    """A descriptor (3 or above) of our stderr when it is a terminal, else None."""
+    try:
+        if sys.stderr is None or not sys.stderr.isatty():
+            return None
+        return os.dup(sys.stderr.fileno())
+    except (AttributeError, OSError, ValueError):
+        return None
 
 
 def run_json(binary: str, what: str, args: Sequence[str], path: str) -> Dict[str, Any]:

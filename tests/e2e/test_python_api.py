@@ -179,3 +179,31 @@ def test_the_namespace_is_the_api():
     contextlib, typing's names)."""
     public = {n for n in dir(vramtrace) if not n.startswith("_")}
     assert public - {"pytest_plugin"} == set(vramtrace.__all__), public ^ set(vramtrace.__all__)
+
+
+def test_load_shows_the_analyzers_progress_on_a_terminal(tmp_path):
+    """vramtrace.load() reads its answers through pipes; the analyzer's progress bars still reach
+    the caller's terminal, through a descriptor handed down (VRAMTRACE_PROGRESS_FD; ux defect 9)."""
+    import pty
+
+    big = tmp_path / "big.vrt"
+    subprocess.run([str(BUILD / "tests" / "gen_torch_trace"), str(big), "2000000", "--leak-every", "50"],
+                   check=True, capture_output=True)
+    code = "import sys, vramtrace; a = vramtrace.load(sys.argv[1]); print('loaded', a.leaks is not None)"
+    env = dict(os.environ, VRAMTRACE_PROGRESS_DELAY="0", PYTHONPATH=str(SOURCE / "python"),
+               VRAMTRACE_ANALYZER=str(BUILD / "analyzer" / "vramtrace"))
+    pid, fd = pty.fork()
+    if pid == 0:
+        os.execve(sys.executable, [sys.executable, "-c", code, str(big)], env)
+    shown = b""
+    while True:
+        try:
+            chunk = os.read(fd, 65536)
+        except OSError:
+            break
+        if not chunk:
+            break
+        shown += chunk
+    os.waitpid(pid, 0)
+    text = shown.decode(errors="replace")
+    assert "loaded True" in text and "vramtrace leaks [" in text, text[-800:]
