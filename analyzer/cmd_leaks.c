@@ -840,7 +840,7 @@ static void print_text(struct leaks *lk, struct vrt_sites *sites)
 	printf("\n%s\n", line);
 	if (lk->owners.walks)
 		print_roots(&lk->roots);
-	printf("\nsurvivors by site (allocated inside a call, still live when the next call starts):\n");
+	printf("\nsurvivors by site (allocated inside a call, still live when the next call starts; over all calls):\n");
 	int64_t persistent = 0, persistent_by[PERSISTENT_KINDS] = { 0 };
 	size_t shown = 0;
 	struct vrt_held_by *held = lk->owners.walks ? held_by_site(lk, sites) : NULL;
@@ -860,6 +860,8 @@ static void print_text(struct leaks *lk, struct vrt_sites *sites)
 		printf("%24s born in call%s %llu", "", s->first == s->last ? "" : "s", (unsigned long long)s->first);
 		if (s->last != s->first)
 			printf("..%llu", (unsigned long long)s->last);
+		if (s->value2 > 1) /* the headline is per call: so is this */
+			printf(", %s a call", vrt_bytes(s->bytes / s->value2));
 		printf(", %s (%s)\n", v, why);
 		if (held)
 			print_held(lk, s, &held[i]);

@@ -580,6 +580,11 @@ m pyapi-progress-not-handed-down python/vramtrace/_reports.py \
   '    terminal = None' \
   test_python_api.py::test_load_shows_the_analyzers_progress_on_a_terminal
 
+m leaks-site-total-only analyzer/cmd_leaks.c \
+  '\t\tif (s->value2 > 1) /* the headline is per call: so is this */' \
+  '\t\tif (0)' \
+  test_h200_traces.py::test_each_survivor_says_what_one_call_left_as_the_headline_does
+
 # ---- the pass iterator (analyzer/pass.c): seek, and how many passes a report takes ------------
 m pass-seek-one-past analyzer/pass.c \
   'while (p->events < event)' \
