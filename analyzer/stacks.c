@@ -260,11 +260,37 @@ bool vrt_frame_is_dispatch(const struct vrt_frame *f)
 	return false;
 }
 
+/*
+ * A library's file as its import path (".../site-packages/torch/nn/modules/module.py" ->
+ * "torch/nn/modules/module.py", the standard library's ".../lib/python3.12/threading.py" ->
+ * "threading.py"): text lines stay readable, and the JSON keeps the whole path. The user's own
+ * files keep theirs: that is where they go to change something.
+ */
+const char *vrt_display_path(const char *file)
+{
+	static const char *const roots[] = { "/site-packages/", "/dist-packages/" };
+	const char *shown = file;
+	for (size_t i = 0; i < sizeof(roots) / sizeof(roots[0]); i++) {
+		const char *at = strstr(file, roots[i]);
+		if (at && at[strlen(roots[i])])
+			shown = at + strlen(roots[i]);
+	}
+	if (shown != file)
+		return shown;
+	const char *lib = strstr(file, "/lib/python");
+	if (lib && lib[11] >= '0' && lib[11] <= '9') {
+		const char *rest = strchr(lib + 11, '/');
+		if (rest && rest[1])
+			return rest + 1;
+	}
+	return file;
+}
+
 void vrt_frame_format(const struct vrt_frame *f, char *buf, size_t len)
 {
 	switch (f->type) {
 	case VRT_FT_PYTHON:
-		snprintf(buf, len, "%s (%s:%d)", f->function, f->file, f->line);
+		snprintf(buf, len, "%s (%s:%d)", f->function, vrt_display_path(f->file), f->line);
 		break;
 	case VRT_FT_LABEL:
 		snprintf(buf, len, "%s", f->function);

@@ -44,6 +44,8 @@ int vrt_headline_index(const struct vrt_frame *frames, int n);
 /* PyTorch's operator dispatch and TensorIterator set-up: true of a frame no reader needs. */
 bool vrt_frame_is_dispatch(const struct vrt_frame *f);
 /* "function (file:line)" or "function (module+0x..)" */
+/* A Python file as text lines show it: a library's from its import root (stacks.c). */
+const char *vrt_display_path(const char *file);
 void vrt_frame_format(const struct vrt_frame *f, char *buf, size_t len);
 void vrt_frame_json(FILE *out, const struct vrt_frame *f);
 /* A demangled copy of a symbol name from t's string table, cached while t is the trace read. */

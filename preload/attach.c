@@ -26,6 +26,7 @@
 #include <sys/prctl.h>
 #include <unistd.h>
 
+#include "libc_dl.h"
 #include "attach.h"
 #include "collector.h"
 #include "hooks.h"
@@ -102,7 +103,7 @@ static void learn_driver(void)
 		void *h = dlopen(d.names[i], RTLD_LAZY | RTLD_NOLOAD);
 		if (h) {
 			vrt_dlsym_filter(h, "cuGetProcAddress_v2");
-			dlclose(h);
+			vrt_libc_dlclose(h);
 		}
 	}
 }
@@ -330,7 +331,7 @@ static int patch_torch_driver_table(void)
 		patched = table ? patch_table(table, slots_inside(&t, table)) : 0;
 	}
 	if (h)
-		dlclose(h);
+		vrt_libc_dlclose(h);
 	return patched;
 }
 

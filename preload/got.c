@@ -21,6 +21,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "libc_dl.h"
 #include "attach.h"
 #include "hooks.h"
 
@@ -260,7 +261,7 @@ static void patch_object(const struct dl_phdr_info *info, struct scan *s)
 	patch_relocations(&o, s, o.jmprel, o.n_jmprel);
 	patch_relocations(&o, s, o.rela, o.n_rela);
 	if (o.scope)
-		dlclose(o.scope);
+		vrt_libc_dlclose(o.scope);
 }
 
 /* Our dlsym stub (dlsym_x86_64.S): looked up in our own scope, since a plain reference from C
@@ -270,7 +271,7 @@ static void *our_dlsym(void)
 	void *self = dlopen(vrt_self_path(), RTLD_LAZY | RTLD_NOLOAD);
 	void *p = self ? vrt_real_dlsym(self, "dlsym") : NULL;
 	if (self)
-		dlclose(self);
+		vrt_libc_dlclose(self);
 	return p && vrt_addr_is_ours(p) ? p : NULL;
 }
 

@@ -31,6 +31,7 @@
 #include <link.h>
 #include <string.h>
 
+#include "libc_dl.h"
 #include "hooks.h"
 
 /* cuda.h maps the name to the v2 ABI; both ABIs are exported and hooked separately. */
@@ -249,7 +250,7 @@ static void *genuine_in(const void *addr, const char *name)
 	if (!h)
 		return NULL;
 	void *fn = vrt_real_dlsym(h, name);
-	dlclose(h);
+	vrt_libc_dlclose(h);
 	return fn && !vrt_addr_is_ours(fn) ? fn : NULL;
 }
 

@@ -17,6 +17,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "libc_dl.h"
 #include "torch_layout.h"
 #include "torch_layout_table.h"
 
@@ -127,7 +128,7 @@ enum vrt_torch_backend vrt_torch_layout_check(const struct vrt_torch_layout *row
 	struct link_map *lm = NULL;
 	bool loaded = h && !dlinfo(h, RTLD_DI_LINKMAP, &lm) && lm;
 	if (h)
-		dlclose(h); /* NOLOAD took a reference: the library stays, as before */
+		vrt_libc_dlclose(h); /* NOLOAD took a reference: the library stays, as before */
 	if (!loaded)
 		return REFUSE("%s is not loaded", lib_path);
 	/* Each pointer is shown to lie in the library before it is read through (the object itself
