@@ -585,6 +585,11 @@ m leaks-site-total-only analyzer/cmd_leaks.c \
   '\t\tif (0)' \
   test_h200_traces.py::test_each_survivor_says_what_one_call_left_as_the_headline_does
 
+m frame-path-whole analyzer/stacks.c \
+  'snprintf(buf, len, "%s (%s:%d)", f->function, vrt_display_path(f->file), f->line);' \
+  'snprintf(buf, len, "%s (%s:%d)", f->function, f->file, f->line);' \
+  test_h200_traces.py::test_library_frames_print_from_their_import_root_and_the_json_keeps_the_path
+
 # ---- the pass iterator (analyzer/pass.c): seek, and how many passes a report takes ------------
 m pass-seek-one-past analyzer/pass.c \
   'while (p->events < event)' \

@@ -271,3 +271,13 @@ def test_each_survivor_says_what_one_call_left_as_the_headline_does():
     calls = {s["phase_index"] for s in mine}
     total = sum(s["bytes"] for s in mine)
     assert calls == {1, 2, 3} and f"born in calls 1..3, {human(total // 3)} a call," in out
+
+
+def test_library_frames_print_from_their_import_root_and_the_json_keeps_the_path():
+    """A text line shows torch/nn/modules/module.py:1790, not the virtualenv's whole path (ux
+    defect 28: lines of 250-500 characters); the user's own files and the JSON keep theirs."""
+    out = analyze("leaks", "-q", H200 / "leak-cycle.vrt").stdout
+    assert "(torch/nn/modules/module.py:1097)" in out and "site-packages" not in out
+    assert "/work/main/scripts/gpu/leak_repro.py:52)" in out
+    frames = [f for s in leaks_json("leak-cycle")["survivors"] for f in s["frames"]]
+    assert any(f["file"].endswith("/site-packages/torch/nn/modules/module.py") for f in frames)
