@@ -1,0 +1,96 @@
+"""A PyTorch job on the test double, as far as an injected attach can see (issue 19, item 3).
+
+Before the attach it brings up the stand-in torch (tests/programs/pylib_faketorch) and has its
+caching allocator hold, through libpyalloc_lib.so (argv[1]):
+  A  4 MiB: tensor a1 (1 MiB, active), a2 (512 KiB, freed and pending on a stream), the rest cached
+  B  2 MiB: tensor b1, the whole segment
+  D  2 MiB: cached only (no tensor)
+  E  1 MiB: cached; released just after the attach's snapshot is built, on this thread (an
+     empty_cache while the snapshot was on its way to the trace)
+plus X, 3 MiB outside the allocator (a library's workspace); and, when the snapshot begins, so
+after the attach, the allocator makes segment C (1 MiB, cached), which the snapshot lists.
+argv[2] says how: "torch" (the above, C on this thread), "torch-reorder" (no E; C on another
+thread, so that its allocation, stamped after the snapshot began, may reach the collector after
+the snapshot's records), "uninitialized" (torch imported, CUDA never initialized in it: X only)
+or "none" (no torch at all: X only).
+
+It prints "ready pid=N" and then answers one line per command on stdin:
+  attached  waits (running bytecode, so that pending calls run) until the attach's teardown
+            hook is registered, which the attach asks for right after its snapshot; says how
+            many snapshots were taken
+  free-D    empty_cache() of D
+  stop      says bye and ends
+"""
+import ctypes
+import os
+import sys
+import threading
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "pylib_faketorch"))
+LIB, MODE = sys.argv[1], sys.argv[2]
+KiB, MiB = 1 << 10, 1 << 20
+
+lib = ctypes.CDLL(LIB)
+lib.pyalloc.restype = ctypes.c_void_p
+lib.pyalloc.argtypes = [ctypes.c_size_t]
+workspace = lib.pyalloc(3 * MiB)  # X
+segments = {}
+
+if MODE != "none":
+    import torch
+
+
+def make_c():
+    segments["C"] = torch.cuda.Segment(MiB)
+
+
+def make_c_elsewhere():
+    t = threading.Thread(target=make_c)
+    t.start()
+    t.join()
+
+
+if MODE.startswith("torch"):
+    torch.cuda._init(LIB)
+    a = segments["A"] = torch.cuda.Segment(4 * MiB, stream=7)
+    a.block(0, MiB, MiB - 24)
+    a.block(MiB, 512 * KiB, 512 * KiB, "active_pending_free")
+    b = segments["B"] = torch.cuda.Segment(2 * MiB)
+    b.block(0, 2 * MiB, 2 * MiB - 100)
+    segments["D"] = torch.cuda.Segment(2 * MiB)
+if MODE == "torch":
+    e = segments["E"] = torch.cuda.Segment(MiB)
+    torch.cuda.memory.after_snapshot.append(e.release)
+    torch.cuda.memory.before_snapshot.append(make_c)
+if MODE == "torch-reorder":
+    torch.cuda.memory.before_snapshot.append(make_c_elsewhere)
+
+
+def teardown_hooked():
+    return any(getattr(getattr(f, "func", f), "__name__", "") == "vramtrace_teardown"  # a functools.partial
+               for f in threading._threading_atexits)
+
+
+def attached():
+    deadline = time.monotonic() + 30
+    while not teardown_hooked() and time.monotonic() < deadline:
+        time.sleep(0.005)
+    snapshots = torch.cuda.memory.calls if MODE != "none" else 0
+    made = {k: f"{v.address:#x}" for k, v in segments.items()}
+    return f"attached hooked={int(teardown_hooked())} snapshots={snapshots} segments={made}"
+
+
+def free_d():
+    segments.pop("D").release()
+    return "free-D done"
+
+
+COMMANDS = {"attached": attached, "free-D": free_d}
+print(f"ready pid={os.getpid()}", flush=True)
+for line in sys.stdin:
+    command = line.strip()
+    if command == "stop":
+        print("bye", flush=True)
+        break
+    print(COMMANDS[command](), flush=True)
