@@ -260,6 +260,14 @@ static bool take_replaced(uint8_t space, uint64_t addr, uint64_t ts, struct vrt_
 	return false;
 }
 
+/* A snapshot's segment that a traced allocation replaced (apply_birth): the unattributed seed
+ * takes its bytes back once that allocation is written (process), so no reader sees them twice. */
+static struct regrow {
+	int device;
+	uint64_t size;
+	bool due;
+} regrow;
+
 /* Something became live. Returns false if the record should not be written. */
 static bool apply_birth(struct collector *c, struct vrt_record *r)
 {
@@ -278,7 +286,7 @@ static bool apply_birth(struct collector *c, struct vrt_record *r)
 	if (!created)
 		remember_replaced(e); /* its release comes late, or was lost */
 	if (!created && e->api == VRT_API_TORCH_SNAPSHOT && e->op == VRT_OP_SEED && e->space == VRT_SPACE_ADDR)
-		vrt_attach_seed_adjust(c, e->device, (int64_t)e->size, r->ts); /* traced after all: not from before */
+		regrow = (struct regrow){ e->device, e->size, true }; /* traced after all: not from before */
 	live_fill(e, r);
 	if (r->op == VRT_OP_MAP) {
 		struct vrt_live *h = vrt_live_find(&c->live, VRT_SPACE_HANDLE, r->aux);
@@ -388,12 +396,12 @@ static bool seed_from_snapshot(struct collector *c, const struct vrt_raw *raw, s
 	if (!(raw->flags & VRT_RAW_LABEL) || !len || atomic_load(&vrt_mode) != VRT_MODE_FULL ||
 	    vrt_live_find(&c->live, space, r->addr))
 		return false;
-	bool segment = r->op == VRT_OP_SEED;
-	if (released_since(space, r->addr, r->ts)) {
-		if (segment)
-			vrt_attach_seed_adjust(c, r->device, -(int64_t)r->size, r->ts);
+	bool gone = released_since(space, r->addr, r->ts);
+	/* before the segment's own record, so that no reader sees its bytes twice */
+	if (r->op == VRT_OP_SEED && !vrt_output_ensure(c))
+		vrt_attach_seed_adjust(c, r->device, -(int64_t)r->size, r->ts);
+	if (gone)
 		return false;
-	}
 	r->stack = vrt_output_label_stack(c, label);
 	apply_birth(c, r);
 	return true;
@@ -507,14 +515,16 @@ static void process(struct collector *c, struct vrt_tbuf *b, const struct vrt_ra
 		break;
 	}
 	}
-	if (!write || !full)
+	if (!write || !full || vrt_output_ensure(c)) {
+		regrow.due = false; /* nothing is written: neither is the seed's share */
 		return;
-	if (vrt_output_ensure(c))
-		return;
+	}
 	vrt_output_describe_thread(c, b);
 	vrt_output_event(c, b->index, &r);
-	if (raw->op == VRT_OP_SEED && raw->api == VRT_API_TORCH_SNAPSHOT)
-		vrt_attach_seed_adjust(c, r.device, -(int64_t)r.size, r.ts);
+	if (regrow.due) {
+		regrow.due = false;
+		vrt_attach_seed_adjust(c, regrow.device, (int64_t)regrow.size, r.ts);
+	}
 	if (raw->op == VRT_OP_OOM) {
 		uint64_t now = vrt_now_ns();
 		if (now - c->last_oom_checkpoint_ns > 1000000000ull) { /* at most one a second */
@@ -952,6 +962,7 @@ void vrt_collector_after_fork_child(void)
 	memset(c, 0, sizeof(*c));
 	memset(replaced, 0, sizeof(replaced));
 	memset(unknown_releases, 0, sizeof(unknown_releases));
+	memset(&regrow, 0, sizeof(regrow));
 	atomic_store(&stopping_buf, NULL);
 	atomic_store(&pending_query, NULL);
 	atomic_store(&c->wake_fd, -1);
