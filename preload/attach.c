@@ -266,11 +266,13 @@ static void end_seed(struct collector *c, struct vrt_live *e, uint64_t ts)
 void vrt_attach_seed_adjust(struct collector *c, int dev, int64_t delta, uint64_t ts)
 {
 	struct seed *s = seed_of(dev);
-	if (!s || !c->writer)
+	if (!s)
 		return;
+	s->unattributed += delta;
+	if (!c->writer || atomic_load(&vrt_mode) != VRT_MODE_FULL)
+		return; /* armed again: nothing is written (the next ATTACH checkpoint has the live set) */
 	struct vrt_live *e = vrt_live_find(&c->live, VRT_SPACE_ADDR, SEED_ADDRESS(dev));
 	uint64_t was = e ? e->size : 0;
-	s->unattributed += delta;
 	uint64_t now = s->unattributed > 0 ? (uint64_t)s->unattributed : 0;
 	if (e && e->ts > ts)
 		ts = e->ts; /* an older one would not replace it */

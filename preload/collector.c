@@ -260,14 +260,6 @@ static bool take_replaced(uint8_t space, uint64_t addr, uint64_t ts, struct vrt_
 	return false;
 }
 
-/* A snapshot's segment that a traced allocation replaced (apply_birth): the unattributed seed
- * takes its bytes back once that allocation is written (process), so no reader sees them twice. */
-static struct regrow {
-	int device;
-	uint64_t size;
-	bool due;
-} regrow;
-
 /* Something became live. Returns false if the record should not be written. */
 static bool apply_birth(struct collector *c, struct vrt_record *r)
 {
@@ -286,7 +278,7 @@ static bool apply_birth(struct collector *c, struct vrt_record *r)
 	if (!created)
 		remember_replaced(e); /* its release comes late, or was lost */
 	if (!created && e->api == VRT_API_TORCH_SNAPSHOT && e->op == VRT_OP_SEED && e->space == VRT_SPACE_ADDR)
-		regrow = (struct regrow){ e->device, e->size, true }; /* traced after all: not from before */
+		vrt_attach_seed_adjust(c, e->device, (int64_t)e->size, r->ts); /* traced: not from before */
 	live_fill(e, r);
 	if (r->op == VRT_OP_MAP) {
 		struct vrt_live *h = vrt_live_find(&c->live, VRT_SPACE_HANDLE, r->aux);
@@ -515,16 +507,12 @@ static void process(struct collector *c, struct vrt_tbuf *b, const struct vrt_ra
 		break;
 	}
 	}
-	if (!write || !full || vrt_output_ensure(c)) {
-		regrow.due = false; /* nothing is written: neither is the seed's share */
+	if (!write || !full)
 		return;
-	}
+	if (vrt_output_ensure(c))
+		return;
 	vrt_output_describe_thread(c, b);
 	vrt_output_event(c, b->index, &r);
-	if (regrow.due) {
-		regrow.due = false;
-		vrt_attach_seed_adjust(c, regrow.device, (int64_t)regrow.size, r.ts);
-	}
 	if (raw->op == VRT_OP_OOM) {
 		uint64_t now = vrt_now_ns();
 		if (now - c->last_oom_checkpoint_ns > 1000000000ull) { /* at most one a second */
@@ -962,7 +950,6 @@ void vrt_collector_after_fork_child(void)
 	memset(c, 0, sizeof(*c));
 	memset(replaced, 0, sizeof(replaced));
 	memset(unknown_releases, 0, sizeof(unknown_releases));
-	memset(&regrow, 0, sizeof(regrow));
 	atomic_store(&stopping_buf, NULL);
 	atomic_store(&pending_query, NULL);
 	atomic_store(&c->wake_fd, -1);

@@ -514,6 +514,17 @@ def test_torch_seed_gives_back_a_segment_its_traced_allocation_replaces(tmp_path
     assert t.totals()[(0, "device")] == (12 * MiB, 10 * MiB)
 
 
+def test_torch_seed_ends_the_unattributed_seed_when_the_allocator_holds_everything(tmp_path):
+    """Without X every byte from before is PyTorch's: the seed shrinks to nothing and is freed,
+    so no unattributed site is left."""
+    _, _, t = _torch_job(tmp_path, "torch-only")
+    assert [r["size"] for r in t.events("seed", "unknown")] == [9 * MiB, 5 * MiB, 3 * MiB, MiB]
+    ended = [r for r in t.events("free") if r["addr"] == 0xfffe000000000000]
+    assert [r["size"] for r in ended] == [MiB]
+    assert not _labelled(t, BEFORE_ATTACH)
+    assert t.totals()[(0, "device")] == (10 * MiB, 7 * MiB)
+
+
 @pytest.mark.parametrize("mode", ["none", "uninitialized"])
 def test_torch_seed_without_an_initialized_torch_seeds_as_before(tmp_path, mode):
     """No torch in sys.modules, or CUDA never initialized in it: one unattributed seed of every

@@ -12,7 +12,8 @@ after the attach, the allocator makes segment C (1 MiB, cached), which the snaps
 argv[2] says how: "torch" (the above, C on this thread), "torch-reorder" (no E; C on another
 thread, so that its allocation, stamped after the snapshot began, may reach the collector after
 the snapshot's records), "uninitialized" (torch imported, CUDA never initialized in it: X only)
-or "none" (no torch at all: X only).
+"none" (no torch at all: X only), or "torch-only" (as "torch", without X: the
+allocator holds everything).
 
 It prints "ready pid=N" and then answers one line per command on stdin:
   attached  waits (running bytecode, so that pending calls run) until the attach's teardown
@@ -34,7 +35,7 @@ KiB, MiB = 1 << 10, 1 << 20
 lib = ctypes.CDLL(LIB)
 lib.pyalloc.restype = ctypes.c_void_p
 lib.pyalloc.argtypes = [ctypes.c_size_t]
-workspace = lib.pyalloc(3 * MiB)  # X
+workspace = lib.pyalloc(3 * MiB) if MODE != "torch-only" else None  # X
 segments = {}
 
 if MODE != "none":
@@ -59,7 +60,7 @@ if MODE.startswith("torch"):
     b = segments["B"] = torch.cuda.Segment(2 * MiB)
     b.block(0, 2 * MiB, 2 * MiB - 100)
     segments["D"] = torch.cuda.Segment(2 * MiB)
-if MODE == "torch":
+if MODE in ("torch", "torch-only"):
     e = segments["E"] = torch.cuda.Segment(MiB)
     torch.cuda.memory.after_snapshot.append(e.release)
     torch.cuda.memory.before_snapshot.append(make_c)
