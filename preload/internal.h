@@ -408,6 +408,8 @@ void vrt_exec_hooks_init(void);
 
 void vrt_nvtx_setup_env(void);
 void vrt_torch_maybe_attach(void);
+/* Whether the tracker is attached to PyTorch's allocator: its blocks' frees are seen (torch.c). */
+bool vrt_torch_tracking(void);
 /* A retention walk asked of the interpreter's main thread (pyreach.c); false: no Python here. */
 bool vrt_python_walk_request(int reason, uint64_t *ticket);
 bool vrt_python_walk_done(uint64_t ticket);

@@ -11,7 +11,9 @@
  * torch.cuda.is_initialized(), it calls torch.cuda.memory._snapshot() and publishes, with text
  * labels instead of the main thread's (meaningless) stack and API TORCH_SNAPSHOT:
  *  - one SEED per segment (address, total size, stream), kind device;
- *  - one BLOCK_ALLOC per active_allocated block (address, size, aux = requested size).
+ *  - one BLOCK_ALLOC per active_allocated block (address, size, aux = requested size), only
+ *    while the tensor layer (torch.c) has its tracker attached: without it no BLOCK_FREE would
+ *    ever end one, and a tensor freed later would be counted live to the end.
  * A block pending free is left out: its FREE_REQUESTED (the tensor layer's BLOCK_FREE) came
  * before the attach, and nothing later would end it. An expandable segment is left out too: its
  * memory is VMM mappings, whose unmap and release name other spaces than a SEED's; it stays in
@@ -199,7 +201,7 @@ static void seed_segments(PyObject *segments, uint64_t ts_ns)
 						.size = s.size, .stream = s.stream };
 			publish(&ev, SEGMENT_LABEL);
 		}
-		PyObject *blocks = py.dict_get(d, "blocks");
+		PyObject *blocks = vrt_torch_tracking() ? py.dict_get(d, "blocks") : NULL;
 		if (blocks)
 			budget -= seed_blocks(blocks, &s, ts_ns, budget);
 	}

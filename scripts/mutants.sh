@@ -627,6 +627,14 @@ m torch-seed-pending-free-tensor preload/torch_seed.c \
   '!field_is(b, "state", "active_allocated")' \
   'field_is(b, "state", "inactive")' \
   test_attach.py::test_torch_seed_makes_the_tensors_from_before_live_blocks
+m torch-seed-blocks-without-tracker preload/torch_seed.c \
+  'vrt_torch_tracking() ? py.dict_get(d, "blocks") : NULL' \
+  'py.dict_get(d, "blocks")' \
+  test_attach.py::test_torch_seed_without_the_tensor_layer_seeds_segments_only
+m torch-seed-blocks-not-live preload/collector.c \
+  '\tapply_birth(c, r);\n\treturn true;\n}' \
+  '\tif (r->op == VRT_OP_SEED)\n\t\tapply_birth(c, r);\n\treturn true;\n}' \
+  test_attach.py::test_torch_seed_frees_after_the_attach_are_known_frees
 m torch-seed-uninitialized-asked preload/torch_seed.c \
   '\tif (initialized > 0)\n\t\treturn cuda;' \
   '\tif (initialized >= 0)\n\t\treturn cuda;' \

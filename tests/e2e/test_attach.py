@@ -420,9 +420,23 @@ TENSOR_BEFORE = "[tensor allocated before attach]"
 SNAPSHOT_API = "torch.memory_snapshot"
 
 
-def _torch_job(tmp_path, mode, env=None):
+@pytest.fixture(scope="module")
+def fake_c10(tmp_path_factory):
+    """tests/programs/fake_c10_tracker.c built as torch/lib/libc10_cuda.so beside a torch/version.py
+    of 2.11.0, where the tensor layer looks for PyTorch's release (the stand-in torch loads it when
+    FAKETORCH_C10 names it)."""
+    lib = tmp_path_factory.mktemp("fake_c10") / "torch" / "lib" / "libc10_cuda.so"
+    lib.parent.mkdir(parents=True)
+    (lib.parent.parent / "version.py").write_text("__version__ = '2.11.0'\n")
+    p = subprocess.run(["gcc", "-shared", "-fPIC", "-O1", "-o", str(lib), str(PROGRAM_SOURCES / "fake_c10_tracker.c")],
+                       capture_output=True, text=True, timeout=TIMEOUT)
+    assert p.returncode == 0, f"cannot build the fake libc10_cuda.so:\n{p.stderr}"
+    return str(lib)
+
+
+def _torch_job(tmp_path, mode, env=None, commands=("free-D",)):
     """tests/programs/torch_seed_job.py (its docstring says what it holds) started without
-    vramtrace, attached to; once the attach's snapshot is done it frees segment D (torch modes),
+    vramtrace, attached to; once the attach's snapshot is done it runs commands (torch modes),
     then ends. Returns the segments' addresses and the trace."""
     why = _ptrace_unavailable()
     if why:
@@ -435,8 +449,8 @@ def _torch_job(tmp_path, mode, env=None):
         assert attached.returncode == 0, attached.stderr
         m = re.fullmatch(r"attached hooked=1 snapshots=(\d+) segments=(.*)", job.send("attached"))
         assert m, "the attach's pending calls did not run"
-        if mode.startswith("torch"):
-            assert job.send("free-D") == "free-D done"
+        for command in commands if mode.startswith("torch") else ():
+            assert job.send(command) == f"{command} done"
         last, _, err, code = job.finish("stop")
     finally:
         job.kill()
@@ -446,8 +460,10 @@ def _torch_job(tmp_path, mode, env=None):
 
 
 @pytest.fixture(scope="module")
-def torch_job(tmp_path_factory):
-    return _torch_job(tmp_path_factory.mktemp("torch_job"), "torch")
+def torch_job(tmp_path_factory, fake_c10):
+    """With the tensor layer attached to the fake libc10_cuda; a1 and D are freed after the attach."""
+    return _torch_job(tmp_path_factory.mktemp("torch_job"), "torch", {"FAKETORCH_C10": fake_c10},
+                      ("free-a1", "free-D"))
 
 
 def _labelled(t, label):
@@ -472,23 +488,37 @@ def test_torch_seed_takes_each_segment_out_of_the_unattributed_seed(torch_job):
 
 def test_torch_seed_makes_the_tensors_from_before_live_blocks(torch_job):
     """a1 and b1 are tensors at the attach, with their block and requested sizes; a2, freed
-    before the attach and only waiting on its stream, is not (no event would ever end it)."""
+    before the attach and only waiting on its stream, is not (no event would ever end it); c1,
+    handed out after the attach, is the tensor layer's own record, not a seed."""
     _, seg, t = torch_job
     blocks = t.events("block_alloc", SNAPSHOT_API)
     assert [(r["addr"], r["size"], r["aux"]) for r in blocks] == [
         (seg["A"], MiB, MiB - 24), (seg["B"], 2 * MiB, 2 * MiB - 100)]
-    assert [(s["bytes"], s["count"]) for s in _labelled(t, TENSOR_BEFORE)] == [(3 * MiB, 2)]
-    assert t.report["tensors"][0]["live_bytes_at_end"] == 3 * MiB, t.report["tensors"]
+    traced = t.events("block_alloc", "torch.CUDACachingAllocator")
+    assert [(r["addr"], r["size"]) for r in traced] == [(seg["C"], 256 * KiB)]
+    assert [(s["bytes"], s["count"]) for s in _labelled(t, TENSOR_BEFORE)] == [(2 * MiB, 1)]  # a1 freed since
+    assert t.report["tensors"][0]["live_bytes_at_end"] == 2 * MiB + 256 * KiB, t.report["tensors"]
 
 
-def test_torch_seed_segment_freed_after_the_attach_is_a_known_free(torch_job):
-    """D's cudaFree after the attach ends the seeded segment (its size and allocating stack are
-    known: not an unknown free); A and B stay, labelled."""
+def test_torch_seed_frees_after_the_attach_are_known_frees(torch_job):
+    """a1's free (the tensor layer's) and D's cudaFree after the attach end what was seeded, with
+    its size and allocating stack (not unknown frees); A and B stay, labelled."""
     _, seg, t = torch_job
+    (a1,) = t.events("block_free", "torch.CUDACachingAllocator")
+    assert (a1["addr"], a1["size"]) == (seg["A"], MiB) and a1.get("alloc_stack")
     frees = {r["addr"]: r for r in t.events("free", "cudaFree")}
     assert frees[seg["D"]]["size"] == 2 * MiB and frees[seg["D"]].get("alloc_stack")
     assert frees[seg["E"]]["size"] == 0, "E was freed before its seed was taken: unknown then"
     assert [(s["bytes"], s["count"]) for s in _labelled(t, SEGMENT_BEFORE)] == [(6 * MiB, 2)]
+
+
+def test_torch_seed_without_the_tensor_layer_seeds_segments_only(tmp_path):
+    """No tracker on PyTorch's allocator (no libc10_cuda it can attach to): a block seeded then
+    would never see its free, so none is; the segments are seeded as with it."""
+    _, seg, t = _torch_job(tmp_path, "torch")
+    assert not t.events("block_alloc") and "tensors" not in t.report_text
+    assert [r["addr"] for r in t.events("seed", SNAPSHOT_API)] == [seg["A"], seg["B"], seg["D"]]
+    assert [(s["bytes"], s["count"]) for s in _labelled(t, BEFORE_ATTACH)] == [(3 * MiB, 1)]
 
 
 def test_torch_seed_never_counts_a_traced_segment_twice(torch_job):
@@ -496,8 +526,8 @@ def test_torch_seed_never_counts_a_traced_segment_twice(torch_job):
     counted once; the device totals are exact at the peak (12 MiB before + C) and at the end
     (A + B + C + X), with no moment where a seeded segment and the seed both hold its bytes."""
     _, seg, t = torch_job
-    c = t.site("make_c")
-    assert (c["bytes"], c["count"]) == (MiB, 1)
+    c = t.site("Segment.__init__")
+    assert (c["bytes"], c["count"]) == (MiB, 1) and "make_c" in frame_functions(c)
     assert seg["C"] not in {r["addr"] for r in t.events("seed")}
     assert t.totals()[(0, "device")] == (13 * MiB, 10 * MiB)
 

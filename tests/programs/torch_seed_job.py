@@ -8,7 +8,9 @@ caching allocator hold, through libpyalloc_lib.so (argv[1]):
   E  1 MiB: cached; released just after the attach's snapshot is built, on this thread (an
      empty_cache while the snapshot was on its way to the trace)
 plus X, 3 MiB outside the allocator (a library's workspace); and, when the snapshot begins, so
-after the attach, the allocator makes segment C (1 MiB, cached), which the snapshot lists.
+after the attach, the allocator makes segment C (1 MiB) with tensor c1 (256 KiB), which the
+snapshot lists. With FAKETORCH_C10 set, the stand-in traces its blocks to a fake libc10_cuda
+that the attach's tensor layer attaches its tracker to (see pylib_faketorch/torch/cuda).
 argv[2] says how: "torch" (the above, C on this thread), "torch-reorder" (no E; C on another
 thread, so that its allocation, stamped after the snapshot began, may reach the collector after
 the snapshot's records), "uninitialized" (torch imported, CUDA never initialized in it: X only)
@@ -19,6 +21,7 @@ It prints "ready pid=N" and then answers one line per command on stdin:
   attached  waits (running bytecode, so that pending calls run) until the attach's teardown
             hook is registered, which the attach asks for right after its snapshot; says how
             many snapshots were taken
+  free-a1   tensor a1 is freed (its block goes back to the cache)
   free-D    empty_cache() of D
   stop      says bye and ends
 """
@@ -43,7 +46,8 @@ if MODE != "none":
 
 
 def make_c():
-    segments["C"] = torch.cuda.Segment(MiB)
+    c = segments["C"] = torch.cuda.Segment(MiB)
+    c.block(0, 256 * KiB, 256 * KiB - 8)
 
 
 def make_c_elsewhere():
@@ -82,12 +86,17 @@ def attached():
     return f"attached hooked={int(teardown_hooked())} snapshots={snapshots} segments={made}"
 
 
+def free_a1():
+    segments["A"].free_block(0)
+    return "free-a1 done"
+
+
 def free_d():
     segments.pop("D").release()
     return "free-D done"
 
 
-COMMANDS = {"attached": attached, "free-D": free_d}
+COMMANDS = {"attached": attached, "free-a1": free_a1, "free-D": free_d}
 print(f"ready pid={os.getpid()}", flush=True)
 for line in sys.stdin:
     command = line.strip()

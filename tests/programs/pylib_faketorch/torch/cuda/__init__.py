@@ -1,10 +1,16 @@
-"""torch.cuda of the stand-in: a caching allocator that keeps segments and blocks."""
+"""torch.cuda of the stand-in: a caching allocator that keeps segments and blocks. With
+FAKETORCH_C10 naming a built tests/programs/fake_c10_tracker.c (as torch/lib/libc10_cuda.so), it
+loads it as PyTorch loads its libc10_cuda and traces every block handed out or taken back to it,
+as PyTorch's allocator records TraceEntries for an attached tracker."""
 import ctypes
+import os
 
 from . import memory  # noqa: F401
 
 _lib = None
+_c10 = None
 _segments = []
+ALLOC, FREE_REQUESTED = 0, 1
 
 
 def is_initialized():
@@ -18,6 +24,15 @@ def _init(lib_path):
     _lib.pyalloc.restype = ctypes.c_void_p
     _lib.pyalloc.argtypes = [ctypes.c_size_t]
     _lib.pyfree.argtypes = [ctypes.c_void_p]
+    global _c10
+    if os.environ.get("FAKETORCH_C10"):
+        _c10 = ctypes.CDLL(os.environ["FAKETORCH_C10"])
+        _c10.fake_c10_trace.argtypes = [ctypes.c_int] + [ctypes.c_uint64] * 4
+
+
+def _trace(action, address, requested, size, stream):
+    if _c10:
+        _c10.fake_c10_trace(action, address, requested, size, stream)
 
 
 class Segment:
@@ -32,9 +47,19 @@ class Segment:
         _segments.append(self)
 
     def block(self, offset, size, requested, state="active_allocated"):
+        """A tensor's block; one pending free was handed out and freed, its stream still using it."""
         assert 0 <= offset and offset + size <= self.size
         self.blocks.append((offset, size, requested, state))
+        _trace(ALLOC, self.address + offset, requested, size, self.stream)
+        if state == "active_pending_free":
+            _trace(FREE_REQUESTED, self.address + offset, requested, size, self.stream)
         return self.address + offset
+
+    def free_block(self, offset):
+        """The tensor at offset is freed: its block goes back to the cache."""
+        (found,) = [b for b in self.blocks if b[0] == offset]
+        self.blocks.remove(found)
+        _trace(FREE_REQUESTED, self.address + offset, found[2], found[1], self.stream)
 
     def release(self):
         """empty_cache() for this segment: cudaFree."""
