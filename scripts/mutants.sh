@@ -635,6 +635,10 @@ m torch-seed-blocks-not-live preload/collector.c \
   '\tapply_birth(c, r);\n\treturn true;\n}' \
   '\tif (r->op == VRT_OP_SEED)\n\t\tapply_birth(c, r);\n\treturn true;\n}' \
   test_attach.py::test_torch_seed_frees_after_the_attach_are_known_frees
+m torch-seed-expandable-seeded preload/torch_seed.c \
+  'if (!field_true(d, "is_expandable")) {' \
+  'if (true) {' \
+  test_attach.py::test_torch_seed_takes_each_segment_out_of_the_unattributed_seed
 m torch-seed-uninitialized-asked preload/torch_seed.c \
   '\tif (initialized > 0)\n\t\treturn cuda;' \
   '\tif (initialized >= 0)\n\t\treturn cuda;' \

@@ -2,19 +2,21 @@
 
 Before the attach it brings up the stand-in torch (tests/programs/pylib_faketorch) and has its
 caching allocator hold, through libpyalloc_lib.so (argv[1]):
-  A  4 MiB: tensor a1 (1 MiB, active), a2 (512 KiB, freed and pending on a stream), the rest cached
+  A  4 MiB: tensor a1 (1 MiB), a2 (512 KiB, freed and pending on a stream), a3 (512 KiB, freed
+     just after the attach's snapshot is built), the rest cached
   B  2 MiB: tensor b1, the whole segment
   D  2 MiB: cached only (no tensor)
   E  1 MiB: cached; released just after the attach's snapshot is built, on this thread (an
      empty_cache while the snapshot was on its way to the trace)
+  F  1 MiB: an expandable segment, with tensor f1 (256 KiB)
 plus X, 3 MiB outside the allocator (a library's workspace); and, when the snapshot begins, so
 after the attach, the allocator makes segment C (1 MiB) with tensor c1 (256 KiB), which the
 snapshot lists. With FAKETORCH_C10 set, the stand-in traces its blocks to a fake libc10_cuda
 that the attach's tensor layer attaches its tracker to (see pylib_faketorch/torch/cuda).
-argv[2] says how: "torch" (the above, C on this thread), "torch-reorder" (no E; C on another
+argv[2] says how: "torch" (the above, C on this thread), "torch-reorder" (no a3, E, F; C on another
 thread, so that its allocation, stamped after the snapshot began, may reach the collector after
 the snapshot's records), "uninitialized" (torch imported, CUDA never initialized in it: X only)
-"none" (no torch at all: X only), or "torch-only" (as "torch", without X: the
+"none" (no torch at all: X only), or "torch-only" (as "torch", without a3, F and X: the
 allocator holds everything).
 
 It prints "ready pid=N" and then answers one line per command on stdin:
@@ -68,6 +70,11 @@ if MODE in ("torch", "torch-only"):
     e = segments["E"] = torch.cuda.Segment(MiB)
     torch.cuda.memory.after_snapshot.append(e.release)
     torch.cuda.memory.before_snapshot.append(make_c)
+if MODE == "torch":
+    a.block(2 * MiB, 512 * KiB, 512 * KiB)
+    torch.cuda.memory.after_snapshot.append(lambda: a.free_block(2 * MiB))
+    f = segments["F"] = torch.cuda.Segment(MiB, expandable=True)
+    f.block(0, 256 * KiB, 256 * KiB)
 if MODE == "torch-reorder":
     torch.cuda.memory.before_snapshot.append(make_c_elsewhere)
 

@@ -38,11 +38,12 @@ def _trace(action, address, requested, size, stream):
 class Segment:
     """One cudaMalloc of the allocator; blocks(offset, size, requested, state) carve it up."""
 
-    def __init__(self, size, stream=0):
+    def __init__(self, size, stream=0, expandable=False):
         self.address = _lib.pyalloc(size)
         assert self.address, "the double refused a segment"
         self.size = size
         self.stream = stream
+        self.expandable = expandable  # PyTorch's are VMM mappings; only the flag is stood in for
         self.blocks = []  # (offset, size, requested, state); the gaps are inactive blocks
         _segments.append(self)
 
@@ -79,7 +80,7 @@ class Segment:
         return {"device": 0, "address": self.address, "total_size": self.size, "allocated_size": active,
                 "active_size": active, "requested_size": sum(b["requested_size"] for b in blocks),
                 "stream": self.stream, "segment_type": "large" if self.size > (1 << 20) else "small",
-                "segment_pool_id": (0, 0), "is_expandable": False, "frames": [], "blocks": blocks}
+                "segment_pool_id": (0, 0), "is_expandable": self.expandable, "frames": [], "blocks": blocks}
 
 
 def _block(address, size, requested, state):
