@@ -639,6 +639,14 @@ m torch-seed-expandable-seeded preload/torch_seed.c \
   'if (!field_true(d, "is_expandable")) {' \
   'if (true) {' \
   test_attach.py::test_torch_seed_takes_each_segment_out_of_the_unattributed_seed
+m torch-seed-error-left-set preload/torch_seed.c \
+  '\tpy.err_clear(); /* a pending call that fails would raise in the program */\n' \
+  '' \
+  test_attach.py::test_torch_seed_survives_a_snapshot_that_raises
+m torch-seed-block-outside-segment preload/torch_seed.c \
+  'size > s->size - (addr - s->addr)) {' \
+  'false) {' \
+  test_attach.py::test_torch_seed_takes_only_what_is_well_formed
 m torch-seed-uninitialized-asked preload/torch_seed.c \
   '\tif (initialized > 0)\n\t\treturn cuda;' \
   '\tif (initialized >= 0)\n\t\treturn cuda;' \

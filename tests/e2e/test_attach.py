@@ -569,3 +569,27 @@ def test_torch_seed_without_an_initialized_torch_seeds_as_before(tmp_path, mode)
     assert [r["size"] for r in t.events("seed")] == [3 * MiB]
     assert not [r for r in t.records if r.api == SNAPSHOT_API]
     assert [(s["bytes"], s["count"]) for s in _labelled(t, BEFORE_ATTACH)] == [(3 * MiB, 1)]
+
+
+def test_torch_seed_survives_a_snapshot_that_raises(tmp_path, fake_c10):
+    """_snapshot() raising (and memory_snapshot(), which calls it): the error does not reach the
+    program, which goes on (a pending call that failed would raise in it), and the seed is as
+    without PyTorch's help."""
+    snapshots, _, t = _torch_job(tmp_path, "torch-raises", {"FAKETORCH_C10": fake_c10})
+    assert snapshots == 2  # _snapshot, then memory_snapshot
+    assert "Traceback" not in t.stderr and "RuntimeError" not in t.stderr, t.stderr
+    assert [r["size"] for r in t.events("seed")] == [11 * MiB]
+    assert not [r for r in t.records if r.api == SNAPSHOT_API]
+
+
+def test_torch_seed_takes_only_what_is_well_formed(tmp_path, fake_c10):
+    """Segments without a device, address and size that are integers in range, or that wrap
+    around the address space, are skipped, and so are blocks outside their segment or of no
+    integer size, and blocks that are not a list: of the hostile answer B and b1 are taken, and
+    the one well-formed segment with no list of blocks."""
+    _, seg, t = _torch_job(tmp_path, "torch-hostile", {"FAKETORCH_C10": fake_c10})
+    assert "Traceback" not in t.stderr, t.stderr
+    seeded = [(r.device, r["addr"], r["size"]) for r in t.events("seed", SNAPSHOT_API)]
+    assert seeded == [(0, seg["B"], 2 * MiB), (0, 1 << 40, MiB)]
+    blocks = [(r["addr"], r["size"]) for r in t.events("block_alloc", SNAPSHOT_API)]
+    assert blocks == [(seg["B"], 2 * MiB)]

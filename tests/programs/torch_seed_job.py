@@ -16,8 +16,9 @@ that the attach's tensor layer attaches its tracker to (see pylib_faketorch/torc
 argv[2] says how: "torch" (the above, C on this thread), "torch-reorder" (no a3, E, F; C on another
 thread, so that its allocation, stamped after the snapshot began, may reach the collector after
 the snapshot's records), "uninitialized" (torch imported, CUDA never initialized in it: X only)
-"none" (no torch at all: X only), or "torch-only" (as "torch", without a3, F and X: the
-allocator holds everything).
+"none" (no torch at all: X only), "torch-only" (as "torch", without a3, F and X: the
+allocator holds everything), "torch-raises" (A, B and D, and the snapshot raises) or
+"torch-hostile" (A, B and D, and the snapshot answers B's segment amid malformed ones).
 
 It prints "ready pid=N" and then answers one line per command on stdin:
   attached  waits (running bytecode, so that pending calls run) until the attach's teardown
@@ -75,6 +76,30 @@ if MODE == "torch":
     torch.cuda.memory.after_snapshot.append(lambda: a.free_block(2 * MiB))
     f = segments["F"] = torch.cuda.Segment(MiB, expandable=True)
     f.block(0, 256 * KiB, 256 * KiB)
+
+
+def raises(answer):
+    raise RuntimeError("the allocator cannot be snapshotted now")
+
+
+def hostile(answer):
+    """B's segment, with a block outside it and malformed ones, among malformed segments."""
+    (b,) = [d for d in answer["segments"] if d["address"] == segments["B"].address]
+    b["blocks"] += [{"address": b["address"] + b["total_size"], "size": KiB, "requested_size": KiB,
+                     "state": "active_allocated"},
+                    {"address": b["address"], "size": "big", "state": "active_allocated"},
+                    {"address": b["address"], "size": 2 * b["total_size"], "state": "active_allocated"},
+                    "not a block", {"state": 7}]
+    return {"segments": [{"device": "zero"}, 5, None, {"device": 0, "address": -1, "total_size": MiB},
+                         {"device": 1 << 20, "address": 1 << 40, "total_size": MiB},
+                         {"device": 0, "address": (1 << 64) - 4096, "total_size": 1 << 20}, b,
+                         {"device": 0, "address": 1 << 40, "total_size": MiB, "blocks": "many"}]}
+
+
+if MODE == "torch-raises":
+    torch.cuda.memory.answer_instead = raises
+if MODE == "torch-hostile":
+    torch.cuda.memory.answer_instead = hostile
 if MODE == "torch-reorder":
     torch.cuda.memory.before_snapshot.append(make_c_elsewhere)
 

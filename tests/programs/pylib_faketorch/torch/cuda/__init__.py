@@ -6,6 +6,7 @@ import ctypes
 import os
 
 from . import memory  # noqa: F401
+from .memory import memory_snapshot  # noqa: F401 (re-exported, as PyTorch does)
 
 _lib = None
 _c10 = None
