@@ -11,7 +11,8 @@
  * torch.cuda.is_initialized(), it calls torch.cuda.memory._snapshot() and publishes, with text
  * labels instead of the main thread's (meaningless) stack and API TORCH_SNAPSHOT:
  *  - one SEED per segment (address, total size, stream), kind device;
- *  - one BLOCK_ALLOC per active_allocated block (address, size, aux = requested size), only
+ *  - one BLOCK_ALLOC per active_allocated block (address, size, aux = requested size; the label
+ *    names its innermost Python frame when PyTorch recorded the block's history), only
  *    while the tensor layer (torch.c) has its tracker attached: without it no BLOCK_FREE would
  *    ever end one, and a tensor freed later would be counted live to the end.
  * A block pending free is left out: its FREE_REQUESTED (the tensor layer's BLOCK_FREE) came
@@ -27,6 +28,7 @@
  * call that fails would raise in the program), and the work is bounded.
  */
 #define _GNU_SOURCE
+#include <stdio.h>
 #include <string.h>
 
 #include "internal.h"
@@ -153,6 +155,33 @@ static bool read_segment(PyObject *d, struct segment *s)
 	return true;
 }
 
+/* "file:line in function" of the innermost Python frame of a block recorded with history (its
+ * "frames", innermost first; native frames have no .py file), cut to fit; false if none. */
+#define MAX_FRAMES 64
+static bool python_site(PyObject *block, char *out, size_t len)
+{
+	PyObject *frames = py.dict_get(block, "frames");
+	long n = frames ? py.list_size(frames) : 0;
+	for (long k = 0; k < n && k < MAX_FRAMES; k++) {
+		PyObject *f = py.list_get(frames, k), *file = f ? py.dict_get(f, "filename") : NULL;
+		PyObject *name = f ? py.dict_get(f, "name") : NULL;
+		long n_file = 0, n_name = 0;
+		const char *file_s = file ? py.as_utf8(file, &n_file) : NULL;
+		const char *name_s = file_s && name ? py.as_utf8(name, &n_name) : NULL;
+		uint64_t line;
+		if (!name_s || n_file < 3 || memcmp(file_s + n_file - 3, ".py", 3) || !field_u64(f, "line", &line)) {
+			py.err_clear();
+			continue;
+		}
+		snprintf(out, len, "%s at %.*s:%llu in %.*s", BLOCK_LABEL, (int)(n_file > 160 ? 160 : n_file),
+			 file_s + (n_file > 160 ? n_file - 160 : 0), (unsigned long long)line,
+			 (int)(n_name > 80 ? 80 : n_name), name_s);
+		return true;
+	}
+	py.err_clear();
+	return false;
+}
+
 /* The segment's active_allocated blocks that lie inside it; returns how many were read. */
 static long seed_blocks(PyObject *blocks, const struct segment *s, uint64_t ts_ns, long budget)
 {
@@ -176,7 +205,8 @@ static long seed_blocks(PyObject *blocks, const struct segment *s, uint64_t ts_n
 		struct vrt_event ev = { .op = VRT_OP_BLOCK_ALLOC, .api = VRT_API_TORCH_SNAPSHOT, .kind = VRT_KIND_DEVICE,
 					.device = (int16_t)s->device, .ts_ns = ts_ns, .addr = addr, .size = size,
 					.aux = requested, .stream = s->stream };
-		publish(&ev, BLOCK_LABEL);
+		char label[320];
+		publish(&ev, python_site(b, label, sizeof(label)) ? label : BLOCK_LABEL);
 	}
 	return i;
 }

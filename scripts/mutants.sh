@@ -647,6 +647,14 @@ m torch-seed-block-outside-segment preload/torch_seed.c \
   'size > s->size - (addr - s->addr)) {' \
   'false) {' \
   test_attach.py::test_torch_seed_takes_only_what_is_well_formed
+m torch-seed-site-unnamed preload/torch_seed.c \
+  'publish(&ev, python_site(b, label, sizeof(label)) ? label : BLOCK_LABEL);' \
+  'publish(&ev, BLOCK_LABEL);' \
+  test_attach.py::test_torch_seed_makes_the_tensors_from_before_live_blocks
+m torch-seed-site-native-frame preload/torch_seed.c \
+  'if (!name_s || n_file < 3 || memcmp(file_s + n_file - 3, ".py", 3) ||' \
+  'if (!name_s ||' \
+  test_attach.py::test_torch_seed_makes_the_tensors_from_before_live_blocks
 m torch-seed-uninitialized-asked preload/torch_seed.c \
   '\tif (initialized > 0)\n\t\treturn cuda;' \
   '\tif (initialized >= 0)\n\t\treturn cuda;' \

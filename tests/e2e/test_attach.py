@@ -490,7 +490,7 @@ def test_torch_seed_takes_each_segment_out_of_the_unattributed_seed(torch_job):
 
 def test_torch_seed_makes_the_tensors_from_before_live_blocks(torch_job):
     """a1, b1 and f1 (in the expandable segment) are tensors at the attach, with their block and
-    requested sizes; a2, freed before the attach and only waiting on its stream, is not (no event
+    requested sizes (and b1, recorded with history, where Python allocated it); a2, freed before the attach and only waiting on its stream, is not (no event
     would ever end it), nor a3, freed after the snapshot was built and before its records were
     taken; c1, handed out after the attach, is the tensor layer's own record, not a seed."""
     _, seg, t = torch_job
@@ -499,8 +499,9 @@ def test_torch_seed_makes_the_tensors_from_before_live_blocks(torch_job):
         (seg["A"], MiB, MiB - 24), (seg["B"], 2 * MiB, 2 * MiB - 100), (seg["F"], 256 * KiB, 256 * KiB)]
     traced = t.events("block_alloc", "torch.CUDACachingAllocator")
     assert [(r["addr"], r["size"]) for r in traced] == [(seg["C"], 256 * KiB)]
-    before = _labelled(t, TENSOR_BEFORE)
-    assert [(s["bytes"], s["count"]) for s in before] == [(2 * MiB + 256 * KiB, 2)]  # a1 freed since
+    assert [(s["bytes"], s["count"]) for s in _labelled(t, TENSOR_BEFORE)] == [(256 * KiB, 1)]  # f1; a1 freed since
+    b1 = _labelled(t, TENSOR_BEFORE + " at /srv/train.py:42 in make_batch")  # its innermost Python frame
+    assert [(s["bytes"], s["count"]) for s in b1] == [(2 * MiB, 1)]
     assert t.report["tensors"][0]["live_bytes_at_end"] == 2 * MiB + 512 * KiB, t.report["tensors"]
 
 

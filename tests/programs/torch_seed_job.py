@@ -4,7 +4,7 @@ Before the attach it brings up the stand-in torch (tests/programs/pylib_faketorc
 caching allocator hold, through libpyalloc_lib.so (argv[1]):
   A  4 MiB: tensor a1 (1 MiB), a2 (512 KiB, freed and pending on a stream), a3 (512 KiB, freed
      just after the attach's snapshot is built), the rest cached
-  B  2 MiB: tensor b1, the whole segment
+  B  2 MiB: tensor b1, the whole segment (allocated with history recorded: it has frames)
   D  2 MiB: cached only (no tensor)
   E  1 MiB: cached; released just after the attach's snapshot is built, on this thread (an
      empty_cache while the snapshot was on its way to the trace)
@@ -65,7 +65,10 @@ if MODE.startswith("torch"):
     a.block(0, MiB, MiB - 24)
     a.block(MiB, 512 * KiB, 512 * KiB, "active_pending_free")
     b = segments["B"] = torch.cuda.Segment(2 * MiB)
-    b.block(0, 2 * MiB, 2 * MiB - 100)
+    b.block(0, 2 * MiB, 2 * MiB - 100, frames=[  # as recorded with history, innermost first
+        {"filename": "??", "line": 0, "name": "c10::cuda::CUDACachingAllocator::Native::DeviceCachingAllocator::malloc"},
+        {"filename": "/srv/train.py", "line": 42, "name": "make_batch"},
+        {"filename": "/srv/train.py", "line": 99, "name": "<module>"}])
     segments["D"] = torch.cuda.Segment(2 * MiB)
 if MODE in ("torch", "torch-only"):
     e = segments["E"] = torch.cuda.Segment(MiB)

@@ -45,13 +45,14 @@ class Segment:
         self.size = size
         self.stream = stream
         self.expandable = expandable  # PyTorch's are VMM mappings; only the flag is stood in for
-        self.blocks = []  # (offset, size, requested, state); the gaps are inactive blocks
+        self.blocks = []  # (offset, size, requested, state, frames); the gaps are inactive blocks
         _segments.append(self)
 
-    def block(self, offset, size, requested, state="active_allocated"):
-        """A tensor's block; one pending free was handed out and freed, its stream still using it."""
+    def block(self, offset, size, requested, state="active_allocated", frames=()):
+        """A tensor's block; one pending free was handed out and freed, its stream still using it.
+        frames: where it was allocated, innermost first, as history recording keeps them."""
         assert 0 <= offset and offset + size <= self.size
-        self.blocks.append((offset, size, requested, state))
+        self.blocks.append((offset, size, requested, state, list(frames)))
         _trace(ALLOC, self.address + offset, requested, size, self.stream)
         if state == "active_pending_free":
             _trace(FREE_REQUESTED, self.address + offset, requested, size, self.stream)
@@ -70,10 +71,12 @@ class Segment:
 
     def as_dict(self):
         blocks, at = [], 0
-        for offset, size, requested, state in sorted(self.blocks):
+        for offset, size, requested, state, frames in sorted(self.blocks):
             if offset > at:
                 blocks.append(_block(self.address + at, offset - at, 0, "inactive"))
             blocks.append(_block(self.address + offset, size, requested, state))
+            if frames:
+                blocks[-1]["frames"] = frames
             at = offset + size
         if at < self.size:
             blocks.append(_block(self.address + at, self.size - at, 0, "inactive"))
