@@ -371,7 +371,14 @@ static void apply_context_reset(struct collector *c, int device)
 
 /* ---- one raw event ---------------------------------------------------------------------- */
 
-static void label_of(const struct vrt_raw *r, const char **label, size_t *len);
+/* The text after a record's frames: NUL-terminated inside the record (event.c). */
+static void label_of(const struct vrt_raw *r, const char **label, size_t *len)
+{
+	size_t skip = sizeof(*r) + (size_t)r->n_native * 8 + (size_t)r->n_python * 4;
+	const char *p = (const char *)r + skip;
+	*label = p;
+	*len = r->len > skip ? strnlen(p, r->len - skip) : 0;
+}
 
 /*
  * A segment or block PyTorch's allocator held at the attach (torch_seed.c), stamped when the
@@ -397,15 +404,6 @@ static bool seed_from_snapshot(struct collector *c, const struct vrt_raw *raw, s
 	r->stack = vrt_output_label_stack(c, label);
 	apply_birth(c, r);
 	return true;
-}
-
-/* The text after a record's frames: NUL-terminated inside the record (event.c). */
-static void label_of(const struct vrt_raw *r, const char **label, size_t *len)
-{
-	size_t skip = sizeof(*r) + (size_t)r->n_native * 8 + (size_t)r->n_python * 4;
-	const char *p = (const char *)r + skip;
-	*label = p;
-	*len = r->len > skip ? strnlen(p, r->len - skip) : 0;
 }
 
 static void info_fields(struct collector *c, const struct vrt_raw *raw)
