@@ -45,6 +45,7 @@ struct seed {
 	int device;
 	uint64_t used;        /* total - free when measured */
 	uint64_t measured_ns; /* CLOCK_MONOTONIC, just before the measurement */
+	int64_t unattributed; /* collector thread: used - known - what PyTorch's snapshot named since */
 };
 
 static _Atomic int started;
@@ -218,10 +219,10 @@ static uint64_t known_device_bytes(struct collector *c, int dev, uint64_t measur
 	return sum;
 }
 
-/* One SEED record, kept in the live set too so later checkpoints (ring wrap, exit) carry it. */
-static void emit_seed(struct collector *c, int dev, uint64_t size)
+/* One SEED record, kept in the live set too so later checkpoints (ring wrap, exit) carry it. A
+ * second one for the device replaces the first (analyzer/model.c, born). */
+static void emit_seed(struct collector *c, int dev, uint64_t size, uint64_t ts)
 {
-	uint64_t ts = to_units(c, vrt_now_ns());
 	struct vrt_record r = { .op = VRT_OP_SEED, .ts = ts, .api = VRT_API_UNKNOWN, .device = dev,
 				.kind = VRT_KIND_DEVICE, .addr = SEED_ADDRESS(dev), .size = size,
 				.stack = vrt_output_label_stack(c, SEED_LABEL) };
@@ -240,9 +241,46 @@ void vrt_attach_on_start(struct collector *c)
 		return;
 	for (int i = 0; i < n_seeds; i++) {
 		uint64_t known = known_device_bytes(c, seeds[i].device, seeds[i].measured_ns);
-		if (seeds[i].used > known)
-			emit_seed(c, seeds[i].device, seeds[i].used - known);
+		seeds[i].unattributed = seeds[i].used > known ? (int64_t)(seeds[i].used - known) : 0;
+		if (seeds[i].unattributed)
+			emit_seed(c, seeds[i].device, (uint64_t)seeds[i].unattributed, to_units(c, vrt_now_ns()));
 	}
+}
+
+static struct seed *seed_of(int device)
+{
+	for (int i = 0; i < n_seeds; i++)
+		if (seeds[i].device == device)
+			return &seeds[i];
+	return NULL;
+}
+
+/* The seed ends: everything it stood for is named now. */
+static void end_seed(struct collector *c, struct vrt_live *e, uint64_t ts)
+{
+	struct vrt_record r = { .op = VRT_OP_FREE, .ts = ts, .api = VRT_API_UNKNOWN, .device = e->device,
+				.kind = VRT_KIND_DEVICE, .addr = e->addr, .size = e->size, .stack2 = e->stack };
+	vrt_live_remove(&c->live, e);
+	vrt_output_event(c, 0, &r);
+}
+
+void vrt_attach_seed_adjust(struct collector *c, int dev, int64_t delta, uint64_t ts)
+{
+	struct seed *s = seed_of(dev);
+	if (!s)
+		return;
+	s->unattributed += delta;
+	if (!c->writer || atomic_load(&vrt_mode) != VRT_MODE_FULL)
+		return; /* armed again: nothing is written (the next ATTACH checkpoint has the live set) */
+	struct vrt_live *e = vrt_live_find(&c->live, VRT_SPACE_ADDR, SEED_ADDRESS(dev));
+	uint64_t was = e ? e->size : 0;
+	uint64_t now = s->unattributed > 0 ? (uint64_t)s->unattributed : 0;
+	if (e && e->ts > ts)
+		ts = e->ts; /* an older one would not replace it */
+	if (now && now != was)
+		emit_seed(c, dev, now, ts);
+	else if (!now && e)
+		end_seed(c, e, ts);
 }
 
 /* ---- PyTorch's driver table ------------------------------------------------------------- */
@@ -369,6 +407,7 @@ static void *attach_worker(void *arg)
 	 * make: attach it now (this thread has no lock of the program's). */
 	if (vrt_tbuf_self())
 		vrt_torch_maybe_attach();
+	vrt_torch_seed_request(); /* before the teardown watch: pending calls run in order */
 	vrt_python_watch_teardown();
 	return NULL;
 }

@@ -217,6 +217,35 @@ static void remember_replaced(const struct vrt_live *e)
 	replaced[replaced_next++ % REPLACED_SLOTS] = *e;
 }
 
+/*
+ * Releases of addresses the live set did not hold (allocated before tracing, or not ours), kept
+ * by address for the snapshot seeds (seed_from_snapshot): one that names a seeded address and is
+ * newer than the snapshot ended what the snapshot saw. Direct-mapped: a collision forgets the
+ * older entry, and then that seed is taken (as it would be without this table).
+ */
+#define UNKNOWN_RELEASE_SLOTS 4096u
+static struct unknown_release {
+	uint64_t addr, ts;
+	uint8_t space;
+} unknown_releases[UNKNOWN_RELEASE_SLOTS];
+
+static struct unknown_release *unknown_release_slot(uint8_t space, uint64_t addr)
+{
+	uint64_t h = (addr ^ space) * 0x9e3779b97f4a7c15ull;
+	return &unknown_releases[(h >> 40) & (UNKNOWN_RELEASE_SLOTS - 1)];
+}
+
+static void remember_unknown_release(uint8_t space, uint64_t addr, uint64_t ts)
+{
+	*unknown_release_slot(space, addr) = (struct unknown_release){ addr, ts, space };
+}
+
+static bool released_since(uint8_t space, uint64_t addr, uint64_t ts)
+{
+	const struct unknown_release *u = unknown_release_slot(space, addr);
+	return u->space == space && u->addr == addr && u->ts >= ts;
+}
+
 /* Takes out the newest replaced incarnation of (space, addr) born by ts; false if none. */
 static bool take_replaced(uint8_t space, uint64_t addr, uint64_t ts, struct vrt_live *out)
 {
@@ -248,6 +277,8 @@ static bool apply_birth(struct collector *c, struct vrt_record *r)
 		return true; /* a newer incarnation is already known; keep it */
 	if (!created)
 		remember_replaced(e); /* its release comes late, or was lost */
+	if (!created && e->api == VRT_API_TORCH_SNAPSHOT && e->op == VRT_OP_SEED && e->space == VRT_SPACE_ADDR)
+		vrt_attach_seed_adjust(c, e->device, (int64_t)e->size, r->ts); /* traced: not from before */
 	live_fill(e, r);
 	if (r->op == VRT_OP_MAP) {
 		struct vrt_live *h = vrt_live_find(&c->live, VRT_SPACE_HANDLE, r->aux);
@@ -287,6 +318,8 @@ static bool apply_death(struct collector *c, struct vrt_record *r)
 		 * see a late one is older than the live incarnation and leave that alone. */
 		struct vrt_live old;
 		r->stack2 = 0;
+		if (!e)
+			remember_unknown_release(space, r->addr, r->ts);
 		if (take_replaced(space, r->addr, r->ts, &old)) {
 			r->stack2 = old.stack;
 			r->device = old.device;
@@ -347,6 +380,32 @@ static void label_of(const struct vrt_raw *r, const char **label, size_t *len)
 	*len = r->len > skip ? strnlen(p, r->len - skip) : 0;
 }
 
+/*
+ * A segment or block PyTorch's allocator held at the attach (torch_seed.c), stamped when the
+ * snapshot began. Never counted twice: one the live set holds was traced since the attach, one a
+ * newer release named is gone already (a segment then still leaves the unattributed figure: it
+ * was in it). A segment taken leaves it too (attach.c).
+ */
+static bool seed_from_snapshot(struct collector *c, const struct vrt_raw *raw, struct vrt_record *r)
+{
+	const char *label;
+	size_t len;
+	uint8_t space = space_of(r->op);
+	label_of(raw, &label, &len);
+	if (!(raw->flags & VRT_RAW_LABEL) || !len || atomic_load(&vrt_mode) != VRT_MODE_FULL ||
+	    vrt_live_find(&c->live, space, r->addr))
+		return false;
+	bool gone = released_since(space, r->addr, r->ts);
+	/* before the segment's own record, so that no reader sees its bytes twice */
+	if (r->op == VRT_OP_SEED && !vrt_output_ensure(c))
+		vrt_attach_seed_adjust(c, r->device, -(int64_t)r->size, r->ts);
+	if (gone)
+		return false;
+	r->stack = vrt_output_label_stack(c, label);
+	apply_birth(c, r);
+	return true;
+}
+
 static void info_fields(struct collector *c, const struct vrt_raw *raw)
 {
 	const char *text;
@@ -404,7 +463,7 @@ static void process(struct collector *c, struct vrt_tbuf *b, const struct vrt_ra
 	switch (raw->op) {
 	case VRT_OP_ALLOC: case VRT_OP_SEED: case VRT_OP_PHYS_CREATE: case VRT_OP_MAP: case VRT_OP_VA_RESERVE:
 	case VRT_OP_IMPORT: case VRT_OP_BLOCK_ALLOC:
-		write = apply_birth(c, &r);
+		write = raw->api == VRT_API_TORCH_SNAPSHOT ? seed_from_snapshot(c, raw, &r) : apply_birth(c, &r);
 		break;
 	case VRT_OP_FREE: case VRT_OP_PHYS_RELEASE: case VRT_OP_UNMAP: case VRT_OP_VA_FREE: case VRT_OP_IMPORT_CLOSE:
 	case VRT_OP_BLOCK_FREE:
@@ -888,6 +947,7 @@ void vrt_collector_after_fork_child(void)
 	struct collector *c = &vrt_collector;
 	memset(c, 0, sizeof(*c));
 	memset(replaced, 0, sizeof(replaced));
+	memset(unknown_releases, 0, sizeof(unknown_releases));
 	atomic_store(&stopping_buf, NULL);
 	atomic_store(&pending_query, NULL);
 	atomic_store(&c->wake_fd, -1);

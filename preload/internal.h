@@ -408,12 +408,21 @@ void vrt_exec_hooks_init(void);
 
 void vrt_nvtx_setup_env(void);
 void vrt_torch_maybe_attach(void);
+/* Whether the tracker is attached to PyTorch's allocator: its blocks' frees are seen (torch.c). */
+bool vrt_torch_tracking(void);
 /* A retention walk asked of the interpreter's main thread (pyreach.c); false: no Python here. */
 bool vrt_python_walk_request(int reason, uint64_t *ticket);
 bool vrt_python_walk_done(uint64_t ticket);
 void vrt_python_walked_for_snapshot(void);
 /* An attached interpreter records EXITING when it begins to finalize (pyreach.c). */
 void vrt_python_watch_teardown(void);
+/* An attached interpreter's main thread publishes what PyTorch's caching allocator holds
+ * (torch_seed.c), at its next safe point. */
+void vrt_torch_seed_request(void);
+struct collector;
+/* Collector thread: the unattributed seed of device dev (attach.c) grows or shrinks by delta
+ * bytes, as PyTorch's snapshot names (or un-names) what it stood for; ts: what it is stamped. */
+void vrt_attach_seed_adjust(struct collector *c, int dev, int64_t delta, uint64_t ts);
 /* An INFO record from a thread already inside vramtrace (a hook; api.c). */
 void vrt_emit_info(const char *key, const char *value);
 /* The EXITING record (stage: enum vrt_exiting), from any thread (api.c). */

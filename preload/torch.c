@@ -366,6 +366,8 @@ void vrt_torch_maybe_attach(void)
 	vrt_fork_section_leave(&b->in_section);
 }
 
+bool vrt_torch_tracking(void) { return atomic_load(&torch_state) == 1; }
+
 /* Called where no allocator lock is held (phase boundaries): settle pending ALLOCs now. */
 void vrt_torch_settle(void)
 {

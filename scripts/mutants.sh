@@ -657,6 +657,72 @@ m export-parquet-not-dispatched analyzer/cmd_export.c \
   'if (0)' \
   test_parquet.py::test_without_pyarrow_the_export_says_so_in_one_line
 
+# ---- an attached PyTorch job: its allocator's snapshot seeds what it held (torch_seed.c) ------
+m torch-seed-not-requested preload/attach.c \
+  '\tvrt_torch_seed_request(); /* before the teardown watch: pending calls run in order */\n' \
+  '' \
+  test_attach.py::test_torch_seed_takes_each_segment_out_of_the_unattributed_seed
+m torch-seed-seed-not-shrunk preload/collector.c \
+  '\t\tvrt_attach_seed_adjust(c, r->device, -(int64_t)r->size, r->ts);' \
+  '\t\t(void)0;' \
+  test_attach.py::test_torch_seed_takes_each_segment_out_of_the_unattributed_seed
+m torch-seed-traced-seeded-again preload/collector.c \
+  '\t    vrt_live_find(&c->live, space, r->addr))\n\t\treturn false;' \
+  '\t    false)\n\t\treturn false;' \
+  test_attach.py::test_torch_seed_never_counts_a_traced_segment_twice
+m torch-seed-released-seeded preload/collector.c \
+  'bool gone = released_since(space, r->addr, r->ts);' \
+  'bool gone = false;' \
+  test_attach.py::test_torch_seed_takes_each_segment_out_of_the_unattributed_seed
+m torch-seed-no-regrow preload/collector.c \
+  'vrt_attach_seed_adjust(c, e->device, (int64_t)e->size, r->ts); /* traced: not from before */' \
+  '(void)0;' \
+  test_attach.py::test_torch_seed_gives_back_a_segment_its_traced_allocation_replaces
+m torch-seed-kept-at-zero preload/attach.c \
+  '	else if (!now && e)\n		end_seed(c, e, ts);' \
+  '' \
+  test_attach.py::test_torch_seed_ends_the_unattributed_seed_when_the_allocator_holds_everything
+m torch-seed-unlabelled preload/collector.c \
+  'r->stack = vrt_output_label_stack(c, label);' \
+  'r->stack = 0;' \
+  test_attach.py::test_torch_seed_makes_the_tensors_from_before_live_blocks
+m torch-seed-pending-free-tensor preload/torch_seed.c \
+  '!field_is(b, "state", "active_allocated")' \
+  'field_is(b, "state", "inactive")' \
+  test_attach.py::test_torch_seed_makes_the_tensors_from_before_live_blocks
+m torch-seed-blocks-without-tracker preload/torch_seed.c \
+  'vrt_torch_tracking() ? py.dict_get(d, "blocks") : NULL' \
+  'py.dict_get(d, "blocks")' \
+  test_attach.py::test_torch_seed_without_the_tensor_layer_seeds_segments_only
+m torch-seed-blocks-not-live preload/collector.c \
+  '\tapply_birth(c, r);\n\treturn true;\n}' \
+  '\tif (r->op == VRT_OP_SEED)\n\t\tapply_birth(c, r);\n\treturn true;\n}' \
+  test_attach.py::test_torch_seed_frees_after_the_attach_are_known_frees
+m torch-seed-expandable-seeded preload/torch_seed.c \
+  'if (!field_true(d, "is_expandable")) {' \
+  'if (true) {' \
+  test_attach.py::test_torch_seed_takes_each_segment_out_of_the_unattributed_seed
+m torch-seed-error-left-set preload/torch_seed.c \
+  '\tpy.err_clear(); /* a pending call that fails would raise in the program */\n' \
+  '' \
+  test_attach.py::test_torch_seed_survives_a_snapshot_that_raises
+m torch-seed-block-outside-segment preload/torch_seed.c \
+  'size > s->size - (addr - s->addr)) {' \
+  'false) {' \
+  test_attach.py::test_torch_seed_takes_only_what_is_well_formed
+m torch-seed-site-unnamed preload/torch_seed.c \
+  'publish(&ev, python_site(b, label, sizeof(label)) ? label : BLOCK_LABEL);' \
+  'publish(&ev, BLOCK_LABEL);' \
+  test_attach.py::test_torch_seed_makes_the_tensors_from_before_live_blocks
+m torch-seed-site-native-frame preload/torch_seed.c \
+  'if (!name_s || n_file < 3 || memcmp(file_s + n_file - 3, ".py", 3) ||' \
+  'if (!name_s ||' \
+  test_attach.py::test_torch_seed_makes_the_tensors_from_before_live_blocks
+m torch-seed-uninitialized-asked preload/torch_seed.c \
+  '\tif (initialized > 0)\n\t\treturn cuda;' \
+  '\tif (initialized >= 0)\n\t\treturn cuda;' \
+  "test_attach.py::test_torch_seed_without_an_initialized_torch_seeds_as_before[uninitialized]"
+
 # ---- the driver ------------------------------------------------------------------------------
 
 if [ "${1:-}" = --list ]; then

@@ -361,7 +361,8 @@ enum vrt_owner_status {
 	X(TORCH_BLOCK, 96, "torch.CUDACachingAllocator") \
 	X(TORCH_OOM, 97, "torch.OutOfMemory")         \
 	X(USER_API, 98, "vramtrace API")              \
-	X(NVTX, 99, "NVTX")
+	X(NVTX, 99, "NVTX")                           \
+	X(TORCH_SNAPSHOT, 100, "torch.memory_snapshot")
 
 enum vrt_api {
 #define VRT_API_ENUM(id, value, name) VRT_API_##id = value,

@@ -9,6 +9,7 @@ Two ways in:
 
 The program waits on stdin lines the test sends, so each step happens while it is parked.
 """
+import ast
 import ctypes
 import json
 import os
@@ -58,9 +59,9 @@ def target(tmp_path_factory):
 class Running:
     """A started program driven line by line; its pid is the one it reports ("ready pid=N")."""
 
-    def __init__(self, argv, cwd):
+    def __init__(self, argv, cwd, env=None):
         self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                     text=True, env=clean_env(), cwd=cwd)
+                                     text=True, env=clean_env(env), cwd=cwd)
         ready = self.line()
         m = re.fullmatch(r"ready pid=(\d+)", ready)
         assert m, f"unexpected first line {ready!r}: {self.proc.stderr.read() if self.proc.poll() is not None else ''}"
@@ -410,3 +411,186 @@ def test_watch_usage_errors():
                         (["watch", "--count", "x", "1"], "--count"), (["watch", "abc"], "not a process id")):
         p = vramtrace(*args, check=False)
         assert p.returncode == 2 and words in p.stderr, (args, p.stderr)
+
+
+# ---- an attached PyTorch job: what its allocator held before (issue 19, item 3) ---------------
+
+SEGMENT_BEFORE = "[PyTorch allocator segment, allocated before attach]"
+TENSOR_BEFORE = "[tensor allocated before attach]"
+SNAPSHOT_API = "torch.memory_snapshot"
+
+
+@pytest.fixture(scope="module")
+def fake_c10(tmp_path_factory):
+    """tests/programs/fake_c10_tracker.c built as torch/lib/libc10_cuda.so beside a torch/version.py
+    of 2.11.0, where the tensor layer looks for PyTorch's release (the stand-in torch loads it when
+    FAKETORCH_C10 names it)."""
+    lib = tmp_path_factory.mktemp("fake_c10") / "torch" / "lib" / "libc10_cuda.so"
+    lib.parent.mkdir(parents=True)
+    (lib.parent.parent / "version.py").write_text("__version__ = '2.11.0'\n")
+    p = subprocess.run(["gcc", "-shared", "-fPIC", "-O1", "-o", str(lib), str(PROGRAM_SOURCES / "fake_c10_tracker.c")],
+                       capture_output=True, text=True, timeout=TIMEOUT)
+    assert p.returncode == 0, f"cannot build the fake libc10_cuda.so:\n{p.stderr}"
+    return str(lib)
+
+
+def _torch_job(tmp_path, mode, env=None, commands=("free-D",)):
+    """tests/programs/torch_seed_job.py (its docstring says what it holds) started without
+    vramtrace, attached to; once the attach's snapshot is done it runs commands (torch modes),
+    then ends. Returns the segments' addresses and the trace."""
+    why = _ptrace_unavailable()
+    if why:
+        pytest.skip(f"ptrace is not permitted here: {why}")
+    script = PROGRAM_SOURCES / "torch_seed_job.py"
+    out = tmp_path / f"{mode}.vrt"
+    job = Running([sys.executable, str(script), program("libpyalloc_lib.so"), mode], tmp_path, env)
+    try:
+        attached = vramtrace("attach", "-o", out, job.pid, check=False)
+        assert attached.returncode == 0, attached.stderr
+        m = re.fullmatch(r"attached hooked=1 snapshots=(\d+) segments=(.*)", job.send("attached"))
+        assert m, "the attach's pending calls did not run"
+        for command in commands if mode.startswith("torch") else ():
+            assert job.send(command) == f"{command} done"
+        last, _, err, code = job.finish("stop")
+    finally:
+        job.kill()
+    assert (last, code) == ("bye", 0), err
+    segments = {k: int(v, 16) for k, v in ast.literal_eval(m[2]).items()}
+    return int(m[1]), segments, Traced([sys.executable, script], out, code, "", err)
+
+
+@pytest.fixture(scope="module")
+def torch_job(tmp_path_factory, fake_c10):
+    """With the tensor layer attached to the fake libc10_cuda; a1 and D are freed after the attach."""
+    return _torch_job(tmp_path_factory.mktemp("torch_job"), "torch", {"FAKETORCH_C10": fake_c10},
+                      ("free-a1", "free-D"))
+
+
+def _labelled(t, label):
+    return [s for s in t.live_sites() if frame_functions(s) == [label]]
+
+
+def test_torch_seed_takes_each_segment_out_of_the_unattributed_seed(torch_job):
+    """The seed starts as every byte from before (A 4 + B 2 + D 2 + E 1 + F 1 + X 3 MiB) and
+    loses each snapshot segment's bytes as it is seeded, down to X and F: what no one can name,
+    and an expandable segment (VMM mappings: a SEED could not be ended by their release). E,
+    released after the snapshot was built and before its records were taken, is not seeded, but
+    its bytes leave the seed all the same: they were in it. C, allocated after the attach, was
+    never in it."""
+    snapshots, seg, t = torch_job
+    assert snapshots == 1
+    assert [r["size"] for r in t.events("seed", "unknown")] == [13 * MiB, 9 * MiB, 7 * MiB, 5 * MiB, 4 * MiB]
+    assert {r["addr"] for r in t.events("seed", "unknown")} == {0xfffe000000000000}
+    seed = _labelled(t, BEFORE_ATTACH)
+    assert [(s["bytes"], s["count"]) for s in seed] == [(4 * MiB, 1)]
+    seeded = [r["addr"] for r in t.events("seed", SNAPSHOT_API)]
+    assert seeded == [seg["A"], seg["B"], seg["D"]]
+    assert [r["size"] for r in t.events("seed", SNAPSHOT_API)] == [4 * MiB, 2 * MiB, 2 * MiB]
+
+
+def test_torch_seed_makes_the_tensors_from_before_live_blocks(torch_job):
+    """a1, b1 and f1 (in the expandable segment) are tensors at the attach, with their block and
+    requested sizes (and b1, recorded with history, where Python allocated it); a2, freed before the attach and only waiting on its stream, is not (no event
+    would ever end it), nor a3, freed after the snapshot was built and before its records were
+    taken; c1, handed out after the attach, is the tensor layer's own record, not a seed."""
+    _, seg, t = torch_job
+    blocks = t.events("block_alloc", SNAPSHOT_API)
+    assert [(r["addr"], r["size"], r["aux"]) for r in blocks] == [
+        (seg["A"], MiB, MiB - 24), (seg["B"], 2 * MiB, 2 * MiB - 100), (seg["F"], 256 * KiB, 256 * KiB)]
+    traced = t.events("block_alloc", "torch.CUDACachingAllocator")
+    assert [(r["addr"], r["size"]) for r in traced] == [(seg["C"], 256 * KiB)]
+    assert [(s["bytes"], s["count"]) for s in _labelled(t, TENSOR_BEFORE)] == [(256 * KiB, 1)]  # f1; a1 freed since
+    b1 = _labelled(t, TENSOR_BEFORE + " at /srv/train.py:42 in make_batch")  # its innermost Python frame
+    assert [(s["bytes"], s["count"]) for s in b1] == [(2 * MiB, 1)]
+    assert t.report["tensors"][0]["live_bytes_at_end"] == 2 * MiB + 512 * KiB, t.report["tensors"]
+
+
+def test_torch_seed_frees_after_the_attach_are_known_frees(torch_job):
+    """a1's free (the tensor layer's) and D's cudaFree after the attach end what was seeded, with
+    its size and allocating stack (not unknown frees); A and B stay, labelled."""
+    _, seg, t = torch_job
+    block_frees = {r["addr"]: r for r in t.events("block_free", "torch.CUDACachingAllocator")}
+    assert block_frees[seg["A"]]["size"] == MiB and block_frees[seg["A"]].get("alloc_stack")
+    assert not block_frees[seg["A"] + 2 * MiB].get("alloc_stack"), "a3 was freed before its seed was taken"
+    frees = {r["addr"]: r for r in t.events("free", "cudaFree")}
+    assert frees[seg["D"]]["size"] == 2 * MiB and frees[seg["D"]].get("alloc_stack")
+    assert frees[seg["E"]]["size"] == 0, "E was freed before its seed was taken: unknown then"
+    assert [(s["bytes"], s["count"]) for s in _labelled(t, SEGMENT_BEFORE)] == [(6 * MiB, 2)]
+
+
+def test_torch_seed_without_the_tensor_layer_seeds_segments_only(tmp_path):
+    """No tracker on PyTorch's allocator (no libc10_cuda it can attach to): a block seeded then
+    would never see its free, so none is; the segments are seeded as with it."""
+    _, seg, t = _torch_job(tmp_path, "torch")
+    assert not t.events("block_alloc") and "tensors" not in t.report_text
+    assert [r["addr"] for r in t.events("seed", SNAPSHOT_API)] == [seg["A"], seg["B"], seg["D"]]
+    assert [(s["bytes"], s["count"]) for s in _labelled(t, BEFORE_ATTACH)] == [(4 * MiB, 1)]
+
+
+def test_torch_seed_never_counts_a_traced_segment_twice(torch_job):
+    """C, allocated after the attach (traced, with its stack) and listed by the snapshot, is
+    counted once; the device totals are exact at the peak (13 MiB before + C) and at the end
+    (A + B + C + F + X), with no moment where a seeded segment and the seed both hold its bytes."""
+    _, seg, t = torch_job
+    c = t.site("Segment.__init__")
+    assert (c["bytes"], c["count"]) == (MiB, 1) and "make_c" in frame_functions(c)
+    assert seg["C"] not in {r["addr"] for r in t.events("seed")}
+    assert t.totals()[(0, "device")] == (14 * MiB, 11 * MiB)
+
+
+def test_torch_seed_gives_back_a_segment_its_traced_allocation_replaces(tmp_path):
+    """C allocated on another thread as the snapshot begins: its allocation, stamped after the
+    snapshot began, reaches the collector after the snapshot's records (one drain: a long flush
+    interval), so C is seeded first and then replaced; the seed takes C's bytes back."""
+    _, seg, t = _torch_job(tmp_path, "torch-reorder", {"VRAMTRACE_FLUSH_MS": "10000"})
+    assert [(s["bytes"], s["count"]) for s in _labelled(t, BEFORE_ATTACH)] == [(3 * MiB, 1)]
+    c = t.site("make_c")
+    assert (c["bytes"], c["count"]) == (MiB, 1)
+    assert [(s["bytes"], s["count"]) for s in _labelled(t, SEGMENT_BEFORE)] == [(6 * MiB, 2)]
+    assert t.totals()[(0, "device")] == (12 * MiB, 10 * MiB)
+
+
+def test_torch_seed_ends_the_unattributed_seed_when_the_allocator_holds_everything(tmp_path):
+    """Without X every byte from before is PyTorch's: the seed shrinks to nothing and is freed,
+    so no unattributed site is left."""
+    _, _, t = _torch_job(tmp_path, "torch-only")
+    assert [r["size"] for r in t.events("seed", "unknown")] == [9 * MiB, 5 * MiB, 3 * MiB, MiB]
+    ended = [r for r in t.events("free") if r["addr"] == 0xfffe000000000000]
+    assert [r["size"] for r in ended] == [MiB]
+    assert not _labelled(t, BEFORE_ATTACH)
+    assert t.totals()[(0, "device")] == (10 * MiB, 7 * MiB)
+
+
+@pytest.mark.parametrize("mode", ["none", "uninitialized"])
+def test_torch_seed_without_an_initialized_torch_seeds_as_before(tmp_path, mode):
+    """No torch in sys.modules, or CUDA never initialized in it: one unattributed seed of every
+    byte from before, and no snapshot is asked for."""
+    snapshots, _, t = _torch_job(tmp_path, mode)
+    assert snapshots == 0
+    assert [r["size"] for r in t.events("seed")] == [3 * MiB]
+    assert not [r for r in t.records if r.api == SNAPSHOT_API]
+    assert [(s["bytes"], s["count"]) for s in _labelled(t, BEFORE_ATTACH)] == [(3 * MiB, 1)]
+
+
+def test_torch_seed_survives_a_snapshot_that_raises(tmp_path, fake_c10):
+    """_snapshot() raising (and memory_snapshot(), which calls it): the error does not reach the
+    program, which goes on (a pending call that failed would raise in it), and the seed is as
+    without PyTorch's help."""
+    snapshots, _, t = _torch_job(tmp_path, "torch-raises", {"FAKETORCH_C10": fake_c10})
+    assert snapshots == 2  # _snapshot, then memory_snapshot
+    assert "Traceback" not in t.stderr and "RuntimeError" not in t.stderr, t.stderr
+    assert [r["size"] for r in t.events("seed")] == [11 * MiB]
+    assert not [r for r in t.records if r.api == SNAPSHOT_API]
+
+
+def test_torch_seed_takes_only_what_is_well_formed(tmp_path, fake_c10):
+    """Segments without a device, address and size that are integers in range, or that wrap
+    around the address space, are skipped, and so are blocks outside their segment or of no
+    integer size, and blocks that are not a list: of the hostile answer B and b1 are taken, and
+    the one well-formed segment with no list of blocks."""
+    _, seg, t = _torch_job(tmp_path, "torch-hostile", {"FAKETORCH_C10": fake_c10})
+    assert "Traceback" not in t.stderr, t.stderr
+    seeded = [(r.device, r["addr"], r["size"]) for r in t.events("seed", SNAPSHOT_API)]
+    assert seeded == [(0, seg["B"], 2 * MiB), (0, 1 << 40, MiB)]
+    blocks = [(r["addr"], r["size"]) for r in t.events("block_alloc", SNAPSHOT_API)]
+    assert blocks == [(seg["B"], 2 * MiB)]

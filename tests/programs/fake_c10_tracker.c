@@ -1,0 +1,106 @@
+/*
+ * fake_c10_tracker.c - a stand-in for PyTorch 2.11's libc10_cuda.so that preload/torch.c can
+ * attach its tracker to, for an attached job's tensors on the test double (tests/e2e/
+ * test_attach.py builds it as torch/lib/libc10_cuda.so beside a torch/version.py of 2.11.0).
+ * As tests/unit/fake_c10_cuda.c, it has the exported allocator object and NativeCachingAllocator's
+ * vtable under the real names in the 2.11 row's slots; here the three methods work: the allocator
+ * is initialized, attachAllocatorTraceTracker keeps the std::function, getDeviceStats reports the
+ * counters. The stand-in torch (tests/programs/pylib_faketorch) calls fake_c10_trace for each
+ * block it hands out or takes back, as PyTorch's allocator records a TraceEntry.
+ */
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define NS "_ZN3c104cuda20CUDACachingAllocator"
+#define NATIVE "N3c104cuda20CUDACachingAllocator6Native22NativeCachingAllocatorE"
+#define SLOTS 50 /* the 2.11 row's vtable_slots */
+#define EXPORT __attribute__((visibility("default")))
+
+/* libstdc++'s std::function<void(const TraceEntry&)>: 16 bytes of functor, manager, invoker. */
+struct std_function {
+	void *functor[2];
+	int (*manager)(void *dest, const void *src, int op);
+	void (*invoker)(const void *functor, const void *entry);
+};
+
+static struct std_function tracker;
+static bool tracking;
+static uint64_t alloc_count, alloc_bytes, freed_bytes; /* device 0's, as DeviceStats aggregates them */
+
+EXPORT bool initialized(void *self) __asm__(NS "6Native22NativeCachingAllocator11initializedEv");
+EXPORT void get_device_stats(void *out, void *self, signed char device) __asm__(
+	NS "6Native22NativeCachingAllocator14getDeviceStatsEa");
+EXPORT void attach_tracker(void *self, void *fn) __asm__(
+	NS "6Native22NativeCachingAllocator27attachAllocatorTraceTrackerESt8functionIFvRKNS_22CachingDeviceAllocator10TraceEntryEEE");
+
+bool initialized(void *self) { return self != NULL; }
+
+/* sret: DeviceStats (976 bytes in 2.11); allocation count at 16, allocated and freed bytes at
+ * 400 and 408 (the aggregate StatType's). */
+void get_device_stats(void *out, void *self, signed char device)
+{
+	(void)self;
+	memset(out, 0, 976);
+	if (device != 0)
+		return;
+	memcpy((char *)out + 16, &alloc_count, 8);
+	memcpy((char *)out + 400, &alloc_bytes, 8);
+	memcpy((char *)out + 408, &freed_bytes, 8);
+}
+
+void attach_tracker(void *self, void *fn)
+{
+	(void)self;
+	memcpy(&tracker, fn, sizeof(tracker)); /* torch.c's functor: clone is a copy */
+	tracking = true;
+}
+
+static void other_method(void) { abort(); }
+
+struct type_info {
+	const void *vtable;
+	const char *name;
+};
+static const struct type_info native_ti = { NULL, NATIVE };
+
+/* offset to top, type_info, then the slots from the address point (2.11: 6, 9 and 44) */
+#pragma GCC diagnostic ignored "-Woverride-init"
+EXPORT const void *const native_vtable[SLOTS + 2] __asm__("_ZTV" NATIVE) = {
+	[0] = NULL,
+	[1] = &native_ti,
+	[2 ... SLOTS + 1] = (const void *)other_method,
+	[2 + 6] = (const void *)initialized,
+	[2 + 9] = (const void *)get_device_stats,
+	[2 + 44] = (const void *)attach_tracker,
+};
+
+struct object {
+	const void *const *vptr;
+};
+static struct object native = { native_vtable + 2 };
+
+EXPORT void *allocator __asm__(NS "9allocatorE") = &native;
+
+/*
+ * One TraceEntry on device 0 (2.11: action int at 0, device index at 4, addr at 8, stream at 32,
+ * size at 40; ALLOC 0, FREE_REQUESTED 1), to the tracker if one is attached. As in PyTorch, an
+ * allocation is traced before the counters move and a free after.
+ */
+EXPORT void fake_c10_trace(int action, uint64_t addr, uint64_t requested, uint64_t block, uint64_t stream)
+{
+	unsigned char entry[64] = { 0 };
+	memcpy(entry, &action, 4);
+	memcpy(entry + 8, &addr, 8);
+	memcpy(entry + 32, &stream, 8);
+	memcpy(entry + 40, action == 0 ? &requested : &block, 8);
+	if (action == 1)
+		freed_bytes += block;
+	if (tracking)
+		tracker.invoker(tracker.functor, entry);
+	if (action == 0) {
+		alloc_count++;
+		alloc_bytes += block;
+	}
+}
