@@ -255,9 +255,11 @@ int vrt_cmd_watch(int argc, char **argv);
 	"ptrace (x86-64 only; same user; kernel.yama.ptrace_scope must allow it, vramtrace never uses\n" \
 	"sudo): one thread waiting in a system call runs dlopen, then is put back exactly as it was.\n" \
 	"Calls through the program's own pointers (GOT slots, PyTorch's driver table) are hooked from\n" \
-	"then on; memory allocated before is one unattributed total per device (used memory as the\n"  \
-	"driver reports it, CUDA context included). Stop it with --stop: the trace is closed, the\n"   \
-	"hooked call sites are restored, and the process keeps running.\n"                              \
+	"then on. What a Python job's PyTorch held before is taken from its own snapshot (segments,\n" \
+	"and tensors while the tensor layer is on), labelled as allocated before the attach; the rest\n" \
+	"of the memory in use then is one unattributed total per device (the CUDA context, libraries\n" \
+	"outside PyTorch). Stop it with --stop: the trace is closed, the hooked call sites are\n"     \
+	"restored, and the process keeps running.\n"                                                   \
 	"\n"                                                                                           \
 	"options:\n"                                                                                   \
 	"  --stop       stop tracing and close the trace; the process keeps running (a process is\n"    \

@@ -120,7 +120,8 @@ bool vrt_stack_is_torch_segment(const struct vrt_trace *t, uint32_t stack)
 	}
 	if (!torch_memo[stack])
 		torch_memo[stack] = vrt_stack_mentions(t, stack, "libc10_cuda") ||
-					    vrt_stack_mentions(t, stack, "CUDACachingAllocator")
+					    vrt_stack_mentions(t, stack, "CUDACachingAllocator") ||
+					    vrt_stack_mentions(t, stack, "[PyTorch allocator segment")
 				    ? 2
 				    : 1;
 	return torch_memo[stack] == 2;
@@ -156,6 +157,10 @@ static const struct rule rules[] = {
 	{ "parameters", "reset_parameters", "allocated by reset_parameters" },
 	{ "parameters", "torch/nn/modules/module.py\x01_apply", "moved by Module._apply (.to/.cuda)" },
 	{ "parameters", "Parameter", "a frame mentions Parameter" },
+	/* seeded at an attach from PyTorch's own snapshot (preload/torch_seed.c), no stack but its
+	 * innermost frame when history was on (matched by the rules above first) */
+	{ "unattributed", "[tensor allocated before attach", "a tensor PyTorch held when the attach began" },
+	{ "unattributed", "[allocated before attach", "in use before the attach; nothing can say by what" },
 };
 
 static bool matches(const struct vrt_trace *t, uint32_t stack, const char *needle)

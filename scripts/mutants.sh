@@ -590,6 +590,15 @@ m frame-path-whole analyzer/stacks.c \
   'snprintf(buf, len, "%s (%s:%d)", f->function, f->file, f->line);' \
   test_h200_traces.py::test_library_frames_print_from_their_import_root_and_the_json_keeps_the_path
 
+m seed-segment-not-the-allocators analyzer/sites.c \
+  ' ||\n\t\t\t\t\t    vrt_stack_mentions(t, stack, "[PyTorch allocator segment")' \
+  '' \
+  test_attach.py::test_torch_seed_is_told_apart_in_the_categories
+m seed-tensor-outside-pytorch analyzer/sites.c \
+  '\t{ "unattributed", "[tensor allocated before attach", "a tensor PyTorch held when the attach began" },\n' \
+  '' \
+  test_attach.py::test_torch_seed_is_told_apart_in_the_categories
+
 # ---- the pass iterator (analyzer/pass.c): seek, and how many passes a report takes ------------
 m pass-seek-one-past analyzer/pass.c \
   'while (p->events < event)' \

@@ -594,3 +594,16 @@ def test_torch_seed_takes_only_what_is_well_formed(tmp_path, fake_c10):
     assert seeded == [(0, seg["B"], 2 * MiB), (0, 1 << 40, MiB)]
     blocks = [(r["addr"], r["size"]) for r in t.events("block_alloc", SNAPSHOT_API)]
     assert blocks == [(seg["B"], 2 * MiB)]
+
+
+def test_torch_seed_is_told_apart_in_the_categories(torch_job):
+    """The seeded segments are PyTorch's allocator's (what no tensor holds in them is its cache,
+    not memory outside PyTorch); a seeded tensor with no frame to go by is 'unattributed', not a
+    CUDA allocation outside PyTorch."""
+    _, seg, t = torch_job
+    cats = {c["name"]: c["bytes"] for c in t.report["categories_at_end"]}
+    # A and B (6 MiB) less b1 (2 MiB) and the 512 KiB that A's freed a1 and a3 left: the cache
+    assert cats["allocator_cache"] == 6 * MiB - 2 * MiB - 512 * KiB
+    # the unattributed seed (X 3 + F 1 MiB), b1 and f1 (seeded tensors)
+    assert cats["unattributed"] == 4 * MiB + 2 * MiB + 256 * KiB
+    assert cats["non_pytorch"] == 1 * MiB  # C's segment, which the stand-in allocates itself
