@@ -31,8 +31,21 @@ def main():
     leaks = subprocess.run([VT, "leaks", "--json", "-q", trace], capture_output=True, text=True)
     text = subprocess.run([VT, "leaks", "-q", trace], capture_output=True, text=True).stdout
     report = subprocess.run([VT, "report", "-q", trace], capture_output=True, text=True).stdout
+    # what was there before the attach, from PyTorch's own snapshot (issue 19 item 3): the tensor
+    # layer's live bytes at the end against memory_allocated(), the labelled pre-attach sites
+    rj = subprocess.run([VT, "report", "--json", "-q", trace], capture_output=True, text=True)
+    rep = json.loads(rj.stdout) if rj.returncode in (0, 1) and rj.stdout.strip() else {}
+    seeded = {}
+    for site in rep.get("live_at_end", []):
+        head = site.get("headline", {}).get("function", "")
+        if head.startswith("[") and "before" in head:
+            key = head.split(" at ")[0]
+            seeded[key] = seeded.get(key, 0) + site["bytes"]
+    tensors = (rep.get("tensors") or [{}])[0].get("live_bytes_at_end")
     result = {"truth": truth, "attach": att.stdout + att.stderr, "attach_seconds": round(attach_s, 2),
-              "leaks": json.loads(leaks.stdout) if leaks.stdout.strip() else leaks.stderr}
+              "leaks": json.loads(leaks.stdout) if leaks.stdout.strip() else leaks.stderr,
+              "tensors_live_at_end": tensors, "before_attach": seeded,
+              "categories_at_end": rep.get("categories_at_end")}
     with open(os.path.join(out, "attach.json"), "w") as f:
         json.dump(result, f, indent=1)
     with open(os.path.join(out, "attach.txt"), "w") as f:
@@ -40,6 +53,9 @@ def main():
     print(att.stdout + att.stderr)
     print(text[:4000])
     print("truth:", truth)
+    print("tensors live at the end of the trace: %s; the job's memory_allocated(): %s" % (tensors, truth["allocated"]))
+    print("before the attach:", seeded)
+    print("categories at the end:", rep.get("categories_at_end"))
 
 
 if __name__ == "__main__":
