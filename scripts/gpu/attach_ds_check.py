@@ -1,0 +1,58 @@
+#!/usr/bin/env python3
+"""Attach to a running DeepSpeed job whose memory grows by a model's worth every train() call
+and name what grows (issue 19: "the same with a DeepSpeed job attached mid-run").
+
+usage: scripts/gpu/attach_ds_check.py OUTDIR [CALLS]
+Starts scripts/gpu/attach_ds.py untraced (needs DeepSpeed: see docs/gpu-results.md), attaches once
+its second call has begun, lets it run to its end, and writes OUTDIR/attach-ds.txt (attach's
+answer, `leaks` and `report` without phases), OUTDIR/attach-ds.json, and the trace.
+"""
+import json
+import os
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+VT = os.path.join(os.path.dirname(os.path.dirname(HERE)), "build", "analyzer", "vramtrace")
+
+
+def main():
+    out = sys.argv[1]
+    calls = int(sys.argv[2]) if len(sys.argv) > 2 else 6
+    os.makedirs(out, exist_ok=True)
+    trace = os.path.join(out, "attach-ds.vrt")
+    env = dict(os.environ, RANK="0", LOCAL_RANK="0", WORLD_SIZE="1", MASTER_ADDR="127.0.0.1", MASTER_PORT="29531")
+    job = subprocess.Popen([sys.executable, os.path.join(HERE, "attach_ds.py"), str(calls)], stdout=subprocess.PIPE,
+                           text=True, env=env)
+    seen = []
+    for line in job.stdout:  # attach once the second call has begun: the job is running and growing
+        seen.append(line)
+        if line.startswith("VRAMTRACE_CALL 1 "):
+            break
+    time.sleep(1.0)
+    att = subprocess.run([VT, "attach", str(job.pid), "-o", trace], capture_output=True, text=True, timeout=120)
+    rest, _ = job.communicate(timeout=600)
+    lines = seen + rest.splitlines(True)
+    truth = json.loads(next(l for l in lines if l.startswith("VRAMTRACE_TRUTH ")).split(" ", 1)[1])
+    leaks = subprocess.run([VT, "leaks", "--json", "-q", trace], capture_output=True, text=True)
+    text = subprocess.run([VT, "leaks", "-q", trace], capture_output=True, text=True).stdout
+    report = subprocess.run([VT, "report", "-q", trace], capture_output=True, text=True).stdout
+    rj = subprocess.run([VT, "report", "--json", "-q", trace], capture_output=True, text=True)
+    rep = json.loads(rj.stdout) if rj.stdout.strip() else {}
+    tensors = (rep.get("tensors") or [{}])[0].get("live_bytes_at_end")
+    result = {"truth": truth, "attach": att.stdout + att.stderr,
+              "leaks": json.loads(leaks.stdout) if leaks.stdout.strip() else leaks.stderr,
+              "tensors_live_at_end": tensors, "categories_at_end": rep.get("categories_at_end")}
+    with open(os.path.join(out, "attach-ds.json"), "w") as f:
+        json.dump(result, f, indent=1)
+    with open(os.path.join(out, "attach-ds.txt"), "w") as f:
+        f.write(att.stdout + att.stderr + "\n" + text + "\n" + report)
+    print(att.stdout + att.stderr)
+    print(text[:5000])
+    print("truth:", truth)
+    print("tensors live at the end: %s; memory_allocated() at the end: %s" % (tensors, truth["allocated_at_end"]))
+
+
+if __name__ == "__main__":
+    main()
