@@ -515,7 +515,11 @@ def test_torch_seed_frees_after_the_attach_are_known_frees(torch_job):
     frees = {r["addr"]: r for r in t.events("free", "cudaFree")}
     assert frees[seg["D"]]["size"] == 2 * MiB and frees[seg["D"]].get("alloc_stack")
     assert frees[seg["E"]]["size"] == 0, "E was freed before its seed was taken: unknown then"
-    assert [(s["bytes"], s["count"]) for s in _labelled(t, SEGMENT_BEFORE)] == [(6 * MiB, 2)]
+    # A and B stay PyTorch's allocator's: what no tensor holds in them is its cache, as with any
+    # segment the allocator made (no site of their own: the cache pseudo-site holds it)
+    assert not _labelled(t, SEGMENT_BEFORE)
+    cache = [s for s in t.live_sites() if frame_functions(s)[0].startswith("[PyTorch allocator cache")]
+    assert [s["bytes"] for s in cache] == [6 * MiB - 2 * MiB - 512 * KiB]
 
 
 def test_torch_seed_without_the_tensor_layer_seeds_segments_only(tmp_path):
@@ -546,6 +550,7 @@ def test_torch_seed_gives_back_a_segment_its_traced_allocation_replaces(tmp_path
     assert [(s["bytes"], s["count"]) for s in _labelled(t, BEFORE_ATTACH)] == [(3 * MiB, 1)]
     c = t.site("make_c")
     assert (c["bytes"], c["count"]) == (MiB, 1)
+    # no tensor layer in this job: sites are CUDA allocations, the seeded segments among them
     assert [(s["bytes"], s["count"]) for s in _labelled(t, SEGMENT_BEFORE)] == [(6 * MiB, 2)]
     assert t.totals()[(0, "device")] == (12 * MiB, 10 * MiB)
 
