@@ -169,6 +169,34 @@ def trace(tmp_path, argv, env=None, run_args=(), name="t.vrt"):
     return Traced(list(argv), out, p.returncode, p.stdout, p.stderr)
 
 
+def on_a_terminal(argv, env):
+    """argv's output (stdout and stderr) when both are a terminal (a pty): what a user sees."""
+    import pty
+
+    pid, fd = pty.fork()
+    if pid == 0:
+        os.execve(str(argv[0]), [str(a) for a in argv], env)
+    out = b""
+    while True:
+        try:
+            chunk = os.read(fd, 65536)
+        except OSError:  # EIO: the child closed the terminal
+            break
+        if not chunk:
+            break
+        out += chunk
+    os.waitpid(pid, 0)
+    os.close(fd)
+    return out.decode(errors="replace")
+
+
+def big_torch_trace(path, events=2_000_000):
+    """A synthetic PyTorch trace large enough for progress bars (looked at every 2^20 records)."""
+    subprocess.run([str(BUILD / "tests" / "gen_torch_trace"), str(path), str(events), "--leak-every", "50"],
+                   check=True, capture_output=True, timeout=TIMEOUT)
+    return path
+
+
 def run_plain(argv, env=None, cwd=None):
     """Runs argv without vramtrace, same environment rules."""
     return subprocess.run(list(map(str, argv)), capture_output=True, text=True, timeout=TIMEOUT,

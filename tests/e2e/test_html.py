@@ -25,7 +25,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import BUILD, DOUBLES, SOURCE, VRAMTRACE, analyze, human, program, trace
+from conftest import BUILD, DOUBLES, SOURCE, VRAMTRACE, analyze, big_torch_trace, human, on_a_terminal, program, trace
 
 MiB = 1 << 20
 
@@ -684,29 +684,9 @@ def test_scale_renders(big):
 def test_every_stage_shows_its_progress_on_a_terminal(tmp_path):
     """html's forked leaks and oom analyses show their bars too, named under html, with the time
     left (ux defects 7 and 9: the longest stretch of a big trace's html said nothing); -q none."""
-    import pty
-
-    def on_a_terminal(*args):
-        env = dict(os.environ, VRAMTRACE_PROGRESS_DELAY="0")
-        pid, fd = pty.fork()
-        if pid == 0:
-            os.execve(str(VRAMTRACE), [str(VRAMTRACE), *map(str, args)], env)
-        out = b""
-        while True:
-            try:
-                chunk = os.read(fd, 65536)
-            except OSError:
-                break
-            if not chunk:
-                break
-            out += chunk
-        os.waitpid(pid, 0)
-        return out.decode(errors="replace")
-
-    trace = tmp_path / "big.vrt"  # a bar is looked at every 2^20 records
-    subprocess.run([str(BUILD / "tests" / "gen_torch_trace"), str(trace), "2000000", "--leak-every", "50"],
-                   check=True, capture_output=True)
-    shown = on_a_terminal("html", "-o", tmp_path / "a.html", trace)
+    env = dict(os.environ, VRAMTRACE_PROGRESS_DELAY="0")
+    trace = big_torch_trace(tmp_path / "big.vrt")
+    shown = on_a_terminal([VRAMTRACE, "html", "-o", tmp_path / "a.html", trace], env)
     assert "html: totals [" in shown and "html: leaks [" in shown, shown[-600:]
     assert "s left" in shown
-    assert "[" not in on_a_terminal("html", "-q", "-o", tmp_path / "b.html", trace)
+    assert "[" not in on_a_terminal([VRAMTRACE, "html", "-q", "-o", tmp_path / "b.html", trace], env)

@@ -5,7 +5,8 @@ import os
 import subprocess
 import sys
 
-from conftest import BUILD, CUDART, MiB, PROGRAM_SOURCES, SOURCE, TIMEOUT, analyze, clean_env, run_plain, trace
+from conftest import (BUILD, CUDART, MiB, PROGRAM_SOURCES, SOURCE, TIMEOUT, analyze, big_torch_trace, clean_env,
+                      on_a_terminal, run_plain, trace)
 
 PRELOAD = BUILD / "preload" / "libvramtrace.so"
 
@@ -184,26 +185,9 @@ def test_the_namespace_is_the_api():
 def test_load_shows_the_analyzers_progress_on_a_terminal(tmp_path):
     """vramtrace.load() reads its answers through pipes; the analyzer's progress bars still reach
     the caller's terminal, through a descriptor handed down (VRAMTRACE_PROGRESS_FD; ux defect 9)."""
-    import pty
-
-    big = tmp_path / "big.vrt"
-    subprocess.run([str(BUILD / "tests" / "gen_torch_trace"), str(big), "2000000", "--leak-every", "50"],
-                   check=True, capture_output=True)
+    big = big_torch_trace(tmp_path / "big.vrt")
     code = "import sys, vramtrace; a = vramtrace.load(sys.argv[1]); print('loaded', a.leaks is not None)"
     env = dict(os.environ, VRAMTRACE_PROGRESS_DELAY="0", PYTHONPATH=str(SOURCE / "python"),
                VRAMTRACE_ANALYZER=str(BUILD / "analyzer" / "vramtrace"))
-    pid, fd = pty.fork()
-    if pid == 0:
-        os.execve(sys.executable, [sys.executable, "-c", code, str(big)], env)
-    shown = b""
-    while True:
-        try:
-            chunk = os.read(fd, 65536)
-        except OSError:
-            break
-        if not chunk:
-            break
-        shown += chunk
-    os.waitpid(pid, 0)
-    text = shown.decode(errors="replace")
+    text = on_a_terminal([sys.executable, "-c", code, big], env)
     assert "loaded True" in text and "vramtrace leaks [" in text, text[-800:]
