@@ -599,6 +599,11 @@ m seed-tensor-outside-pytorch analyzer/sites.c \
   '' \
   test_attach.py::test_torch_seed_is_told_apart_in_the_categories
 
+m html-survivor-call-is-total analyzer/report.html.in \
+  "num(v.calls > 1 ? bytes(Math.floor(v.bytes / v.calls)) : '')," \
+  "num(v.calls > 1 ? bytes(v.bytes) : '')," \
+  test_html.py::test_survivors_are_grouped_by_site_as_leaks_prints_them
+
 # ---- the pass iterator (analyzer/pass.c): seek, and how many passes a report takes ------------
 m pass-seek-one-past analyzer/pass.c \
   'while (p->events < event)' \

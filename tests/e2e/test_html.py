@@ -446,7 +446,10 @@ def test_survivors_are_grouped_by_site_as_leaks_prints_them(tmp_path):
     cells = [re.findall(r"<td[^>]*>(.*?)</td>", r[1], re.S) for r in rows]
     assert [(c[0], c[1]) for c in cells] == printed
     assert sum(int(r[0]) for r in rows) == len([v for v in per_call if not v["persistent"]])
-    assert cells[0][2] == "1..4" and cells[0][3] == "4"
+    assert cells[0][3] == "1..4" and cells[0][4] == "4"
+    # what one call left, as the CLI says it beside the total (ux defect 29)
+    one_call = re.findall(r"born in calls \d+\.\.\d+, ([\d.]+ (?:B|KiB|MiB|GiB)) a call", cli)
+    assert one_call and cells[0][2] == one_call[0]
     persistent = re.search(r"persistent by design, labelled and not blamed: ([\d.]+ (?:B|KiB|MiB|GiB))", cli)[1]
     assert f"Persistent by design, labelled and not blamed: {persistent} " in dump_dom(tmp_path, out)
 
