@@ -604,6 +604,11 @@ m html-survivor-call-is-total analyzer/report.html.in \
   "num(v.calls > 1 ? bytes(v.bytes) : '')," \
   test_html.py::test_survivors_are_grouped_by_site_as_leaks_prints_them
 
+m html-native-tower-kept analyzer/report.html.in \
+  "        frames = frames.slice(-NATIVE_TAIL);" \
+  "        frames = frames.slice(0);" \
+  test_html.py::test_python_frames_only_folds_stacks_without_a_python_frame
+
 # ---- the pass iterator (analyzer/pass.c): seek, and how many passes a report takes ------------
 m pass-seek-one-past analyzer/pass.c \
   'while (p->events < event)' \

@@ -693,3 +693,17 @@ def test_every_stage_shows_its_progress_on_a_terminal(tmp_path):
     assert "html: totals [" in shown and "html: leaks [" in shown, shown[-600:]
     assert "s left" in shown
     assert "[" not in on_a_terminal([VRAMTRACE, "html", "-q", "-o", tmp_path / "b.html", trace], env)
+
+
+@needs_chromium
+def test_python_frames_only_folds_stacks_without_a_python_frame(tmp_path):
+    """Under "Python frames only" a stack with no Python frame (what a library allocates on a
+    thread of its own, what was there before an attach) is one "[native code: no Python frame]" node over its innermost frames,
+    not a tower of _start and libc (ux defect 25)."""
+    src = SOURCE / "tests" / "golden" / "h200" / "attach-grow.vrt"  # cuBLAS, NCCL: native-only stacks
+    out = tmp_path / "a.html"
+    html(src, out)
+    dom = dump_dom(tmp_path, out, "#series=dev0.device")
+    names = re.findall(r'<rect[^>]*data-name="([^"]*)"', dom)
+    assert "[native code: no Python frame]" in names, sorted(set(names))[:20]
+    assert not any(n.startswith(("_start", "__libc_start_main")) for n in names), sorted(set(names))[:20]
