@@ -22,7 +22,7 @@ def main():
     trace = os.path.join(out, "attach-grow.vrt")
     job = subprocess.Popen([sys.executable, os.path.join(HERE, "attach_grow.py"), "20"], stdout=subprocess.PIPE,
                            text=True)
-    time.sleep(6)
+    time.sleep(float(os.environ.get("ATTACH_AFTER_S", "6")))  # torch's import takes ~5 s there
     t0 = time.time()
     att = subprocess.run([VT, "attach", str(job.pid), "-o", trace], capture_output=True, text=True, timeout=60)
     attach_s = time.time() - t0
