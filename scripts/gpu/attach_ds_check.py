@@ -14,7 +14,8 @@ import sys
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-VT = os.path.join(os.path.dirname(os.path.dirname(HERE)), "build", "analyzer", "vramtrace")
+sys.path.insert(0, HERE)
+from common import VT, analyze_attached  # noqa: E402
 
 
 def main():
@@ -22,6 +23,8 @@ def main():
     calls = int(sys.argv[2]) if len(sys.argv) > 2 else 6
     os.makedirs(out, exist_ok=True)
     trace = os.path.join(out, "attach-ds.vrt")
+    if os.path.exists(trace):  # attach keeps an existing trace (it needs -f): a rerun must not read the old one
+        os.unlink(trace)
     env = dict(os.environ, RANK="0", LOCAL_RANK="0", WORLD_SIZE="1", MASTER_ADDR="127.0.0.1", MASTER_PORT="29531")
     job = subprocess.Popen([sys.executable, os.path.join(HERE, "attach_ds.py"), str(calls)], stdout=subprocess.PIPE,
                            text=True, env=env)
@@ -35,15 +38,9 @@ def main():
     rest, _ = job.communicate(timeout=600)
     lines = seen + rest.splitlines(True)
     truth = json.loads(next(l for l in lines if l.startswith("VRAMTRACE_TRUTH ")).split(" ", 1)[1])
-    leaks = subprocess.run([VT, "leaks", "--json", "-q", trace], capture_output=True, text=True)
-    text = subprocess.run([VT, "leaks", "-q", trace], capture_output=True, text=True).stdout
-    report = subprocess.run([VT, "report", "-q", trace], capture_output=True, text=True).stdout
-    rj = subprocess.run([VT, "report", "--json", "-q", trace], capture_output=True, text=True)
-    rep = json.loads(rj.stdout) if rj.stdout.strip() else {}
-    tensors = (rep.get("tensors") or [{}])[0].get("live_bytes_at_end")
-    result = {"truth": truth, "attach": att.stdout + att.stderr,
-              "leaks": json.loads(leaks.stdout) if leaks.stdout.strip() else leaks.stderr,
-              "tensors_live_at_end": tensors, "categories_at_end": rep.get("categories_at_end")}
+    a = analyze_attached(trace)
+    text, report, tensors = a["leaks_text"], a["report_text"], a["tensors_live_at_end"]
+    result = dict({k: v for k, v in a.items() if not k.endswith("_text")}, truth=truth, attach=att.stdout + att.stderr)
     with open(os.path.join(out, "attach-ds.json"), "w") as f:
         json.dump(result, f, indent=1)
     with open(os.path.join(out, "attach-ds.txt"), "w") as f:

@@ -1,6 +1,11 @@
 """Helpers shared by the GPU scripts."""
 import ctypes
 import json
+import os
+import subprocess
+
+VT = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "build", "analyzer",
+                  "vramtrace")
 
 
 def mark(label):
@@ -15,3 +20,23 @@ def truth(**kw):
     """Marks "vramtrace-truth" and prints the process's own figures for the verifier."""
     mark("vramtrace-truth")
     print("VRAMTRACE_TRUTH " + json.dumps(kw), flush=True)
+
+
+def analyze_attached(trace):
+    """What `leaks` and `report` say of an attached job's trace: the leaks JSON (or its error),
+    the two texts, the tensor layer's live bytes at the end, the labelled sites from before the
+    attach (PyTorch's snapshot, the unattributed rest), the categories at the end."""
+    def vt(*args):
+        return subprocess.run([VT, *args, trace], capture_output=True, text=True)
+
+    leaks, text, report, rj = vt("leaks", "--json", "-q"), vt("leaks", "-q"), vt("report", "-q"), vt("report", "--json", "-q")
+    rep = json.loads(rj.stdout) if rj.returncode in (0, 1) and rj.stdout.strip() else {}
+    before = {}
+    for site in rep.get("live_at_end", []):
+        head = site.get("headline", {}).get("function", "")
+        if head.startswith("[") and "before" in head:
+            before[head.split(" at ")[0]] = before.get(head.split(" at ")[0], 0) + site["bytes"]
+    return {"leaks": json.loads(leaks.stdout) if leaks.stdout.strip() else leaks.stderr,
+            "leaks_text": text.stdout, "report_text": report.stdout,
+            "tensors_live_at_end": (rep.get("tensors") or [{}])[0].get("live_bytes_at_end"),
+            "before_attach": before, "categories_at_end": rep.get("categories_at_end")}
