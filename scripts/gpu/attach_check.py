@@ -14,7 +14,7 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from common import VT, analyze_attached  # noqa: E402
+from common import VT, analyze_attached, save_attached  # noqa: E402
 
 
 def main():
@@ -34,16 +34,8 @@ def main():
     # what was there before the attach comes from PyTorch's own snapshot (issue 19 item 3): the
     # tensor layer's live bytes at the end against memory_allocated(), the labelled sites
     a = analyze_attached(trace)
-    text, report, seeded, tensors = a["leaks_text"], a["report_text"], a["before_attach"], a["tensors_live_at_end"]
-    result = dict({k: v for k, v in a.items() if not k.endswith("_text")}, truth=truth,
-                  attach=att.stdout + att.stderr, attach_seconds=round(attach_s, 2))
-    with open(os.path.join(out, "attach.json"), "w") as f:
-        json.dump(result, f, indent=1)
-    with open(os.path.join(out, "attach.txt"), "w") as f:
-        f.write(att.stdout + att.stderr + "\n" + text + "\n" + report)
-    print(att.stdout + att.stderr)
-    print(text[:4000])
-    print("truth:", truth)
+    save_attached(out, "attach", att, a, truth, attach_seconds=round(attach_s, 2))
+    seeded, tensors = a["before_attach"], a["tensors_live_at_end"]
     print("tensors live at the end of the trace: %s; the job's memory_allocated(): %s" % (tensors, truth["allocated"]))
     print("before the attach:", seeded)
     print("categories at the end:", a["categories_at_end"])

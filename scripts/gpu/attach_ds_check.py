@@ -15,7 +15,7 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from common import VT, analyze_attached  # noqa: E402
+from common import VT, analyze_attached, save_attached  # noqa: E402
 
 
 def main():
@@ -39,15 +39,8 @@ def main():
     lines = seen + rest.splitlines(True)
     truth = json.loads(next(l for l in lines if l.startswith("VRAMTRACE_TRUTH ")).split(" ", 1)[1])
     a = analyze_attached(trace)
-    text, report, tensors = a["leaks_text"], a["report_text"], a["tensors_live_at_end"]
-    result = dict({k: v for k, v in a.items() if not k.endswith("_text")}, truth=truth, attach=att.stdout + att.stderr)
-    with open(os.path.join(out, "attach-ds.json"), "w") as f:
-        json.dump(result, f, indent=1)
-    with open(os.path.join(out, "attach-ds.txt"), "w") as f:
-        f.write(att.stdout + att.stderr + "\n" + text + "\n" + report)
-    print(att.stdout + att.stderr)
-    print(text[:5000])
-    print("truth:", truth)
+    save_attached(out, "attach-ds", att, a, truth)
+    tensors = a["tensors_live_at_end"]
     print("tensors live at the end: %s; memory_allocated() at the end: %s" % (tensors, truth["allocated_at_end"]))
 
 

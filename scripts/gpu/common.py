@@ -40,3 +40,17 @@ def analyze_attached(trace):
             "leaks_text": text.stdout, "report_text": report.stdout,
             "tensors_live_at_end": (rep.get("tensors") or [{}])[0].get("live_bytes_at_end"),
             "before_attach": before, "categories_at_end": rep.get("categories_at_end")}
+
+
+def save_attached(out, stem, attached, analysis, truth, **extra):
+    """OUT/STEM.json (the analysis, what the job said of itself, what attach said) and OUT/STEM.txt
+    (attach's answer, `leaks` and `report` as printed); prints the start of it."""
+    said = attached.stdout + attached.stderr
+    result = dict({k: v for k, v in analysis.items() if not k.endswith("_text")}, truth=truth, attach=said, **extra)
+    with open(os.path.join(out, stem + ".json"), "w") as f:
+        json.dump(result, f, indent=1)
+    with open(os.path.join(out, stem + ".txt"), "w") as f:
+        f.write(said + "\n" + analysis["leaks_text"] + "\n" + analysis["report_text"])
+    print(said)
+    print(analysis["leaks_text"][:5000])
+    print("truth:", truth)
