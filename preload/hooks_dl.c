@@ -89,7 +89,9 @@ VRT_EXPORT int dlclose(void *handle)
 	if (atomic_load(&vrt_state) != VRT_STATE_READY || !(guard = vrt_enter()))
 		return fn(handle);
 	struct context_states before;
-	bool watched = read_states(&before);
+	/* the driver's functions are asked only while it is loaded: an earlier dlclose may have
+	 * unloaded it, and the pointers we keep into it with it */
+	bool watched = driver_still_loaded() && read_states(&before);
 	int rc = fn(handle);
 	if (rc == 0 && watched)
 		record_destroyed(&before);

@@ -120,6 +120,11 @@ m primary-release-counts-every-release preload/hooks_driver.c \
   'get_state(dev, &flags, &active) != CUDA_SUCCESS)' \
   test_coexistence.py::test_a_primary_context_still_referenced_keeps_its_memory
 
+m dlclose-asks-an-unloaded-driver preload/hooks_dl.c \
+  'bool watched = driver_still_loaded() && read_states(&before);' \
+  'bool watched = read_states(&before);' \
+  test_coexistence.py::test_dlclose_after_the_driver_was_unloaded_leaves_it_alone
+
 # ---- virtual memory management: preload and the analyzer's model ------------------------------
 m vmm-release-unrecorded preload/hooks_driver.c \
   'vrt_record_release(VRT_OP_PHYS_RELEASE, VRT_API_CU_MEM_RELEASE, ts, h, 0, 0);' \

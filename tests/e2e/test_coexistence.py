@@ -233,6 +233,33 @@ def test_a_context_released_while_the_process_exits_is_not_a_reset(tmp_path):
     assert released.totals() == kept.totals() and any(live for _, live in kept.totals().values())
 
 
+UNLOADED_DRIVER = r"""
+import ctypes, ctypes.util, sys, _ctypes
+cu = ctypes.CDLL(sys.argv[1], mode=ctypes.RTLD_LOCAL)
+p = ctypes.c_uint64()
+assert cu.cuInit(0) == 0
+ctx = ctypes.c_void_p()
+assert cu.cuDevicePrimaryCtxRetain(ctypes.byref(ctx), 0) == 0 and cu.cuCtxSetCurrent(ctx) == 0
+assert cu.cuMemAlloc_v2(ctypes.byref(p), ctypes.c_size_t(1 << 20)) == 0
+_ctypes.dlclose(cu._handle)  # the driver's last reference: it may be unloaded now
+for _ in range(3):  # later unloads of anything else must not reach into it
+    h = _ctypes.dlopen(ctypes.util.find_library("m"), ctypes.RTLD_LOCAL)
+    _ctypes.dlclose(h)
+print("done", flush=True)
+"""
+
+
+def test_dlclose_after_the_driver_was_unloaded_leaves_it_alone(tmp_path):
+    """dlclose asks the driver about its contexts only while the driver is loaded: once the
+    program unloaded it, the pointers kept into it are not called (a crash before)."""
+    prog = tmp_path / "unload.py"
+    prog.write_text(UNLOADED_DRIVER)
+    argv = ["python3", prog, DOUBLES / "libcuda.so.1"]
+    t = trace(tmp_path, argv)
+    assert t.returncode == 0 and t.stdout == "done\n", t.stderr
+    assert not preload_lines(t.stderr), t.stderr
+
+
 def test_a_runtime_unloaded_takes_its_context_and_memory_with_it(tmp_path):
     """The real runtime releases its primary context when it is dlclose'd, and the last release
     destroys the context with its memory: on the H200 every copy's 1 MiB came back at the same
