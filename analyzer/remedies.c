@@ -189,6 +189,7 @@ static void category_remedies(const struct vrt_trace *t, const struct vrt_remedy
 struct series {
 	uint64_t entry, *live;
 	size_t n, cap;
+	bool overflowed; /* more requests than SERIES_MAX: not projected */
 };
 
 struct calls {
@@ -208,9 +209,16 @@ struct calls {
 	int error;
 };
 
+/* Requests of one call kept for the projection (32 MiB): a call making more is not projected. */
+#define SERIES_MAX (1u << 22)
+
 static void series_push(struct calls *c, uint64_t live)
 {
 	struct series *s = &c->now;
+	if (s->n >= SERIES_MAX) {
+		s->overflowed = true;
+		return;
+	}
 	if (s->n == s->cap) {
 		size_t cap = s->cap ? s->cap * 2 : 1024;
 		uint64_t *grown = realloc(s->live, cap * sizeof(*grown));
@@ -247,6 +255,7 @@ static void open_call(struct calls *c, uint64_t live)
 	c->current = live;
 	c->now.entry = live;
 	c->now.n = 0;
+	c->now.overflowed = false;
 }
 
 static void close_call(struct calls *c)
@@ -325,7 +334,7 @@ static void project_rest(struct calls *c, uint64_t now, struct vrt_remedies *out
 {
 	const struct series *f = &c->now, *l = &c->last;
 	out->call_rest = -1;
-	if (!c->open || !c->n || !f->n || l->n <= f->n)
+	if (!c->open || !c->n || !f->n || l->n <= f->n || f->overflowed || l->overflowed)
 		return;
 	uint64_t at_k = l->live[f->n - 1], peak = at_k;
 	for (size_t i = f->n; i < l->n; i++)
