@@ -29,8 +29,8 @@ BIG_BUFFER = {"VRAMTRACE_THREAD_BUFFER": "16M"}
 
 # ---- 64 threads ------------------------------------------------------------------------------
 
-def threads_run(tmp_path, seconds, env):
-    p, out = run(tmp_path, [program("stress_threads"), 64, seconds], "t.vrt", env=env)
+def threads_run(tmp_path, seconds, env, extra_preload=None):
+    p, out = run(tmp_path, [program("stress_threads"), 64, seconds], "t.vrt", env=env, extra_preload=extra_preload)
     assert p.returncode == 0, p.stderr
     return fields(last_line(p.stdout, "stress_threads:")), traced(p, out)
 
@@ -65,8 +65,10 @@ def test_64_threads_tiny_buffers_count_every_lost_event(tmp_path, seconds):
     """Buffers of 64 KiB, a collector that flushes every 10 s and threads that do not wait for
     room (VRAMTRACE_FULL_WAIT_MS=0) drop events; each one is then counted: written + lost ==
     made, and the lost records add up to the state block."""
+    # the trace's first writes stall (libstress_slowsink.so), so the buffers fill on any machine
     made, t = threads_run(tmp_path, seconds, {"VRAMTRACE_THREAD_BUFFER": "64K", "VRAMTRACE_FLUSH_MS": "10000",
-                                              "VRAMTRACE_FULL_WAIT_MS": "0"})
+                                              "VRAMTRACE_FULL_WAIT_MS": "0", "STRESS_SLOW_WRITES": "2",
+                                              "STRESS_SLOW_MS": "200"}, extra_preload=SLOWSINK)
     assert t.info["events_lost"] > 0, "nothing was dropped: the test proves nothing"
     ops = op_counts(t.trace)
     written = ops.get("alloc", 0) + ops.get("free", 0)
