@@ -411,6 +411,10 @@ void vrt_torch_maybe_attach(void);
 /* Whether the tracker is attached to PyTorch's allocator: its blocks' frees are seen (torch.c). */
 bool vrt_torch_tracking(void);
 /* A retention walk asked of the interpreter's main thread (pyreach.c); false: no Python here. */
+/* Py_AddPendingCall once the interpreter is up, else NULL: how we ask the main thread to run a
+ * function of ours at its next safe point (it needs neither the GIL nor a thread state). */
+typedef int (*vrt_add_pending_fn)(int (*fn)(void *), void *arg);
+vrt_add_pending_fn vrt_python_add_pending(void);
 bool vrt_python_walk_request(int reason, uint64_t *ticket);
 bool vrt_python_walk_done(uint64_t ticket);
 void vrt_python_walked_for_snapshot(void);

@@ -502,14 +502,21 @@ static int pending_walk(void *arg)
 	return 0;
 }
 
+vrt_add_pending_fn vrt_python_add_pending(void)
+{
+	vrt_add_pending_fn add = NULL;
+	int (*initialized)(void) = NULL;
+	*(void **)&add = sym("Py_AddPendingCall");
+	*(void **)&initialized = sym("Py_IsInitialized");
+	return add && initialized && initialized() ? add : NULL;
+}
+
 bool vrt_python_walk_request(int reason, uint64_t *ticket)
 {
 	if (vrt_now_ns() - atomic_load(&last_snapshot_walk_ns) < 2000000000ull)
 		return false;
-	int (*add_pending)(int (*)(void *), void *) = NULL;
-	int (*initialized)(void) = sym("Py_IsInitialized");
-	*(void **)&add_pending = sym("Py_AddPendingCall");
-	if (!add_pending || !initialized || !initialized())
+	vrt_add_pending_fn add_pending = vrt_python_add_pending();
+	if (!add_pending)
 		return false;
 	*ticket = atomic_fetch_add(&walk_requests, 1) + 1;
 	return add_pending(pending_walk, (void *)(intptr_t)reason) == 0;
@@ -578,10 +585,7 @@ static int pending_watch_teardown(void *arg)
 
 void vrt_python_watch_teardown(void)
 {
-	int (*add_pending)(int (*)(void *), void *) = NULL;
-	int (*initialized)(void) = NULL;
-	*(void **)&add_pending = sym("Py_AddPendingCall");
-	*(void **)&initialized = sym("Py_IsInitialized");
-	if (add_pending && initialized && initialized())
+	vrt_add_pending_fn add_pending = vrt_python_add_pending();
+	if (add_pending)
 		add_pending(pending_watch_teardown, NULL);
 }

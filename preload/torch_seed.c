@@ -283,10 +283,7 @@ static int seed_from_snapshot(void *arg)
 
 void vrt_torch_seed_request(void)
 {
-	int (*add_pending)(int (*)(void *), void *) = NULL;
-	int (*initialized)(void) = NULL;
-	*(void **)&add_pending = sym("Py_AddPendingCall");
-	*(void **)&initialized = sym("Py_IsInitialized");
-	if (add_pending && initialized && initialized())
+	vrt_add_pending_fn add_pending = vrt_python_add_pending();
+	if (add_pending)
 		add_pending(seed_from_snapshot, NULL);
 }
