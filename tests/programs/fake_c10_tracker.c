@@ -8,15 +8,10 @@
  * counters. The stand-in torch (tests/programs/pylib_faketorch) calls fake_c10_trace for each
  * block it hands out or takes back, as PyTorch's allocator records a TraceEntry.
  */
-#include <stdbool.h>
 #include <stdint.h>
-#include <stdlib.h>
 #include <string.h>
 
-#define NS "_ZN3c104cuda20CUDACachingAllocator"
-#define NATIVE "N3c104cuda20CUDACachingAllocator6Native22NativeCachingAllocatorE"
-#define SLOTS 50 /* the 2.11 row's vtable_slots */
-#define EXPORT __attribute__((visibility("default")))
+#include "fake_c10_2_11.h"
 
 /* libstdc++'s std::function<void(const TraceEntry&)>: 16 bytes of functor, manager, invoker. */
 struct std_function {
@@ -28,12 +23,6 @@ struct std_function {
 static struct std_function tracker;
 static bool tracking;
 static uint64_t alloc_count, alloc_bytes, freed_bytes; /* device 0's, as DeviceStats aggregates them */
-
-EXPORT bool initialized(void *self) __asm__(NS "6Native22NativeCachingAllocator11initializedEv");
-EXPORT void get_device_stats(void *out, void *self, signed char device) __asm__(
-	NS "6Native22NativeCachingAllocator14getDeviceStatsEa");
-EXPORT void attach_tracker(void *self, void *fn) __asm__(
-	NS "6Native22NativeCachingAllocator27attachAllocatorTraceTrackerESt8functionIFvRKNS_22CachingDeviceAllocator10TraceEntryEEE");
 
 bool initialized(void *self) { return self != NULL; }
 
@@ -56,30 +45,6 @@ void attach_tracker(void *self, void *fn)
 	memcpy(&tracker, fn, sizeof(tracker)); /* torch.c's functor: clone is a copy */
 	tracking = true;
 }
-
-static void other_method(void) { abort(); }
-
-struct type_info {
-	const void *vtable;
-	const char *name;
-};
-static const struct type_info native_ti = { NULL, NATIVE };
-
-/* offset to top, type_info, then the slots from the address point (2.11: 6, 9 and 44) */
-#pragma GCC diagnostic ignored "-Woverride-init"
-EXPORT const void *const native_vtable[SLOTS + 2] __asm__("_ZTV" NATIVE) = {
-	[0] = NULL,
-	[1] = &native_ti,
-	[2 ... SLOTS + 1] = (const void *)other_method,
-	[2 + 6] = (const void *)initialized,
-	[2 + 9] = (const void *)get_device_stats,
-	[2 + 44] = (const void *)attach_tracker,
-};
-
-struct object {
-	const void *const *vptr;
-};
-static struct object native = { native_vtable + 2 };
 
 EXPORT void *allocator __asm__(NS "9allocatorE") = &native;
 
