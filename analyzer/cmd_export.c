@@ -71,20 +71,24 @@ static void write_folded(FILE *out, const struct vrt_trace *t, const struct vrt_
 	}
 }
 
-/* The main series' peak: tensors when present, else the busiest device. */
-static uint64_t main_peak_event(const struct vrt_model *m, int *slot)
+/* The main series' peak: tensors when present, else the busiest device's memory. */
+struct main_peak {
+	int slot;
+	int64_t bytes;
+	uint64_t event, ts;
+};
+
+static struct main_peak main_peak_of(const struct vrt_model *m)
 {
-	int64_t best = -1;
-	uint64_t event = 0;
+	struct main_peak p = { .bytes = -1 };
 	for (int d = 0; d <= VRT_MAX_DEVICES; d++) {
 		int64_t v = m->any_blocks ? m->tensor_peak[d] : m->peak[d][VRT_KIND_DEVICE];
-		if (v > best) {
-			best = v;
-			event = m->any_blocks ? m->tensor_peak_event[d] : m->peak_event[d][VRT_KIND_DEVICE];
-			*slot = d;
-		}
+		if (v > p.bytes)
+			p = m->any_blocks ? (struct main_peak){ d, v, m->tensor_peak_event[d], m->tensor_peak_ts[d] }
+					  : (struct main_peak){ d, v, m->peak_event[d][VRT_KIND_DEVICE],
+								m->peak_ts[d][VRT_KIND_DEVICE] };
 	}
-	return event;
+	return p;
 }
 
 /* What was live on one device (or host) slot, grouped by stack, under its root. */
@@ -111,25 +115,23 @@ static int export_folded(struct vrt_trace *t, FILE *out, bool at_peak, bool quie
 		return VRT_EXIT_INTERNAL;
 	int rc = vrt_report_replay(t, &m, quiet, NULL);
 	if (!rc && at_peak) {
-		int slot = 0;
-		uint64_t target = main_peak_event(&m, &slot);
+		struct main_peak peak = main_peak_of(&m);
 		bool tensors = m.any_blocks;
-		int64_t tensor_peak = m.tensor_peak[slot];
-		double when = vrt_ts_seconds(t, tensors ? m.tensor_peak_ts[slot] : m.peak_ts[slot][VRT_KIND_DEVICE]);
+		double when = vrt_ts_seconds(t, peak.ts);
 		vrt_model_free(&m);
 		vrt_model_init(&m);
 		struct vrt_pass p;
 		vrt_pass_open(&p, t, &(struct vrt_pass_options){ .label = "export", .quiet = quiet, .model = &m });
-		vrt_pass_seek(&p, target);
+		vrt_pass_seek(&p, peak.event);
 		rc = vrt_pass_close(&p);
 		char root[160];
 		if (tensors)
 			snprintf(root, sizeof(root), "%s at its tensor peak (%s of tensors at %.3f s)",
-				 vrt_device_name(slot), vrt_bytes(tensor_peak), when);
+				 vrt_device_name(peak.slot), vrt_bytes(peak.bytes), when);
 		else
-			snprintf(root, sizeof(root), "%s at its peak (%.3f s)", vrt_device_name(slot), when);
+			snprintf(root, sizeof(root), "%s at its peak (%.3f s)", vrt_device_name(peak.slot), when);
 		if (!rc)
-			folded_slot(out, t, &m, slot, tensors ? -1 : VRT_KIND_DEVICE, root);
+			folded_slot(out, t, &m, peak.slot, tensors ? -1 : VRT_KIND_DEVICE, root);
 	} else if (!rc) {
 		for (int slot = 0; slot <= VRT_MAX_DEVICES; slot++)
 			folded_slot(out, t, &m, slot, m.any_blocks ? -1 : -2, vrt_device_name(slot));
