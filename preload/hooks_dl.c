@@ -17,6 +17,7 @@
 #include <dlfcn.h>
 
 #include "internal.h"
+#include "libc_dl.h"
 
 #define MAX_WATCHED_DEVICES 64
 
@@ -62,7 +63,7 @@ static bool driver_still_loaded(void)
 	void *h = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_NOLOAD);
 	if (!h)
 		return false;
-	((int (*)(void *))real_dlclose_fn())(h); /* NOLOAD took a reference */
+	vrt_libc_dlclose(h); /* NOLOAD took a reference: ours, closed as all of ours are */
 	return true;
 }
 
