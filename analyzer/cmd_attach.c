@@ -77,8 +77,9 @@ static bool field(const char *status, const char *key, char *out, size_t len)
 
 /* After an injection: the library's worker starts the collector, hooks and switches to full
  * tracing on its own; wait until its STATUS says so, or says why not. */
-static int wait_until_tracing(int pid, const char *library)
+static int wait_until_tracing(int pid, const char *library, double started)
 {
+	double injected = vrt_monotonic_seconds();
 	struct timespec pause = { 0, 50 * 1000000 };
 	char trace[PATH_MAX] = "";
 	for (int waited = 0; waited < ATTACH_WAIT_MS; waited += 50, nanosleep(&pause, NULL)) {
@@ -95,7 +96,9 @@ static int wait_until_tracing(int pid, const char *library)
 			return vrt_ctl_refuse(VRT_E_IO, "process %d: %s", pid, vrt_escape(failed + 1));
 		if (strstr(reply.payload, " mode full ") && field(reply.payload, " trace ", trace, sizeof(trace))) {
 			vrt_ctl_note_impostor(pid, &reply);
-			printf("process %d: libvramtrace.so injected; tracing everything to %s\n", pid, vrt_escape(trace));
+			double now = vrt_monotonic_seconds();
+			printf("process %d: libvramtrace.so injected in %.1f s, tracing %.1f s later; tracing everything to %s\n",
+			       pid, injected - started, now - injected, vrt_escape(trace));
 			return 0;
 		}
 	}
@@ -118,10 +121,11 @@ static int inject(const struct attach_options *o)
 	snprintf(name, sizeof(name), "vramtrace.%d.vrt", o->pid);
 	if (vrt_ctl_absolute_path(o->output ? o->output : name, output, sizeof(output)))
 		return vrt_fail(VRT_E_ARG, "output path too long");
+	double started = vrt_monotonic_seconds();
 	rc = vrt_inject(o->pid, library, output, why, sizeof(why));
 	if (rc)
 		return vrt_ctl_refuse(rc, "cannot attach to process %d: %s", o->pid, why);
-	return wait_until_tracing(o->pid, library);
+	return wait_until_tracing(o->pid, library, started);
 }
 
 int vrt_cmd_attach(int argc, char **argv)

@@ -34,12 +34,16 @@ def main():
         if line.startswith("VRAMTRACE_CALL 1 "):
             break
     time.sleep(1.0)
+    attach_began = time.monotonic()
     att = subprocess.run([VT, "attach", str(job.pid), "-o", trace], capture_output=True, text=True, timeout=120)
+    attach_ended = time.monotonic()
     rest, _ = job.communicate(timeout=600)
     lines = seen + rest.splitlines(True)
     truth = json.loads(next(l for l in lines if l.startswith("VRAMTRACE_TRUTH ")).split(" ", 1)[1])
     a = analyze_attached(trace)
-    save_attached(out, "attach-ds", att, a, truth)
+    calls_at = [float(l.split()[3]) for l in lines if l.startswith("VRAMTRACE_CALL ")]
+    save_attached(out, "attach-ds", att, a, truth, attach_began=attach_began, attach_ended=attach_ended,
+                  calls_began_at=calls_at, calls_before_attach_ended=sum(t < attach_ended for t in calls_at))
     tensors = a["tensors_live_at_end"]
     print("tensors live at the end: %s; memory_allocated() at the end: %s" % (tensors, truth["allocated_at_end"]))
 

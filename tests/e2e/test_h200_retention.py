@@ -111,6 +111,28 @@ def test_an_attached_job_names_the_line_that_grows_per_step():
     assert all(g["category"] == "allocator_cache" for g in d["growing"][1:])
 
 
+def test_an_attached_deepspeed_job_names_what_grows_to_the_byte():
+    """attach-ds.vrt: real DeepSpeed ZeRO-2 re-initialized in each of 12 train() calls on one
+    model, started untraced; vramtrace attached during its fifth call, and it ran to its end. What
+    the job held before the attach is PyTorch's own count at that call's end; every site leaks
+    names grows once per call, and together they are the job's growth over the seven whole calls
+    traced, to the byte; at the end the trace's tensors are memory_allocated()."""
+    truth = TRUTH["attach-ds"]
+    traced_calls = truth["calls"] - truth["calls_begun_before_the_attach_ended"]
+    d = json.loads(analyze("leaks", "--json", "-q", H200 / "attach-ds.vrt").stdout)
+    assert d["phase"] is None and d["layer"] == "tensors" and d["teardown_s"] is not None
+    assert sum(g["bytes"] for g in d["growing"]) == traced_calls * truth["growth_per_call"]
+    top = d["growing"][0]
+    assert top["headline"]["function"] == "DeepSpeedZeroOptimizer.setup_buckets" and top["category"] == "gradients"
+    assert all(g["count"] % traced_calls == 0 for g in d["growing"])
+    assert not any(g["category"] == "allocator_cache" for g in d["growing"])
+    r = json.loads(analyze("report", "--json", "-q", H200 / "attach-ds.vrt").stdout)
+    assert r["tensors"][0]["live_bytes_at_end"] == truth["allocated_at_end"]
+    before = sum(s["bytes"] for s in r["live_at_end"]
+                 if s.get("headline", {}).get("function") == "[tensor allocated before attach]")
+    assert before == truth["allocated_at_entry"][truth["calls_begun_before_the_attach_ended"]]
+
+
 def test_deepspeed_what_keeps_it_alive_is_one_root_the_models_forward_hooks(zero2):
     # The answer to "how do I free what DeepSpeed keeps?": the hooks DeepSpeed registered on the
     # user's model hold nearly everything that survives, whichever of the 48 hooks each chain takes.

@@ -387,7 +387,8 @@ def test_attach_injects_past_a_squatter(tmp_path):
     try:
         p = analyze("attach", "-o", out, pid, check=False)
         assert p.returncode == 0, p.stderr
-        assert p.stdout == f"process {pid}: libvramtrace.so injected; tracing everything to {out}\n"
+        assert re.fullmatch(rf"process {pid}: libvramtrace.so injected in [0-9.]+ s, tracing [0-9.]+ s later; "
+                            rf"tracing everything to {re.escape(str(out))}\n", p.stdout), p.stdout
         assert f"@vramtrace.{pid} is held by process {squat.pid}" in p.stderr
         assert analyze("mark", pid, "past-the-squatter", check=False).stdout == \
             f'process {pid}: marked "past-the-squatter"\n'
