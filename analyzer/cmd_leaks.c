@@ -953,14 +953,15 @@ struct lows {
 	struct vrt_sites at[WINDOWS];
 };
 
-/* How the top growing site's allocations came between the first low point and the last: a
- * loop's step when they came at a steady pace. */
+/* How the top growing site's surviving allocations came between the first low point and the
+ * last: a loop's step when they came at a steady pace. Only what is still live at the last low
+ * point counts (a step that makes two tensors and frees one leaves one, and is one step). */
 struct cadence {
 	struct vrt_sites stacks; /* every stack that allocated in the window: who else calls a helper */
-	uint64_t allocations;
-	double first_s, last_s;
-	double mean, m2;        /* of the intervals (Welford) */
-	bool steady;            /* at least 4, and the intervals' spread under half their mean */
+	uint64_t allocations;   /* of the top stack, born in the window and live at its end */
+	uint64_t steps;         /* those births, a burst within one step counted once */
+	double mean;            /* seconds between steps */
+	bool steady;            /* at least 4 steps, and the intervals' spread under half their mean */
 };
 
 static int find_lows(struct leaks *lk, struct lows *lw, uint64_t total_events)
@@ -1005,12 +1006,83 @@ static int find_lows(struct leaks *lk, struct lows *lw, uint64_t total_events)
 	return 0;
 }
 
-static bool born_at(const struct leaks *lk, const struct vrt_effect *e, uint32_t stack)
+struct survivors {
+	const struct leaks *lk;
+	uint32_t stack;
+	uint64_t from;
+	double *born_s;
+	size_t n, cap;
+	bool oom;
+};
+
+static void note_survivor(void *ctx, const struct vrt_item *it)
 {
-	return e->kind == VRT_EFFECT_BORN && e->item.stack == stack && counts(lk, &e->item);
+	struct survivors *sv = ctx;
+	if (it->stack != sv->stack || it->born_event <= sv->from || !counts(sv->lk, it) || sv->oom)
+		return;
+	if (sv->n == sv->cap) {
+		size_t cap = sv->cap ? sv->cap * 2 : 64;
+		double *v = realloc(sv->born_s, cap * sizeof(*v));
+		if (!v) {
+			sv->oom = true;
+			return;
+		}
+		sv->born_s = v;
+		sv->cap = cap;
+	}
+	sv->born_s[sv->n++] = vrt_ts_seconds(sv->lk->t, it->ts);
 }
 
-/* The allocations of stack between events from and to (a third pass, for one site). */
+static int by_seconds(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+	return (x > y) - (x < y);
+}
+
+#define MAX_BURST 64 /* allocations one step keeps, at most, for its size to be recognised */
+
+/*
+ * Steps from the survivors' birth times (sorted). Births closer than a quarter of the mean gap
+ * over the whole span are one burst; a step keeps as many as the commonest burst holds, so a
+ * step that keeps two is one step, and two steps that came close together (a loop that woke
+ * late and caught up) are still two. Steady: at least 4 steps, the bursts' spacing spread under
+ * half its mean.
+ */
+static void steps_of(const double *t, size_t n, struct cadence *c)
+{
+	c->allocations = n;
+	if (n < 2)
+		return;
+	double burst_gap = (t[n - 1] - t[0]) / (double)(n - 1) / 4;
+	uint64_t sizes[MAX_BURST + 1] = { 0 }, bursts = 1, size = 1;
+	double start = t[0], mean = 0, m2 = 0;
+	for (size_t i = 1; i <= n; i++) {
+		if (i < n && t[i] - t[i - 1] <= burst_gap) {
+			size++;
+			continue;
+		}
+		sizes[size < MAX_BURST ? size : MAX_BURST]++;
+		if (i == n)
+			break;
+		double gap = t[i] - start, d = gap - mean;
+		bursts++;
+		mean += d / (double)(bursts - 1);
+		m2 += d * (gap - mean);
+		start = t[i];
+		size = 1;
+	}
+	uint64_t per_step = 1;
+	for (uint64_t k = 2; k < MAX_BURST; k++)
+		if (sizes[k] > sizes[per_step])
+			per_step = k;
+	double spread = bursts > 2 ? sqrt(m2 / (double)(bursts - 2)) : 0;
+	c->steps = (n + per_step / 2) / per_step;
+	c->mean = c->steps > 1 ? (t[n - 1] - t[0]) / (double)(c->steps - 1) : 0;
+	c->steady = c->steps >= 4 && bursts >= 4 && mean > 0 && spread < mean / 2;
+}
+
+/* The allocations of stack between events from and to, and which of them live on at to (a third
+ * pass, for one site). */
 static void measure_cadence(struct leaks *lk, uint32_t stack, uint64_t from, uint64_t to, struct cadence *c)
 {
 	struct vrt_model m;
@@ -1026,23 +1098,17 @@ static void measure_cadence(struct leaks *lk, uint32_t stack, uint64_t from, uin
 			continue;
 		if (c->stacks.n < 4096)
 			vrt_sites_get(&c->stacks, e.item.stack, NULL);
-		if (!born_at(lk, &e, stack))
-			continue;
-		double now = vrt_ts_seconds(lk->t, r.ts);
-		if (c->allocations++) {
-			double gap = now - c->last_s, d = gap - c->mean;
-			c->mean += d / (double)(c->allocations - 1);
-			c->m2 += d * (gap - c->mean);
-		} else {
-			c->first_s = now;
-		}
-		c->last_s = now;
 	}
+	struct survivors sv = { .lk = lk, .stack = stack, .from = from };
+	if (m.events == to)
+		vrt_model_each(&m, note_survivor, &sv);
 	vrt_pass_abandon(&p);
 	vrt_model_free(&m);
-	uint64_t gaps = c->allocations ? c->allocations - 1 : 0;
-	double spread = gaps > 1 ? sqrt(c->m2 / (double)(gaps - 1)) : 0;
-	c->steady = c->allocations >= 4 && c->mean > 0 && spread < c->mean / 2;
+	if (!sv.oom) {
+		qsort(sv.born_s, sv.n, sizeof(*sv.born_s), by_seconds);
+		steps_of(sv.born_s, sv.n, c);
+	}
+	free(sv.born_s);
 }
 
 static const char *duration(double s, char *buf, size_t len)
@@ -1059,7 +1125,7 @@ static const char *duration(double s, char *buf, size_t len)
 /*
  * "+8.00 MiB per step (63 steps, one every 52 ms; +154 MiB/s): 100% from main (grow.py:28)":
  * what the growing sites add together, per step when the top one allocated at a loop's steady
- * pace (a step: one of its allocations), else per second over the window between the first low
+ * pace (a step: the allocations of one step that live on), else per second over the window between the first low
  * point and the last; then the sites by where the user's code made them (as phase leaks' headline).
  */
 static void baseline_headline(const struct leaks *lk, const struct vrt_sites *growing, double window_s,
@@ -1091,10 +1157,10 @@ static void baseline_headline(const struct leaks *lk, const struct vrt_sites *gr
 	} else if (!blamed || total <= 0 || window_s <= 0) {
 		k = snprintf(buf, len, "no growth: no site of %s keeps rising across the low points of total memory",
 			     lk->blocks ? "tensors" : "CUDA allocations");
-	} else if (c->steady && c->allocations) {
+	} else if (c->steady && c->steps) {
 		char every[32];
 		k = snprintf(buf, len, "+%s per step (%llu steps, one every %s; +%s/s)",
-			     vrt_bytes(total / (int64_t)c->allocations), (unsigned long long)c->allocations,
+			     vrt_bytes(total / (int64_t)c->steps), (unsigned long long)c->steps,
 			     duration(c->mean, every, sizeof(every)), vrt_bytes((int64_t)((double)total / window_s)));
 	} else {
 		char over[32];
@@ -1199,7 +1265,7 @@ static int baseline(struct leaks *lk, struct vrt_model *end)
 				printf(", \"allocations_in_window\": %llu", (unsigned long long)cad.allocations);
 			if (g == top && cad.steady)
 				printf(", \"steps\": %llu, \"step_s\": %.6f, \"bytes_per_step\": %lld",
-				       (unsigned long long)cad.allocations, cad.mean, (long long)(g->bytes / (int64_t)cad.allocations));
+				       (unsigned long long)cad.steps, cad.mean, (long long)(g->bytes / (int64_t)cad.steps));
 			else
 				printf(", \"steps\": null, \"step_s\": null, \"bytes_per_step\": null");
 			printf("}");

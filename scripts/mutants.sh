@@ -427,10 +427,22 @@ m leaks-baseline-reads-teardown analyzer/cmd_leaks.c \
   '.until_mark = o->until_mark, .stop_at_teardown = false };' \
   test_leaks_without_phases.py::test_growth_is_measured_before_teardown_and_named_by_the_users_lines
 m leaks-baseline-step-miscounted analyzer/cmd_leaks.c \
-  'if (!born_at(lk, &e, stack))\n\t\t\tcontinue;' \
-  'if (!born_at(lk, &e, stack) || (m.events & 1))\n\t\t\tcontinue;' \
-  test_leaks_without_phases.py::test_growth_is_measured_before_teardown_and_named_by_the_users_lines \
+  'if (it->stack != sv->stack || it->born_event <= sv->from' \
+  'if (it->stack != sv->stack || it->born_event <= sv->from || (it->born_event & 1)' \
+  test_leaks_without_phases.py::test_a_step_that_keeps_two_buffers_is_one_step \
   test_attach.py::test_leaks_of_an_attached_job_names_the_growing_site_and_its_rate
+m leaks-baseline-steps-are-allocations analyzer/cmd_leaks.c \
+  'double burst_gap = (t[n - 1] - t[0]) / (double)(n - 1) / 4;' \
+  'double burst_gap = 0;' \
+  test_leaks_without_phases.py::test_a_step_that_keeps_two_buffers_is_one_step
+m leaks-baseline-steps-are-bursts analyzer/cmd_leaks.c \
+  'c->steps = (n + per_step / 2) / per_step;' \
+  'c->steps = bursts;' \
+  test_leaks_without_phases.py::test_a_step_that_keeps_two_buffers_is_one_step
+m leaks-baseline-steps-before-the-window analyzer/cmd_leaks.c \
+  'if (it->stack != sv->stack || it->born_event <= sv->from' \
+  'if (it->stack != sv->stack' \
+  test_h200_retention.py test_leaks_without_phases.py::test_a_step_that_keeps_two_buffers_is_one_step
 
 m attach-teardown-unwatched preload/attach.c \
   '\tvrt_python_watch_teardown();\n' \

@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from conftest import GOLDEN, analyze
+from conftest import GOLDEN, analyze, human
 
 H200 = GOLDEN / "h200"
 TRUTH = json.loads((H200 / "TRUTH.json").read_text())
@@ -126,6 +126,10 @@ def test_an_attached_deepspeed_job_names_what_grows_to_the_byte():
     assert top["headline"]["function"] == "DeepSpeedZeroOptimizer.setup_buckets" and top["category"] == "gradients"
     assert all(g["count"] % traced_calls == 0 for g in d["growing"])
     assert not any(g["category"] == "allocator_cache" for g in d["growing"])
+    # A call is a step: its survivors come once per call, whatever it allocates and frees.
+    assert top["steps"] == traced_calls
+    assert d["summary"].startswith("+%s per step (%d steps, one every " % (
+        human(truth["growth_per_call"]), traced_calls))
     r = json.loads(analyze("report", "--json", "-q", H200 / "attach-ds.vrt").stdout)
     assert r["tensors"][0]["live_bytes_at_end"] == truth["allocated_at_end"]
     before = sum(s["bytes"] for s in r["live_at_end"]
