@@ -144,6 +144,19 @@ static void json_categories_at_end(const struct report *r)
 		fputs("null", stdout);
 }
 
+/* What an attach could not attribute (its seed's one frame, preload/attach.c) is no site: say
+ * what it is, once, under the list. */
+static void explain_before_attach(const struct vrt_trace *t, const struct vrt_sites *shown, int top)
+{
+	for (size_t i = 0; i < shown->n && i < (size_t)top; i++)
+		if (!shown->v[i].label && vrt_stack_mentions(t, shown->v[i].stack, "[allocated before attach, unattributed]")) {
+			printf("  (allocated before attach, unattributed: device memory in use at the attach that PyTorch's "
+			       "allocator did not hold - the CUDA context, library workspaces and handles such as cuBLAS's "
+			       "and NCCL's, cudaMalloc calls made before it; no stack of it can be known)\n");
+			return;
+		}
+}
+
 static void print_text(struct report *r, const struct report_options *o)
 {
 	struct vrt_trace *t = r->t;
@@ -195,6 +208,7 @@ static void print_text(struct report *r, const struct report_options *o)
 		vrt_site_print(stdout, t, &r->live_at_end.v[i], o->frames);
 	if (!r->live_at_end.n)
 		printf("  nothing\n");
+	explain_before_attach(t, &r->live_at_end, o->top);
 	for (int d = 0; d <= VRT_MAX_DEVICES; d++)
 		for (int k = 0; k <= VRT_KIND_LAST; k++) {
 			struct peak_target *p = &r->peaks[d][k];

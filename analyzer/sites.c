@@ -160,7 +160,10 @@ static const struct rule rules[] = {
 	/* seeded at an attach from PyTorch's own snapshot (preload/torch_seed.c), no stack but its
 	 * innermost frame when history was on (matched by the rules above first) */
 	{ "unattributed", "[tensor allocated before attach", "a tensor PyTorch held when the attach began" },
-	{ "unattributed", "[allocated before attach", "in use before the attach; nothing can say by what" },
+	{ "unattributed", "[allocated before attach",
+	  "device memory in use at the attach that PyTorch's allocator did not hold (the CUDA context, library "
+	  "workspaces and handles such as cuBLAS's and NCCL's, cudaMalloc calls made before the attach): "
+	  "no stack of it can be known" },
 };
 
 static bool matches(const struct vrt_trace *t, uint32_t stack, const char *needle)

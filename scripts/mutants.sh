@@ -444,6 +444,10 @@ m leaks-baseline-steps-before-the-window analyzer/cmd_leaks.c \
   'if (it->stack != sv->stack' \
   test_h200_retention.py test_leaks_without_phases.py::test_a_step_that_keeps_two_buffers_is_one_step
 
+m report-before-attach-unexplained analyzer/cmd_report.c \
+  '\texplain_before_attach(t, &r->live_at_end, o->top);\n' \
+  '' \
+  test_attach.py::test_inject_seed_covers_everything_from_before_exactly
 m attach-teardown-unwatched preload/attach.c \
   '\tvrt_python_watch_teardown();\n' \
   '' \

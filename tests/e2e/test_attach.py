@@ -305,6 +305,8 @@ def test_inject_seed_covers_everything_from_before_exactly(injected):
     assert len(seed) == 1 and seed[0]["count"] == 1
     assert seed[0]["bytes"] == 3 * MiB + (n - len(t.events("alloc", "cudaMalloc"))) * LOOP_BYTES
     assert [r.op for r in t.events("seed")] == ["seed"]
+    text = analyze("report", t.trace).stdout  # the figure says what it is, under the list that shows it
+    assert BEFORE_ATTACH in text and "did not hold - the CUDA context" in text.split(BEFORE_ATTACH, 1)[1]
 
 
 def test_inject_mark_and_end(injected):
