@@ -779,6 +779,27 @@ static void say_armed_at_exit(const struct collector *c)
 		(unsigned long long)n, (unsigned long long)bytes, (int)vrt_pid, (int)vrt_pid);
 }
 
+/*
+ * What the last drain left: records stamped after its horizon (a thread still allocating while
+ * the process exits). Nothing will take them; they are counted lost in their thread's name, so
+ * the trace says they are missing rather than missing them silently.
+ */
+static void report_leftovers(struct collector *c)
+{
+	for (struct vrt_tbuf *b = vrt_tbuf_list(); b; b = b->next) {
+		struct cursor k = { b, atomic_load_explicit(&b->tail, memory_order_relaxed),
+				    atomic_load_explicit(&b->head, memory_order_acquire) };
+		uint64_t left = 0;
+		for (const struct vrt_raw *r; (r = peek(&k)); k.pos += r->len)
+			left += r->op == VRT_OP_LOST ? r->size : 1;
+		if (!left)
+			continue;
+		struct vrt_raw raw = { .len = sizeof(raw), .op = VRT_OP_LOST, .size = left, .ts_ns = vrt_now_ns() };
+		process(c, b, &raw);
+		atomic_store_explicit(&b->tail, k.pos, memory_order_release);
+	}
+}
+
 static void *collector_main(void *arg)
 {
 	struct collector *c = arg;
@@ -810,6 +831,7 @@ static void *collector_main(void *arg)
 		}
 	}
 	vrt_collector_drain(c);
+	report_leftovers(c);
 	c->closed_file = c->writer != NULL;
 	if (!c->writer && !c->output_failed && atomic_load(&vrt_mode) == VRT_MODE_ARMED)
 		say_armed_at_exit(c);

@@ -14,6 +14,7 @@ from conftest import BUILD, VRAMTRACE, Traced, analyze, clean_env, program
 PRELOAD = BUILD / "preload" / "libvramtrace.so"
 SIGSHIM = BUILD / "tests" / "libstress_sigshim.so"
 CLOCKSHIM = BUILD / "tests" / "libstress_clockshim.so"
+STEP_CLOCKSHIM = BUILD / "tests" / "libstep_clockshim.so"
 SLOWSINK = BUILD / "tests" / "libstress_slowsink.so"
 NOMMAP = BUILD / "tests" / "libstress_nommap.so"
 FASTRT = BUILD / "tests" / "libstress_fastrt.so"

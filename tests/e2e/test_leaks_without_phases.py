@@ -5,10 +5,9 @@ module-level objects held: the analysis must end where teardown began. tests/pro
 steps_burst.c keeps two buffers a step: a step is counted once."""
 import json
 
-from conftest import BUILD, CUDART, MiB, PROGRAM_SOURCES, analyze, program, trace as traced
+from conftest import CUDART, MiB, PROGRAM_SOURCES, analyze, program, trace as traced
 
 SCRIPT = PROGRAM_SOURCES / "retain_buffers.py"
-STEP_CLOCKSHIM = BUILD / "tests" / "libstep_clockshim.so"
 CALLS = 12
 
 
@@ -55,7 +54,7 @@ def test_a_step_that_keeps_two_buffers_is_one_step(tmp_path):
     after a setup that keeps two more before total memory's first low point, and one step comes
     right after the one before: the cadence counts the steps after the setup, not their
     allocations, and the two that came together are two."""
-    from stress_helpers import run
+    from stress_helpers import STEP_CLOCKSHIM, run
 
     p, out = run(tmp_path, [program("steps_burst"), STEPS], "s.vrt", extra_preload=STEP_CLOCKSHIM)
     assert p.returncode == 0 and "steps=%d " % STEPS in p.stdout, p.stderr

@@ -21,7 +21,7 @@ import sys
 import pytest
 
 from conftest import CUDART, MiB, VRAMTRACE, analyze, assert_nothing_lost, clean_env, frame_functions, program
-from stress_helpers import (ATEXIT_LIB, CLOCKSHIM, NOMMAP, PRELOAD, SIGSHIM, SLOWSINK, can_mount_tmpfs, fields, info, last_line, live_by_leaf,
+from stress_helpers import (ATEXIT_LIB, CLOCKSHIM, NOMMAP, PRELOAD, SIGSHIM, SLOWSINK, STEP_CLOCKSHIM, can_mount_tmpfs, fields, info, last_line, live_by_leaf,
                             op_counts, preload_lines, report, run, run_command, run_plain_prog, traced)
 
 BIG_BUFFER = {"VRAMTRACE_THREAD_BUFFER": "16M"}
@@ -659,6 +659,17 @@ def test_thread_buffers_that_cannot_be_mapped_count_every_event_lost(tmp_path):
         [line.split(": ", 1)[1] for line in preload_lines(p.stderr)]
     normal, normal_out = run(tmp_path, argv, "n.vrt")
     assert info(out)["events_lost"] == info(normal_out)["events_written"] > 10
+
+
+def test_events_the_last_drain_cannot_take_are_counted_lost(tmp_path):
+    """clock_ahead's main thread stamps its last 3 allocations an hour ahead (libstep_clockshim.so):
+    later than the horizon of every drain, so they are still in its buffer at exit. The trace
+    counts them lost (and every report warns) instead of leaving them out silently."""
+    p, out = run(tmp_path, [program("clock_ahead"), 2, 3], "t.vrt", extra_preload=STEP_CLOCKSHIM)
+    assert p.returncode == 0 and "before=2 after=3" in p.stdout, p.stderr
+    assert info(out)["events_lost"] == 3
+    assert [(s["bytes"], s["count"]) for s in report(out)["live_at_end"]] == [(2 * MiB, 2)]  # the two taken
+    assert "3 events were lost while recording" in analyze("report", out).stderr
 
 
 def test_empty_output_setting_means_the_default_file(tmp_path):

@@ -6,7 +6,8 @@
  * the clock: vramtrace's collector takes only events stamped before its own reading of the clock
  * (preload/collector.c, the horizon), so a clock one thread alone saw move would hold that
  * thread's events back for ever. The jump cuts short any wait on the clock that spans it; the
- * program makes none.
+ * program makes none. stepclock_advance_thread moves the calling thread's clock alone, to make
+ * exactly that: events no drain will take (tests/programs/clock_ahead.c).
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -16,8 +17,11 @@
 
 static int (*real_clock_gettime)(clockid_t, struct timespec *);
 static _Atomic int64_t offset_ns;
+static __thread int64_t thread_offset_ns;
 
 void stepclock_advance(int64_t ns) { offset_ns += ns; }
+
+void stepclock_advance_thread(int64_t ns) { thread_offset_ns += ns; }
 
 int clock_gettime(clockid_t id, struct timespec *ts)
 {
@@ -26,7 +30,7 @@ int clock_gettime(clockid_t id, struct timespec *ts)
 		if (!real_clock_gettime)
 			abort();
 	}
-	int64_t offset = offset_ns; /* read before the clock: a reading never runs ahead of a later one */
+	int64_t offset = offset_ns + thread_offset_ns; /* read before the clock: no reading runs ahead of a later one */
 	int rc = real_clock_gettime(id, ts);
 	if (rc || id != CLOCK_MONOTONIC || !offset)
 		return rc;
