@@ -781,8 +781,9 @@ static void say_armed_at_exit(const struct collector *c)
 
 /*
  * What the last drain left: records stamped after its horizon (a thread still allocating while
- * the process exits). Nothing will take them; they are counted lost in their thread's name, so
- * the trace says they are missing rather than missing them silently.
+ * the process exits or execs). This file will not hold them: they are counted lost in it, in
+ * their thread's name, rather than missing silently. They stay in the buffer: after an exec that
+ * failed, the trace goes on in a new file, which takes them.
  */
 static void report_leftovers(struct collector *c)
 {
@@ -796,7 +797,6 @@ static void report_leftovers(struct collector *c)
 			continue;
 		struct vrt_raw raw = { .len = sizeof(raw), .op = VRT_OP_LOST, .size = left, .ts_ns = vrt_now_ns() };
 		process(c, b, &raw);
-		atomic_store_explicit(&b->tail, k.pos, memory_order_release);
 	}
 }
 
