@@ -89,6 +89,9 @@ static void print_record(const struct vrt_trace *t, uint32_t thread, const struc
 	case VRT_OP_EXITING:
 		printf(" stage=%" PRIu64, r->id);
 		break;
+	case VRT_OP_CONTEXT:
+		printf(" dev=%d %s", r->device, r->id ? "created" : "reset");
+		break;
 	default:
 		printf(" %s dev=%d %s addr=0x%" PRIx64 " size=%" PRIu64, vrt_api_name(r->api), r->device,
 		       vrt_kind_name(r->kind), r->addr, r->size);
@@ -100,6 +103,8 @@ static void print_record(const struct vrt_trace *t, uint32_t thread, const struc
 			printf(" stack=%u", r->stack);
 		if (r->stack2)
 			printf(" alloc_stack=%u", r->stack2);
+		if (r->op == VRT_OP_CP_LIVE) /* what made it live, and its second value (a handle's references) */
+			printf(" made=%s y=%" PRIu64, vrt_op_name((uint32_t)r->id2), r->aux2);
 	}
 	putchar('\n');
 	if (stacks && r->stack)

@@ -430,6 +430,23 @@ m collector-leftovers-unreported preload/collector.c \
   '\treport_leftovers(c);\n' \
   '' \
   test_stress.py::test_events_the_last_drain_cannot_take_are_counted_lost
+# ---- the preload's live set against the spec (preload/collector.c; issue 15's round trip) ------
+m live-unmap-keeps-handle preload/collector.c \
+  '\tif (drop_map && h->maps)\n\t\th->maps--;' \
+  '' \
+  test_live_set_agreement.py::test_the_exit_checkpoint_restates_the_replay_of_every_event test_live_set_agreement.py::test_real_traces_exit_checkpoints_restate_the_replay
+m live-unmap-one-mapping-only preload/collector.c \
+  'for (uint64_t p = r->addr + size; p < end;) {' \
+  'for (uint64_t p = r->addr + size; p < r->addr;) {' \
+  test_live_set_agreement.py::test_the_exit_checkpoint_restates_the_replay_of_every_event test_live_set_agreement.py::test_real_traces_exit_checkpoints_restate_the_replay
+m live-context-reset-ignored preload/collector.c \
+  '\tcase VRT_OP_CONTEXT:\n\t\tapply_context_reset(c, r.device);' \
+  '\tcase VRT_OP_CONTEXT:' \
+  test_live_set_agreement.py::test_the_exit_checkpoint_restates_the_replay_of_every_event
+m live-checkpoint-misses-an-item preload/trace_output.c \
+  '\t\tif (!l->space)\n\t\t\tcontinue;\n\t\tuint32_t stack = l->stack;' \
+  '\t\tif (!l->space || i % 997 == 5)\n\t\t\tcontinue;\n\t\tuint32_t stack = l->stack;' \
+  test_live_set_agreement.py::test_ring_checkpoints_follow_from_each_other_and_from_the_start
 m leaks-baseline-step-miscounted analyzer/cmd_leaks.c \
   'if (it->stack != sv->stack || it->born_event <= sv->from' \
   'if (it->stack != sv->stack || it->born_event <= sv->from || (it->born_event & 1)' \

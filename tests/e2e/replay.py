@@ -10,9 +10,8 @@ its last reference (cuMemCreate, cuMemRetainAllocationHandle) is released and it
 size. Memory held is what ALLOC/SEED and PHYS_CREATE items hold, per device and kind; tensors
 are BLOCK items per device.
 
-Only traces replayed from their start are handled (no lost history, no late attach, no context
-reset: `dump` does not say whether a CONTEXT record is one): that is what every fixture trace
-used with it is, and `Replay` refuses anything else.
+Only traces replayed from their start are handled (no lost history, no late attach): that is
+what every fixture trace used with it is, and `Replay` refuses anything else.
 
 Standalone (no pytest): scripts/gpu_verify.py uses it too. The parser of `dump` lines lives here
 and conftest.py takes it from here.
@@ -59,7 +58,7 @@ def parse_dump(text):
             r.api, r.device, r.kind = a["api"], int(a["dev"]), a["kind"]
             for token in a["fields"].split():
                 key, _, value = token.partition("=")
-                r.fields[key] = int(value, 0)
+                r.fields[key] = int(value, 0) if re.fullmatch(r"-?(0x[0-9a-f]+|\d+)", value) else value
         elif r.op == "lost":  # "lost N events"
             r.fields["id"] = int(m["rest"].split()[0])
         else:
@@ -145,10 +144,13 @@ class Replay:
             if b:
                 self.count_block(b.device, r["size"] - b.size)
                 b.size = r["size"]
-        elif op == "context":
-            # `dump` does not print whether a context was created or reset (its `i`), so a reset
-            # cannot be replayed from it; no fixture trace has one
-            raise AssertionError(f"a CONTEXT record: not handled here ({r.text})")
+        elif op == "context" and r.text.endswith(" reset"):
+            # the device's allocations and tensors are gone, pinned host memory is not; handles,
+            # mappings and reservations are left as they are (docs/trace-format.md, CONTEXT)
+            device = r["dev"]
+            for table in (self.addr, self.blocks):
+                for a in [a for a, it in table.items() if it.device == device and it.kind != "host_pinned"]:
+                    self.dies(table, a)
 
     def born(self, table, r, frames):
         old = table.get(r["addr"])
