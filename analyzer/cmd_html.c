@@ -34,6 +34,7 @@
 
 #include "cli.h"
 #include "commands.h"
+#include "fragmentation.h"
 #include "html_template.h"
 #include "json.h"
 #include "safe_output.h"
@@ -43,6 +44,7 @@
 #include "report_common.h"
 #include "sites.h"
 #include "stacks.h"
+#include "tensor_bands.h"
 
 #define MAX_SERIES 64
 #define MAX_SITES 1000
@@ -55,6 +57,7 @@
 #define CHILD_SECONDS 120        /* a leaks/oom analysis taking longer is stopped, its section left out */
 #define CHILD_ARRAY_ITEMS 1000  /* rows kept of any array in their JSON */
 #define CHILD_SITE_ITEMS 50     /* rows kept of arrays of sites (they carry frames) */
+#define TENSOR_BANDS 64         /* the largest tensors drawn with their lives */
 
 struct html_options {
 	const char *trace, *out;
@@ -150,6 +153,11 @@ struct html {
 	FILE *oom_out;              /* its JSON, written by the second pass (oom_json) */
 	char *oom_json;
 	size_t oom_len;
+	/* the allocator's views (traces with PyTorch blocks), fed by pass 3 */
+	bool allocator;
+	struct vrt_frag frag;
+	struct vrt_bands bands;
+	int *band_site;          /* the page's site of each band */
 };
 
 /* ---- series ------------------------------------------------------------------------------ */
@@ -505,7 +513,20 @@ static int buckets_init(struct html *h)
 		return VRT_E_NOMEM;
 	for (size_t i = 0; i < cells; i++)
 		h->bmax[i] = -1; /* untouched */
+	h->allocator = h->end.any_blocks;
+	if (h->allocator && (vrt_frag_init(&h->frag, h->t, h->cap) || vrt_bands_init(&h->bands, TENSOR_BANDS)))
+		return VRT_E_NOMEM;
 	return 0;
+}
+
+/* The allocator's views follow the record pass 3 just applied (after its buckets rolled). */
+static void track_allocator(struct html *h, const struct vrt_model *m, const struct vrt_record *r,
+			    const struct vrt_effect *e)
+{
+	if (!h->allocator)
+		return;
+	vrt_frag_apply(&h->frag, m, r, e);
+	vrt_bands_apply(&h->bands, h->t, m, e, vrt_ts_seconds(h->t, m->last_ts));
 }
 
 /* Halves the resolution: bucket i keeps whichever of 2i, 2i+1 rose higher. */
@@ -522,6 +543,8 @@ static void merge_pairs(struct html *h)
 			*row_max(h, b, s) = -1;
 	h->width *= 2;
 	h->cur_b = h->cur_b < 0 ? -1 : h->cur_b / 2;
+	if (h->allocator)
+		vrt_frag_merge(&h->frag);
 }
 
 static int bucket_of(struct html *h, double now)
@@ -551,6 +574,8 @@ static void roll_to(struct html *h, int b)
 		}
 	if (b > h->cur_b)
 		h->cur_b = b;
+	if (h->allocator)
+		vrt_frag_roll(&h->frag, b);
 }
 
 static void resync_visit(void *ctx, const struct vrt_item *it)
@@ -598,6 +623,8 @@ static void sample(struct html *h, const struct vrt_model *m, int b)
 			sum += v[j] = s->cur[j];
 		v[h->stride - 1] = s->total - sum;
 	}
+	if (h->allocator)
+		vrt_frag_sample(&h->frag, b);
 }
 
 static int grow(void **v, size_t *cap, size_t n, size_t size)
@@ -687,10 +714,15 @@ static int pass_buckets(struct html *h)
 			int b = bucket_of(h, vrt_ts_seconds(h->t, m.last_ts));
 			roll_to(h, b); /* before the change: buckets passed over keep the old state */
 			track(h, &m, &e);
+			track_allocator(h, &m, &r, &e);
 			sample(h, &m, b);
+		} else {
+			track_allocator(h, &m, &r, &e); /* an OOM, the end of a checkpoint */
 		}
 	}
 	rc = vrt_pass_close(&p);
+	if (h->allocator)
+		vrt_frag_finish(&h->frag, &m);
 	roll_to(h, bucket_of(h, h->to));
 	for (int i = 0; i < h->n_phases; i++) /* still open at the end */
 		if (h->phases[i].depth > 0)
@@ -1227,6 +1259,44 @@ static void write_markers(FILE *out, const struct html *h)
 		(unsigned long long)h->ooms_dropped);
 }
 
+/* The largest tensors' bands, by birth, each with its site in the page's table (added when new). */
+static int band_sites(struct html *h)
+{
+	if (!h->allocator)
+		return 0;
+	vrt_bands_sort(&h->bands);
+	h->band_site = calloc((size_t)h->bands.n + 1, sizeof(*h->band_site));
+	if (!h->band_site)
+		return VRT_E_NOMEM;
+	for (int i = 0; i < h->bands.n; i++)
+		if ((h->band_site[i] = site_of_stack(h, h->bands.v[i].stack)) < 0)
+			return VRT_E_NOMEM;
+	return 0;
+}
+
+/* "allocator" (fragmentation.c) and "tensors": [born_s, died_s or null (lived to the end),
+ * size, requested, site, device, seeded], both null without PyTorch blocks. */
+static void write_allocator(FILE *out, const struct html *h)
+{
+	if (!h->allocator) {
+		fputs(", \"allocator\": null, \"tensors\": null", out);
+		return;
+	}
+	vrt_frag_json(&h->frag, out, h->cur_b + 1);
+	fprintf(out, ", \"tensors\": {\"largest\": %d, \"bands\": [", TENSOR_BANDS);
+	for (int i = 0; i < h->bands.n; i++) {
+		const struct vrt_band *b = &h->bands.v[i];
+		fprintf(out, "%s[%.9g, ", i ? ", " : "", b->born_s);
+		if (b->died)
+			fprintf(out, "%.9g", b->died_s);
+		else
+			fputs("null", out);
+		fprintf(out, ", %llu, %llu, %d, %d, %s]", (unsigned long long)b->size, (unsigned long long)b->requested,
+			h->band_site[i], b->device, b->seeded ? "true" : "false");
+	}
+	fputs("]}", out);
+}
+
 /* The whole data object, unescaped, into a memory buffer. */
 static int build_data(struct html *h, char **data, size_t *len)
 {
@@ -1264,6 +1334,7 @@ static int build_data(struct html *h, char **data, size_t *len)
 	free(ft.keys);
 	free(ft.index);
 	write_markers(out, h);
+	write_allocator(out, h);
 	embed_child(out, h, "leaks", "leaks", vrt_cmd_leaks, -100, notes);
 	embed_oom(out, h, notes);
 	fclose(notes);
@@ -1355,6 +1426,9 @@ static void html_free(struct html *h)
 	vrt_sites_free(&h->site_map);
 	free(h->bmax);
 	free(h->vals);
+	vrt_frag_free(&h->frag);
+	vrt_bands_free(&h->bands);
+	free(h->band_site);
 	vrt_model_free(&h->end);
 }
 
@@ -1374,6 +1448,8 @@ static int html_run(struct html *h, FILE *out)
 			return vrt_fail(rc, "html");
 	if ((rc = pass_buckets(h)))
 		return rc;
+	if ((rc = band_sites(h)))
+		return vrt_fail(rc, "html");
 	char *data = NULL;
 	size_t len = 0;
 	rc = build_data(h, &data, &len);
