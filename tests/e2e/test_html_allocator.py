@@ -11,6 +11,7 @@ PyTorch-like trace written by tests/gen_torch_trace.c, whose tensors lie outside
 """
 import json
 import re
+from html import unescape
 import subprocess
 
 import pytest
@@ -198,8 +199,10 @@ def test_largest_tensors_are_bands_with_their_stack_on_hover(tmp_path, name):
     assert re.match(r'id="bands-tip" style="[^"]*display: block', tip), tip[:200]
     text = re.sub(r"<[^>]+>", " ", tip)
     assert human(bands[i][2]) in text, text
-    innermost = python[-1]
-    assert innermost[0] in text and innermost[1].rsplit("/", 1)[-1] in text, (innermost, text)
+    # its Python frames, innermost first, as "function (file.py:line)"
+    listed = [unescape(x) for x in re.findall(r'<td class="loc">(.*?)</td>', tip[tip.index('class="band-stack"'):])]
+    want = ["%s (%s)" % (f[0], f[1].rsplit("/", 1)[-1]) for f in reversed(python)][:12]
+    assert listed == want, (listed, want)
     # a click (here: the address's #tensor=I) picks out its site: its bands, and its area in the chart
     dom = dump_dom(tmp_path, out, f"#tensor={i}")
     rows = re.findall(r'<rect [^>]*class="band( hl)?"[^>]*data-site="(\d+)"', dom)
@@ -219,3 +222,69 @@ setTimeout(function () {
   r.dispatchEvent(new MouseEvent('mousemove', { bubbles: true, clientX: b.left + 1, clientY: b.top + 2 }));
 }, 0);
 </script>"""
+
+
+@pytest.mark.parametrize("name", ["oom", "attach-ds", "remedies-expandable"])
+def test_each_bucket_is_the_moment_the_tensors_were_highest(tmp_path, name):
+    """The allocator chart's buckets are the tensors chart's: allocated in each equals the
+    tensors series there, and reserved never falls below what the recorded segments hold of it."""
+    out = tmp_path / f"{name}.html"
+    html(H200 / f"{name}.vrt", out)
+    d = page_data(out)
+    tensors, = [s for s in d["series"] if s["kind"] == "tensors" and s["device"] == 0]
+    totals = [sum(col) for col in zip(*[[v * tensors["unit"] for v in _cumsum(c)] for c in tensors["values"]])]
+    dev, = d["allocator"]["devices"]
+    allocated, reserved, outside = buckets(dev["allocated"]), buckets(dev["reserved"]), buckets(dev["outside"])
+    largest = buckets(dev["largest_free"])
+    assert allocated == totals
+    assert all(a - o <= r for a, o, r in zip(allocated, outside, reserved))
+    assert all(0 <= x <= r - (a - o) for x, r, a, o in zip(largest, reserved, allocated, outside)), \
+        "a free block no larger than what the segments hold beyond their tensors"
+    assert max(reserved) <= dev["peak_reserved"] and max(allocated) == tensors["peak"]
+
+
+def _cumsum(deltas):
+    acc, out = 0, []
+    for x in deltas:
+        acc += x
+        out.append(acc)
+    return out
+
+
+# ---- survivors grouped by site (ux defect 6) ------------------------------------------------
+
+@needs_chromium
+def test_survivors_of_more_calls_than_the_page_keeps_are_whole_sites(tmp_path):
+    """A synthetic run of ~100 steps where seven sites leave a tensor in every call: leaks --json
+    has 700 per-call rows, more than the 50 the page keeps, and the page still shows each site
+    with every call `vramtrace leaks` counts (not its first few calls)."""
+    path = tmp_path / "steps.vrt"
+    subprocess.run([gen_torch_trace(tmp_path), path, "100000", "--leak-every", "1"], check=True, capture_output=True,
+                   timeout=120)
+    per_call = json.loads(analyze("leaks", "--json", "-q", path).stdout)["survivors"]
+    assert len(per_call) > 50 * 2
+    cli = analyze("leaks", "-q", path).stdout.split("survivors by site")[1]
+    printed = re.findall(r"^ +([\d.]+ (?:B|KiB|MiB|GiB)) +(\d+)x  ", cli, re.M)
+    assert printed and all(int(n) > 50 for _, n in printed)
+    out = tmp_path / "steps.html"
+    html(path, out)
+    table_html = element_block(dump_dom(tmp_path, out), "table", "leaks-survivors")
+    rows = re.findall(r"<tr[^>]*data-calls=\"(\d+)\"[^>]*>(.*?)</tr>", table_html, re.S)
+    cells = [re.findall(r"<td[^>]*>(.*?)</td>", r[1], re.S) for r in rows]
+    assert [(c[0], c[1]) for c in cells] == printed
+    calls = re.findall(r"born in calls (\d+)\.\.(\d+)", cli)
+    assert [c[3] for c in cells] == [f"{a}..{b}" for a, b in calls]
+
+
+@pytest.mark.parametrize("name", ["attach-ds", "attach", "leak-cycle", "remedies-expandable", "oom"])
+def test_the_end_equals_report(tmp_path, name):
+    """What the allocator's segments hold at the end and what tensors hold, as `report` counts
+    them (attach-ds and attach start from the attach's seeded checkpoint)."""
+    src = H200 / f"{name}.vrt"
+    out = tmp_path / f"{name}.html"
+    html(src, out)
+    dev, = page_data(out)["allocator"]["devices"]
+    rep = json.loads(analyze("report", "--json", src).stdout)
+    torch, = [x["pytorch_allocator_bytes"] for x in rep["devices"] if x["kind"] == "device" and x["device"] == 0]
+    assert dev["end"]["reserved_bytes"] == torch > 0
+    assert dev["end"]["allocated_bytes"] == rep["tensors"][0]["live_bytes_at_end"]
