@@ -84,7 +84,7 @@ void vrt_frag_finish(struct vrt_frag *f, const struct vrt_model *m);
 /* "allocator": {...} member (with the leading ", "); used buckets: html's. */
 void vrt_frag_json(const struct vrt_frag *f, FILE *out, int used);
 
-/* The range set on its own (the unit test and tensor views use it). */
+/* The range set on its own (tests/unit/test_ranges.c checks it against a brute force). */
 void vrt_ranges_init(struct vrt_ranges *s, uint32_t seed);
 void vrt_ranges_free(struct vrt_ranges *s);
 void vrt_ranges_add(struct vrt_ranges *s, uint64_t start, uint64_t end, uint64_t tag);

@@ -427,6 +427,10 @@ m html-held-by-hidden analyzer/report.html.in \
   "''" \
   test_html.py::test_demo_renders
 # ---- html's allocator views (analyzer/fragmentation.c, tensor_bands.c) -----------------------
+m frag-longest-misses-right analyzer/fragmentation.c \
+  'if (n->right && s->v[n->right].longest > best)' \
+  'if (0)' \
+  meson:ranges
 m frag-freed-block-not-joined analyzer/fragmentation.c \
   'if (after && s->v[after].start == end && s->v[after].tag == tag) {' \
   'if (0) {' \
