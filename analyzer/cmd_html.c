@@ -17,7 +17,10 @@
  *           on the same grid (runs closer than a bucket merge).
  *
  * The leaks and OOM sections are `leaks --json` and `oom --json` run in forked children (a
- * timeout and an output cap bound them), their JSON embedded with long arrays cut short.
+ * timeout and an output cap bound them), their JSON embedded with long arrays cut short (leaks'
+ * survivors grouped by site first, so that the cut keeps whole sites).
+ * Pass 3 also feeds the allocator's views (fragmentation.c: segments, tensors and the largest
+ * free block per bucket; tensor_bands.c: the largest tensors' lives) on traces with tensors.
  * Everything placed in the page's <script> has '<', '>' and '&' escaped as \u00XX, so nothing
  * can close the element.
  */
@@ -34,6 +37,7 @@
 
 #include "cli.h"
 #include "commands.h"
+#include "fragmentation.h"
 #include "html_template.h"
 #include "json.h"
 #include "safe_output.h"
@@ -43,6 +47,7 @@
 #include "report_common.h"
 #include "sites.h"
 #include "stacks.h"
+#include "tensor_bands.h"
 
 #define MAX_SERIES 64
 #define MAX_SITES 1000
@@ -55,6 +60,7 @@
 #define CHILD_SECONDS 120        /* a leaks/oom analysis taking longer is stopped, its section left out */
 #define CHILD_ARRAY_ITEMS 1000  /* rows kept of any array in their JSON */
 #define CHILD_SITE_ITEMS 50     /* rows kept of arrays of sites (they carry frames) */
+#define TENSOR_BANDS 64         /* the largest tensors drawn with their lives */
 
 struct html_options {
 	const char *trace, *out;
@@ -150,6 +156,11 @@ struct html {
 	FILE *oom_out;              /* its JSON, written by the second pass (oom_json) */
 	char *oom_json;
 	size_t oom_len;
+	/* the allocator's views (traces with PyTorch blocks), fed by pass 3 */
+	bool allocator;
+	struct vrt_frag frag;
+	struct vrt_bands bands;
+	int *band_site;          /* the page's site of each band */
 };
 
 /* ---- series ------------------------------------------------------------------------------ */
@@ -505,7 +516,20 @@ static int buckets_init(struct html *h)
 		return VRT_E_NOMEM;
 	for (size_t i = 0; i < cells; i++)
 		h->bmax[i] = -1; /* untouched */
+	h->allocator = h->end.any_blocks;
+	if (h->allocator && (vrt_frag_init(&h->frag, h->t, h->cap) || vrt_bands_init(&h->bands, TENSOR_BANDS)))
+		return VRT_E_NOMEM;
 	return 0;
+}
+
+/* The allocator's views follow the record pass 3 just applied (after its buckets rolled). */
+static void track_allocator(struct html *h, const struct vrt_model *m, const struct vrt_record *r,
+			    const struct vrt_effect *e)
+{
+	if (!h->allocator)
+		return;
+	vrt_frag_apply(&h->frag, m, r, e);
+	vrt_bands_apply(&h->bands, h->t, m, e, vrt_ts_seconds(h->t, m->last_ts));
 }
 
 /* Halves the resolution: bucket i keeps whichever of 2i, 2i+1 rose higher. */
@@ -522,6 +546,8 @@ static void merge_pairs(struct html *h)
 			*row_max(h, b, s) = -1;
 	h->width *= 2;
 	h->cur_b = h->cur_b < 0 ? -1 : h->cur_b / 2;
+	if (h->allocator)
+		vrt_frag_merge(&h->frag);
 }
 
 static int bucket_of(struct html *h, double now)
@@ -551,6 +577,8 @@ static void roll_to(struct html *h, int b)
 		}
 	if (b > h->cur_b)
 		h->cur_b = b;
+	if (h->allocator)
+		vrt_frag_roll(&h->frag, b);
 }
 
 static void resync_visit(void *ctx, const struct vrt_item *it)
@@ -598,6 +626,8 @@ static void sample(struct html *h, const struct vrt_model *m, int b)
 			sum += v[j] = s->cur[j];
 		v[h->stride - 1] = s->total - sum;
 	}
+	if (h->allocator)
+		vrt_frag_sample(&h->frag, b);
 }
 
 static int grow(void **v, size_t *cap, size_t n, size_t size)
@@ -687,10 +717,15 @@ static int pass_buckets(struct html *h)
 			int b = bucket_of(h, vrt_ts_seconds(h->t, m.last_ts));
 			roll_to(h, b); /* before the change: buckets passed over keep the old state */
 			track(h, &m, &e);
+			track_allocator(h, &m, &r, &e);
 			sample(h, &m, b);
+		} else {
+			track_allocator(h, &m, &r, &e); /* an OOM, the end of a checkpoint */
 		}
 	}
 	rc = vrt_pass_close(&p);
+	if (h->allocator)
+		vrt_frag_finish(&h->frag, &m);
 	roll_to(h, bucket_of(h, h->to));
 	for (int i = 0; i < h->n_phases; i++) /* still open at the end */
 		if (h->phases[i].depth > 0)
@@ -828,6 +863,182 @@ static size_t copy_array(FILE *out, const char *p, const char *end, size_t keep)
 	return n;
 }
 
+/* The value of a top-level member of a JSON object from our own commands; false when absent. */
+static bool member_of(const char *p, const char *end, const char *name, const char **v, size_t *v_len)
+{
+	p = skip_ws(p, end);
+	if (p >= end || *p != '{')
+		return false;
+	size_t n = strlen(name);
+	for (p = skip_ws(p + 1, end); p < end && *p == '"';) {
+		const char *key = p, *key_end = skip_value(p, end);
+		if (!key_end || (p = skip_ws(key_end, end)) >= end || *p != ':')
+			return false;
+		p = skip_ws(p + 1, end);
+		const char *v_end = skip_value(p, end);
+		if (!v_end)
+			return false;
+		if ((size_t)(key_end - key) == n + 2 && !strncmp(key + 1, name, n)) {
+			*v = p;
+			*v_len = (size_t)(v_end - p);
+			return true;
+		}
+		p = skip_ws(v_end, end);
+		if (p < end && *p == ',')
+			p = skip_ws(p + 1, end);
+	}
+	return false;
+}
+
+static int64_t member_int(const char *p, const char *end, const char *name)
+{
+	const char *v;
+	size_t len;
+	char buf[32];
+	if (!member_of(p, end, name, &v, &len) || len >= sizeof(buf))
+		return 0;
+	memcpy(buf, v, len);
+	buf[len] = 0;
+	return strtoll(buf, NULL, 10);
+}
+
+/* A site's survivors over the calls, as `leaks` prints them: one stack, label and verdict. */
+struct survivor_group {
+	const char *row, *row_end;   /* the row shown: the first with a chain of references, else the first */
+	const char *verdict, *label; /* their JSON values, with their lengths */
+	size_t verdict_len, label_len, order;
+	int64_t stack, bytes, count, outlived, first, last;
+	uint64_t calls;
+	bool chain;
+};
+
+static bool same_text(const char *a, size_t a_len, const char *b, size_t b_len)
+{
+	return a_len == b_len && (!a_len || !memcmp(a, b, a_len));
+}
+
+static bool has_chain(const char *row, const char *end)
+{
+	const char *v;
+	size_t len;
+	return member_of(row, end, "held_by", &v, &len) && skip_ws(v + 1, v + len) < v + len - 1;
+}
+
+/* Adds one per-call row to its group (groups: open addressing by stack, cap a power of two). */
+static void group_row(struct survivor_group *groups, size_t cap, size_t *n, const char *row, const char *end)
+{
+	struct survivor_group x = { .row = row, .row_end = end, .stack = member_int(row, end, "stack") };
+	if (!member_of(row, end, "verdict", &x.verdict, &x.verdict_len))
+		x.verdict_len = 0;
+	if (!member_of(row, end, "label", &x.label, &x.label_len))
+		x.label_len = 0;
+	int64_t phase = member_int(row, end, "phase_index");
+	size_t j = (size_t)((uint64_t)x.stack * 0x9e3779b97f4a7c15ull >> 20) & (cap - 1);
+	for (; groups[j].row; j = (j + 1) & (cap - 1))
+		if (groups[j].stack == x.stack && same_text(groups[j].verdict, groups[j].verdict_len, x.verdict, x.verdict_len) &&
+		    same_text(groups[j].label, groups[j].label_len, x.label, x.label_len))
+			break;
+	struct survivor_group *g = &groups[j];
+	if (!g->row) {
+		*g = x;
+		g->order = (*n)++;
+		g->first = g->last = phase;
+		g->chain = has_chain(row, end);
+	} else if (!g->chain && has_chain(row, end)) {
+		g->row = row, g->row_end = end, g->chain = true;
+	}
+	g->bytes += member_int(row, end, "bytes");
+	g->count += member_int(row, end, "count");
+	int64_t outlived = member_int(row, end, "outlived_invocations");
+	g->outlived = outlived > g->outlived ? outlived : g->outlived;
+	g->first = phase < g->first ? phase : g->first;
+	g->last = phase > g->last ? phase : g->last;
+	g->calls++;
+}
+
+static int by_group_bytes(const void *a, const void *b)
+{
+	const struct survivor_group *x = a, *y = b;
+	if (x->bytes != y->bytes)
+		return x->bytes > y->bytes ? -1 : 1;
+	return x->order < y->order ? -1 : x->order > y->order;
+}
+
+/* The group's row with its figures summed over the calls, and which calls they were born in. */
+static void write_group(FILE *out, const struct survivor_group *g)
+{
+	const char *p = skip_ws(g->row, g->row_end), *end = g->row_end;
+	fputc('{', out);
+	bool first = true;
+	for (p = skip_ws(p + 1, end); p < end && *p == '"'; first = false) {
+		const char *key = p, *key_end = skip_value(p, end);
+		p = skip_ws(key_end, end);
+		p = skip_ws(p + 1, end);
+		const char *v_end = skip_value(p, end);
+		if (!key_end || !v_end)
+			break;
+		int len = (int)(key_end - key);
+		fprintf(out, "%s%.*s: ", first ? "" : ", ", len, key);
+		if (len == 7 && !strncmp(key, "\"bytes\"", 7))
+			fprintf(out, "%lld", (long long)g->bytes);
+		else if (len == 7 && !strncmp(key, "\"count\"", 7))
+			fprintf(out, "%lld", (long long)g->count);
+		else if (len == 22 && !strncmp(key, "\"outlived_invocations\"", 22))
+			fprintf(out, "%lld", (long long)g->outlived);
+		else
+			fwrite(p, 1, (size_t)(v_end - p), out);
+		p = skip_ws(v_end, end);
+		if (p < end && *p == ',')
+			p = skip_ws(p + 1, end);
+	}
+	fprintf(out, ", \"calls\": %llu, \"first_call\": %lld, \"last_call\": %lld}", (unsigned long long)g->calls,
+		(long long)g->first, (long long)g->last);
+}
+
+/*
+ * leaks --json's survivors (a row per site and call) grouped by site as `leaks` prints them,
+ * the largest first, keeping `keep` groups; returns how many groups there were. Grouping comes
+ * before the cut: a site that left a tensor in each of 1000 calls is one row of 1000, not its
+ * first 50 calls. Returns (size_t)-1 when out of memory (the caller copies the rows instead).
+ */
+static size_t copy_survivor_groups(FILE *out, const char *p, const char *end, size_t keep)
+{
+	size_t rows = 0, cap = 16, n = 0;
+	for (const char *q = skip_ws(p + 1, end); q && q < end && *q != ']'; rows++) {
+		q = skip_value(q, end);
+		q = q ? skip_ws(q, end) : NULL;
+		if (q && q < end && *q == ',')
+			q = skip_ws(q + 1, end);
+	}
+	while (cap < 2 * rows)
+		cap *= 2;
+	struct survivor_group *groups = calloc(cap, sizeof(*groups));
+	if (!groups)
+		return (size_t)-1;
+	for (p = skip_ws(p + 1, end); p && p < end && *p != ']';) {
+		const char *e = skip_value(p, end);
+		if (!e)
+			break;
+		group_row(groups, cap, &n, p, e);
+		p = skip_ws(e, end);
+		if (p < end && *p == ',')
+			p = skip_ws(p + 1, end);
+	}
+	size_t out_n = 0;
+	for (size_t i = 0; i < cap; i++)
+		if (groups[i].row)
+			groups[out_n++] = groups[i];
+	qsort(groups, out_n, sizeof(*groups), by_group_bytes);
+	fputc('[', out);
+	for (size_t i = 0; i < out_n && i < keep; i++) {
+		fputs(i ? ", " : "", out);
+		write_group(out, &groups[i]);
+	}
+	fputc(']', out);
+	free(groups);
+	return out_n;
+}
+
 static bool array_of_sites(const char *key, size_t len)
 {
 	static const char *const names[] = { "survivors", "growing", "top_sites" };
@@ -861,7 +1072,10 @@ static bool copy_capped(FILE *out, const char *json, size_t len)
 		fprintf(out, "%s%.*s: ", first ? "" : ", ", (int)key_len, key);
 		if (*p == '[') {
 			size_t keep = array_of_sites(key, key_len) ? CHILD_SITE_ITEMS : CHILD_ARRAY_ITEMS;
-			size_t n = copy_array(out, p, v_end, keep);
+			bool survivors = key_len == 11 && !strncmp(key, "\"survivors\"", 11);
+			size_t n = survivors ? copy_survivor_groups(out, p, v_end, keep) : (size_t)-1;
+			if (n == (size_t)-1)
+				n = copy_array(out, p, v_end, keep);
 			if (n > keep)
 				fprintf(out, ", %.*s_omitted\": %zu", (int)key_len - 1, key, n - keep);
 		} else {
@@ -1227,6 +1441,44 @@ static void write_markers(FILE *out, const struct html *h)
 		(unsigned long long)h->ooms_dropped);
 }
 
+/* The largest tensors' bands, by birth, each with its site in the page's table (added when new). */
+static int band_sites(struct html *h)
+{
+	if (!h->allocator)
+		return 0;
+	vrt_bands_sort(&h->bands);
+	h->band_site = calloc((size_t)h->bands.n + 1, sizeof(*h->band_site));
+	if (!h->band_site)
+		return VRT_E_NOMEM;
+	for (int i = 0; i < h->bands.n; i++)
+		if ((h->band_site[i] = site_of_stack(h, h->bands.v[i].stack)) < 0)
+			return VRT_E_NOMEM;
+	return 0;
+}
+
+/* "allocator" (fragmentation.c) and "tensors": [born_s, died_s or null (lived to the end),
+ * size, requested, site, device, seeded], both null without PyTorch blocks. */
+static void write_allocator(FILE *out, const struct html *h)
+{
+	if (!h->allocator) {
+		fputs(", \"allocator\": null, \"tensors\": null", out);
+		return;
+	}
+	vrt_frag_json(&h->frag, out, h->cur_b + 1);
+	fprintf(out, ", \"tensors\": {\"largest\": %d, \"bands\": [", TENSOR_BANDS);
+	for (int i = 0; i < h->bands.n; i++) {
+		const struct vrt_band *b = &h->bands.v[i];
+		fprintf(out, "%s[%.9g, ", i ? ", " : "", b->born_s);
+		if (b->died)
+			fprintf(out, "%.9g", b->died_s);
+		else
+			fputs("null", out);
+		fprintf(out, ", %llu, %llu, %d, %d, %s]", (unsigned long long)b->size, (unsigned long long)b->requested,
+			h->band_site[i], b->device, b->seeded ? "true" : "false");
+	}
+	fputs("]}", out);
+}
+
 /* The whole data object, unescaped, into a memory buffer. */
 static int build_data(struct html *h, char **data, size_t *len)
 {
@@ -1264,6 +1516,7 @@ static int build_data(struct html *h, char **data, size_t *len)
 	free(ft.keys);
 	free(ft.index);
 	write_markers(out, h);
+	write_allocator(out, h);
 	embed_child(out, h, "leaks", "leaks", vrt_cmd_leaks, -100, notes);
 	embed_oom(out, h, notes);
 	fclose(notes);
@@ -1355,6 +1608,9 @@ static void html_free(struct html *h)
 	vrt_sites_free(&h->site_map);
 	free(h->bmax);
 	free(h->vals);
+	vrt_frag_free(&h->frag);
+	vrt_bands_free(&h->bands);
+	free(h->band_site);
 	vrt_model_free(&h->end);
 }
 
@@ -1374,6 +1630,8 @@ static int html_run(struct html *h, FILE *out)
 			return vrt_fail(rc, "html");
 	if ((rc = pass_buckets(h)))
 		return rc;
+	if ((rc = band_sites(h)))
+		return vrt_fail(rc, "html");
 	char *data = NULL;
 	size_t len = 0;
 	rc = build_data(h, &data, &len);

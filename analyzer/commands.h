@@ -140,8 +140,9 @@ int vrt_cmd_watch(int argc, char **argv);
 	"\n"                                                                                           \
 	"One self-contained HTML file (no network needed): a stacked timeline of live memory by top\n"  \
 	"site with phases marked and zoom, a flame graph of live memory at the peak or at any clicked\n" \
-	"time, and the leaks and OOM sections. Data is aggregated before writing, so the file stays\n"   \
-	"small for any trace length.\n"                                                                  \
+	"time, for PyTorch traces the allocator's segments and fragmentation over time (reserved,\n"    \
+	"allocated, the largest free block) and the 64 largest tensors' lives, and the leaks and OOM\n" \
+	"sections. Data is aggregated before writing, so the file stays small for any trace length.\n"  \
 	"\n"                                                                                           \
 	"options:\n"                                                                                   \
 	"  -o, --output PATH  output file (required)\n"                                                  \

@@ -16,6 +16,18 @@ int vrt_device_slot(int device) { return device >= 0 && device < VRT_MAX_DEVICES
 
 bool vrt_item_counted(const struct vrt_item *it) { return it->space == VRT_IS_ADDR || it->space == VRT_IS_HANDLE; }
 
+bool vrt_effect_only_own(const struct vrt_effect *e)
+{
+	if (e->kind == VRT_EFFECT_NONE)
+		return !e->delta;
+	bool counted = e->item.space == VRT_IS_BLOCK || vrt_item_counted(&e->item);
+	int64_t own = !counted ? 0
+		      : e->kind == VRT_EFFECT_BORN ? (int64_t)e->item.size
+		      : e->kind == VRT_EFFECT_DIED ? -(int64_t)e->item.size
+						   : e->delta;
+	return e->delta == own;
+}
+
 /*
  * A live item as stored: 64 bytes, one cache line. Fields a space never uses share a word:
  * extra is the stream of an allocation or a tensor block, the offset in the handle of a mapping,

@@ -107,6 +107,9 @@ void vrt_blocks_probe_apply(struct vrt_blocks_probe *p, const struct vrt_record 
 void vrt_model_each(const struct vrt_model *m, void (*fn)(void *ctx, const struct vrt_item *it), void *ctx);
 int vrt_device_slot(int device);
 bool vrt_item_counted(const struct vrt_item *it); /* holds memory (not a mapping or a VA range) */
+/* Whether an effect's delta is its own item's change alone; false when other items moved too
+ * (a replaced allocation, a context reset, an unmap that ended a VMM handle). */
+bool vrt_effect_only_own(const struct vrt_effect *e);
 
 /* Iterates the trace's records from trace->replay_from, chunk by chunk, in order. */
 struct vrt_replay {

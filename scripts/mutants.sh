@@ -389,10 +389,19 @@ m html-reserved-is-the-tensors analyzer/report.html.in \
   "return r.kind === 'device' && r.device === s.device;" \
   "return r.kind === 'tensors' && r.device === s.device;" \
   test_html.py::test_reserved_memory_is_drawn_over_the_tensors
+# (html groups leaks' per-call rows by site before it keeps the largest 50; the page shows them)
 m html-survivors-per-call analyzer/report.html.in \
-  "var key = JSON.stringify([v.label || '', v.frames]) + '\\u0000' + v.verdict;" \
-  "var key = JSON.stringify([v.label || '', v.frames]) + '\\u0000' + v.verdict + v.phase_index;" \
+  "calls: v.calls || 1," \
+  "calls: 1," \
   test_html.py::test_survivors_are_grouped_by_site_as_leaks_prints_them
+m html-survivors-cut-before-grouping analyzer/cmd_html.c \
+  'bool survivors = key_len == 11 && !strncmp(key, "\"survivors\"", 11);' \
+  'bool survivors = false;' \
+  test_html_allocator.py::test_survivors_of_more_calls_than_the_page_keeps_are_whole_sites
+m html-survivors-grouped-per-call analyzer/cmd_html.c \
+  'if (groups[j].stack == x.stack && same_text(' \
+  'if (groups[j].stack == x.stack && groups[j].first == phase && same_text(' \
+  test_html_allocator.py::test_survivors_of_more_calls_than_the_page_keeps_are_whole_sites
 m html-labels-whole-signatures analyzer/report.html.in \
   "function withoutArgs(name) {\n  var n" \
   "function withoutArgs(name) {\n  return name;\n  var n" \
@@ -417,6 +426,55 @@ m html-held-by-hidden analyzer/report.html.in \
   "v.held_by[0].join(' \\u2192 ')" \
   "''" \
   test_html.py::test_demo_renders
+# ---- html's allocator views (analyzer/fragmentation.c, tensor_bands.c) -----------------------
+m frag-longest-misses-right analyzer/fragmentation.c \
+  'if (n->right && s->v[n->right].longest > best)' \
+  'if (0)' \
+  meson:ranges
+m frag-freed-block-not-joined analyzer/fragmentation.c \
+  'if (after && s->v[after].start == end && s->v[after].tag == tag) {' \
+  'if (0) {' \
+  "test_html_allocator.py::test_figures_at_the_oom_equal_the_cli_and_an_independent_replay[oom]"
+m frag-touching-segments-one analyzer/fragmentation.c \
+  'uint64_t tag = it->space == VRT_IS_MAP ? MAPPED_TAG : it->addr;' \
+  'uint64_t tag = MAPPED_TAG;' \
+  test_html_allocator.py::test_tensors_in_no_recorded_segment_are_said_and_adjacent_segments_stay_apart
+m frag-outside-ignored analyzer/fragmentation.c \
+  '\telse\n\t\td->now.outside += (int64_t)size;' \
+  '\telse\n\t\t(void)size;' \
+  test_html_allocator.py::test_an_attach_says_what_it_cannot_know
+m frag-reserved-without-handles analyzer/fragmentation.c \
+  'return it->space != VRT_IS_BLOCK && vrt_item_counted(it) && it->kind == VRT_KIND_DEVICE &&' \
+  'return it->space == VRT_IS_ADDR && it->kind == VRT_KIND_DEVICE &&' \
+  "test_html_allocator.py::test_figures_at_the_oom_equal_the_cli_and_an_independent_replay[remedies-expandable]"
+m frag-bucket-not-its-highest analyzer/fragmentation.c \
+  'if (d->now.allocated > d->b[b].allocated)' \
+  'if (d->now.allocated < d->b[b].allocated)' \
+  "test_html_allocator.py::test_each_bucket_is_the_moment_the_tensors_were_highest[oom]"
+m frag-checkpoint-not-rebuilt analyzer/fragmentation.c \
+  '\t\tf->dirty = true;\n\t\treturn;' \
+  '\t\treturn;' \
+  "test_html_allocator.py::test_the_end_equals_report[attach-ds]"
+m bands-death-ignored analyzer/tensor_bands.c \
+  '\t\t\tif (i >= 0)\n\t\t\t\tdied(b, i, now);' \
+  '\t\t\t(void)i;' \
+  "test_html_allocator.py::test_largest_tensors_are_bands_with_their_stack_on_hover[oom]"
+m bands-latest-among-equals analyzer/tensor_bands.c \
+  'x->born_event > y->born_event;' \
+  'x->born_event < y->born_event;' \
+  "test_html_allocator.py::test_largest_tensors_are_bands_with_their_stack_on_hover[oom]"
+m html-band-stack-outermost analyzer/report.html.in \
+  "var frames = site.frames.slice().reverse(), py" \
+  "var frames = site.frames.slice(0, 1), py" \
+  "test_html_allocator.py::test_largest_tensors_are_bands_with_their_stack_on_hover[oom]"
+m html-band-site-not-picked analyzer/report.html.in \
+  "'class': 'band' + (bandState.site === b[4] ? ' hl' : '')" \
+  "'class': 'band'" \
+  "test_html_allocator.py::test_largest_tensors_are_bands_with_their_stack_on_hover[oom]"
+m html-fragmentation-verdict-inverted analyzer/report.html.in \
+  "var fits = at.largest_free_bytes >= O.requested_bytes, text;" \
+  "var fits = at.largest_free_bytes < O.requested_bytes, text;" \
+  "test_html_allocator.py::test_figures_at_the_oom_equal_the_cli_and_an_independent_replay[oom]"
 m ctypes-pointer-owns-nothing python/vramtrace/_owners.py \
   'k = Walk._ctypes_buffer' \
   'k = _IGNORED' \
