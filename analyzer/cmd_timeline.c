@@ -164,32 +164,17 @@ static void print_chart(const struct vrt_trace *t, const struct vrt_series *s, c
 int vrt_cmd_timeline(int argc, char **argv)
 {
 	struct timeline_options o = { .from = 0, .to = 1e308 };
-	int rc;
-	for (int i = 1; i < argc; i++) {
-		const char *a = argv[i];
-		if (vrt_is_help(a))
-			return vrt_print_help("timeline");
-		if (!strcmp(a, "--csv"))
-			o.csv = true;
-		else if (!strcmp(a, "-q") || !strcmp(a, "--quiet"))
-			o.quiet = true;
-		else if (!strcmp(a, "--buckets") && i + 1 < argc) {
-			long long v;
-			if ((rc = vrt_int_option("timeline", a, argv[++i], 1, 1000000, &v)))
-				return rc;
-			o.buckets = (int)v;
-		} else if (!strcmp(a, "--from") && i + 1 < argc) {
-			if ((rc = vrt_seconds_option("timeline", a, argv[++i], &o.from)))
-				return rc;
-		} else if (!strcmp(a, "--to") && i + 1 < argc) {
-			if ((rc = vrt_seconds_option("timeline", a, argv[++i], &o.to)))
-				return rc;
-		}
-		else if (a[0] == '-' || o.path)
-			return vrt_usage("timeline", "unexpected argument '%s'", a);
-		else
-			o.path = a;
-	}
+	const struct vrt_arg opts[] = {
+		VRT_OPT_QUIET(&o.quiet), VRT_OPT_UNTIL_MARK,
+		{ "--csv", NULL, VRT_ARG_FLAG, &o.csv },
+		{ "--buckets", NULL, VRT_ARG_INT, &o.buckets, 1, 1000000 },
+		{ "--from", NULL, VRT_ARG_SECONDS, &o.from },
+		{ "--to", NULL, VRT_ARG_SECONDS, &o.to },
+		VRT_OPT_END,
+	};
+	int n, rc = vrt_args_parse("timeline", argc, argv, opts, &o.path, 1, &n);
+	if (rc)
+		return rc < 0 ? 0 : rc;
 	if (!o.path)
 		return vrt_usage("timeline", "no trace file given");
 	if (o.to <= o.from)
@@ -205,7 +190,8 @@ int vrt_cmd_timeline(int argc, char **argv)
 		return rc;
 	vrt_warn_trace_state(&t, o.quiet);
 	double end = t.state_valid && t.hdr.state.end_ts ? vrt_ts_seconds(&t, t.hdr.state.end_ts) : 0;
-	double to = o.to < 1e300 ? o.to : end > o.from ? end : 1e308;
+	/* before a --until-mark the trace's end is that mark, found on the way: the series widens */
+	double to = o.to < 1e300 ? o.to : end > o.from && !t.end_mark ? end : 1e308;
 	struct vrt_series s;
 	struct marks mk = { .n = 0 };
 	rc = vrt_series_init(&s, o.buckets, o.from, to);
