@@ -565,9 +565,10 @@ static bool has_oom(const char *path, void *ctx)
 	(void)ctx;
 	if (vrt_trace_open(&t, path))
 		return false;
-	t.end_mark = vrt_settings.until_mark; /* an OOM after it is not one this command explains */
+	/* an OOM after the --until-mark is not one this command explains, nor a trace without it */
+	t.end_mark = vrt_settings.until_mark;
 	struct vrt_oom_search *s = vrt_oom_search_new(0);
-	bool found = s && find_oom(&t, s) == 0;
+	bool found = s && (!t.end_mark || vrt_trace_string_id(&t, t.end_mark)) && find_oom(&t, s) == 0;
 	vrt_oom_search_free(s);
 	vrt_trace_close(&t);
 	return found;

@@ -547,6 +547,10 @@ m run-reads-the-commands-options analyzer/cli.c \
   'if (prefix) {\n\t\t\t\t*n_positional = i;\n\t\t\t\treturn 0;' \
   'if (prefix && !options) {\n\t\t\t\t*n_positional = i;\n\t\t\t\treturn 0;' \
   test_cli_errors.py::test_every_long_option_takes_its_value_after_an_equals_sign
+m oom-dir-ignores-the-mark analyzer/cmd_oom.c \
+  'bool found = s && (!t.end_mark || vrt_trace_string_id(&t, t.end_mark)) && find_oom(&t, s) == 0;' \
+  'bool found = s && find_oom(&t, s) == 0;' \
+  test_cli_options.py::test_oom_of_a_directory_picks_the_trace_with_an_oom_before_the_mark
 m oom-frames-ignored analyzer/cmd_oom.c \
   'vrt_site_print(stdout, t, &x->device_sites.v[i], opt->frames);' \
   'vrt_site_print(stdout, t, &x->device_sites.v[i], 6);' \

@@ -51,6 +51,15 @@ def test_oom_until_mark_explains_only_an_oom_before_the_mark():
     assert p.stderr.strip().endswith('no out-of-memory event in this trace before the mark "batch 16"'), p.stderr
 
 
+def test_oom_of_a_directory_picks_the_trace_with_an_oom_before_the_mark(tmp_path):
+    for name in ("oom.vrt", "remedies-ds-oom-offload.vrt"):  # marks "batch N"; the second also "vramtrace-truth"
+        (tmp_path / name).write_bytes((H200 / name).read_bytes())
+    p = analyze("oom", "-q", "--until-mark", "vramtrace-truth", tmp_path)
+    assert p.stdout == analyze("oom", "-q", OOM_OFFLOAD).stdout.replace(str(OOM_OFFLOAD), str(tmp_path / OOM_OFFLOAD.name))
+    p = analyze("oom", "--until-mark", "batch 16", tmp_path, check=False)
+    assert p.returncode == 1 and f"no trace in {tmp_path} has what `oom` looks for" in p.stderr
+
+
 def test_timeline_until_mark_ends_the_chart_at_the_mark():
     at = mark_time(WHATIF, "step 1")
     whole = analyze("timeline", "--csv", "-q", WHATIF).stdout.splitlines()
