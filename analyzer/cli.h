@@ -64,7 +64,8 @@ struct vrt_arg {
 
 /* What shared options set for the whole command rather than for one report: every trace the
  * command opens through vrt_open_or_fail ends at until_mark (html's forked sections included,
- * whose arguments do not repeat it), and frames are cut to vrt_text_width(). */
+ * whose arguments do not repeat it), and frames are cut to vrt_text_width(). They hold for the
+ * process: one that runs several commands (tests/fuzz/fuzz_reports.c) resets them in between. */
 struct vrt_cli_settings {
 	const char *command;    /* the command parsing its options, for messages */
 	const char *until_mark; /* --until-mark LABEL, or NULL */

@@ -367,7 +367,7 @@ static void drop_arguments(const char *name, char *out, size_t len)
 	const char *close = strrchr(name, ')');
 	const char *open = NULL;
 	int depth = 0;
-	for (const char *p = close; p && p >= name; p--) {
+	for (const char *p = close; p; p = p > name ? p - 1 : NULL) {
 		depth += *p == ')' ? 1 : *p == '(' ? -1 : 0;
 		if (!depth) {
 			open = p;

@@ -43,6 +43,15 @@ def test_every_trace_reader_takes_until_mark_and_an_unknown_one_is_an_error(tmp_
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.parametrize("command", sorted(READERS))
+def test_until_mark_takes_its_value_after_an_equals_sign_too(tmp_path, command):
+    args = [a.format(out=tmp_path / "out") for a in READERS[command]]
+    spaced = analyze(*args, "--until-mark", "no-such-mark", LEAK_CYCLE, check=False)
+    joined = analyze(*args, "--until-mark=no-such-mark", LEAK_CYCLE, check=False)
+    assert (joined.returncode, joined.stderr) == (spaced.returncode, spaced.stderr) == (2, joined.stderr)
+    assert "no-such-mark" in joined.stderr
+
+
 def test_oom_until_mark_explains_only_an_oom_before_the_mark():
     assert analyze("oom", "-q", "--until-mark", "vramtrace-truth", OOM_OFFLOAD).stdout == \
         analyze("oom", "-q", OOM_OFFLOAD).stdout
