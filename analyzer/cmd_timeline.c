@@ -2,8 +2,6 @@
 /* vramtrace timeline: live bytes over time, per device and kind, as a chart or as CSV. */
 #include <stdlib.h>
 #include <string.h>
-#include <sys/ioctl.h>
-#include <unistd.h>
 
 #include "cli.h"
 #include "model.h"
@@ -26,12 +24,12 @@ struct marks {
 	int n;
 };
 
-static int terminal_width(void)
+/* The chart's columns: --width or the terminal's (vrt_text_width), 100 in a pipe or a file;
+ * 40 at least, the labels take 24. */
+static int chart_width(void)
 {
-	struct winsize ws;
-	if (isatty(STDOUT_FILENO) && !ioctl(STDOUT_FILENO, TIOCGWINSZ, &ws) && ws.ws_col > 40)
-		return ws.ws_col;
-	return 100;
+	int width = vrt_text_width();
+	return !width ? 100 : width < 40 ? 40 : width;
 }
 
 static int fill(struct vrt_trace *t, const struct timeline_options *o, struct vrt_series *s, struct marks *mk)
@@ -165,7 +163,7 @@ int vrt_cmd_timeline(int argc, char **argv)
 {
 	struct timeline_options o = { .from = 0, .to = 1e308 };
 	const struct vrt_arg opts[] = {
-		VRT_OPT_QUIET(&o.quiet), VRT_OPT_UNTIL_MARK,
+		VRT_OPT_QUIET(&o.quiet), VRT_OPT_UNTIL_MARK, VRT_OPT_WIDTH,
 		{ "--csv", NULL, VRT_ARG_FLAG, &o.csv },
 		{ "--buckets", NULL, VRT_ARG_INT, &o.buckets, 1, 1000000 },
 		{ "--from", NULL, VRT_ARG_SECONDS, &o.from },
@@ -179,7 +177,7 @@ int vrt_cmd_timeline(int argc, char **argv)
 		return vrt_usage("timeline", "no trace file given");
 	if (o.to <= o.from)
 		return vrt_usage("timeline", "--from must be below --to");
-	int width = terminal_width();
+	int width = chart_width();
 	if (!o.buckets) /* text: finer than the columns, so that the part left out before the first
 			 * allocation does not take the chart's resolution with it */
 		o.buckets = o.csv ? 100 : width * 16 < 4096 ? width * 16 : 4096;

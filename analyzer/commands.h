@@ -139,6 +139,7 @@ int vrt_cmd_watch(int argc, char **argv);
 	"  --buckets N      time buckets (default: the terminal width, 100 for CSV)\n"                   \
 	"  --from S --to S  a time range in seconds\n"                                                   \
 	"  --until-mark LABEL  end the chart at the first mark LABEL\n"                                 \
+	"  --width N        the chart's columns (default: the terminal's width, 100 in a pipe; 0: 100)\n" \
 	"  -q, --quiet      no progress or notes on stderr\n"                                           \
 	"  --max-memory SIZE  stop (exit 6) before using more memory (default: half of the machine's)\n" \
 	"\n"                                                                                           \

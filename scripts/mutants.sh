@@ -551,6 +551,10 @@ m oom-dir-ignores-the-mark analyzer/cmd_oom.c \
   'bool found = s && (!t.end_mark || vrt_trace_string_id(&t, t.end_mark)) && find_oom(&t, s) == 0;' \
   'bool found = s && find_oom(&t, s) == 0;' \
   test_cli_options.py::test_oom_of_a_directory_picks_the_trace_with_an_oom_before_the_mark
+m timeline-width-ignored analyzer/cmd_timeline.c \
+  'return !width ? 100 : width < 40 ? 40 : width;' \
+  'return 100;' \
+  test_cli_options.py::test_timeline_width_is_the_charts_width
 m oom-frames-ignored analyzer/cmd_oom.c \
   'vrt_site_print(stdout, t, &x->device_sites.v[i], opt->frames);' \
   'vrt_site_print(stdout, t, &x->device_sites.v[i], 6);' \

@@ -255,3 +255,14 @@ def test_on_a_terminal_frame_lines_fit_its_width():
     # a terminal that does not say its size: $COLUMNS
     shown = on_a_terminal([VRAMTRACE, "report", "-q", trace], {**os.environ, "COLUMNS": "77"})
     assert shown.replace("\r\n", "\n") == analyze("report", "-q", "--width", "77", trace).stdout
+
+
+def test_timeline_width_is_the_charts_width():
+    piped = analyze("timeline", "-q", LEAK_CYCLE).stdout
+    assert piped == analyze("timeline", "-q", "--width", "0", LEAK_CYCLE).stdout == \
+        analyze("timeline", "-q", "--width", "100", LEAK_CYCLE).stdout
+    narrow = analyze("timeline", "-q", "--width", "60", LEAK_CYCLE).stdout
+    rows = lambda text: text.splitlines()[1:]  # below the header line (it names the trace)
+    assert 55 <= max(map(len, rows(narrow))) <= 60 and 95 <= max(map(len, rows(piped))) <= 100
+    assert sized_terminal([VRAMTRACE, "timeline", "-q", LEAK_CYCLE], 72) == \
+        analyze("timeline", "-q", "--width", "72", LEAK_CYCLE).stdout
