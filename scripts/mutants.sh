@@ -492,8 +492,8 @@ m until-mark-not-in-html-sections analyzer/cli.c \
   '\tvrt_settings.command = command;\n\tvrt_settings.until_mark = NULL;\n' \
   test_cli_options.py::test_html_until_mark_reaches_its_leaks_section
 m args-double-dash-ignored analyzer/cli.c \
-  'options = false;\n\t\t\tcontinue;' \
-  'continue;' \
+  '\t\t\toptions = false;\n\t\t\tif (prefix) {' \
+  '\t\t\tif (prefix) {' \
   test_cli_options.py::test_a_double_dash_ends_the_options
 m args-repeat-unbounded analyzer/cli.c \
   'if (*o->count >= o->max)' \
@@ -664,8 +664,8 @@ m folded-one-slot analyzer/cmd_export.c \
   'for (int slot = 0; slot < 1; slot++)' \
   test_export.py::test_folded_roots_are_the_devices_and_host_memory_with_their_own_totals
 
-m chrome-every-bucket analyzer/cmd_export.c \
-  'if (v == shown[i] && b != s.used - 1)' \
+m chrome-every-bucket analyzer/chrome_trace.c \
+  'if (v == shown[i] && b != s->used - 1)' \
   'if (0)' \
   test_export.py::test_chrome_names_the_threads_and_draws_changes_only
 
