@@ -8,11 +8,13 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "attribution.h"
+#include "report_common.h"
 #include "vramtrace/error.h"
 
 int vrt_exit_code(int err)
@@ -80,6 +82,118 @@ int vrt_seconds_option(const char *command, const char *option, const char *valu
 
 bool vrt_is_help(const char *arg) { return !strcmp(arg, "-h") || !strcmp(arg, "--help"); }
 
+struct vrt_cli_settings vrt_settings = { .width = -1 };
+
+static const struct vrt_arg *find_arg(const struct vrt_arg *opts, const char *a)
+{
+	for (; opts->name; opts++)
+		if (!strcmp(a, opts->name) || (opts->alias && !strcmp(a, opts->alias)))
+			return opts;
+	return NULL;
+}
+
+static int take_value(const char *command, const struct vrt_arg *o, const char *a, const char *value)
+{
+	int slot = 0;
+	if (o->count) {
+		if (*o->count >= o->max)
+			return vrt_usage(command, "%s is given at most %d times", a, o->max);
+		slot = (*o->count)++;
+	}
+	long long v;
+	int rc = 0;
+	switch (o->type) {
+	case VRT_ARG_FLAG:
+		((bool *)o->to)[slot] = true;
+		break;
+	case VRT_ARG_TEXT:
+		((const char **)o->to)[slot] = value;
+		break;
+	case VRT_ARG_INT:
+		if (!(rc = vrt_int_option(command, a, value, o->lo, o->hi, &v)))
+			((int *)o->to)[slot] = (int)v;
+		break;
+	case VRT_ARG_SECONDS:
+		rc = vrt_seconds_option(command, a, value, &((double *)o->to)[slot]);
+		break;
+	}
+	return rc;
+}
+
+/* The options of argv[1..]: with prefix, they end at "--" or at the first argument that is not
+ * one, and *rest is where they ended; otherwise every other argument is a positional one. */
+static int parse(const char *command, int argc, char **argv, const struct vrt_arg *opts, bool prefix,
+		 const char **positional, int max, int *n_positional)
+{
+	bool options = true;
+	*n_positional = 0;
+	vrt_settings.command = command;
+	for (int i = 1; i < argc; i++) {
+		const char *a = argv[i];
+		if (options && !strcmp(a, "--")) {
+			options = false;
+			if (prefix) {
+				*n_positional = i + 1;
+				return 0;
+			}
+			continue;
+		}
+		if (options && vrt_is_help(a)) {
+			vrt_print_help(command);
+			return -1;
+		}
+		if (!options || a[0] != '-' || !a[1]) { /* "-": a value such as standard output, not an option */
+			if (prefix) {
+				*n_positional = i;
+				return 0;
+			}
+			if (*n_positional >= max)
+				return vrt_usage(command, "unexpected argument '%s'", vrt_escape(a));
+			positional[(*n_positional)++] = a;
+			continue;
+		}
+		const struct vrt_arg *o = find_arg(opts, a);
+		if (!o)
+			return vrt_usage(command, "unknown option '%s'", vrt_escape(a));
+		const char *value = NULL;
+		if (o->type != VRT_ARG_FLAG && i + 1 >= argc)
+			return vrt_usage(command, "%s takes a value", a);
+		if (o->type != VRT_ARG_FLAG)
+			value = argv[++i];
+		int rc = take_value(command, o, a, value);
+		if (rc)
+			return rc;
+	}
+	if (prefix)
+		*n_positional = argc;
+	return 0;
+}
+
+int vrt_args_parse(const char *command, int argc, char **argv, const struct vrt_arg *opts, const char **positional,
+		   int max, int *n_positional)
+{
+	return parse(command, argc, argv, opts, false, positional, max, n_positional);
+}
+
+int vrt_args_parse_prefix(const char *command, int argc, char **argv, const struct vrt_arg *opts, int *rest)
+{
+	return parse(command, argc, argv, opts, true, NULL, 0, rest);
+}
+
+int vrt_text_width(void)
+{
+	if (vrt_settings.width >= 0)
+		return vrt_settings.width;
+	if (!isatty(STDOUT_FILENO))
+		return 0;
+	struct winsize ws;
+	if (!ioctl(STDOUT_FILENO, TIOCGWINSZ, &ws) && ws.ws_col > 0)
+		return ws.ws_col;
+	const char *columns = getenv("COLUMNS");
+	long n = columns ? strtol(columns, NULL, 10) : 0;
+	return n > 0 && n < 100000 ? (int)n : 80;
+}
+
 int vrt_print_help(const char *command)
 {
 	for (const struct vrt_command *c = vrt_commands; c->name; c++)
@@ -134,7 +248,12 @@ int vrt_open_or_fail(struct vrt_trace *t, const char *path)
 {
 	vrt_current_trace = path;
 	int rc = vrt_trace_open(t, path);
+	if (!rc && (rc = vrt_check_until_mark(t, path, vrt_settings.command, vrt_settings.until_mark))) {
+		vrt_trace_close(t);
+		return rc;
+	}
 	if (!rc) {
+		t->end_mark = vrt_settings.until_mark;
 		vrt_attribution_use(t);
 		return 0;
 	}
@@ -311,7 +430,7 @@ static int add_dir(const char *dir, struct input **in, int *n, int *cap)
 	return 0;
 }
 
-int vrt_collect_inputs(int argc, char **argv, char ***paths, int *n_out)
+int vrt_collect_inputs(int argc, const char *const *argv, char ***paths, int *n_out)
 {
 	struct input *in = NULL;
 	int n = 0, cap = 0;
@@ -354,7 +473,8 @@ int vrt_single_input(const char *command, const char *arg, bool (*pick)(const ch
 			return vrt_fail(VRT_E_ARG, "%s: path too long", arg);
 		return 0;
 	}
-	char **paths, *one[] = { (char *)arg };
+	char **paths;
+	const char *one[] = { arg };
 	int n, rc = vrt_collect_inputs(1, one, &paths, &n);
 	if (rc == VRT_E_NOENT) {
 		vrt_fail(0, "%s holds no traces (*.vrt)", arg);

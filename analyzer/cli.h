@@ -41,6 +41,65 @@ int vrt_int_option(const char *command, const char *option, const char *value, l
 int vrt_seconds_option(const char *command, const char *option, const char *value, double *out);
 int vrt_print_help(const char *command);
 
+/*
+ * One option parser for every command: a table of the options a command takes, and the
+ * spellings every command shares (VRT_OPT_QUIET ...), so that an option means the same thing
+ * wherever it is accepted. "--name=value" is split by main before a command sees it.
+ */
+enum vrt_arg_type {
+	VRT_ARG_FLAG,    /* bool *: set when given */
+	VRT_ARG_TEXT,    /* const char **: the value */
+	VRT_ARG_INT,     /* int *: a whole number from lo to hi */
+	VRT_ARG_SECONDS, /* double *: a time in seconds, 0 or more */
+};
+
+struct vrt_arg {
+	const char *name;  /* "--top" */
+	const char *alias; /* "-q", or NULL */
+	enum vrt_arg_type type;
+	void *to;
+	int lo, hi;        /* VRT_ARG_INT */
+	int *count, max;   /* repeatable (count not NULL): `to` is an array of max values */
+};
+
+/* What shared options set for the whole command rather than for one report: every trace the
+ * command opens through vrt_open_or_fail ends at until_mark (html's forked sections included,
+ * whose arguments do not repeat it), and frames are cut to vrt_text_width(). They hold for the
+ * process: one that runs several commands (tests/fuzz/fuzz_reports.c) resets them in between. */
+struct vrt_cli_settings {
+	const char *command;    /* the command parsing its options, for messages */
+	const char *until_mark; /* --until-mark LABEL, or NULL */
+	int width;              /* --width N (0: no limit), or -1: not given */
+};
+extern struct vrt_cli_settings vrt_settings;
+
+#define VRT_OPT_QUIET(dst)   { "--quiet", "-q", VRT_ARG_FLAG, (dst), 0, 0, NULL, 0 }
+#define VRT_OPT_JSON(dst)    { "--json", NULL, VRT_ARG_FLAG, (dst), 0, 0, NULL, 0 }
+#define VRT_OPT_TOP(dst)     { "--top", NULL, VRT_ARG_INT, (dst), 1, 1000000, NULL, 0 }
+#define VRT_OPT_FRAMES(dst)  { "--frames", NULL, VRT_ARG_INT, (dst), 0, VRT_MAX_FRAMES, NULL, 0 }
+#define VRT_OPT_OUTPUT(dst)  { "--output", "-o", VRT_ARG_TEXT, (dst), 0, 0, NULL, 0 }
+#define VRT_OPT_UNTIL_MARK   { "--until-mark", NULL, VRT_ARG_TEXT, &vrt_settings.until_mark, 0, 0, NULL, 0 }
+#define VRT_OPT_WIDTH        { "--width", NULL, VRT_ARG_INT, &vrt_settings.width, 0, 100000, NULL, 0 }
+#define VRT_OPT_END          { NULL, NULL, VRT_ARG_FLAG, NULL, 0, 0, NULL, 0 }
+
+/*
+ * Parses argv[1..] by opts (ended by VRT_OPT_END): the other arguments, up to max of them, go to
+ * positional (n_positional says how many); after "--" every argument is one. -h/--help prints
+ * the command's help. Returns 0 to go on, -1 after --help (the command exits 0), or the usage
+ * error's exit code after its message, which names the option or argument.
+ */
+int vrt_args_parse(const char *command, int argc, char **argv, const struct vrt_arg *opts, const char **positional,
+		   int max, int *n_positional);
+/* The same for a command that runs another (run): the options end at "--" or at the first
+ * argument that is not one, and *rest is the index of what follows them. */
+int vrt_args_parse_prefix(const char *command, int argc, char **argv, const struct vrt_arg *opts, int *rest);
+/* The columns frame lines are cut to (0: no limit): --width when given; else, on a terminal,
+ * its width (TIOCGWINSZ, else $COLUMNS, else 80); else none, so that pipes and files get every
+ * line whole. */
+int vrt_text_width(void);
+/* The columns left of width after used of them (0: width 0, no limit); never fewer than 8. */
+static inline int vrt_room(int width, int used) { return !width ? 0 : width - used > 8 ? width - used : 8; }
+
 void vrt_fmt_bytes(char *buf, size_t len, int64_t bytes);
 /* "1.2 GiB"-style into a static rotating buffer, for printf arguments. */
 const char *vrt_bytes(int64_t bytes);
@@ -62,7 +121,7 @@ void vrt_warn_trace_state(const struct vrt_trace *t, bool quiet);
 const char *vrt_write_error_text(int32_t detail);
 
 /* Expands arguments into trace files: directories give their *.vrt files (sorted by rank, pid). */
-int vrt_collect_inputs(int argc, char **argv, char ***paths, int *n);
+int vrt_collect_inputs(int argc, const char *const *argv, char ***paths, int *n);
 void vrt_free_inputs(char **paths, int n);
 /* The one trace a command that reads one takes from arg, into out: arg itself, or the trace in
  * directory arg (pick, when given, chooses among its traces: the first it accepts, with a note

@@ -40,21 +40,15 @@ static int parse_attach(int argc, char **argv, struct attach_options *o)
 {
 	memset(o, 0, sizeof(*o));
 	const char *pid = NULL;
-	for (int i = 1; i < argc; i++) {
-		const char *a = argv[i];
-		if (vrt_is_help(a))
-			return -1;
-		if (!strcmp(a, "--stop"))
-			o->stop = true;
-		else if (!strcmp(a, "--armed"))
-			o->armed = true;
-		else if ((!strcmp(a, "-o") || !strcmp(a, "--output")) && i + 1 < argc)
-			o->output = argv[++i];
-		else if (a[0] != '-' && !pid)
-			pid = a;
-		else
-			return vrt_usage("attach", "unexpected argument '%s'", a);
-	}
+	const struct vrt_arg opts[] = {
+		VRT_OPT_OUTPUT(&o->output),
+		{ "--stop", NULL, VRT_ARG_FLAG, &o->stop },
+		{ "--armed", NULL, VRT_ARG_FLAG, &o->armed },
+		VRT_OPT_END,
+	};
+	int n, rc = vrt_args_parse("attach", argc, argv, opts, &pid, 1, &n);
+	if (rc)
+		return rc;
 	if (!pid)
 		return vrt_usage("attach", "which process? vramtrace attach [--stop|--armed] [-o PATH] PID");
 	if (o->stop && o->armed)
@@ -133,7 +127,7 @@ int vrt_cmd_attach(int argc, char **argv)
 	struct attach_options o;
 	int rc = parse_attach(argc, argv, &o);
 	if (rc)
-		return rc < 0 ? vrt_print_help("attach") : rc;
+		return rc < 0 ? 0 : rc; /* -1: --help, printed */
 	if ((rc = vrt_ctl_check_process(&o.pid)))
 		return rc;
 	struct vrt_ctl_msg status;
@@ -180,16 +174,10 @@ int vrt_cmd_mark(int argc, char **argv)
 int vrt_cmd_snapshot(int argc, char **argv)
 {
 	const char *pid_arg = NULL, *file = NULL;
-	for (int i = 1; i < argc; i++) {
-		if (vrt_is_help(argv[i]))
-			return vrt_print_help("snapshot");
-		if ((!strcmp(argv[i], "-o") || !strcmp(argv[i], "--output")) && i + 1 < argc)
-			file = argv[++i];
-		else if (argv[i][0] != '-' && !pid_arg)
-			pid_arg = argv[i];
-		else
-			return vrt_usage("snapshot", "unexpected argument '%s'", argv[i]);
-	}
+	const struct vrt_arg opts[] = { VRT_OPT_OUTPUT(&file), VRT_OPT_END };
+	int n, parsed = vrt_args_parse("snapshot", argc, argv, opts, &pid_arg, 1, &n);
+	if (parsed)
+		return parsed < 0 ? 0 : parsed;
 	if (!pid_arg || !file)
 		return vrt_usage("snapshot", "expected a process id and an output file: vramtrace snapshot PID -o FILE");
 	int pid, rc = vrt_ctl_parse_pid("snapshot", pid_arg, &pid);

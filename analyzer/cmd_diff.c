@@ -162,7 +162,7 @@ static void print_row(struct side *sa, struct side *sb, const struct row *r, boo
 		snprintf(line, sizeof(line), "%s", r->label);
 	else {
 		vrt_stack_headline(t, s.stack, &head);
-		vrt_frame_format(&head, line, sizeof(line));
+		vrt_frame_fit(&head, line, sizeof(line), vrt_room(vrt_text_width(), 39));
 	}
 	char delta[40];
 	snprintf(delta, sizeof(delta), "%s%s", r->b >= r->a ? "+" : "", vrt_bytes(r->b - r->a));
@@ -173,36 +173,22 @@ int vrt_cmd_diff(int argc, char **argv)
 {
 	struct side a = { .at = -1, .trace.fd = -1 }, b = { .at = -1, .trace.fd = -1 };
 	bool json = false, quiet = false, by_category = false;
-	int top = 10, n_at = 0, rc;
+	int top = 10, n_at = 0, n_traces, rc;
 	double at[2] = { -1, -1 };
-	for (int i = 1; i < argc; i++) {
-		const char *x = argv[i];
-		if (vrt_is_help(x))
-			return vrt_print_help("diff");
-		if (!strcmp(x, "--json"))
-			json = true;
-		else if (!strcmp(x, "-q") || !strcmp(x, "--quiet"))
-			quiet = true;
-		else if (!strcmp(x, "--top") && i + 1 < argc) {
-			long long v;
-			if ((rc = vrt_int_option("diff", x, argv[++i], 1, 1000000, &v)))
-				return rc;
-			top = (int)v;
-		} else if (!strcmp(x, "--at") && i + 1 < argc && n_at < 2) {
-			if ((rc = vrt_seconds_option("diff", x, argv[++i], &at[n_at++])))
-				return rc;
-		}
-		else if (!strcmp(x, "--by") && i + 1 < argc && (!strcmp(argv[i + 1], "category") || !strcmp(argv[i + 1], "site")))
-			by_category = !strcmp(argv[++i], "category");
-		else if (x[0] == '-')
-			return vrt_usage("diff", "unexpected argument '%s'", x);
-		else if (!a.path)
-			a.path = x;
-		else if (!b.path)
-			b.path = x;
-		else
-			return vrt_usage("diff", "at most two traces");
-	}
+	const char *by = "site", *traces[2] = { NULL, NULL };
+	const struct vrt_arg opts[] = {
+		VRT_OPT_JSON(&json), VRT_OPT_QUIET(&quiet), VRT_OPT_TOP(&top), VRT_OPT_UNTIL_MARK, VRT_OPT_WIDTH,
+		{ "--at", NULL, VRT_ARG_SECONDS, at, 0, 0, &n_at, 2 },
+		{ "--by", NULL, VRT_ARG_TEXT, &by },
+		VRT_OPT_END,
+	};
+	if ((rc = vrt_args_parse("diff", argc, argv, opts, traces, 2, &n_traces)))
+		return rc < 0 ? 0 : rc;
+	if (strcmp(by, "site") && strcmp(by, "category"))
+		return vrt_usage("diff", "--by takes site or category, not '%s'", vrt_escape(by));
+	by_category = !strcmp(by, "category");
+	a.path = traces[0];
+	b.path = traces[1];
 	if (!a.path || (!b.path && n_at != 2))
 		return vrt_usage("diff", "give two traces, or one trace and --at twice");
 	if (!b.path)

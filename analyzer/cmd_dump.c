@@ -222,27 +222,20 @@ static int dump_json(struct vrt_trace *t, const char *path)
 int vrt_cmd_dump(int argc, char **argv)
 {
 	struct dump_options o = { 0 };
-	for (int i = 1; i < argc; i++) {
-		if (vrt_is_help(argv[i]))
-			return vrt_print_help("dump");
-		if (!strcmp(argv[i], "--stacks"))
-			o.stacks = true;
-		else if (!strcmp(argv[i], "--tables"))
-			o.tables = true;
-		else if (!strcmp(argv[i], "-q") || !strcmp(argv[i], "--quiet"))
-			o.quiet = true;
-		else if (!strcmp(argv[i], "--json"))
-			o.json = true;
-		else if (argv[i][0] == '-' || o.path)
-			return vrt_usage("dump", "unexpected argument '%s'", argv[i]);
-		else
-			o.path = argv[i];
-	}
+	const struct vrt_arg opts[] = {
+		VRT_OPT_JSON(&o.json), VRT_OPT_QUIET(&o.quiet), VRT_OPT_UNTIL_MARK,
+		{ "--stacks", NULL, VRT_ARG_FLAG, &o.stacks },
+		{ "--tables", NULL, VRT_ARG_FLAG, &o.tables },
+		VRT_OPT_END,
+	};
+	int n, rc = vrt_args_parse("dump", argc, argv, opts, &o.path, 1, &n);
+	if (rc)
+		return rc < 0 ? 0 : rc;
 	if (!o.path)
 		return vrt_usage("dump", "no trace file given");
 	char path[4096];
 	struct vrt_trace t;
-	int rc = vrt_single_input("dump", o.path, NULL, NULL, path, sizeof(path));
+	rc = vrt_single_input("dump", o.path, NULL, NULL, path, sizeof(path));
 	if (rc || (rc = vrt_open_or_fail(&t, o.path = path)))
 		return rc;
 	vrt_warn_trace_state(&t, o.quiet);

@@ -4,8 +4,7 @@
  *  - memory-viz: PyTorch's memory snapshot (pickle), opened by pytorch.org/memory_viz.
  *    Tensors are the blocks when the trace has PyTorch block events; otherwise every CUDA
  *    allocation stands for a block in a segment of its own.
- *  - chrome: Chrome/Perfetto trace JSON, one counter track per device and kind, phases as
- *    slices, marks and OOMs as instants.
+ *  - chrome: Chrome/Perfetto trace JSON (chrome_trace.c).
  *  - folded / folded-peak: "outer;...;inner bytes" lines for flamegraph.pl and speedscope.
  *  - parquet: tables in a directory, for one trace or a directory of per-rank traces, written by
  *    the Python module (export_parquet below).
@@ -15,22 +14,22 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "chrome_trace.h"
 #include "cli.h"
-#include "json.h"
 #include "memory_viz.h"
 #include "safe_output.h"
 #include "model.h"
 #include "pass.h"
 #include "paths.h"
 #include "report_common.h"
-#include "series.h"
 #include "sites.h"
 #include "stacks.h"
 
 struct export_options {
 	const char *format, *path, *output;
 	bool quiet;
-	uint64_t max_events;
+	int max_events; /* -1: the format's default */
+	int points;
 };
 
 /* ---- folded ----------------------------------------------------------------------------- */
@@ -113,7 +112,7 @@ static int export_folded(struct vrt_trace *t, FILE *out, bool at_peak, bool quie
 	struct vrt_model m;
 	if (vrt_model_init(&m))
 		return VRT_EXIT_INTERNAL;
-	int rc = vrt_report_replay(t, &m, quiet, NULL);
+	int rc = vrt_report_replay(t, &m, quiet);
 	if (!rc && at_peak) {
 		struct main_peak peak = main_peak_of(&m);
 		bool tensors = m.any_blocks;
@@ -136,85 +135,6 @@ static int export_folded(struct vrt_trace *t, FILE *out, bool at_peak, bool quie
 		for (int slot = 0; slot <= VRT_MAX_DEVICES; slot++)
 			folded_slot(out, t, &m, slot, m.any_blocks ? -1 : -2, vrt_device_name(slot));
 	}
-	vrt_model_free(&m);
-	return rc;
-}
-
-/* ---- chrome ----------------------------------------------------------------------------- */
-
-/* Time resolution of the counters: the trace's span in this many buckets at least (series.c
- * keeps between this and twice as many); only the changes are written. */
-#define CHROME_BUCKETS 20000
-
-static int export_chrome(struct vrt_trace *t, FILE *out, bool quiet)
-{
-	struct vrt_model m;
-	struct vrt_series s;
-	double end = t->state_valid && t->hdr.state.end_ts ? vrt_ts_seconds(t, t->hdr.state.end_ts) : 1e308;
-	if (vrt_model_init(&m) || vrt_series_init(&s, CHROME_BUCKETS, 0, end))
-		return VRT_EXIT_INTERNAL;
-	int pid = t->hdr.pid;
-	fprintf(out, "{\"displayTimeUnit\": \"ms\", \"traceEvents\": [\n");
-	fprintf(out, "{\"name\": \"process_name\", \"ph\": \"M\", \"pid\": %d, \"args\": {\"name\": ", pid);
-	char label[128];
-	vrt_process_label(t, label, sizeof(label));
-	json_string(out, label);
-	fprintf(out, "}}");
-	const struct vrt_tables *tb = &t->tables;
-	for (size_t i = 0; i < tb->n_threads; i++) { /* the tid of an event is the trace's thread index */
-		if (!tb->threads[i].tid)
-			continue;
-		fprintf(out, ",\n{\"name\": \"thread_name\", \"ph\": \"M\", \"pid\": %d, \"tid\": %zu, \"args\": {\"name\": ",
-			pid, i);
-		char thread[160];
-		const char *name = vrt_string(t, tb->threads[i].name);
-		snprintf(thread, sizeof(thread), "%s (tid %llu)", name && *name ? name : "thread",
-			 (unsigned long long)tb->threads[i].tid);
-		json_string(out, thread);
-		fprintf(out, "}}");
-	}
-	struct vrt_pass p;
-	struct vrt_record r;
-	struct vrt_effect e;
-	vrt_pass_open(&p, t, &(struct vrt_pass_options){ .label = "export", .quiet = quiet, .model = &m });
-	while (vrt_pass_next(&p, &r, &e)) {
-		double now = vrt_ts_seconds(t, m.last_ts);
-		if (e.kind != VRT_EFFECT_NONE)
-			vrt_series_sample(&s, &m, now);
-		const char *ph = r.op == VRT_OP_PHASE_ENTER ? "B" : r.op == VRT_OP_PHASE_EXIT ? "E" : NULL;
-		if (ph || r.op == VRT_OP_MARK || r.op == VRT_OP_OOM) {
-			fprintf(out, ",\n{\"name\": ");
-			if (r.op == VRT_OP_OOM) {
-				snprintf(label, sizeof(label), "OOM: %s on device %d", vrt_bytes((int64_t)r.size), r.device);
-				json_string(out, label);
-			} else {
-				json_string(out, vrt_string(t, r.id));
-			}
-			fprintf(out, ", \"ph\": \"%s\", \"ts\": %.3f, \"pid\": %d, \"tid\": %u%s}", ph ? ph : "i",
-				vrt_ts_seconds(t, r.ts) * 1e6, pid, p.rp.thread, ph ? "" : ", \"s\": \"p\"");
-		}
-	}
-	int rc = vrt_pass_close(&p);
-	vrt_series_finish(&s);
-	/* A counter point where the value changes only: a flat stretch is one point, not one per
-	 * bucket. Each bucket's highest value, so every peak is drawn. */
-	char name[64];
-	int64_t shown[VRT_SERIES_MAX];
-	for (int i = 0; i < s.n_series; i++)
-		shown[i] = -1;
-	for (int b = 0; b < s.used; b++) {
-		for (int i = 0; i < s.n_series; i++) {
-			int64_t v = s.max[b * VRT_SERIES_MAX + i];
-			if (v == shown[i] && b != s.used - 1)
-				continue;
-			shown[i] = v;
-			vrt_series_name(&s.keys[i], name, sizeof(name));
-			fprintf(out, ",\n{\"name\": \"%s\", \"ph\": \"C\", \"ts\": %.3f, \"pid\": %d, \"args\": {\"bytes\": %lld}}",
-				name, (s.from + b * s.width) * 1e6, pid, (long long)v);
-		}
-	}
-	fprintf(out, "\n]}\n");
-	vrt_series_free(&s);
 	vrt_model_free(&m);
 	return rc;
 }
@@ -263,29 +183,17 @@ static void print_written(const char *output, const char *format)
 
 int vrt_cmd_export(int argc, char **argv)
 {
-	struct export_options o = { .max_events = 2000000 };
-	for (int i = 1; i < argc; i++) {
-		const char *a = argv[i];
-		if (vrt_is_help(a))
-			return vrt_print_help("export");
-		if ((!strcmp(a, "--format") || !strcmp(a, "-f")) && i + 1 < argc)
-			o.format = argv[++i];
-		else if ((!strcmp(a, "-o") || !strcmp(a, "--output")) && i + 1 < argc)
-			o.output = argv[++i];
-		else if (!strcmp(a, "--max-events") && i + 1 < argc) {
-			long long v;
-			int bad = vrt_int_option("export", a, argv[++i], 1, INT64_MAX, &v);
-			if (bad)
-				return bad;
-			o.max_events = (uint64_t)v;
-		}
-		else if (!strcmp(a, "-q") || !strcmp(a, "--quiet"))
-			o.quiet = true;
-		else if (a[0] == '-' || o.path)
-			return vrt_usage("export", "unexpected argument '%s'", a);
-		else
-			o.path = a;
-	}
+	struct export_options o = { .max_events = -1, .points = VRT_CHROME_POINTS };
+	const struct vrt_arg opts[] = {
+		VRT_OPT_OUTPUT(&o.output), VRT_OPT_QUIET(&o.quiet), VRT_OPT_UNTIL_MARK,
+		{ "--format", "-f", VRT_ARG_TEXT, &o.format },
+		{ "--max-events", NULL, VRT_ARG_INT, &o.max_events, 1, INT32_MAX },
+		{ "--points", NULL, VRT_ARG_INT, &o.points, 2, 10000000 },
+		VRT_OPT_END,
+	};
+	int n, rc = vrt_args_parse("export", argc, argv, opts, &o.path, 1, &n);
+	if (rc)
+		return rc < 0 ? 0 : rc;
 	if (!o.path || !o.format || !o.output)
 		return vrt_usage("export", "need --format, a trace and -o FILE");
 	if (!strcmp(o.format, "parquet"))
@@ -296,7 +204,7 @@ int vrt_cmd_export(int argc, char **argv)
 		return vrt_usage("export", "unknown format '%s' (memory-viz, chrome, folded, folded-peak, parquet)", o.format);
 	char path[4096];
 	struct vrt_trace t;
-	int rc = vrt_single_input("export", o.path, NULL, NULL, path, sizeof(path));
+	rc = vrt_single_input("export", o.path, NULL, NULL, path, sizeof(path));
 	if (rc || (rc = vrt_open_or_fail(&t, o.path = path)))
 		return rc;
 	vrt_warn_trace_state(&t, o.quiet);
@@ -306,8 +214,13 @@ int vrt_cmd_export(int argc, char **argv)
 		vrt_trace_close(&t);
 		return rc;
 	}
-	rc = viz ? vrt_export_memory_viz(&t, file.f, o.max_events, o.quiet) : chrome ? export_chrome(&t, file.f, o.quiet)
-									    : export_folded(&t, file.f, peak, o.quiet);
+	struct vrt_chrome_options co = { o.points, o.max_events < 0 ? VRT_CHROME_ALLOCATIONS : o.max_events, o.quiet };
+	if (viz)
+		rc = vrt_export_memory_viz(&t, file.f, o.max_events < 0 ? 2000000 : (uint64_t)o.max_events, o.quiet);
+	else if (chrome)
+		rc = vrt_export_chrome(&t, file.f, &co);
+	else
+		rc = export_folded(&t, file.f, peak, o.quiet);
 	if (!to_stdout && rc)
 		vrt_safe_output_abort(&file);
 	else if (!to_stdout)

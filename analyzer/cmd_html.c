@@ -1663,45 +1663,25 @@ static int html_to_file(struct html *h)
 	return rc;
 }
 
-static bool parse_count(const char *s, int lo, int hi, int *out)
-{
-	char *end;
-	long v = strtol(s, &end, 10);
-	if (!*s || *end || v < lo || v > hi)
-		return false;
-	*out = (int)v;
-	return true;
-}
-
 int vrt_cmd_html(int argc, char **argv)
 {
 	struct html_options o = { .sites = 12, .buckets = 600 };
-	for (int i = 1; i < argc; i++) {
-		const char *a = argv[i];
-		if (vrt_is_help(a))
-			return vrt_print_help("html");
-		if ((!strcmp(a, "-o") || !strcmp(a, "--output")) && i + 1 < argc)
-			o.out = argv[++i];
-		else if (!strcmp(a, "-q") || !strcmp(a, "--quiet"))
-			o.quiet = true;
-		else if (!strcmp(a, "--sites") && i + 1 < argc) {
-			if (!parse_count(argv[++i], 1, MAX_SITES, &o.sites))
-				return vrt_usage("html", "--sites takes 1..%d", MAX_SITES);
-		} else if (!strcmp(a, "--buckets") && i + 1 < argc) {
-			if (!parse_count(argv[++i], 2, MAX_BUCKETS, &o.buckets))
-				return vrt_usage("html", "--buckets takes 2..%d", MAX_BUCKETS);
-		} else if (a[0] == '-' || o.trace)
-			return vrt_usage("html", "unexpected argument '%s'", a);
-		else
-			o.trace = a;
-	}
+	const struct vrt_arg opts[] = {
+		VRT_OPT_OUTPUT(&o.out), VRT_OPT_QUIET(&o.quiet), VRT_OPT_UNTIL_MARK,
+		{ "--sites", NULL, VRT_ARG_INT, &o.sites, 1, MAX_SITES },
+		{ "--buckets", NULL, VRT_ARG_INT, &o.buckets, 2, MAX_BUCKETS },
+		VRT_OPT_END,
+	};
+	int n, rc = vrt_args_parse("html", argc, argv, opts, &o.trace, 1, &n);
+	if (rc)
+		return rc < 0 ? 0 : rc;
 	if (!o.trace)
 		return vrt_usage("html", "no trace file given");
 	if (!o.out)
 		return vrt_usage("html", "no output file given (-o REPORT.html)");
 	char path[4096];
 	struct vrt_trace t;
-	int rc = vrt_single_input("html", o.trace, NULL, NULL, path, sizeof(path));
+	rc = vrt_single_input("html", o.trace, NULL, NULL, path, sizeof(path));
 	if (rc || (rc = vrt_open_or_fail(&t, o.trace = path)))
 		return rc;
 	vrt_warn_trace_state(&t, o.quiet);

@@ -61,24 +61,16 @@ static void print_text(const struct vrt_trace *t)
 int vrt_cmd_info(int argc, char **argv)
 {
 	const char *path = NULL;
-	bool json = false;
-	for (int i = 1; i < argc; i++) {
-		if (vrt_is_help(argv[i]))
-			return vrt_print_help("info");
-		if (!strcmp(argv[i], "--json"))
-			json = true;
-		else if (!strcmp(argv[i], "-q") || !strcmp(argv[i], "--quiet"))
-			; /* info prints no notes or progress: accepted as every command accepts it */
-		else if (argv[i][0] == '-' || path)
-			return vrt_usage("info", "unexpected argument '%s'", argv[i]);
-		else
-			path = argv[i];
-	}
+	bool json = false, quiet = false; /* info prints no notes or progress: -q is accepted as everywhere */
+	const struct vrt_arg opts[] = { VRT_OPT_JSON(&json), VRT_OPT_QUIET(&quiet), VRT_OPT_END };
+	int n, rc = vrt_args_parse("info", argc, argv, opts, &path, 1, &n);
+	if (rc)
+		return rc < 0 ? 0 : rc;
 	if (!path)
 		return vrt_usage("info", "no trace file given");
 	char file[4096];
 	struct vrt_trace t;
-	int rc = vrt_single_input("info", path, NULL, NULL, file, sizeof(file));
+	rc = vrt_single_input("info", path, NULL, NULL, file, sizeof(file));
 	if (rc || (rc = vrt_open_or_fail(&t, path = file)))
 		return rc;
 	if (!json) {

@@ -31,7 +31,6 @@
 
 struct leaks_options {
 	const char *phase;
-	const char *until_mark;
 	const char *layer; /* "tensors", "cuda" or NULL for tensors when the trace has them */
 	bool json, quiet, fail_on_growth;
 	int top, frames;
@@ -157,7 +156,7 @@ static void count_allocation(struct survey *s, const struct vrt_effect *e)
  */
 static int survey(struct vrt_trace *t, const struct leaks_options *o, bool want_phases, struct survey *s)
 {
-	bool want_blocks = !o->layer, before_mark = true;
+	bool want_blocks = !o->layer;
 	struct vrt_pass p;
 	struct vrt_record r;
 	struct vrt_effect e;
@@ -166,20 +165,18 @@ static int survey(struct vrt_trace *t, const struct leaks_options *o, bool want_
 		return vrt_fail(VRT_E_NOMEM, "leaks");
 	vrt_pass_open(&p, t, &(struct vrt_pass_options){ .label = "leaks: survey", .quiet = o->quiet,
 							  .model = want_phases ? &m : NULL });
-	while ((want_phases || (want_blocks && before_mark && !s->blocks.any_blocks)) && vrt_pass_next(&p, &r, &e)) {
+	while ((want_phases || (want_blocks && !s->blocks.any_blocks)) && vrt_pass_next(&p, &r, &e)) {
 		if (want_phases) {
 			if (r.op == VRT_OP_PHASE_ENTER || r.op == VRT_OP_PHASE_EXIT)
 				count_boundary(s, &m, &r);
 			count_allocation(s, &e);
 		}
-		before_mark = before_mark && !vrt_is_mark(t, &r, o->until_mark);
-		if (before_mark)
-			vrt_blocks_probe_apply(&s->blocks, &r);
+		vrt_blocks_probe_apply(&s->blocks, &r);
 	}
 	int error = vrt_pass_finish(&p);
 	if (want_phases)
 		vrt_model_free(&m);
-	if (error && before_mark)
+	if (error)
 		return vrt_fail(error, "%s: stopped at a bad record after %llu events", t->path,
 				(unsigned long long)s->blocks.events);
 	return 0;
@@ -445,8 +442,7 @@ static int replay(struct leaks *lk, struct vrt_model *m)
 	struct vrt_pass p;
 	struct vrt_record r;
 	struct vrt_effect e;
-	vrt_pass_open(&p, lk->t, &(struct vrt_pass_options){ .label = "leaks", .quiet = lk->o->quiet, .model = m,
-							      .until_mark = lk->o->until_mark });
+	vrt_pass_open(&p, lk->t, &(struct vrt_pass_options){ .label = "leaks", .quiet = lk->o->quiet, .model = m });
 	while (vrt_pass_next(&p, &r, &e)) {
 		if (vrt_owners_apply(&lk->owners, &r))
 			lk->walk_fresh = true;
@@ -1310,10 +1306,6 @@ static int leaks_one(const char *path, const struct leaks_options *o, bool many,
 	if (rc)
 		return rc;
 	vrt_warn_trace_state(&t, o->quiet);
-	if ((rc = vrt_check_until_mark(&t, path, "leaks", o->until_mark))) {
-		vrt_trace_close(&t);
-		return rc;
-	}
 	struct leaks lk = { .t = &t, .o = o };
 	struct vrt_model m;
 	if (vrt_model_init(&m)) {
@@ -1363,7 +1355,7 @@ static int leaks_one(const char *path, const struct leaks_options *o, bool many,
 			vrt_sites_free(&sites);
 		}
 	} else {
-		struct vrt_replay_options ro = { .quiet = o->quiet, .until_mark = o->until_mark, .stop_at_teardown = true };
+		struct vrt_replay_options ro = { .quiet = o->quiet, .stop_at_teardown = true };
 		if (!(rc = vrt_report_replay_ex(&t, &m, &ro))) {
 			lk.blocks = o->layer ? !strcmp(o->layer, "tensors") : m.any_blocks;
 			lk.teardown_s = ro.teardown_s;
@@ -1382,47 +1374,21 @@ static int leaks_one(const char *path, const struct leaks_options *o, bool many,
 int vrt_cmd_leaks(int argc, char **argv)
 {
 	struct leaks_options o = { .top = 10, .frames = 8 };
-	char *files[256];
-	int n_files = 0;
-	for (int i = 1; i < argc; i++) {
-		const char *a = argv[i];
-		if (vrt_is_help(a))
-			return vrt_print_help("leaks");
-		if (!strcmp(a, "--json"))
-			o.json = true;
-		else if (!strcmp(a, "-q") || !strcmp(a, "--quiet"))
-			o.quiet = true;
-		else if (!strcmp(a, "--fail-on-growth"))
-			o.fail_on_growth = true;
-		else if (!strcmp(a, "--phase") && i + 1 < argc)
-			o.phase = argv[++i];
-		else if (!strcmp(a, "--until-mark") && i + 1 < argc)
-			o.until_mark = argv[++i];
-		else if (!strcmp(a, "--layer") && i + 1 < argc)
-			o.layer = argv[++i];
-		else if (!strcmp(a, "--top") && i + 1 < argc) {
-			long long v;
-			int bad = vrt_int_option("leaks", a, argv[++i], 1, 1000000, &v);
-			if (bad)
-				return bad;
-			o.top = (int)v;
-		}
-		else if (!strcmp(a, "--frames") && i + 1 < argc) {
-			long long v;
-			int bad = vrt_int_option("leaks", a, argv[++i], 0, VRT_MAX_FRAMES, &v);
-			if (bad)
-				return bad;
-			o.frames = (int)v;
-		}
-		else if (a[0] == '-')
-			return vrt_usage("leaks", "unknown option '%s'", a);
-		else if (n_files < 256)
-			files[n_files++] = argv[i];
-	}
+	const char *files[256];
+	int n_files;
+	const struct vrt_arg opts[] = {
+		VRT_OPT_JSON(&o.json), VRT_OPT_QUIET(&o.quiet), VRT_OPT_TOP(&o.top), VRT_OPT_FRAMES(&o.frames),
+		VRT_OPT_UNTIL_MARK, VRT_OPT_WIDTH,
+		{ "--fail-on-growth", NULL, VRT_ARG_FLAG, &o.fail_on_growth },
+		{ "--phase", NULL, VRT_ARG_TEXT, &o.phase },
+		{ "--layer", NULL, VRT_ARG_TEXT, &o.layer },
+		VRT_OPT_END,
+	};
+	int parsed = vrt_args_parse("leaks", argc, argv, opts, files, 256, &n_files);
+	if (parsed)
+		return parsed < 0 ? 0 : parsed;
 	if (!n_files)
 		return vrt_usage("leaks", "no trace file given");
-	if (o.top <= 0)
-		return vrt_usage("leaks", "--top takes a positive number");
 	if (o.layer && strcmp(o.layer, "tensors") && strcmp(o.layer, "cuda"))
 		return vrt_usage("leaks", "--layer is tensors or cuda");
 	char **paths;

@@ -25,7 +25,7 @@
 
 struct oom_options {
 	bool json, quiet;
-	int top, index;
+	int top, index, frames;
 };
 
 struct open_phase {
@@ -331,7 +331,7 @@ static void print_text(const struct vrt_trace *t, const struct oom *o, const str
 	if (r->stack) {
 		struct vrt_site req = { .stack = r->stack, .bytes = (int64_t)r->size, .count = 1 };
 		printf("requested by\n");
-		vrt_site_print(stdout, t, &req, 6);
+		vrt_site_print(stdout, t, &req, opt->frames);
 	}
 	printf("where            ");
 	print_phases(t, o, stdout);
@@ -358,7 +358,7 @@ static void print_text(const struct vrt_trace *t, const struct oom *o, const str
 	}
 	printf("\ntop sites on device %d at the failure:\n", x->device);
 	for (size_t i = 0; i < x->device_sites.n && i < (size_t)opt->top; i++)
-		vrt_site_print(stdout, t, &x->device_sites.v[i], 6);
+		vrt_site_print(stdout, t, &x->device_sites.v[i], opt->frames);
 	char line[400];
 	if (conclusion(x, line, sizeof(line)))
 		printf("\n%s\n", line);
@@ -526,7 +526,7 @@ static int explain_oom(struct vrt_trace *t, const struct oom_options *opt, FILE 
 	return rc;
 }
 
-static const struct oom_options composed = { .top = 10, .json = true, .quiet = true };
+static const struct oom_options composed = { .top = 10, .frames = 6, .json = true, .quiet = true };
 
 int vrt_oom_json(struct vrt_trace *t, struct vrt_oom_search *s, FILE *out, bool *found)
 {
@@ -565,8 +565,10 @@ static bool has_oom(const char *path, void *ctx)
 	(void)ctx;
 	if (vrt_trace_open(&t, path))
 		return false;
+	/* an OOM after the --until-mark is not one this command explains, nor a trace without it */
+	t.end_mark = vrt_settings.until_mark;
 	struct vrt_oom_search *s = vrt_oom_search_new(0);
-	bool found = s && find_oom(&t, s) == 0;
+	bool found = s && (!t.end_mark || vrt_trace_string_id(&t, t.end_mark)) && find_oom(&t, s) == 0;
 	vrt_oom_search_free(s);
 	vrt_trace_close(&t);
 	return found;
@@ -574,38 +576,22 @@ static bool has_oom(const char *path, void *ctx)
 
 int vrt_cmd_oom(int argc, char **argv)
 {
-	struct oom_options opt = { .top = 10 };
+	struct oom_options opt = { .top = 10, .frames = 6 };
 	const char *path = NULL;
-	for (int i = 1; i < argc; i++) {
-		const char *a = argv[i];
-		if (vrt_is_help(a))
-			return vrt_print_help("oom");
-		if (!strcmp(a, "--json"))
-			opt.json = true;
-		else if (!strcmp(a, "-q") || !strcmp(a, "--quiet"))
-			opt.quiet = true;
-		else if ((!strcmp(a, "--top") || !strcmp(a, "--index")) && i + 1 < argc) {
-			long long v; /* --index counts from 1: the first OOM */
-			int bad = vrt_int_option("oom", a, argv[++i], 1, 1000000000, &v);
-			if (bad)
-				return bad;
-			if (!strcmp(a, "--top"))
-				opt.top = (int)v;
-			else
-				opt.index = (int)v;
-		}
-		else if (a[0] == '-' || path)
-			return vrt_usage("oom", "unexpected argument '%s'", a);
-		else
-			path = a;
-	}
+	const struct vrt_arg opts[] = {
+		VRT_OPT_JSON(&opt.json), VRT_OPT_QUIET(&opt.quiet), VRT_OPT_TOP(&opt.top), VRT_OPT_FRAMES(&opt.frames),
+		VRT_OPT_UNTIL_MARK, VRT_OPT_WIDTH,
+		{ "--index", NULL, VRT_ARG_INT, &opt.index, 1, 1000000000 }, /* from 1: the first OOM */
+		VRT_OPT_END,
+	};
+	int n, rc = vrt_args_parse("oom", argc, argv, opts, &path, 1, &n);
+	if (rc)
+		return rc < 0 ? 0 : rc;
 	if (!path)
 		return vrt_usage("oom", "no trace file given");
-	if (opt.top <= 0 || opt.index < 0)
-		return vrt_usage("oom", "--top and --index take positive numbers");
 	char file[4096];
 	struct vrt_trace t;
-	int rc = vrt_single_input("oom", path, has_oom, NULL, file, sizeof(file));
+	rc = vrt_single_input("oom", path, has_oom, NULL, file, sizeof(file));
 	if (rc || (rc = vrt_open_or_fail(&t, path = file)))
 		return rc;
 	vrt_warn_trace_state(&t, opt.quiet);
@@ -613,8 +599,11 @@ int vrt_cmd_oom(int argc, char **argv)
 	bool found;
 	rc = explain_oom(&t, &opt, stdout, &found, &count);
 	if (!found) {
-		fprintf(stderr, "vramtrace: %s: no out-of-memory event in this trace%s\n", path,
-			count ? " with that index" : "");
+		char before[320] = "";
+		if (vrt_settings.until_mark)
+			snprintf(before, sizeof(before), " before the mark \"%s\"", vrt_escape(vrt_settings.until_mark));
+		fprintf(stderr, "vramtrace: %s: no out-of-memory event in this trace%s%s\n", path,
+			count ? " with that index" : "", before);
 		vrt_trace_close(&t);
 		return VRT_EXIT_FINDINGS;
 	}

@@ -20,7 +20,6 @@
 struct report_options {
 	bool json, quiet;
 	int top, frames;
-	const char *until_mark;
 };
 
 struct peak_target {
@@ -298,10 +297,6 @@ static int report_one(const char *path, const struct report_options *o, bool man
 	if (rc)
 		return rc;
 	vrt_warn_trace_state(&t, o->quiet);
-	if ((rc = vrt_check_until_mark(&t, path, "report", o->until_mark))) {
-		vrt_trace_close(&t);
-		return rc;
-	}
 	struct report *r = calloc(1, sizeof(*r));
 	if (!r || vrt_model_init(&r->end)) {
 		free(r);
@@ -309,7 +304,7 @@ static int report_one(const char *path, const struct report_options *o, bool man
 		return vrt_fail(VRT_E_NOMEM, "report");
 	}
 	r->t = &t;
-	struct vrt_replay_options ro = { .quiet = o->quiet, .until_mark = o->until_mark, .stop_at_teardown = true,
+	struct vrt_replay_options ro = { .quiet = o->quiet, .stop_at_teardown = true,
 					 .owners = &r->owners };
 	rc = vrt_report_replay_ex(&t, &r->end, &ro);
 	r->teardown_s = ro.teardown_s;
@@ -355,34 +350,14 @@ static int report_one(const char *path, const struct report_options *o, bool man
 int vrt_cmd_report(int argc, char **argv)
 {
 	struct report_options o = { .top = 10, .frames = 8 };
-	char *files[256];
-	int n_files = 0, rc;
-	long long v;
-	for (int i = 1; i < argc; i++) {
-		const char *a = argv[i];
-		if (vrt_is_help(a))
-			return vrt_print_help("report");
-		if (!strcmp(a, "--json"))
-			o.json = true;
-		else if (!strcmp(a, "-q") || !strcmp(a, "--quiet"))
-			o.quiet = true;
-		else if (!strcmp(a, "--top") && i + 1 < argc) {
-			if ((rc = vrt_int_option("report", a, argv[++i], 1, 1000000, &v)))
-				return rc;
-			o.top = (int)v;
-		}
-		else if (!strcmp(a, "--until-mark") && i + 1 < argc)
-			o.until_mark = argv[++i];
-		else if (!strcmp(a, "--frames") && i + 1 < argc) {
-			if ((rc = vrt_int_option("report", a, argv[++i], 0, VRT_MAX_FRAMES, &v)))
-				return rc;
-			o.frames = (int)v;
-		}
-		else if (a[0] == '-')
-			return vrt_usage("report", "unknown option '%s'", a);
-		else if (n_files < 256)
-			files[n_files++] = argv[i];
-	}
+	const char *files[256];
+	int n_files, rc;
+	const struct vrt_arg opts[] = {
+		VRT_OPT_JSON(&o.json), VRT_OPT_QUIET(&o.quiet), VRT_OPT_TOP(&o.top), VRT_OPT_FRAMES(&o.frames),
+		VRT_OPT_UNTIL_MARK, VRT_OPT_WIDTH, VRT_OPT_END,
+	};
+	if ((rc = vrt_args_parse("report", argc, argv, opts, files, 256, &n_files)))
+		return rc < 0 ? 0 : rc;
 	if (!n_files)
 		return vrt_usage("report", "no trace file given");
 	char **paths;

@@ -34,45 +34,27 @@ struct run_options {
 static int parse(int argc, char **argv, struct run_options *o)
 {
 	memset(o, 0, sizeof(*o));
-	for (int i = 1; i < argc; i++) {
-		const char *a = argv[i];
-		const char *next = i + 1 < argc ? argv[i + 1] : NULL;
-		if (!strcmp(a, "--")) {
-			o->command = argv + i + 1;
-			break;
-		}
-		if (vrt_is_help(a))
-			return -1;
-		if ((!strcmp(a, "-o") || !strcmp(a, "--output")) && next)
-			o->output = argv[++i];
-		else if (!strcmp(a, "--ring") && next)
-			o->ring = argv[++i];
-		else if (!strcmp(a, "--keep-all"))
-			o->ring = "0";
-		else if (!strcmp(a, "--phase") && next && o->n_phases < 32)
-			o->phases[o->n_phases++] = argv[++i];
-		else if (!strcmp(a, "--depth") && next)
-			o->depth = argv[++i];
-		else if (!strcmp(a, "--retain") && next)
-			o->retain = argv[++i];
-		else if (!strcmp(a, "--armed"))
-			o->armed = true;
-		else if (!strcmp(a, "--no-python"))
-			o->no_python = true;
-		else if (!strcmp(a, "--no-torch"))
-			o->no_torch = true;
-		else if (!strcmp(a, "--free-stacks"))
-			o->free_stacks = true;
-		else if (!strcmp(a, "-q") || !strcmp(a, "--quiet"))
-			o->quiet = true;
-		else if (!strcmp(a, "-f") || !strcmp(a, "--force"))
-			o->force = true;
-		else if (a[0] != '-') {
-			o->command = argv + i; /* "--" is optional before a command */
-			break;
-		} else
-			return vrt_usage("run", "unknown or incomplete option '%s'", a);
-	}
+	bool keep_all = false;
+	const struct vrt_arg opts[] = {
+		VRT_OPT_OUTPUT(&o->output), VRT_OPT_QUIET(&o->quiet),
+		{ "--ring", NULL, VRT_ARG_TEXT, &o->ring },
+		{ "--keep-all", NULL, VRT_ARG_FLAG, &keep_all },
+		{ "--phase", NULL, VRT_ARG_TEXT, o->phases, 0, 0, &o->n_phases, 32 },
+		{ "--depth", NULL, VRT_ARG_TEXT, &o->depth },
+		{ "--retain", NULL, VRT_ARG_TEXT, &o->retain },
+		{ "--armed", NULL, VRT_ARG_FLAG, &o->armed },
+		{ "--no-python", NULL, VRT_ARG_FLAG, &o->no_python },
+		{ "--no-torch", NULL, VRT_ARG_FLAG, &o->no_torch },
+		{ "--free-stacks", NULL, VRT_ARG_FLAG, &o->free_stacks },
+		{ "--force", "-f", VRT_ARG_FLAG, &o->force },
+		VRT_OPT_END,
+	};
+	int rest, rc = vrt_args_parse_prefix("run", argc, argv, opts, &rest);
+	if (rc)
+		return rc;
+	if (keep_all) /* the same as --ring 0, wherever it stands */
+		o->ring = "0";
+	o->command = argv + rest; /* "--" is optional before a command */
 	if (!o->command || !o->command[0])
 		return vrt_usage("run", "no command given: vramtrace run [options] -- COMMAND [ARGS...]");
 	uint64_t size;
@@ -297,7 +279,7 @@ int vrt_cmd_run(int argc, char **argv)
 	struct run_options o;
 	int rc = parse(argc, argv, &o);
 	if (rc)
-		return rc < 0 ? vrt_print_help("run") : rc;
+		return rc < 0 ? 0 : rc; /* -1: --help, printed */
 	char preload[PATH_MAX];
 	if (vrt_find_preload(preload, sizeof(preload)))
 		return vrt_fail(VRT_E_NOENT, "cannot find libvramtrace.so next to this binary (set VRAMTRACE_PRELOAD)");

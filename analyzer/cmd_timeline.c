@@ -2,8 +2,6 @@
 /* vramtrace timeline: live bytes over time, per device and kind, as a chart or as CSV. */
 #include <stdlib.h>
 #include <string.h>
-#include <sys/ioctl.h>
-#include <unistd.h>
 
 #include "cli.h"
 #include "model.h"
@@ -26,12 +24,12 @@ struct marks {
 	int n;
 };
 
-static int terminal_width(void)
+/* The chart's columns: --width or the terminal's (vrt_text_width), 100 in a pipe or a file;
+ * 40 at least, the labels take 24. */
+static int chart_width(void)
 {
-	struct winsize ws;
-	if (isatty(STDOUT_FILENO) && !ioctl(STDOUT_FILENO, TIOCGWINSZ, &ws) && ws.ws_col > 40)
-		return ws.ws_col;
-	return 100;
+	int width = vrt_text_width();
+	return !width ? 100 : width < 40 ? 40 : width;
 }
 
 static int fill(struct vrt_trace *t, const struct timeline_options *o, struct vrt_series *s, struct marks *mk)
@@ -164,37 +162,22 @@ static void print_chart(const struct vrt_trace *t, const struct vrt_series *s, c
 int vrt_cmd_timeline(int argc, char **argv)
 {
 	struct timeline_options o = { .from = 0, .to = 1e308 };
-	int rc;
-	for (int i = 1; i < argc; i++) {
-		const char *a = argv[i];
-		if (vrt_is_help(a))
-			return vrt_print_help("timeline");
-		if (!strcmp(a, "--csv"))
-			o.csv = true;
-		else if (!strcmp(a, "-q") || !strcmp(a, "--quiet"))
-			o.quiet = true;
-		else if (!strcmp(a, "--buckets") && i + 1 < argc) {
-			long long v;
-			if ((rc = vrt_int_option("timeline", a, argv[++i], 1, 1000000, &v)))
-				return rc;
-			o.buckets = (int)v;
-		} else if (!strcmp(a, "--from") && i + 1 < argc) {
-			if ((rc = vrt_seconds_option("timeline", a, argv[++i], &o.from)))
-				return rc;
-		} else if (!strcmp(a, "--to") && i + 1 < argc) {
-			if ((rc = vrt_seconds_option("timeline", a, argv[++i], &o.to)))
-				return rc;
-		}
-		else if (a[0] == '-' || o.path)
-			return vrt_usage("timeline", "unexpected argument '%s'", a);
-		else
-			o.path = a;
-	}
+	const struct vrt_arg opts[] = {
+		VRT_OPT_QUIET(&o.quiet), VRT_OPT_UNTIL_MARK, VRT_OPT_WIDTH,
+		{ "--csv", NULL, VRT_ARG_FLAG, &o.csv },
+		{ "--buckets", NULL, VRT_ARG_INT, &o.buckets, 1, 1000000 },
+		{ "--from", NULL, VRT_ARG_SECONDS, &o.from },
+		{ "--to", NULL, VRT_ARG_SECONDS, &o.to },
+		VRT_OPT_END,
+	};
+	int n, rc = vrt_args_parse("timeline", argc, argv, opts, &o.path, 1, &n);
+	if (rc)
+		return rc < 0 ? 0 : rc;
 	if (!o.path)
 		return vrt_usage("timeline", "no trace file given");
 	if (o.to <= o.from)
 		return vrt_usage("timeline", "--from must be below --to");
-	int width = terminal_width();
+	int width = chart_width();
 	if (!o.buckets) /* text: finer than the columns, so that the part left out before the first
 			 * allocation does not take the chart's resolution with it */
 		o.buckets = o.csv ? 100 : width * 16 < 4096 ? width * 16 : 4096;
@@ -205,7 +188,8 @@ int vrt_cmd_timeline(int argc, char **argv)
 		return rc;
 	vrt_warn_trace_state(&t, o.quiet);
 	double end = t.state_valid && t.hdr.state.end_ts ? vrt_ts_seconds(&t, t.hdr.state.end_ts) : 0;
-	double to = o.to < 1e300 ? o.to : end > o.from ? end : 1e308;
+	/* before a --until-mark the trace's end is that mark, found on the way: the series widens */
+	double to = o.to < 1e300 ? o.to : end > o.from && !t.end_mark ? end : 1e308;
 	struct vrt_series s;
 	struct marks mk = { .n = 0 };
 	rc = vrt_series_init(&s, o.buckets, o.from, to);

@@ -33,7 +33,7 @@
 
 struct watch_options {
 	double interval;
-	long long top, count;
+	int top, count;
 	bool json;
 	int pid;
 };
@@ -101,7 +101,7 @@ static int read_tick(const char *path, struct tick *k)
 		vrt_trace_close(&t);
 		return vrt_fail(VRT_E_NOMEM, "watch");
 	}
-	if (!(rc = vrt_report_replay(&t, &m, true, NULL))) {
+	if (!(rc = vrt_report_replay(&t, &m, true))) {
 		struct vrt_sites sites;
 		vrt_sites_init(&sites);
 		k->tensors = m.any_blocks;
@@ -191,30 +191,18 @@ static int parse(int argc, char **argv, struct watch_options *o)
 {
 	*o = (struct watch_options){ .interval = 5, .top = 5, .count = 0 };
 	const char *pid = NULL;
-	int rc;
-	for (int i = 1; i < argc; i++) {
-		const char *a = argv[i];
-		if (vrt_is_help(a))
-			return -1;
-		if (!strcmp(a, "--json"))
-			o->json = true;
-		else if (!strcmp(a, "--interval") && i + 1 < argc) {
-			if ((rc = vrt_seconds_option("watch", a, argv[++i], &o->interval)))
-				return rc;
-			if (o->interval < 0.05)
-				return vrt_usage("watch", "--interval takes at least 0.05 seconds");
-		} else if (!strcmp(a, "--top") && i + 1 < argc) {
-			if ((rc = vrt_int_option("watch", a, argv[++i], 1, 1000, &o->top)))
-				return rc;
-		} else if (!strcmp(a, "--count") && i + 1 < argc) {
-			if ((rc = vrt_int_option("watch", a, argv[++i], 1, 1000000, &o->count)))
-				return rc;
-		} else if (a[0] != '-' && !pid) {
-			pid = a;
-		} else {
-			return vrt_usage("watch", "unexpected argument '%s'", a);
-		}
-	}
+	const struct vrt_arg opts[] = {
+		VRT_OPT_JSON(&o->json),
+		{ "--interval", NULL, VRT_ARG_SECONDS, &o->interval },
+		{ "--top", NULL, VRT_ARG_INT, &o->top, 1, 1000 },
+		{ "--count", NULL, VRT_ARG_INT, &o->count, 1, 1000000 },
+		VRT_OPT_END,
+	};
+	int n, rc = vrt_args_parse("watch", argc, argv, opts, &pid, 1, &n);
+	if (rc)
+		return rc;
+	if (o->interval < 0.05)
+		return vrt_usage("watch", "--interval takes at least 0.05 seconds");
 	if (!pid)
 		return vrt_usage("watch", "expected a process id: vramtrace watch PID");
 	return vrt_ctl_parse_pid("watch", pid, &o->pid);
@@ -246,8 +234,8 @@ int vrt_cmd_watch(int argc, char **argv)
 {
 	struct watch_options o;
 	int rc = parse(argc, argv, &o);
-	if (rc < 0)
-		return vrt_print_help("watch");
+	if (rc < 0) /* --help, printed */
+		return 0;
 	if (rc || (rc = vrt_ctl_check_process(&o.pid)))
 		return rc;
 	const char *tmp = getenv("TMPDIR");

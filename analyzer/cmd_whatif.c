@@ -284,30 +284,24 @@ static int parse_size_arg(const char *opt, const char *v, uint64_t *out)
 int vrt_cmd_whatif(int argc, char **argv)
 {
 	struct whatif_options opt = { 0 };
-	for (int i = 1; i < argc; i++) {
-		const char *a = argv[i];
-		if (vrt_is_help(a))
-			return vrt_print_help("whatif");
-		if (!strcmp(a, "--json"))
-			opt.json = true;
-		else if (!strcmp(a, "-q") || !strcmp(a, "--quiet"))
-			opt.quiet = true;
-		else if (!strcmp(a, "--alloc-conf") && i + 1 < argc)
-			opt.replay.alloc_conf = argv[++i];
-		else if ((!strcmp(a, "--allocator-limit") || !strcmp(a, "--device-memory")) && i + 1 < argc) {
-			uint64_t *dst = a[2] == 'a' ? &opt.replay.allocator_limit : &opt.replay.device_memory;
-			int rc = parse_size_arg(a, argv[++i], dst);
-			if (rc)
-				return rc;
-		} else if (a[0] == '-' || opt.path)
-			return vrt_usage("whatif", "unexpected argument '%s'", a);
-		else
-			opt.path = a;
-	}
+	const char *limit = NULL, *device = NULL;
+	const struct vrt_arg opts[] = {
+		VRT_OPT_JSON(&opt.json), VRT_OPT_QUIET(&opt.quiet), VRT_OPT_UNTIL_MARK, VRT_OPT_WIDTH,
+		{ "--alloc-conf", NULL, VRT_ARG_TEXT, &opt.replay.alloc_conf },
+		{ "--allocator-limit", NULL, VRT_ARG_TEXT, &limit },
+		{ "--device-memory", NULL, VRT_ARG_TEXT, &device },
+		VRT_OPT_END,
+	};
+	int n, rc = vrt_args_parse("whatif", argc, argv, opts, &opt.path, 1, &n);
+	if (rc)
+		return rc < 0 ? 0 : rc;
+	if ((limit && (rc = parse_size_arg("--allocator-limit", limit, &opt.replay.allocator_limit))) ||
+	    (device && (rc = parse_size_arg("--device-memory", device, &opt.replay.device_memory))))
+		return rc;
 	if (!opt.path)
 		return vrt_usage("whatif", "no trace file given");
 	struct vrt_trace t;
-	int rc = vrt_open_or_fail(&t, opt.path);
+	rc = vrt_open_or_fail(&t, opt.path);
 	if (rc)
 		return rc;
 	vrt_warn_trace_state(&t, opt.quiet);

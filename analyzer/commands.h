@@ -63,6 +63,8 @@ int vrt_cmd_watch(int argc, char **argv);
 	"  --top N       sites per list (default 10)\n"                                                  \
 	"  --frames N    frames shown per site (default 8)\n"                                            \
 	"  --until-mark LABEL  stop at the first mark LABEL (vramtrace.mark / vramtrace mark)\n"          \
+	"  --width N     cut frame lines to N columns (0: never; default: the terminal's width on a\n"   \
+	"                terminal, no limit in a pipe or a file)\n"                                      \
 	"  -q, --quiet   no progress or notes on stderr\n"                                               \
 	"  --max-memory SIZE  stop (exit 6) before using more memory (default: half of the machine's)\n" \
 	"\n"                                                                                           \
@@ -90,6 +92,8 @@ int vrt_cmd_watch(int argc, char **argv);
 	"  --fail-on-growth  exit 1 when memory grows from invocation to invocation\n"                    \
 	"  --layer L      tensors (PyTorch blocks, the default when present) or cuda (allocations)\n"      \
 	"  --until-mark LABEL  treat the first mark LABEL as the end of the trace\n"                     \
+	"  --width N      cut frame lines to N columns (0: never; default: the terminal's width on a\n"  \
+	"                 terminal, no limit in a pipe or a file)\n"                                     \
 	"  -q, --quiet    no progress or notes on stderr\n"                                              \
 	"  --max-memory SIZE  stop (exit 6) before using more memory (default: half of the machine's)\n" \
 	"\n"                                                                                           \
@@ -115,6 +119,11 @@ int vrt_cmd_watch(int argc, char **argv);
 	"  --json        machine-readable output\n"                                                      \
 	"  --top N       sites listed (default 10)\n"                                                    \
 	"  --index K     explain the K-th OOM (1 = first) instead of the last\n"                         \
+	"  --frames N    frames shown per site (default 6)\n"                                            \
+	"  --until-mark LABEL  explain an OOM before the first mark LABEL only\n"                        \
+	"  --width N     cut frame lines to N columns (0: never; default: the terminal's width on a\n"   \
+	"                terminal, no limit in a pipe or a file)\n"                                      \
+	"  -q, --quiet   no progress or notes on stderr\n"                                               \
 	"  --max-memory SIZE  stop (exit 6) before using more memory (default: half of the machine's)\n" \
 	"\n"                                                                                           \
 	"examples:\n"                                                                                  \
@@ -129,6 +138,9 @@ int vrt_cmd_watch(int argc, char **argv);
 	"  --csv            one row per time bucket: time_s, then one column per device/kind\n"          \
 	"  --buckets N      time buckets (default: the terminal width, 100 for CSV)\n"                   \
 	"  --from S --to S  a time range in seconds\n"                                                   \
+	"  --until-mark LABEL  end the chart at the first mark LABEL\n"                                 \
+	"  --width N        the chart's columns (default: the terminal's width, 100 in a pipe; 0: 100)\n" \
+	"  -q, --quiet      no progress or notes on stderr\n"                                           \
 	"  --max-memory SIZE  stop (exit 6) before using more memory (default: half of the machine's)\n" \
 	"\n"                                                                                           \
 	"examples:\n"                                                                                  \
@@ -148,6 +160,7 @@ int vrt_cmd_watch(int argc, char **argv);
 	"  -o, --output PATH  output file (required)\n"                                                  \
 	"  --sites N    sites drawn as their own band (default 12)\n"                                    \
 	"  --buckets N  time buckets (default 600)\n"                                                    \
+	"  --until-mark LABEL  every section ends at the first mark LABEL, as if the trace ended there\n" \
 	"  -q, --quiet  no progress or notes on stderr\n"                                                \
 	"  --max-memory SIZE  stop (exit 6) before using more memory (default: half of the machine's)\n" \
 	"\n"                                                                                           \
@@ -155,11 +168,13 @@ int vrt_cmd_watch(int argc, char **argv);
 	"  vramtrace html run.vrt -o run.html\n"
 
 #define VRT_HELP_EXPORT                                                                                \
-	"usage: vramtrace export --format FORMAT [--max-memory SIZE] TRACE|DIR -o FILE\n"          \
+	"usage: vramtrace export --format FORMAT [options] TRACE|DIR -o FILE\n"                    \
 	"\n"                                                                                           \
 	"formats:\n"                                                                                   \
 	"  memory-viz   PyTorch memory snapshot (pickle) for pytorch.org/memory_viz\n"                   \
-	"  chrome       Chrome/Perfetto trace JSON with counter tracks per device and kind\n"            \
+	"  chrome       Chrome/Perfetto trace JSON: the process by command line and rank, its threads\n" \
+	"               by name, counter tracks per device and kind, phases, marks, OOMs, and each\n"    \
+	"               allocation (tensor, or CUDA allocation) with its size, site and stack\n"          \
 	"  folded       folded stacks of bytes live at the end (flamegraph.pl, speedscope)\n"            \
 	"  folded-peak  folded stacks of bytes live at the peak\n"                                       \
 	"  parquet      tables (events, stacks, frames, phases, survivors) in the directory -o names,\n"   \
@@ -168,7 +183,12 @@ int vrt_cmd_watch(int argc, char **argv);
 	"options:\n"                                                                                   \
 	"  -f, --format FORMAT  one of the formats above\n"                                             \
 	"  -o, --output FILE    the file written (a directory for parquet); - for standard output\n"  \
-	"  --max-events N       memory-viz: at most N events in its device traces (default 2000000)\n" \
+	"  --max-events N       memory-viz: at most N events in its device traces (default 2000000);\n" \
+	"                       chrome: the first N allocations get an event with their stack\n"        \
+	"                       (default 100000; the counters hold every allocation)\n"                  \
+	"  --points N           chrome: the counters' time resolution, the trace's span in at least N\n" \
+	"                       steps (default 20000); a point is written where a value changes\n"      \
+	"  --until-mark LABEL   end the export at the first mark LABEL, as if the trace ended there\n"  \
 	"  --max-memory SIZE    stop (exit 6) before using more memory (default: half of the machine's)\n" \
 	"  -q, --quiet          no progress or notes on stderr\n"                                       \
 	"\n"                                                                                           \
@@ -192,6 +212,10 @@ int vrt_cmd_watch(int argc, char **argv);
 	"             category: its OOM, else its peak)\n"                                            \
 	"  --json     machine-readable output\n"                                                         \
 	"  --top N    sites listed (default 10)\n"                                                        \
+	"  --until-mark LABEL  each trace ends at its first mark LABEL (both must have one)\n"          \
+	"  --width N  cut site lines to N columns (0: never; default: the terminal's width on a\n"      \
+	"             terminal, no limit in a pipe or a file)\n"                                        \
+	"  -q, --quiet  no progress or notes on stderr\n"                                               \
 	"  --max-memory SIZE  stop (exit 6) before using more memory (default: half of the machine's)\n" \
 	"\n"                                                                                           \
 	"examples:\n"                                                                                  \
@@ -218,6 +242,9 @@ int vrt_cmd_watch(int argc, char **argv);
 	"                         sets them (a byte count or 4.9G; default: the trace's own limit)\n"   \
 	"  --device-memory SIZE   a device of that size (default: the recorded device)\n"              \
 	"  --json                 machine-readable output\n"                                            \
+	"  --until-mark LABEL     replay the requests before the first mark LABEL only\n"              \
+	"  --width N              cut frame lines to N columns (0: never; default: the terminal's\n"     \
+	"                         width on a terminal, no limit in a pipe or a file)\n"                  \
 	"  -q, --quiet            no notes on stderr\n"                                                 \
 	"\n"                                                                                           \
 	"examples:\n"                                                                                  \
@@ -226,18 +253,19 @@ int vrt_cmd_watch(int argc, char **argv);
 	"  vramtrace whatif --json --alloc-conf max_split_size_mb:512 crash.vrt | jq .fails_at\n"
 
 #define VRT_HELP_DUMP                                                                                  \
-	"usage: vramtrace dump [--stacks] [--tables] [--max-memory SIZE] TRACE|DIR\n"              \
+	"usage: vramtrace dump [--stacks] [--tables] [--json] [--until-mark LABEL] [-q] TRACE|DIR\n" \
 	"\n"                                                                                           \
 	"Prints the header, then every record: time (s), thread, operation, API, device, kind,\n"      \
 	"address, size and stack id. --stacks adds each event's frames; --tables the definitions\n"   \
-	"(modules with their build-ids, threads).\n"                                                    \
+	"(modules with their build-ids, threads). --until-mark LABEL stops before the first mark\n"  \
+	"LABEL; --json writes one JSON object per line.\n"                                            \
 	"\n"                                                                                           \
 	"examples:\n"                                                                                  \
 	"  vramtrace dump run.vrt | grep oom\n"                                                         \
 	"  vramtrace dump --stacks run.vrt | less\n"
 
 #define VRT_HELP_INFO                                                                                  \
-	"usage: vramtrace info [--json] [--max-memory SIZE] TRACE|DIR\n"                           \
+	"usage: vramtrace info [--json] [-q] [--max-memory SIZE] TRACE|DIR\n"                      \
 	"\n"                                                                                           \
 	"The process (pid, rank, command line, host), how it ended (exit, signal, killed), the trace\n" \
 	"layout (ring or keep-all, chunks, lost events) and the table sizes.\n"                         \

@@ -535,6 +535,11 @@ bool vrt_replay_next(struct vrt_replay *rp, struct vrt_record *r)
 			rp->thread = (uint32_t)r->id;
 			continue;
 		}
+		if (r->op == VRT_OP_MARK && rp->trace->end_mark && !strcmp(vrt_string(rp->trace, r->id), rp->trace->end_mark)) {
+			rp->p = rp->end = NULL; /* the end of this trace, for every reader */
+			rp->chunk = rp->trace->n_chunks;
+			return false;
+		}
 		bool is_cp = r->op >= VRT_OP_CP_BEGIN && r->op <= VRT_OP_CP_END;
 		bool in_cp = rp->chunk_type == VRT_CHUNK_CHECKPOINT;
 		if (is_cp != in_cp || (r->op >= VRT_OP_STRING && r->op <= VRT_OP_INFO)) {

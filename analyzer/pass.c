@@ -44,10 +44,6 @@ bool vrt_pass_next(struct vrt_pass *p, struct vrt_record *r, struct vrt_effect *
 {
 	if (p->stopped || !vrt_replay_next(&p->rp, r))
 		return false;
-	if (p->o.until_mark && vrt_is_mark(p->t, r, p->o.until_mark)) {
-		p->stopped = true;
-		return false;
-	}
 	if (p->o.stop_at_teardown && r->op == VRT_OP_EXITING) {
 		p->teardown_s = vrt_ts_seconds(p->t, r->ts);
 		p->stopped = true;

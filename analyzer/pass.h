@@ -9,7 +9,7 @@
  *	rc = vrt_pass_close(&p);
  *
  * and the pass owns what the loops share: the model (applied before a record is handed out),
- * the stop conditions (a mark, the start of teardown, an event number), the progress line, the
+ * the stop conditions (the start of teardown, a time; --until-mark ends the trace itself), the progress line, the
  * error text and the model's warnings. Memory: the model's, never the trace's length.
  */
 #ifndef VRAMTRACE_PASS_H
@@ -25,7 +25,6 @@ struct vrt_pass_options {
 	const char *label;          /* the progress line's name ("leaks"); NULL: "reading" */
 	bool quiet;                 /* no progress line and no warnings */
 	struct vrt_model *model;    /* applied to every record handed out; NULL: records only */
-	const char *until_mark;     /* the pass ends before the first mark with this label */
 	bool stop_at_teardown;      /* the pass ends before EXITING (teardown_s says when) */
 	bool until_time;            /* the pass ends before the first event after until_s */
 	double until_s;             /* seconds since the trace started */

@@ -9,11 +9,6 @@
 #include "pass.h"
 #include "vramtrace/error.h"
 
-bool vrt_is_mark(const struct vrt_trace *t, const struct vrt_record *r, const char *label)
-{
-	return label && r->op == VRT_OP_MARK && !strcmp(vrt_string(t, r->id), label);
-}
-
 uint32_t vrt_trace_string_id(const struct vrt_trace *t, const char *s)
 {
 	for (size_t i = 1; i < t->tables.n_strings; i++)
@@ -31,9 +26,9 @@ int vrt_check_until_mark(const struct vrt_trace *t, const char *path, const char
 	return VRT_EXIT_USAGE;
 }
 
-int vrt_report_replay(struct vrt_trace *t, struct vrt_model *m, bool quiet, const char *until_mark)
+int vrt_report_replay(struct vrt_trace *t, struct vrt_model *m, bool quiet)
 {
-	struct vrt_replay_options o = { .quiet = quiet, .until_mark = until_mark };
+	struct vrt_replay_options o = { .quiet = quiet };
 	return vrt_report_replay_ex(t, m, &o);
 }
 
@@ -41,7 +36,7 @@ int vrt_report_replay_ex(struct vrt_trace *t, struct vrt_model *m, struct vrt_re
 {
 	struct vrt_pass p;
 	struct vrt_record r;
-	vrt_pass_open(&p, t, &(struct vrt_pass_options){ .quiet = o->quiet, .model = m, .until_mark = o->until_mark,
+	vrt_pass_open(&p, t, &(struct vrt_pass_options){ .quiet = o->quiet, .model = m,
 						      .stop_at_teardown = o->stop_at_teardown });
 	while (vrt_pass_next(&p, &r, NULL))
 		if (o->owners)

@@ -6,20 +6,18 @@
 #include "model.h"
 #include "sites.h"
 
-/* Replays the trace into m, to the end or to the first mark labelled until_mark (when not
- * NULL). Returns 0 or an exit code (after printing why). */
-int vrt_report_replay(struct vrt_trace *t, struct vrt_model *m, bool quiet, const char *until_mark);
+/* Replays the trace into m, to its end (or its --until-mark). Returns 0 or an exit code (after
+ * printing why). */
+int vrt_report_replay(struct vrt_trace *t, struct vrt_model *m, bool quiet);
 
 struct vrt_owners;
 struct vrt_replay_options {
 	bool quiet;
-	const char *until_mark;
 	bool stop_at_teardown;      /* "the end" is where teardown began (EXITING), if the trace says */
 	struct vrt_owners *owners;  /* fed every record, when not NULL */
 	double teardown_s;          /* out: when teardown began (0: the trace does not say, or ran on) */
 };
 int vrt_report_replay_ex(struct vrt_trace *t, struct vrt_model *m, struct vrt_replay_options *o);
-bool vrt_is_mark(const struct vrt_trace *t, const struct vrt_record *r, const char *label);
 /* The id of s among the trace's strings (a label, a phase or function name it recorded); 0 when
  * the trace has no such string. */
 uint32_t vrt_trace_string_id(const struct vrt_trace *t, const char *s);

@@ -292,7 +292,10 @@ void vrt_site_print(FILE *out, const struct vrt_trace *t, const struct vrt_site 
 		head = (struct vrt_frame){ VRT_FT_LABEL, s->label, "", 0, "", 0, 0 };
 	else
 		vrt_stack_headline(t, s->stack, &head);
-	vrt_frame_format(&head, line, sizeof(line));
+	/* frame lines fit the terminal (vrt_text_width): what comes before and after a frame is
+	 * taken from its room */
+	int width = vrt_text_width();
+	vrt_frame_fit(&head, line, sizeof(line), vrt_room(width, 22));
 	fprintf(out, "  %10s %6llux  %s\n", vrt_bytes(s->bytes), (unsigned long long)s->count, line);
 	if (s->label || max_frames <= 0)
 		return;
@@ -316,11 +319,11 @@ void vrt_site_print(FILE *out, const struct vrt_trace *t, const struct vrt_site 
 		skip_headline = false;
 		if (is_headline && run == 1)
 			continue;
-		vrt_frame_format(&frames[i], line, sizeof(line));
+		char repeat[40] = "";
 		if (run - is_headline > 1)
-			fprintf(out, "%24s %s  (x%d, recursion)\n", python ? "at" : "in", line, run - is_headline);
-		else
-			fprintf(out, "%24s %s\n", python ? "at" : "in", line);
+			snprintf(repeat, sizeof(repeat), "  (x%d, recursion)", run - is_headline);
+		vrt_frame_fit(&frames[i], line, sizeof(line), vrt_room(width, 25 + (int)strlen(repeat)));
+		fprintf(out, "%24s %s%s\n", python ? "at" : "in", line, repeat);
 		i += run - 1;
 		shown++;
 	}

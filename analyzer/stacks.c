@@ -306,6 +306,103 @@ void vrt_frame_format(const struct vrt_frame *f, char *buf, size_t len)
 	}
 }
 
+/* ---- fitting a frame into a width ---------------------------------------------------------- */
+
+#define ELLIPSIS "\u2026" /* one column, three bytes */
+
+/* Columns of UTF-8 text: every byte but continuation bytes. */
+static int columns_of(const char *s, size_t n)
+{
+	int c = 0;
+	for (size_t i = 0; i < n; i++)
+		c += ((unsigned char)s[i] & 0xc0) != 0x80;
+	return c;
+}
+
+/* Bytes of s's first k columns (not splitting a character). */
+static size_t head_bytes(const char *s, size_t n, int k)
+{
+	size_t i = 0;
+	for (int c = 0; i < n; i++) {
+		if (((unsigned char)s[i] & 0xc0) != 0x80 && c++ == k)
+			break;
+	}
+	return i;
+}
+
+/* Where s's last k columns begin. */
+static size_t tail_start(const char *s, size_t n, int k)
+{
+	size_t i = n;
+	for (int c = 0; i > 0 && c < k;) {
+		i--;
+		c += ((unsigned char)s[i] & 0xc0) != 0x80;
+	}
+	while (i < n && ((unsigned char)s[i] & 0xc0) == 0x80)
+		i++;
+	return i;
+}
+
+/* s in at most room columns into out: whole, or its head and tail around "\u2026", the tail
+ * the larger part (a name's last component says the most). */
+static void cut_middle(const char *s, int room, char *out, size_t len)
+{
+	size_t n = strlen(s);
+	if (columns_of(s, n) <= room) {
+		snprintf(out, len, "%s", s);
+		return;
+	}
+	if (room < 2) {
+		snprintf(out, len, "%s", room == 1 ? ELLIPSIS : "");
+		return;
+	}
+	int head = (room - 1) / 3, tail = room - 1 - head;
+	snprintf(out, len, "%.*s" ELLIPSIS "%s", (int)head_bytes(s, n, head), s, s + tail_start(s, n, tail));
+}
+
+/* A C++ signature's argument list (the group the last ')' closes, with nothing but qualifiers
+ * after it) as "(\u2026)": the part of a demangled name a reader needs least. */
+static void drop_arguments(const char *name, char *out, size_t len)
+{
+	const char *close = strrchr(name, ')');
+	const char *open = NULL;
+	int depth = 0;
+	for (const char *p = close; p; p = p > name ? p - 1 : NULL) {
+		depth += *p == ')' ? 1 : *p == '(' ? -1 : 0;
+		if (!depth) {
+			open = p;
+			break;
+		}
+	}
+	if (!open || close - open < 2 || strstr(close, "::") || open == name)
+		snprintf(out, len, "%s", name);
+	else
+		snprintf(out, len, "%.*s(" ELLIPSIS "%s", (int)(open - name), name, close);
+}
+
+void vrt_frame_fit(const struct vrt_frame *f, char *buf, size_t len, int columns)
+{
+	vrt_frame_format(f, buf, len);
+	if (columns <= 0 || columns_of(buf, strlen(buf)) <= columns)
+		return;
+	/* the name, and what follows it: " (file:line)", "+0x.. (module)" */
+	size_t name_len = f->type == VRT_FT_LABEL || (f->type == VRT_FT_NATIVE && !strcmp(f->function, "??"))
+				  ? 0 : strlen(f->function);
+	const char *rest = buf + (name_len <= strlen(buf) ? name_len : 0);
+	int room = columns - columns_of(rest, strlen(rest));
+	if (!name_len || room < 12) { /* the place itself is too long: its end (file:line) stays */
+		char whole[1024];
+		snprintf(whole, sizeof(whole), "%s", buf);
+		cut_middle(whole, columns, buf, len);
+		return;
+	}
+	char name[1024], fitted[1024], tail[1024];
+	snprintf(tail, sizeof(tail), "%s", rest);
+	drop_arguments(f->function, name, sizeof(name));
+	cut_middle(name, room, fitted, sizeof(fitted));
+	snprintf(buf, len, "%s%s", fitted, tail);
+}
+
 void vrt_frame_json(FILE *out, const struct vrt_frame *f)
 {
 	fputs("{\"function\": ", out);

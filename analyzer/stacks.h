@@ -47,6 +47,10 @@ bool vrt_frame_is_dispatch(const struct vrt_frame *f);
 /* A Python file as text lines show it: a library's from its import root (stacks.c). */
 const char *vrt_display_path(const char *file);
 void vrt_frame_format(const struct vrt_frame *f, char *buf, size_t len);
+/* The same in at most columns columns (0: no limit), cut with a visible "\u2026": a C++
+ * signature's argument list first, then the middle of the function's name, so that the
+ * function's own name and the file:line or module part stay whole while they fit. */
+void vrt_frame_fit(const struct vrt_frame *f, char *buf, size_t len, int columns);
 void vrt_frame_json(FILE *out, const struct vrt_frame *f);
 /* A demangled copy of a symbol name from t's string table, cached while t is the trace read. */
 const char *vrt_demangle(const struct vrt_trace *t, const char *name);

@@ -95,6 +95,9 @@ struct vrt_trace {
 	uint64_t tables_damaged_raw;  /* raw bytes of TABLES chunks skipped as damaged */
 	struct vrt_tables tables;
 	uint64_t serial;              /* distinct for every trace opened by this process */
+	/* Every replay of the trace ends just before its first mark with this label (--until-mark):
+	 * the analyses see the trace as ending there. NULL: at the end of the file. */
+	const char *end_mark;
 	void *dctx;
 	uint8_t *raw, *stored;        /* a chunk decoded, and as read */
 	size_t raw_cap, stored_cap;

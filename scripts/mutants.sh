@@ -273,10 +273,11 @@ m leaks-phase-name-ignored analyzer/cmd_leaks.c \
   'const char *named = o->phase ? phase_named(o->phase, &lk.by_mark) : NULL;' \
   'const char *named = NULL;' \
   test_phases.py::test_leaks_of_a_phase_that_frees_what_it_allocates_finds_no_growth
-m report-until-mark-ignored analyzer/cmd_report.c \
-  'struct vrt_replay_options ro = { .quiet = o->quiet, .until_mark = o->until_mark, .stop_at_teardown = true,' \
-  'struct vrt_replay_options ro = { .quiet = o->quiet, .until_mark = NULL, .stop_at_teardown = true,' \
-  test_phases.py::test_report_until_mark_is_the_state_at_the_mark
+m report-until-mark-ignored analyzer/cli.c \
+  't->end_mark = vrt_settings.until_mark;' \
+  't->end_mark = NULL;' \
+  test_phases.py::test_report_until_mark_is_the_state_at_the_mark \
+  test_cli_options.py::test_whatif_until_mark_replays_the_requests_before_the_mark
 m diff-second-at-ignored analyzer/cmd_diff.c \
   'b.at = b.path == a.path ? at[1] : n_at ? at[1] : -1;' \
   'b.at = b.path == a.path ? -1 : n_at ? at[1] : -1;' \
@@ -481,8 +482,8 @@ m ctypes-pointer-owns-nothing python/vramtrace/_owners.py \
   test_retention.py::test_the_demo_names_the_registry_that_keeps_its_raw_pointers
 
 m leaks-baseline-reads-teardown analyzer/cmd_leaks.c \
-  '.until_mark = o->until_mark, .stop_at_teardown = true };' \
-  '.until_mark = o->until_mark, .stop_at_teardown = false };' \
+  'struct vrt_replay_options ro = { .quiet = o->quiet, .stop_at_teardown = true };' \
+  'struct vrt_replay_options ro = { .quiet = o->quiet, .stop_at_teardown = false };' \
   test_leaks_without_phases.py::test_growth_is_measured_before_teardown_and_named_by_the_users_lines
 m collector-leftovers-unreported preload/collector.c \
   '\treport_leftovers(c);\n' \
@@ -556,6 +557,87 @@ m until-mark-typo-passes analyzer/report_common.c \
   'if (!label || vrt_trace_string_id(t, label))' \
   'if (1)' \
   "test_cli_errors.py::test_an_unknown_until_mark_is_an_error[report]"
+m until-mark-typo-passes-in-oom analyzer/cli.c \
+  'if (!rc && (rc = vrt_check_until_mark(t, path, vrt_settings.command, vrt_settings.until_mark))) {' \
+  'if (!rc && (rc = vrt_check_until_mark(t, path, vrt_settings.command, NULL))) {' \
+  "test_cli_options.py::test_every_trace_reader_takes_until_mark_and_an_unknown_one_is_an_error[oom]"
+m until-mark-ends-elsewhere analyzer/model.c \
+  'if (r->op == VRT_OP_MARK && rp->trace->end_mark' \
+  'if (r->op == VRT_OP_PHASE_ENTER && rp->trace->end_mark' \
+  test_cli_options.py::test_timeline_until_mark_ends_the_chart_at_the_mark \
+  test_cli_options.py::test_export_chrome_until_mark_has_no_event_past_the_mark
+m until-mark-not-in-html-sections analyzer/cli.c \
+  '\tvrt_settings.command = command;\n' \
+  '\tvrt_settings.command = command;\n\tvrt_settings.until_mark = NULL;\n' \
+  test_cli_options.py::test_html_until_mark_reaches_its_leaks_section
+m args-double-dash-ignored analyzer/cli.c \
+  '\t\t\toptions = false;\n\t\t\tif (prefix) {' \
+  '\t\t\tif (prefix) {' \
+  test_cli_options.py::test_a_double_dash_ends_the_options
+m args-repeat-unbounded analyzer/cli.c \
+  'if (*o->count >= o->max)' \
+  'if (*o->count > o->max)' \
+  test_cli_options.py::test_a_repeated_option_is_counted
+m chrome-process-by-pid analyzer/chrome_trace.c \
+  'if (cmd && *cmd) { /* the program by its name, not its path */' \
+  'if (0) {' \
+  test_export.py::test_chrome_names_the_process_by_its_command_line_and_rank
+m chrome-frames-ignore-parent analyzer/chrome_trace.c \
+  'uint64_t key = mix(vrt_hash_string(text) ^ mix(parent));' \
+  'uint64_t key = mix(vrt_hash_string(text));' \
+  test_export.py::test_chrome_allocations_carry_their_size_site_and_stack
+m chrome-points-fixed analyzer/chrome_trace.c \
+  'vrt_series_init(&s, o->points, 0, end)' \
+  'vrt_series_init(&s, VRT_CHROME_POINTS, 0, end)' \
+  test_export.py::test_chrome_resolution_and_allocation_count_are_options
+m chrome-max-events-ignored analyzer/chrome_trace.c \
+  'if (c->allocations++ >= (uint64_t)c->o->allocations)' \
+  'if (c->allocations++ >= VRT_CHROME_ALLOCATIONS)' \
+  test_export.py::test_chrome_resolution_and_allocation_count_are_options
+m chrome-no-tensor-events analyzer/chrome_trace.c \
+  'if (e.kind == VRT_EFFECT_BORN)' \
+  'if (e.kind == VRT_EFFECT_BORN && e.item.space != VRT_IS_BLOCK)' \
+  test_export.py::test_chrome_allocations_carry_their_size_site_and_stack
+m width-option-ignored analyzer/cli.c \
+  'if (vrt_settings.width >= 0)' \
+  'if (0)' \
+  test_cli_options.py::test_width_cuts_frame_lines_keeping_their_place
+m width-not-the-terminals analyzer/cli.c \
+  'if (!ioctl(STDOUT_FILENO, TIOCGWINSZ, &ws) && ws.ws_col > 0)\n\t\treturn ws.ws_col;' \
+  'if (!ioctl(STDOUT_FILENO, TIOCGWINSZ, &ws) && ws.ws_col > 0)\n\t\treturn 80;' \
+  test_cli_options.py::test_on_a_terminal_frame_lines_fit_its_width
+m width-columns-ignored analyzer/cli.c \
+  'return n > 0 && n < 100000 ? (int)n : 80;' \
+  'return 80;' \
+  test_cli_options.py::test_on_a_terminal_frame_lines_fit_its_width
+m width-cuts-the-place analyzer/stacks.c \
+  'int room = columns - columns_of(rest, strlen(rest));' \
+  'int room = columns;' \
+  "test_cli_options.py::test_width_cuts_frame_lines_keeping_their_place[report]"
+m width-keeps-the-arguments analyzer/stacks.c \
+  'if (!open || close - open < 2 || strstr(close, "::") || open == name)' \
+  'if (1)' \
+  test_cli_options.py::test_a_cut_signature_loses_its_arguments_first
+m width-ignores-the-recursion-note analyzer/sites.c \
+  'vrt_room(width, 25 + (int)strlen(repeat))' \
+  'vrt_room(width, 25)' \
+  test_cli_options.py::test_a_recursion_count_stays_inside_the_width
+m run-reads-the-commands-options analyzer/cli.c \
+  'if (prefix) {\n\t\t\t\t*n_positional = i;\n\t\t\t\treturn 0;' \
+  'if (prefix && !options) {\n\t\t\t\t*n_positional = i;\n\t\t\t\treturn 0;' \
+  test_cli_errors.py::test_every_long_option_takes_its_value_after_an_equals_sign
+m oom-dir-ignores-the-mark analyzer/cmd_oom.c \
+  'bool found = s && (!t.end_mark || vrt_trace_string_id(&t, t.end_mark)) && find_oom(&t, s) == 0;' \
+  'bool found = s && find_oom(&t, s) == 0;' \
+  test_cli_options.py::test_oom_of_a_directory_picks_the_trace_with_an_oom_before_the_mark
+m timeline-width-ignored analyzer/cmd_timeline.c \
+  'return !width ? 100 : width < 40 ? 40 : width;' \
+  'return 100;' \
+  test_cli_options.py::test_timeline_width_is_the_charts_width
+m oom-frames-ignored analyzer/cmd_oom.c \
+  'vrt_site_print(stdout, t, &x->device_sites.v[i], opt->frames);' \
+  'vrt_site_print(stdout, t, &x->device_sites.v[i], 6);' \
+  test_cli_options.py::test_shared_options_are_accepted_where_they_make_sense
 m phase-typo-falls-back analyzer/cmd_leaks.c \
   '\tif (named && !lk.name_id) {' \
   '\tif (0) {' \
@@ -661,8 +743,8 @@ m folded-one-slot analyzer/cmd_export.c \
   'for (int slot = 0; slot < 1; slot++)' \
   test_export.py::test_folded_roots_are_the_devices_and_host_memory_with_their_own_totals
 
-m chrome-every-bucket analyzer/cmd_export.c \
-  'if (v == shown[i] && b != s.used - 1)' \
+m chrome-every-bucket analyzer/chrome_trace.c \
+  'if (v == shown[i] && b != s->used - 1)' \
   'if (0)' \
   test_export.py::test_chrome_names_the_threads_and_draws_changes_only
 

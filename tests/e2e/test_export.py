@@ -138,6 +138,67 @@ def test_chrome_names_the_threads_and_draws_changes_only(tmp_path):
         assert all(a != b for a, b in zip(values[:-2], values[1:-1])), track  # the last point closes the track
 
 
+def chrome_doc(tmp_path, name, *args):
+    out = tmp_path / f"{name}.json"
+    analyze("export", "-q", "--format", "chrome", *args, H200 / f"{name}.vrt", "-o", out)
+    return json.loads(out.read_text())
+
+
+def test_chrome_names_the_process_by_its_command_line_and_rank(tmp_path):
+    for name in ("leak-cycle", "nccl"):
+        info = json.loads(analyze("info", "--json", H200 / f"{name}.vrt").stdout)
+        doc = chrome_doc(tmp_path, name)["traceEvents"]
+        proc, = [e["args"]["name"] for e in doc if e["name"] == "process_name"]
+        argv0, _, rest = info["cmdline"].partition(" ")
+        who = f"rank {info['rank']}, pid {info['pid']}" if info["rank"] >= 0 else f"pid {info['pid']}"
+        assert proc == f"{argv0.rsplit('/', 1)[-1]} {rest} ({who})", proc
+        order = [e["args"]["sort_index"] for e in doc if e["name"] == "process_sort_index"]
+        assert order == ([info["rank"]] if info["rank"] >= 0 else [])
+
+
+def test_chrome_allocations_carry_their_size_site_and_stack(tmp_path):
+    """Every tensor is an instant on its thread at its time with its size; its "sf" names the
+    innermost frame in stackFrames, whose parents are its stack as `dump --stacks` prints it."""
+    doc = chrome_doc(tmp_path, "leak-cycle")
+    stacks = {}
+    for block in re.split(r"^(?=\S)", analyze("dump", "--stacks", H200 / "leak-cycle.vrt").stdout, flags=re.M):
+        head, *frames = block.rstrip("\n").split("\n")
+        m = re.match(r"^([\d.]+) t(\d+) block_alloc .* size=(\d+) .*stack=(\d+)$", head)
+        if m:
+            stacks.setdefault((round(float(m[1]) * 1e6), int(m[2]), int(m[3])), []).append(
+                [re.sub(r"^ +#\d+ ", "", f) for f in frames])
+    tensors = [e for e in doc["traceEvents"] if e.get("cat") == "tensor"]
+    assert len(tensors) == sum(len(v) for v in stacks.values()) > 100
+    frames = doc["stackFrames"]
+    for e in tensors:
+        chain, k = [], e["sf"]
+        while k:
+            chain.append(frames[k]["name"])
+            k = frames[k].get("parent")
+        assert chain in stacks[(round(e["ts"]), e["tid"], e["args"]["bytes"])]
+        assert e["ph"] == "i" and e["s"] == "t" and e["args"]["site"] and e["name"].startswith("tensor ")
+    # frames are shared: far fewer entries than frames over all stacks
+    assert len(frames) < sum(len(c) for v in stacks.values() for c in v) / 4
+    other = doc["otherData"]
+    assert other["allocations"] == other["allocations_with_stacks"] == \
+        len([e for e in doc["traceEvents"] if e.get("cat") in ("tensor", "cuda")])
+
+
+def test_chrome_resolution_and_allocation_count_are_options(tmp_path):
+    fine = chrome_doc(tmp_path, "leak-cycle")
+    coarse = chrome_doc(tmp_path, "leak-cycle", "--points", "50", "--max-events", "10")
+    step = lambda d: d["otherData"]["counter_step_s"]
+    assert step(coarse) > 100 * step(fine)  # each keeps between N and 2N steps over the span
+    points = lambda d: [e for e in d["traceEvents"] if e["ph"] == "C"]
+    assert len(points(coarse)) < len(points(fine))
+    allocations = [e for e in coarse["traceEvents"] if e.get("cat") in ("tensor", "cuda")]
+    assert len(allocations) == coarse["otherData"]["allocations_with_stacks"] == 10
+    assert coarse["otherData"]["allocations"] == fine["otherData"]["allocations"]
+    assert allocations == [e for e in fine["traceEvents"] if e.get("cat") in ("tensor", "cuda")][:10]
+    p = analyze("export", "--format", "chrome", "--max-events", "10", H200 / "leak-cycle.vrt", "-o", tmp_path / "n.json")
+    assert f"the first 10 of the {fine['otherData']['allocations']} allocations are events with their stacks" in p.stderr
+
+
 def folded_total(path):
     return sum(int(line.rsplit(" ", 1)[1]) for line in path.read_text().splitlines() if line.strip())
 

@@ -44,6 +44,10 @@ static const char *const runs[][MAX_ARGS] = {
 	{ "whatif", "--json", "-q", "@" },
 	{ "whatif", "-q", "--alloc-conf", "expandable_segments:True", "--allocator-limit", "64M", "@" },
 	{ "diff", "--by", "category", "--json", "-q", "@", "@" },
+	{ "report", "-q", "--width", "30", "@" },
+	{ "leaks", "-q", "--width", "1", "@" },
+	{ "oom", "-q", "--width", "40", "--frames", "20", "@" },
+	{ "timeline", "--csv", "-q", "--until-mark", "vramtrace-truth", "@" },
 };
 
 static int (*command(const char *name))(int, char **)
@@ -103,6 +107,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			argv[argc] = (char *)(!strcmp(runs[i][argc], "@")   ? path
 					      : !strcmp(runs[i][argc], "#") ? html_out
 									    : runs[i][argc]);
+		vrt_settings = (struct vrt_cli_settings){ .width = -1 }; /* each run is a command of its own */
 		(void)command(argv[0])(argc, argv);
 		fflush(stdout);
 	}
