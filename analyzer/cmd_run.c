@@ -169,9 +169,10 @@ static uint64_t monotonic_ns(void)
  * Records how the process ended in a trace that does not say: its exit status, or the signal
  * that killed it before it could close its trace, and when (ended_ns: CLOCK_MONOTONIC, the
  * preload's clock too). An end the trace states is left alone, except an exit status the
- * preload could not know. Returns whether the file is a trace; *s is its state block then.
+ * preload could not know. Returns whether the file is a trace; *s is its state block then, and
+ * *killed whether a signal ended the process before the preload closed the trace.
  */
-static bool record_end(const char *path, int status, uint64_t ended_ns, struct vrt_file_state *s)
+static bool record_end(const char *path, int status, uint64_t ended_ns, struct vrt_file_state *s, bool *killed)
 {
 	int fd = open(path, O_RDWR | O_CLOEXEC | O_NOFOLLOW);
 	if (fd < 0)
@@ -187,6 +188,7 @@ static bool record_end(const char *path, int status, uint64_t ended_ns, struct v
 	*s = h.state;
 	bool running = s->end_reason == VRT_END_RUNNING;
 	if (WIFSIGNALED(status) && running) {
+		*killed = true; /* the preload never closed it: what it had not written yet is not there */
 		s->end_reason = VRT_END_KILLED;
 		s->end_detail = WTERMSIG(status);
 	} else if (WIFEXITED(status) && (running || (s->end_reason == VRT_END_EXIT && s->end_detail < 0))) {
@@ -246,7 +248,9 @@ static void print_next_step(const struct run_options *o, const char *path)
 		o->n_phases ? "leaks" : "report", shell_word(path), o->n_phases ? "report" : "leaks");
 }
 
-static void print_trace_written(const struct run_options *o, const char *path, const struct vrt_file_state *s)
+/* killed: the signal that ended the process before the preload closed the trace, or 0. */
+static void print_trace_written(const struct run_options *o, const char *path, const struct vrt_file_state *s,
+				int killed)
 {
 	struct stat st;
 	char size[32] = "";
@@ -254,6 +258,9 @@ static void print_trace_written(const struct run_options *o, const char *path, c
 		vrt_fmt_bytes(size, sizeof(size), (int64_t)st.st_size);
 	fprintf(stderr, "vramtrace: trace: %s (%s%s%llu events)\n", vrt_escape(path), size, *size ? ", " : "",
 		(unsigned long long)s->events_written);
+	if (killed)
+		fprintf(stderr, "vramtrace: note: the command was killed by signal %d (%s) before the trace was closed; "
+				"its last events may be missing\n", killed, strsignal(killed));
 	print_next_step(o, path);
 }
 
@@ -266,7 +273,8 @@ static void report_trace(const struct run_options *o, bool is_dir, int status, u
 		snprintf(path, sizeof(path), "%s%svramtrace.%d.vrt", o->output ? o->output : ".",
 			 o->output && o->output[strlen(o->output) - 1] != '/' ? "/" : o->output ? "" : "/", (int)child);
 	struct vrt_file_state s;
-	bool trace = record_end(path, status, ended_ns, &s);
+	bool killed_before_close = false;
+	bool trace = record_end(path, status, ended_ns, &s, &killed_before_close);
 	char why[1200];
 	if (o->quiet)
 		return;
@@ -276,8 +284,9 @@ static void report_trace(const struct run_options *o, bool is_dir, int status, u
 		fprintf(stderr, "vramtrace: trace: %s (cut short: writing it failed: %s)\n", path,
 			vrt_write_error_text(s.end_detail));
 		print_next_step(o, path);
-	} else if (trace)
-		print_trace_written(o, path, &s);
+	} else if (trace) {
+		print_trace_written(o, path, &s, killed_before_close ? WTERMSIG(status) : 0);
+	}
 	else if (access(path, F_OK) == 0)
 		fprintf(stderr, "vramtrace: %s is not a complete trace: the preload could not write it (see above)\n", path);
 	else if (!creatable(path))
@@ -288,6 +297,9 @@ static void report_trace(const struct run_options *o, bool is_dir, int status, u
 	} else if (o->armed)
 		fprintf(stderr, "vramtrace: no trace was written: the command ran armed (live set only) and was never "
 				"attached; `vramtrace attach PID` starts tracing it\n");
+	else if (WIFSIGNALED(status))
+		fprintf(stderr, "vramtrace: no trace was written: the command was killed by signal %d (%s) before its "
+				"trace's first write\n", WTERMSIG(status), strsignal(WTERMSIG(status)));
 	else
 		fprintf(stderr, "vramtrace: no trace was written (the command made no CUDA allocation)\n");
 }

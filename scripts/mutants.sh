@@ -571,7 +571,14 @@ m run-next-step-unquoted analyzer/cmd_run.c \
   'if (*e && strspn(' \
   'if (1 || strspn(' \
   test_run_cli.py::test_a_written_trace_comes_with_its_size_and_a_next_step_that_runs
-
+m run-kill-blames-command analyzer/cmd_run.c \
+  '\telse if (WIFSIGNALED(status))\n' \
+  '\telse if (0)\n' \
+  test_sigkill.py::test_run_never_blames_the_command_for_a_kill
+m run-kill-no-note analyzer/cmd_run.c \
+  '*killed = true;' \
+  '(void)killed;' \
+  test_sigkill.py::test_a_killed_trace_is_named_with_a_note
 # ---- export (analyzer/cmd_export.c) -----------------------------------------------------------
 m folded-no-roots analyzer/cmd_export.c \
   '\t\tfprintf(out, "%s;", root);\n' \

@@ -1,0 +1,40 @@
+"""A SIGKILL soon after the allocations (issue 22, item 6): `run` says what happened, and the
+trace holds every allocation whose call returned (tests/programs/kill_early.c prints each one
+with write(2) before the kill can land)."""
+import re
+
+from conftest import program
+from stress_helpers import run
+
+KILLED = "killed by signal 9 (Killed)"
+
+
+def returned(stdout):
+    """{index: size} of the allocations the program said had returned."""
+    return {int(i): int(s) for i, s in re.findall(r"^returned (\d+) (\d+)$", stdout, re.M)}
+
+
+def test_run_never_blames_the_command_for_a_kill(tmp_path):
+    """Killed before its first allocation, and right after four: `run` names the signal and never
+    says "made no CUDA allocation"."""
+    for at in (0, 4):
+        p, out = run(tmp_path, [program("kill_early"), 4, at], f"k{at}.vrt", quiet=False)
+        assert p.returncode == 128 + 9, p.stderr
+        assert len(returned(p.stdout)) == at
+        assert "made no CUDA allocation" not in p.stderr, p.stderr
+        assert KILLED in p.stderr, p.stderr
+        if not out.exists():
+            assert "before its trace's first write" in p.stderr, p.stderr
+
+
+def test_a_killed_trace_is_named_with_a_note(tmp_path):
+    """A trace the preload never closed: next to its path, one note that the process was killed
+    and that the trace may miss its last events."""
+    p, out = run(tmp_path, [program("stress_crash"), "kill", 400, 10, 1000], "c.vrt", quiet=False)
+    assert p.returncode == 128 + 9, p.stderr
+    assert out.exists(), p.stderr
+    lines = p.stderr.splitlines()
+    at = next(i for i, line in enumerate(lines) if line.startswith("vramtrace: trace: "))
+    note = [line for line in lines if line.startswith("vramtrace: note: ")]
+    assert len(note) == 1 and KILLED in note[0], p.stderr
+    assert lines.index(note[0]) == at + 1, p.stderr

@@ -1,0 +1,84 @@
+/*
+ * kill_early.c - a SIGKILL soon after the allocations (issue 22, item 6): what does the trace hold?
+ *
+ *   kill_early K AT [self|thread]
+ *
+ * Makes K allocations from kill_site, allocation i being 1 MiB + 4096 * i bytes (sizes are
+ * distinct, so a live set names exactly which allocations a trace holds). After each call
+ * returned it writes "returned i SIZE" to stdout with write(2) (nothing buffered in the process:
+ * what the reader got was said before the kill). Once AT allocations have returned it dies by
+ * SIGKILL: "self" (the default) raises it right there; "thread" has a second thread that waits
+ * for the count to reach AT and kills the process from there while the main thread goes on
+ * allocating (so the kill lands mid-run, between any two instructions). AT = 0 kills before the
+ * first allocation; AT > K never kills (the program exits 0 after "done").
+ */
+#include <cuda_runtime_api.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "prog.h"
+
+static _Atomic long returned;
+static long kill_at;
+
+SITE void *kill_site(size_t size)
+{
+	void *p;
+	CHECK(cudaMalloc(&p, size));
+	return p;
+}
+
+static void say(const char *text)
+{
+	size_t n = strlen(text), off = 0;
+	while (off < n) {
+		ssize_t w = write(1, text + off, n - off);
+		if (w <= 0)
+			return;
+		off += (size_t)w;
+	}
+}
+
+static void *killer(void *arg)
+{
+	(void)arg;
+	while (atomic_load(&returned) < kill_at)
+		sched_yield();
+	kill(getpid(), SIGKILL);
+	return NULL;
+}
+
+int main(int argc, char **argv)
+{
+	if (argc < 3) {
+		fprintf(stderr, "usage: kill_early K AT [self|thread]\n");
+		return 2;
+	}
+	long k = atol(argv[1]);
+	kill_at = atol(argv[2]);
+	int from_thread = argc > 3 && !strcmp(argv[3], "thread");
+	CHECK(cudaSetDevice(0));
+	pthread_t t;
+	if (from_thread && kill_at <= k && pthread_create(&t, NULL, killer, NULL))
+		return 4;
+	if (!from_thread && kill_at == 0)
+		kill(getpid(), SIGKILL);
+	for (long i = 0; i < k; i++) {
+		size_t size = MiB + 4096 * (size_t)i;
+		kill_site(size);
+		char line[64];
+		snprintf(line, sizeof(line), "returned %ld %zu\n", i, size);
+		say(line);
+		atomic_store(&returned, i + 1);
+		if (!from_thread && i + 1 == kill_at)
+			kill(getpid(), SIGKILL);
+	}
+	if (from_thread && kill_at <= k)
+		for (;;)
+			pause(); /* the killer's SIGKILL ends us */
+	say("done\n");
+	return 0;
+}
