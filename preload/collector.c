@@ -11,6 +11,7 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <limits.h>
 #include <linux/futex.h>
 #include <poll.h>
 #include <signal.h>
@@ -42,6 +43,47 @@ bool vrt_collector_alive(void)
 	struct collector *c = &vrt_collector;
 	return atomic_load_explicit(&c->wake_fd, memory_order_relaxed) >= 0 && !atomic_load(&c->finished) &&
 	       !atomic_load(&c->crash_done) && !atomic_load(&c->crash_signal);
+}
+
+/*
+ * The trace file from the first event (issue 22, item 6): made when the process's first event
+ * is about to be written, not at the collector's first drain, so that a process killed any time
+ * after its first allocation returned leaves a trace with a valid header (its state block says
+ * "running": not closed). The collector makes it (it owns the file); the asking thread waits,
+ * once per process, at most FILE_WAIT_NS: a collector that cannot answer (blocked, stopped for a
+ * fork) makes the file at its next drain, as before. 0: not asked, 1: asked, 2: answered.
+ */
+#define FILE_WAIT_NS 1000000000ull
+static _Atomic int file_state;
+
+void vrt_collector_want_file(void)
+{
+	if (VRT_LIKELY(atomic_load_explicit(&file_state, memory_order_acquire) == 2))
+		return;
+	if (atomic_load(&vrt_mode) != VRT_MODE_FULL || vrt_tls.nested || !vrt_collector_alive())
+		return;
+	int expected = 0;
+	atomic_compare_exchange_strong(&file_state, &expected, 1);
+	vrt_collector_wake();
+	uint64_t deadline = vrt_now_ns() + FILE_WAIT_NS;
+	while (atomic_load_explicit(&file_state, memory_order_acquire) == 1 && vrt_collector_alive()) {
+		uint64_t now = vrt_now_ns();
+		if (now >= deadline)
+			return;
+		struct timespec left = { 0, 20000000 };
+		syscall(SYS_futex, &file_state, FUTEX_WAIT, 1, &left, NULL, 0);
+	}
+}
+
+/* The collector's side: makes the file if asked (an error is the usual one line). */
+static void answer_file_request(struct collector *c)
+{
+	if (VRT_LIKELY(atomic_load_explicit(&file_state, memory_order_acquire) != 1))
+		return;
+	if (atomic_load(&vrt_mode) == VRT_MODE_FULL && !vrt_output_ensure(c))
+		vrt_output_flush(c); /* the process's description: what a trace killed now still says */
+	atomic_store_explicit(&file_state, 2, memory_order_release);
+	syscall(SYS_futex, &file_state, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
 }
 
 /* ---- fork sections (internal.h, "Fork safety") -------------------------------------------- */
@@ -792,7 +834,9 @@ static void *collector_main(void *arg)
 		reopen_file(c);
 	}
 	while (!atomic_load(&c->stop)) {
+		answer_file_request(c);
 		wait_for_work(c, vrt_cfg.flush_ms);
+		answer_file_request(c);
 		if (atomic_load(&c->crash_signal)) {
 			finish_crash(c);
 			return NULL;
@@ -950,6 +994,7 @@ void vrt_collector_after_fork_child(void)
 	memset(unknown_releases, 0, sizeof(unknown_releases));
 	atomic_store(&stopping_buf, NULL);
 	atomic_store(&pending_query, NULL);
+	atomic_store(&file_state, 0); /* the child's trace is a new file */
 	atomic_store(&c->wake_fd, -1);
 	c->control_fd = -1;
 	fork_section_depth = 0;

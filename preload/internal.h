@@ -287,6 +287,10 @@ void vrt_emit_label(uint8_t op, const char *label);
 void vrt_emit_text(const struct vrt_event *ev, const char *text, size_t len);
 /* Wakes the collector now (buffer filling up, OOM, exit). */
 void vrt_collector_wake(void);
+/* From a thread's first event, before it is written: in full mode, asks the collector to make
+ * the trace file now (issue 22, item 6) and waits for it, at most a second; returns at once once
+ * asked and answered, in armed mode, from a signal handler's hook or without a collector. */
+void vrt_collector_want_file(void);
 /* Whether a collector thread is there to drain the buffers (a full one is worth waiting for). */
 bool vrt_collector_alive(void);
 

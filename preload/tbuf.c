@@ -125,6 +125,10 @@ struct vrt_tbuf *vrt_tbuf_self(void)
 	struct vrt_tbuf *b = vrt_tls.buf;
 	if (VRT_LIKELY(b))
 		return b;
+	/* A forked child's first event starts its collector (a thread's first event comes here),
+	 * and the process's first event has the trace file made before it is written anywhere. */
+	vrt_collector_start_pending();
+	vrt_collector_want_file();
 	if (vrt_tls.no_buffer || !(b = tbuf_create())) {
 		vrt_tls.no_buffer = true; /* not a failing mmap per event */
 		atomic_fetch_add_explicit(&vrt_tbuf_unbuffered, 1, memory_order_relaxed);
@@ -132,8 +136,6 @@ struct vrt_tbuf *vrt_tbuf_self(void)
 	}
 	vrt_tls.buf = b;
 	pthread_setspecific(exit_key, b);
-	/* A forked child's first event starts its collector (a thread's first event comes here). */
-	vrt_collector_start_pending();
 	return b;
 }
 

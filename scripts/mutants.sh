@@ -579,6 +579,10 @@ m run-kill-no-note analyzer/cmd_run.c \
   '*killed = true;' \
   '(void)killed;' \
   test_sigkill.py::test_a_killed_trace_is_named_with_a_note
+m file-not-from-first-event preload/collector.c \
+  'atomic_compare_exchange_strong(&file_state, &expected, 1);' \
+  '(void)expected;' \
+  test_sigkill.py::test_the_trace_exists_from_the_first_allocation
 # ---- export (analyzer/cmd_export.c) -----------------------------------------------------------
 m folded-no-roots analyzer/cmd_export.c \
   '\t\tfprintf(out, "%s;", root);\n' \

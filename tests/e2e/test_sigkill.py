@@ -4,7 +4,7 @@ with write(2) before the kill can land)."""
 import re
 
 from conftest import program
-from stress_helpers import run
+from stress_helpers import info, run
 
 KILLED = "killed by signal 9 (Killed)"
 
@@ -38,3 +38,20 @@ def test_a_killed_trace_is_named_with_a_note(tmp_path):
     note = [line for line in lines if line.startswith("vramtrace: note: ")]
     assert len(note) == 1 and KILLED in note[0], p.stderr
     assert lines.index(note[0]) == at + 1, p.stderr
+
+
+def test_the_trace_exists_from_the_first_allocation(tmp_path):
+    """Killed right after its first (and its fourth) allocation returned: the file is there with a
+    valid header, and every command reads it as a process killed by signal 9, never "bad magic"."""
+    for at in (1, 4):
+        p, out = run(tmp_path, [program("kill_early"), 4, at], f"k{at}.vrt")
+        assert p.returncode == 128 + 9 and len(returned(p.stdout)) == at, p.stderr
+        t = info(out)
+        assert (t["end_reason"], t["signal"]) == ("killed by a signal", 9), t
+        assert t["cmdline"] and "kill_early" in t["cmdline"], t
+
+
+def test_armed_mode_still_makes_no_file_until_asked(tmp_path):
+    p, out = run(tmp_path, [program("kill_early"), 4, 4], "armed.vrt", run_args=["--armed"])
+    assert p.returncode == 128 + 9 and len(returned(p.stdout)) == 4, p.stderr
+    assert not out.exists()
