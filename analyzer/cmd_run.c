@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* vramtrace run: start a command with the preload, follow its exit code, name the trace. */
 #define _GNU_SOURCE
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -14,11 +15,13 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "recover.h"
 #include "paths.h"
 #include "vramtrace/error.h"
 #include "vramtrace/options.h"
 #include "vramtrace/output_place.h"
 #include "vramtrace/record.h"
+#include "vramtrace/rings.h"
 
 struct run_options {
 	const char *output;
@@ -103,6 +106,10 @@ static int prepare_output(const char *out, bool force, bool *is_dir)
 		if (!force)
 			return vrt_usage("run", "%s exists: pass -f to replace it, or choose another -o", vrt_escape(out));
 		unlink(out);
+		char rings[PATH_MAX + 8]; /* a killed run's sidecar, never recovered: it goes with its trace */
+		snprintf(rings, sizeof(rings), "%s%s", out, VRT_RINGS_SUFFIX);
+		if (!lstat(rings, &st) && S_ISREG(st.st_mode) && st.st_uid == getuid())
+			unlink(rings);
 	}
 	return 0;
 }
@@ -250,7 +257,7 @@ static void print_next_step(const struct run_options *o, const char *path)
 
 /* killed: the signal that ended the process before the preload closed the trace, or 0. */
 static void print_trace_written(const struct run_options *o, const char *path, const struct vrt_file_state *s,
-				int killed)
+				int killed, bool recovered)
 {
 	struct stat st;
 	char size[32] = "";
@@ -258,10 +265,50 @@ static void print_trace_written(const struct run_options *o, const char *path, c
 		vrt_fmt_bytes(size, sizeof(size), (int64_t)st.st_size);
 	fprintf(stderr, "vramtrace: trace: %s (%s%s%llu events)\n", vrt_escape(path), size, *size ? ", " : "",
 		(unsigned long long)s->events_written);
-	if (killed)
+	if (killed && recovered)
+		fprintf(stderr, "vramtrace: note: the command was killed by signal %d (%s) before the trace was closed; "
+				"its unwritten events were recovered from its thread buffers (above)\n", killed,
+			strsignal(killed));
+	else if (killed)
 		fprintf(stderr, "vramtrace: note: the command was killed by signal %d (%s) before the trace was closed; "
 				"its last events may be missing\n", killed, strsignal(killed));
 	print_next_step(o, path);
+}
+
+/* A killed process's sidecar (include/vramtrace/rings.h): its unwritten events go into its trace
+ * now. Returns whether there was one to recover. */
+static bool recover_killed(const struct run_options *o, const char *path, int end_signal)
+{
+	char rings[PATH_MAX + 8];
+	struct stat st;
+	snprintf(rings, sizeof(rings), "%s%s", path, VRT_RINGS_SUFFIX);
+	if (lstat(rings, &st) || !S_ISREG(st.st_mode))
+		return false;
+	struct vrt_recovery r;
+	if (!vrt_recover(path, end_signal, &r) && !o->quiet)
+		vrt_recovery_say(path, &r);
+	return true;
+}
+
+/* Every process of a run that wrote to DIR/ and was killed: their sidecars are still there. */
+static void recover_dir(const struct run_options *o, const char *dir)
+{
+	DIR *d = opendir(dir);
+	if (!d)
+		return;
+	struct dirent *e;
+	size_t suffix = strlen(VRT_RINGS_SUFFIX);
+	while ((e = readdir(d))) {
+		size_t n = strlen(e->d_name);
+		if (n <= suffix || strcmp(e->d_name + n - suffix, VRT_RINGS_SUFFIX))
+			continue;
+		char trace[PATH_MAX];
+		size_t d_len = strlen(dir);
+		const char *sep = d_len && dir[d_len - 1] == '/' ? "" : "/";
+		if (snprintf(trace, sizeof(trace), "%s%s%.*s", dir, sep, (int)(n - suffix), e->d_name) < (int)sizeof(trace))
+			(void)recover_killed(o, trace, 0); /* which signal ended which process: not known here */
+	}
+	closedir(d);
 }
 
 static void report_trace(const struct run_options *o, bool is_dir, int status, uint64_t ended_ns)
@@ -275,6 +322,13 @@ static void report_trace(const struct run_options *o, bool is_dir, int status, u
 	struct vrt_file_state s;
 	bool killed_before_close = false;
 	bool trace = record_end(path, status, ended_ns, &s, &killed_before_close);
+	if (is_dir)
+		recover_dir(o, o->output);
+	bool recovered = false;
+	if (!is_dir && trace && killed_before_close && (recovered = recover_killed(o, path, WTERMSIG(status)))) {
+		bool again;
+		(void)record_end(path, status, ended_ns, &s, &again); /* the counts now */
+	}
 	char why[1200];
 	if (o->quiet)
 		return;
@@ -285,7 +339,7 @@ static void report_trace(const struct run_options *o, bool is_dir, int status, u
 			vrt_write_error_text(s.end_detail));
 		print_next_step(o, path);
 	} else if (trace) {
-		print_trace_written(o, path, &s, killed_before_close ? WTERMSIG(status) : 0);
+		print_trace_written(o, path, &s, killed_before_close ? WTERMSIG(status) : 0, recovered);
 	}
 	else if (access(path, F_OK) == 0)
 		fprintf(stderr, "vramtrace: %s is not a complete trace: the preload could not write it (see above)\n", path);

@@ -597,8 +597,7 @@ static void report_unflushed_losses(struct collector *c)
 	struct vrt_tbuf *stopping = atomic_load(&stopping_buf);
 	for (struct vrt_tbuf *b = vrt_tbuf_list(); b; b = b->next) {
 		bool still = atomic_load_explicit(&b->dead, memory_order_acquire) || b == stopping;
-		if (!still || !b->lost ||
-		    atomic_load_explicit(&b->head, memory_order_acquire) != atomic_load(&b->tail))
+		if (!still || !b->lost || atomic_load_explicit(&b->head, memory_order_acquire) != b->read_pos)
 			continue;
 		struct vrt_raw raw = { .len = sizeof(raw), .op = VRT_OP_LOST, .size = b->lost,
 				       .ts_ns = vrt_now_ns() };
@@ -645,9 +644,8 @@ void vrt_collector_drain(struct collector *c)
 	atomic_thread_fence(memory_order_seq_cst);
 	for (struct vrt_tbuf *b = vrt_tbuf_list(); b && n < MAX_CURSORS; b = b->next) {
 		uint64_t head = atomic_load_explicit(&b->head, memory_order_acquire);
-		uint64_t tail = atomic_load_explicit(&b->tail, memory_order_relaxed);
-		if (head != tail)
-			cur[n++] = (struct cursor){ b, tail, head };
+		if (head != b->read_pos)
+			cur[n++] = (struct cursor){ b, b->read_pos, head };
 	}
 	for (;;) {
 		int best = -1;
@@ -663,11 +661,15 @@ void vrt_collector_drain(struct collector *c)
 			break;
 		process(c, cur[best].b, best_r);
 		cur[best].pos += best_r->len;
+		cur[best].b->read_pos = cur[best].pos; /* an EVENTS chunk written from here on holds it */
 	}
 	for (int i = 0; i < n; i++)
-		atomic_store_explicit(&cur[i].b->tail, cur[i].pos, memory_order_release);
+		cur[i].b->read_pos = cur[i].pos;
 	report_unflushed_losses(c);
 	report_buffer_shortage(c);
+	/* Written at once, then the space is the threads' again (struct vrt_tbuf, tail): a ring is
+	 * never freed past what the file holds, and a drain still frees it up to its head. */
+	vrt_output_flush(c);
 	vrt_collector_section_enter(); /* a fork's prepare handler walks the list we unlink from */
 	vrt_tbuf_reclaim_dead();
 	vrt_collector_section_leave();

@@ -3,7 +3,8 @@ trace holds every allocation whose call returned (tests/programs/kill_early.c pr
 with write(2) before the kill can land)."""
 import re
 
-from conftest import program
+from conftest import VRAMTRACE, program
+from replay import dumped
 from stress_helpers import info, run
 
 KILLED = "killed by signal 9 (Killed)"
@@ -55,3 +56,36 @@ def test_armed_mode_still_makes_no_file_until_asked(tmp_path):
     p, out = run(tmp_path, [program("kill_early"), 4, 4], "armed.vrt", run_args=["--armed"])
     assert p.returncode == 128 + 9 and len(returned(p.stdout)) == 4, p.stderr
     assert not out.exists()
+
+
+def allocated_sizes(path):
+    """Sizes of the cudaMalloc records in a trace, read from `vramtrace dump` by tests/e2e/replay.py."""
+    _, records = dumped(str(VRAMTRACE), str(path))
+    return sorted(int(r.fields["size"]) for r, _ in records if r.op == "alloc")
+
+
+def test_every_allocation_that_returned_is_in_the_recovered_trace(tmp_path):
+    """Twenty processes killed by SIGKILL (tests/programs/kill_early.c, "fork"): ten right after
+    their 1st, 2nd, ... 50th allocation, ten by another thread while allocating. `run -o DIR/`
+    recovers each trace from its sidecar: every allocation whose call returned (the program said
+    so before the kill could land) is in it, and nothing that never happened; no sidecar is left."""
+    k = 50
+    p, out = run(tmp_path, [program("kill_early"), k, "fork"], "d/", quiet=False, limit=120)
+    assert p.returncode == 0, p.stderr
+    children = re.findall(r"^child (\d+) (\d+) (self|thread)$", p.stdout, re.M)
+    killed = set(re.findall(r"^killed (\d+)$", p.stdout, re.M))
+    assert len(children) == 20 and killed == {c[0] for c in children}, p.stdout
+    said = {}
+    for pid, i, size in re.findall(r"^returned (\d+) (\d+) (\d+)$", p.stdout, re.M):
+        said.setdefault(pid, []).append(int(size))
+    assert not list(out.glob("*.rings")), p.stderr
+    for pid, at, mode in children:
+        trace = out / f"vramtrace.{pid}.vrt"
+        got, returned_sizes = allocated_sizes(trace), sorted(said.get(pid, []))
+        if mode == "self":  # killed right after the at-th call returned: exactly those
+            assert got == returned_sizes and len(got) == int(at), (pid, at, got, returned_sizes)
+        else:  # from another thread: the main thread may have made one more call, never fewer
+            possible = [1048576 + 4096 * i for i in range(len(returned_sizes) + 1)]
+            assert set(returned_sizes) <= set(got) <= set(possible) and len(returned_sizes) >= int(at), (pid, at)
+        t = info(trace)
+        assert (t["end_reason"], t["events_written"]) == ("killed by a signal", len(got)), (pid, t)

@@ -11,18 +11,28 @@
  * for the count to reach AT and kills the process from there while the main thread goes on
  * allocating (so the kill lands mid-run, between any two instructions). AT = 0 kills before the
  * first allocation; AT > K never kills (the program exits 0 after "done").
+ *
+ *   kill_early K fork
+ *
+ * Twenty runs of the above in forked children, one after another (each child traces into a
+ * file of its own): "self" after 1, 2, 3, 5, 8, 13, 21, 34, K-1 and K allocations, then
+ * "thread" at the same counts. The parent makes no CUDA call; it prints "child PID AT MODE"
+ * before each child starts and "killed PID" once it is reaped, dead by SIGKILL. Each child's
+ * lines are "returned PID i SIZE".
  */
 #include <cuda_runtime_api.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "prog.h"
 
 static _Atomic long returned;
 static long kill_at;
+static int forked;
 
 SITE void *kill_site(size_t size)
 {
@@ -51,15 +61,8 @@ static void *killer(void *arg)
 	return NULL;
 }
 
-int main(int argc, char **argv)
+static int scenario(long k, int from_thread)
 {
-	if (argc < 3) {
-		fprintf(stderr, "usage: kill_early K AT [self|thread]\n");
-		return 2;
-	}
-	long k = atol(argv[1]);
-	kill_at = atol(argv[2]);
-	int from_thread = argc > 3 && !strcmp(argv[3], "thread");
 	CHECK(cudaSetDevice(0));
 	pthread_t t;
 	if (from_thread && kill_at <= k && pthread_create(&t, NULL, killer, NULL))
@@ -69,8 +72,11 @@ int main(int argc, char **argv)
 	for (long i = 0; i < k; i++) {
 		size_t size = MiB + 4096 * (size_t)i;
 		kill_site(size);
-		char line[64];
-		snprintf(line, sizeof(line), "returned %ld %zu\n", i, size);
+		char line[96];
+		if (forked)
+			snprintf(line, sizeof(line), "returned %d %ld %zu\n", (int)getpid(), i, size);
+		else
+			snprintf(line, sizeof(line), "returned %ld %zu\n", i, size);
 		say(line);
 		atomic_store(&returned, i + 1);
 		if (!from_thread && i + 1 == kill_at)
@@ -81,4 +87,43 @@ int main(int argc, char **argv)
 			pause(); /* the killer's SIGKILL ends us */
 	say("done\n");
 	return 0;
+}
+
+static int run_forked(long k)
+{
+	long points[] = { 1, 2, 3, 5, 8, 13, 21, 34, k - 1, k };
+	forked = 1;
+	for (int mode = 0; mode < 2; mode++)
+		for (size_t p = 0; p < sizeof(points) / sizeof(points[0]); p++) {
+			kill_at = points[p];
+			pid_t c = fork();
+			if (c < 0)
+				return 4;
+			if (c == 0)
+				_exit(scenario(k, mode));
+			char line[96];
+			snprintf(line, sizeof(line), "child %d %ld %s\n", (int)c, kill_at, mode ? "thread" : "self");
+			say(line);
+			int status;
+			while (waitpid(c, &status, 0) < 0)
+				;
+			if (WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL) {
+				snprintf(line, sizeof(line), "killed %d\n", (int)c);
+				say(line);
+			}
+		}
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	if (argc < 3) {
+		fprintf(stderr, "usage: kill_early K AT [self|thread] | kill_early K fork\n");
+		return 2;
+	}
+	long k = atol(argv[1]);
+	if (!strcmp(argv[2], "fork"))
+		return k >= 2 ? run_forked(k) : 2;
+	kill_at = atol(argv[2]);
+	return scenario(k, argc > 3 && !strcmp(argv[3], "thread"));
 }
