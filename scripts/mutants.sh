@@ -583,6 +583,22 @@ m file-not-from-first-event preload/collector.c \
   'atomic_compare_exchange_strong(&file_state, &expected, 1);' \
   '(void)expected;' \
   test_sigkill.py::test_the_trace_exists_from_the_first_allocation
+m rings-tail-before-write preload/collector.c \
+  'cur[best].b->read_pos = cur[best].pos; /* an EVENTS chunk written from here on holds it */' \
+  'cur[best].b->read_pos = cur[best].pos; atomic_store(&cur[best].b->tail, cur[best].pos);' \
+  test_sigkill.py::test_events_the_collector_was_writing_when_killed_are_recovered
+m rings-not-shared preload/tbuf.c \
+  'PROT_READ | PROT_WRITE, MAP_SHARED, rings_fd, at)' \
+  'PROT_READ | PROT_WRITE, MAP_PRIVATE, rings_fd, at)' \
+  test_sigkill.py::test_every_allocation_that_returned_is_in_the_recovered_trace
+m recover-skips-a-slot analyzer/cmd_recover.c \
+  'for (uint32_t i = 0; i < taken; i++) {\n\t\tslots[i].ring = NULL;' \
+  'for (uint32_t i = 1; i < taken; i++) {\n\t\tslots[i].ring = NULL;' \
+  test_sigkill.py::test_every_allocation_that_returned_is_in_the_recovered_trace
+m run-no-recovery analyzer/cmd_run.c \
+  'if (!is_dir && trace && killed_before_close && (recovered = recover_killed(o, path, WTERMSIG(status))))' \
+  'if (0 && (recovered = recover_killed(o, path, WTERMSIG(status))))' \
+  test_sigkill.py::test_events_the_collector_was_writing_when_killed_are_recovered
 # ---- export (analyzer/cmd_export.c) -----------------------------------------------------------
 m folded-no-roots analyzer/cmd_export.c \
   '\t\tfprintf(out, "%s;", root);\n' \

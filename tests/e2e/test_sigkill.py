@@ -5,7 +5,7 @@ import re
 
 from conftest import VRAMTRACE, program
 from replay import dumped
-from stress_helpers import info, run
+from stress_helpers import FIRST_WRITES, SLOWSINK, info, run
 
 KILLED = "killed by signal 9 (Killed)"
 
@@ -89,3 +89,14 @@ def test_every_allocation_that_returned_is_in_the_recovered_trace(tmp_path):
             assert set(returned_sizes) <= set(got) <= set(possible) and len(returned_sizes) >= int(at), (pid, at)
         t = info(trace)
         assert (t["end_reason"], t["events_written"]) == ("killed by a signal", len(got)), (pid, t)
+
+
+def test_events_the_collector_was_writing_when_killed_are_recovered(tmp_path):
+    """The kill lands while the collector is inside the write of the chunk that holds the events
+    (libstress_slowsink.so stalls that write 5 s; the program pauses 300 ms, then kills itself):
+    the buffers still hold them, as the file does not, and recovery brings all of them back."""
+    env = {"VRAMTRACE_FLUSH_MS": "1", "STRESS_SLOW_SKIP": FIRST_WRITES, "STRESS_SLOW_WRITES": "1",
+           "STRESS_SLOW_MS": "5000", "KILL_EARLY_PAUSE_MS": "300"}
+    p, out = run(tmp_path, [program("kill_early"), 8, 8], "w.vrt", env=env, extra_preload=SLOWSINK)
+    assert p.returncode == 128 + 9, p.stderr
+    assert allocated_sizes(out) == sorted(returned(p.stdout).values()) and len(returned(p.stdout)) == 8

@@ -21,7 +21,7 @@ import sys
 import pytest
 
 from conftest import CUDART, MiB, VRAMTRACE, analyze, assert_nothing_lost, clean_env, frame_functions, program
-from stress_helpers import (ATEXIT_LIB, CLOCKSHIM, NOMMAP, PRELOAD, SIGSHIM, SLOWSINK, can_mount_tmpfs, fields, info, last_line, live_by_leaf,
+from stress_helpers import (ATEXIT_LIB, CLOCKSHIM, FIRST_WRITES, NOMMAP, PRELOAD, SIGSHIM, SLOWSINK, can_mount_tmpfs, fields, info, last_line, live_by_leaf,
                             op_counts, preload_lines, report, run, run_command, run_plain_prog, traced)
 
 BIG_BUFFER = {"VRAMTRACE_THREAD_BUFFER": "16M"}
@@ -58,12 +58,6 @@ def test_64_threads_exact_accounting(tmp_path):
 def test_64_threads_for_seconds_exact_accounting(tmp_path):
     made, t = threads_run(tmp_path, 4, BIG_BUFFER)
     assert_exact(made, t)
-
-
-# The preload's writes made before the first event is written (the header, its state block, the
-# process's description: issue 22, item 6) go through: stalling only those would fill no buffer
-# (every thread waits for the file).
-FIRST_WRITES = "6"
 
 
 @pytest.mark.parametrize("seconds", [pytest.param(0.5, id="short"), pytest.param(3, id="long", marks=pytest.mark.slow)])

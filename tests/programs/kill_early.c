@@ -9,7 +9,8 @@
  * what the reader got was said before the kill). Once AT allocations have returned it dies by
  * SIGKILL: "self" (the default) raises it right there; "thread" has a second thread that waits
  * for the count to reach AT and kills the process from there while the main thread goes on
- * allocating (so the kill lands mid-run, between any two instructions). AT = 0 kills before the
+ * allocating (so the kill lands mid-run, between any two instructions); with KILL_EARLY_PAUSE_MS
+ * set, "self" sleeps that long before its kill. AT = 0 kills before the
  * first allocation; AT > K never kills (the program exits 0 after "done").
  *
  *   kill_early K fork
@@ -26,6 +27,7 @@
 #include <stdatomic.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "prog.h"
@@ -63,6 +65,8 @@ static void *killer(void *arg)
 
 static int scenario(long k, int from_thread)
 {
+	const char *pause_env = getenv("KILL_EARLY_PAUSE_MS");
+	long pause_ms = pause_env ? atol(pause_env) : 0;
 	CHECK(cudaSetDevice(0));
 	pthread_t t;
 	if (from_thread && kill_at <= k && pthread_create(&t, NULL, killer, NULL))
@@ -79,6 +83,10 @@ static int scenario(long k, int from_thread)
 			snprintf(line, sizeof(line), "returned %ld %zu\n", i, size);
 		say(line);
 		atomic_store(&returned, i + 1);
+		if (!from_thread && i + 1 == kill_at && pause_ms > 0) {
+			struct timespec ts = { pause_ms / 1000, (pause_ms % 1000) * 1000000L };
+			nanosleep(&ts, NULL); /* the collector's write under way (a stalled disk) */
+		}
 		if (!from_thread && i + 1 == kill_at)
 			kill(getpid(), SIGKILL);
 	}
