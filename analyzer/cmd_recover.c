@@ -336,6 +336,12 @@ static int by_time(const void *a, const void *b)
 
 /* ---- records, as the collector makes them (preload/collector.c, process) ------------------- */
 
+static uint64_t ts_units(const struct vrt_file_header *fh, uint64_t ns)
+{
+	uint64_t t0 = fh->start_monotonic_ns, unit = fh->ts_unit_ns ? fh->ts_unit_ns : 1000;
+	return ns > t0 ? (ns - t0) / unit : 0;
+}
+
 /* false for what the collector rebuilds from state a recovery does not have. */
 static bool to_record(struct defs *d, const struct vrt_file_header *fh, const struct vrt_rings_raw *raw,
 		      struct vrt_record *r)
@@ -348,8 +354,7 @@ static bool to_record(struct defs *d, const struct vrt_file_header *fh, const st
 	}
 	if (raw->api == VRT_API_TORCH_SNAPSHOT)
 		return false;
-	uint64_t t0 = fh->start_monotonic_ns, unit = fh->ts_unit_ns ? fh->ts_unit_ns : 1000;
-	*r = (struct vrt_record){ .op = raw->op, .ts = raw->ts_ns > t0 ? (raw->ts_ns - t0) / unit : 0,
+	*r = (struct vrt_record){ .op = raw->op, .ts = ts_units(fh, raw->ts_ns),
 				  .addr = raw->addr, .size = raw->size, .aux = raw->aux, .aux2 = raw->aux2,
 				  .stream = raw->stream, .api = raw->api, .device = raw->device, .kind = raw->kind,
 				  .result = raw->result };
@@ -499,7 +504,7 @@ static int write_events(struct placement *p, const struct vrt_trace *t, struct d
 	return d->failed ? VRT_E_NOMEM : rc;
 }
 
-static int write_state(struct placement *p, uint64_t recovered, int end_signal)
+static int write_state(struct placement *p, uint64_t recovered, uint64_t last_ts, int end_signal)
 {
 	struct vrt_file_state s = p->hdr.state;
 	s.generation++;
@@ -511,7 +516,9 @@ static int write_state(struct placement *p, uint64_t recovered, int end_signal)
 			s.ring_tail = p->ring_tail_after;
 	}
 	s.events_written += recovered;
-	if (s.end_reason == VRT_END_RUNNING) {
+	if (s.end_reason == VRT_END_RUNNING && last_ts > s.end_ts)
+		s.end_ts = last_ts; /* the last sign of life */
+	if (s.end_reason == VRT_END_RUNNING && end_signal > 0) { /* else: "never closed", as it was */
 		s.end_reason = VRT_END_KILLED;
 		s.end_detail = end_signal;
 	}
@@ -555,7 +562,7 @@ static int read_rings_header(const char *rings, int *fd_out, struct vrt_rings_he
 	return 0;
 }
 
-int vrt_recover(const char *path, int end_signal, struct vrt_recovery *out)
+int vrt_recover(const char *path, int end_signal, int signal_pid, struct vrt_recovery *out)
 {
 	memset(out, 0, sizeof(*out));
 	char rings[4096 + 8];
@@ -577,6 +584,8 @@ int vrt_recover(const char *path, int end_signal, struct vrt_recovery *out)
 			 vrt_escape(path), (int)h.pid);
 		return vrt_exit_code(VRT_E_ARG);
 	}
+	if (signal_pid && h.pid != signal_pid)
+		end_signal = 0; /* another process's end: not known */
 	struct vrt_trace t;
 	if ((rc = vrt_trace_open(&t, path))) {
 		close(rfd);
@@ -631,7 +640,7 @@ int vrt_recover(const char *path, int end_signal, struct vrt_recovery *out)
 		emit_table(&d, &info);
 		rc = write_events(&p, &t, &d, refs, n, &out->events, &out->skipped);
 		if (!rc)
-			rc = write_state(&p, out->events, end_signal);
+			rc = write_state(&p, out->events, n ? ts_units(&t.hdr, refs[n - 1].ts) : 0, end_signal);
 		if (rc)
 			vrt_fail(rc, "cannot write the recovered events to %s", vrt_escape(path));
 	}
@@ -695,7 +704,7 @@ int vrt_cmd_recover(int argc, char **argv)
 	if (!path)
 		return vrt_usage("recover", "no trace given: vramtrace recover TRACE");
 	struct vrt_recovery r;
-	int rc = vrt_recover(path, 0, &r);
+	int rc = vrt_recover(path, 0, 0, &r);
 	if (!rc && !quiet)
 		vrt_recovery_say(path, &r);
 	return rc;

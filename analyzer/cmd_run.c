@@ -285,13 +285,13 @@ static bool recover_killed(const struct run_options *o, const char *path, int en
 	if (lstat(rings, &st) || !S_ISREG(st.st_mode))
 		return false;
 	struct vrt_recovery r;
-	if (!vrt_recover(path, end_signal, &r) && !o->quiet)
+	if (!vrt_recover(path, end_signal, (int)child, &r) && !o->quiet)
 		vrt_recovery_say(path, &r);
 	return true;
 }
 
 /* Every process of a run that wrote to DIR/ and was killed: their sidecars are still there. */
-static void recover_dir(const struct run_options *o, const char *dir)
+static void recover_dir(const struct run_options *o, const char *dir, int end_signal)
 {
 	DIR *d = opendir(dir);
 	if (!d)
@@ -306,7 +306,7 @@ static void recover_dir(const struct run_options *o, const char *dir)
 		size_t d_len = strlen(dir);
 		const char *sep = d_len && dir[d_len - 1] == '/' ? "" : "/";
 		if (snprintf(trace, sizeof(trace), "%s%s%.*s", dir, sep, (int)(n - suffix), e->d_name) < (int)sizeof(trace))
-			(void)recover_killed(o, trace, 0); /* which signal ended which process: not known here */
+			(void)recover_killed(o, trace, end_signal); /* the signal: for the child's own trace only */
 	}
 	closedir(d);
 }
@@ -323,7 +323,7 @@ static void report_trace(const struct run_options *o, bool is_dir, int status, u
 	bool killed_before_close = false;
 	bool trace = record_end(path, status, ended_ns, &s, &killed_before_close);
 	if (is_dir)
-		recover_dir(o, o->output);
+		recover_dir(o, o->output, WIFSIGNALED(status) ? WTERMSIG(status) : 0);
 	bool recovered = false;
 	if (!is_dir && trace && killed_before_close && (recovered = recover_killed(o, path, WTERMSIG(status)))) {
 		bool again;

@@ -251,10 +251,10 @@ int vrt_cmd_watch(int argc, char **argv);
 	"\n"                                                                                           \
 	"A process killed while tracing (SIGKILL, the OOM killer) leaves TRACE.rings beside its trace:\n" \
 	"its threads' event buffers, which the trace had not received yet. recover appends those\n"    \
-	"events to TRACE (in time order, with their stacks), marks it killed and removes the sidecar.\n" \
-	"`vramtrace run` does this by itself when its command was killed. Stacks whose native frames\n" \
-	"were first seen after the last write show addresses, not names; a Python frame the trace never\n" \
-	"described shows as a labelled frame.\n"                                                       \
+	"events to TRACE (in time order, with their stacks) and removes the sidecar; `vramtrace run`\n" \
+	"does this by itself when its command was killed, and records the signal. Stacks whose native\n" \
+	"frames were first seen after the last write show addresses, not names; a Python frame the\n" \
+	"trace never described shows as a labelled frame.\n"                                           \
 	"\n"                                                                                           \
 	"examples:\n"                                                                                  \
 	"  vramtrace recover vramtrace.4242.vrt\n"

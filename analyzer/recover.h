@@ -15,9 +15,9 @@ struct vrt_recovery {
 };
 
 /* Appends what TRACE.rings holds beyond the trace to path and removes the sidecar; end_signal
- * goes into a state block that still says "running" (0: unknown). 0, or an exit code after the
- * message. */
-int vrt_recover(const char *path, int end_signal, struct vrt_recovery *out);
+ * goes into a state block that still says "running" if the sidecar's process is signal_pid (0:
+ * any; end_signal 0: unknown, the end stays "not closed"). 0, or an exit code after the message. */
+int vrt_recover(const char *path, int end_signal, int signal_pid, struct vrt_recovery *out);
 /* One line on stderr: what was recovered, and what could not be. */
 void vrt_recovery_say(const char *path, const struct vrt_recovery *r);
 

@@ -448,14 +448,18 @@ static void put_events(struct collector *c)
  * buffers are free up to what was processed. */
 void vrt_output_flush(struct collector *c)
 {
+	bool wrote = false;
 	if (c->writer) {
+		uint64_t seq = vrt_writer_next_seq(c->writer);
 		put_tables(c);
 		put_events(c);
+		wrote = c->writer && vrt_writer_next_seq(c->writer) != seq;
 	}
-	if (c->writer)
+	/* The state block only when something changed: an idle process writes nothing. */
+	if (c->writer && (wrote || vrt_writer_events_written(c->writer) != c->events_written)) {
 		vrt_writer_count_events(c->writer, c->events_written, c->events_lost);
-	if (c->writer)
 		vrt_writer_sync(c->writer);
+	}
 	vrt_tbuf_commit_all();
 }
 

@@ -87,8 +87,8 @@ def test_every_allocation_that_returned_is_in_the_recovered_trace(tmp_path):
         else:  # from another thread: the main thread may have made one more call, never fewer
             possible = [1048576 + 4096 * i for i in range(len(returned_sizes) + 1)]
             assert set(returned_sizes) <= set(got) <= set(possible) and len(returned_sizes) >= int(at), (pid, at)
-        t = info(trace)
-        assert (t["end_reason"], t["events_written"]) == ("killed by a signal", len(got)), (pid, t)
+        t = info(trace)  # run knows how its own child ended, not how the processes it forked did
+        assert t["end_reason"].startswith("not closed") and t["events_written"] == len(got), (pid, t)
 
 
 def test_events_the_collector_was_writing_when_killed_are_recovered(tmp_path):
