@@ -599,6 +599,14 @@ m run-no-recovery analyzer/cmd_run.c \
   'if (!is_dir && trace && killed_before_close && (recovered = recover_killed(o, path, WTERMSIG(status))))' \
   'if (0 && (recovered = recover_killed(o, path, WTERMSIG(status))))' \
   test_sigkill.py::test_events_the_collector_was_writing_when_killed_are_recovered
+m recover-hint-missing analyzer/cli.c \
+  '!lstat(rings, &st) && S_ISREG(st.st_mode) && t->hdr.pid > 0' \
+  '0 && S_ISREG(st.st_mode) && t->hdr.pid > 0' \
+  test_sigkill.py::test_recover_by_hand
+m recover-merge-unsorted analyzer/cmd_recover.c \
+  'qsort(refs, n, sizeof(*refs), by_time);' \
+  '(void)by_time;' \
+  test_sigkill.py::test_every_thread_buffer_is_recovered_in_time_order
 # ---- export (analyzer/cmd_export.c) -----------------------------------------------------------
 m folded-no-roots analyzer/cmd_export.c \
   '\t\tfprintf(out, "%s;", root);\n' \

@@ -1,11 +1,13 @@
 """A SIGKILL soon after the allocations (issue 22, item 6): `run` says what happened, and the
 trace holds every allocation whose call returned (tests/programs/kill_early.c prints each one
 with write(2) before the kill can land)."""
+import json
 import re
+import subprocess
 
-from conftest import VRAMTRACE, program
+from conftest import VRAMTRACE, analyze, clean_env, program
 from replay import dumped
-from stress_helpers import FIRST_WRITES, SLOWSINK, info, run
+from stress_helpers import FIRST_WRITES, PRELOAD, SLOWSINK, info, run
 
 KILLED = "killed by signal 9 (Killed)"
 
@@ -100,3 +102,44 @@ def test_events_the_collector_was_writing_when_killed_are_recovered(tmp_path):
     p, out = run(tmp_path, [program("kill_early"), 8, 8], "w.vrt", env=env, extra_preload=SLOWSINK)
     assert p.returncode == 128 + 9, p.stderr
     assert allocated_sizes(out) == sorted(returned(p.stdout).values()) and len(returned(p.stdout)) == 8
+
+
+def test_every_thread_buffer_is_recovered_in_time_order(tmp_path):
+    """Eight threads allocate 30 times each, then the process is killed: the recovered trace holds
+    all 240 allocations (one slot of the sidecar per thread, merged by time), each thread's own in
+    the order it made them, and the report's live bytes are their sum."""
+    p, out = run(tmp_path, [program("kill_early"), 30, "threads", 8], "t.vrt")
+    assert p.returncode == 128 + 9, p.stderr
+    said = returned(p.stdout)
+    assert len(said) == 240
+    _, records = dumped(str(VRAMTRACE), str(out))
+    allocs = [r for r, _ in records if r.op == "alloc"]
+    assert sorted(int(r.fields["size"]) for r in allocs) == sorted(said.values())
+    assert [r.ts for r in allocs] == sorted(r.ts for r in allocs)
+    for thread in {r.thread for r in allocs}:
+        sizes = [int(r.fields["size"]) for r in allocs if r.thread == thread]
+        assert sizes == sorted(sizes), thread
+    assert info(out)["events_written"] == 240
+    rep = json.loads(analyze("report", "--json", out).stdout)
+    assert sum(d["live_bytes_at_end"] for d in rep["devices"]) == sum(said.values())
+
+
+def test_recover_by_hand(tmp_path):
+    """Killed outside `run`: the sidecar stays, every report says so and names the command;
+    `vramtrace recover` appends the events (the end stays "not closed": which signal is not
+    known), removes the sidecar, and a second recover has nothing to do."""
+    env = clean_env({"LD_PRELOAD": str(PRELOAD), "VRAMTRACE_OUTPUT": str(tmp_path / "h.vrt")})
+    p = subprocess.run([str(program("kill_early")), "6", "6"], env=env, capture_output=True, text=True, timeout=60)
+    assert p.returncode == -9, p.stderr
+    out, rings = tmp_path / "h.vrt", tmp_path / "h.vrt.rings"
+    assert rings.exists()
+    r = analyze("report", out)
+    assert f"`vramtrace recover {out}` adds them" in r.stderr, r.stderr
+    r = subprocess.run([str(VRAMTRACE), "recover", str(out)], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0 and f"recovered 6 events from 1 thread buffers into {out}" in r.stderr, r.stderr
+    assert not rings.exists()
+    assert allocated_sizes(out) == sorted(returned(p.stdout).values())
+    assert info(out)["end_reason"].startswith("not closed")
+    assert "vramtrace recover" not in analyze("report", out).stderr
+    again = subprocess.run([str(VRAMTRACE), "recover", str(out)], capture_output=True, text=True, timeout=60)
+    assert again.returncode != 0 and "nothing to recover" in again.stderr

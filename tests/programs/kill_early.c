@@ -13,6 +13,11 @@
  * set, "self" sleeps that long before its kill. AT = 0 kills before the
  * first allocation; AT > K never kills (the program exits 0 after "done").
  *
+ *   kill_early K threads N
+ *
+ * N threads make K allocations each (thread t's allocation i is 1 MiB + 4096 * (t * K + i) bytes,
+ * each said as "returned t*K+i SIZE"); once all have returned, the main thread kills the process.
+ *
  *   kill_early K fork
  *
  * Twenty runs of the above in forked children, one after another (each child traces into a
@@ -97,6 +102,35 @@ static int scenario(long k, int from_thread)
 	return 0;
 }
 
+static long per_thread;
+
+static void *allocator(void *arg)
+{
+	long t = (long)arg;
+	for (long i = 0; i < per_thread; i++) {
+		size_t size = MiB + 4096 * (size_t)(t * per_thread + i);
+		kill_site(size);
+		char line[96];
+		snprintf(line, sizeof(line), "returned %ld %zu\n", t * per_thread + i, size);
+		say(line);
+	}
+	return NULL;
+}
+
+static int run_threads(long k, long n)
+{
+	pthread_t t[64];
+	per_thread = k;
+	CHECK(cudaSetDevice(0));
+	for (long i = 0; i < n && i < 64; i++)
+		if (pthread_create(&t[i], NULL, allocator, (void *)i))
+			return 4;
+	for (long i = 0; i < n && i < 64; i++)
+		pthread_join(t[i], NULL);
+	kill(getpid(), SIGKILL);
+	return 0;
+}
+
 static int run_forked(long k)
 {
 	long points[] = { 1, 2, 3, 5, 8, 13, 21, 34, k - 1, k };
@@ -126,12 +160,14 @@ static int run_forked(long k)
 int main(int argc, char **argv)
 {
 	if (argc < 3) {
-		fprintf(stderr, "usage: kill_early K AT [self|thread] | kill_early K fork\n");
+		fprintf(stderr, "usage: kill_early K AT [self|thread] | kill_early K threads N | kill_early K fork\n");
 		return 2;
 	}
 	long k = atol(argv[1]);
 	if (!strcmp(argv[2], "fork"))
 		return k >= 2 ? run_forked(k) : 2;
+	if (!strcmp(argv[2], "threads"))
+		return argc > 3 ? run_threads(k, atol(argv[3])) : 2;
 	kill_at = atol(argv[2]);
 	return scenario(k, argc > 3 && !strcmp(argv[3], "thread"));
 }
