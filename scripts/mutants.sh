@@ -607,6 +607,10 @@ m recover-merge-unsorted analyzer/cmd_recover.c \
   'qsort(refs, n, sizeof(*refs), by_time);' \
   '(void)by_time;' \
   test_sigkill.py::test_every_thread_buffer_is_recovered_in_time_order
+m rings-left-at-exit preload/trace_output.c \
+  's trace */\n\trings_remove();' \
+  's trace */' \
+  test_sigkill.py::test_a_normal_exit_leaves_no_sidecar
 # ---- export (analyzer/cmd_export.c) -----------------------------------------------------------
 m folded-no-roots analyzer/cmd_export.c \
   '\t\tfprintf(out, "%s;", root);\n' \

@@ -143,3 +143,10 @@ def test_recover_by_hand(tmp_path):
     assert "vramtrace recover" not in analyze("report", out).stderr
     again = subprocess.run([str(VRAMTRACE), "recover", str(out)], capture_output=True, text=True, timeout=60)
     assert again.returncode != 0 and "nothing to recover" in again.stderr
+
+
+def test_a_normal_exit_leaves_no_sidecar(tmp_path):
+    p, out = run(tmp_path, [program("kill_early"), 4, 5], "n.vrt")
+    assert p.returncode == 0 and "done" in p.stdout, p.stderr
+    assert info(out)["end_reason"] == "exited normally" and not (tmp_path / "n.vrt.rings").exists()
+    assert "rings" in analyze("dump", out).stdout  # the trace named it while it ran
