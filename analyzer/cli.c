@@ -140,6 +140,13 @@ int vrt_open_or_fail(struct vrt_trace *t, const char *path)
 		vrt_attribution_use(t);
 		return 0;
 	}
+	struct stat st;
+	if (rc == VRT_E_MAGIC && !stat(path, &st) && S_ISREG(st.st_mode) && !st.st_size) {
+		/* the preload names its file with O_EXCL, then writes the header: a kill can fall between */
+		vrt_fail(0, "%s is empty: its process was killed (or its disk was full) before the trace's header "
+			    "was written; it holds nothing", path);
+		return vrt_exit_code(rc);
+	}
 	if (rc == VRT_E_MAGIC)
 		return vrt_fail(rc, "%s", path);
 	if (rc == VRT_E_VERSION)

@@ -341,6 +341,9 @@ static void report_trace(const struct run_options *o, bool is_dir, int status, u
 	} else if (trace) {
 		print_trace_written(o, path, &s, killed_before_close ? WTERMSIG(status) : 0, recovered);
 	}
+	else if (access(path, F_OK) == 0 && WIFSIGNALED(status))
+		fprintf(stderr, "vramtrace: %s is not a complete trace: the command was killed by signal %d (%s) before "
+				"its header was written\n", path, WTERMSIG(status), strsignal(WTERMSIG(status)));
 	else if (access(path, F_OK) == 0)
 		fprintf(stderr, "vramtrace: %s is not a complete trace: the preload could not write it (see above)\n", path);
 	else if (!creatable(path))

@@ -150,3 +150,13 @@ def test_a_normal_exit_leaves_no_sidecar(tmp_path):
     assert p.returncode == 0 and "done" in p.stdout, p.stderr
     assert info(out)["end_reason"] == "exited normally" and not (tmp_path / "n.vrt.rings").exists()
     assert "rings" in analyze("dump", out).stdout  # the trace named it while it ran
+
+
+def test_an_empty_trace_says_why(tmp_path):
+    """The name is taken (O_EXCL) a moment before the header is written: a kill in between leaves
+    0 bytes, which every command explains instead of saying "bad magic"."""
+    empty = tmp_path / "e.vrt"
+    empty.write_bytes(b"")
+    for cmd in ("info", "report"):
+        r = subprocess.run([str(VRAMTRACE), cmd, str(empty)], capture_output=True, text=True, timeout=60)
+        assert r.returncode != 0 and "is empty: its process was killed" in r.stderr and "bad magic" not in r.stderr
