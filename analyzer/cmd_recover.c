@@ -11,7 +11,9 @@
  * defines them; frames captured with the event are interned anew (a Python frame the file does
  * not describe becomes a labelled frame, native frames first seen there stay unsymbolized);
  * threads the file does not name get a THREAD_INFO. They go in uncompressed chunks where the
- * writer would have put them next, and the state block counts them.
+ * writer would have put them next (a wrapped ring goes round again; one full before its first
+ * wrap takes nothing: the writer would first copy every definition into the log), and the state
+ * block counts them.
  *
  * The trace is written in place (it is the process's own file; copying a 256 MiB ring to write
  * a few chunks would be worse), opened O_NOFOLLOW, and only if it is a regular file of the
@@ -381,6 +383,7 @@ struct placement {
 	uint64_t seq;      /* the last chunk's */
 	uint64_t log_end;  /* where log chunks go */
 	uint64_t ring_head; /* ring-relative, where ring chunks go */
+	uint64_t laps;
 	bool ring, wrapped;
 	uint64_t ring_tail_after; /* first chunk at or after ring_head + what we write (wrapped ring) */
 };
@@ -396,6 +399,7 @@ static void find_place(const struct vrt_trace *t, struct placement *p)
 	p->seq = s->last_chunk_seq > t->seq_found ? s->last_chunk_seq : t->seq_found;
 	p->ring = t->hdr.ring_size != 0;
 	p->wrapped = s->ring_laps > 0;
+	p->laps = s->ring_laps;
 	p->log_end = s->log_end;
 	p->ring_head = s->ring_head;
 	uint64_t best = 0;
@@ -414,47 +418,81 @@ static void find_place(const struct vrt_trace *t, struct placement *p)
 		p->log_end = t->hdr.ring_offset + p->ring_head;
 }
 
+static int put_at(int fd, const struct vrt_chunk_header *ch, const uint8_t *payload, uint32_t len, uint64_t at)
+{
+	uint64_t span = span_of(len);
+	uint8_t pad[8] = { 0 };
+	if (pwrite(fd, ch, sizeof(*ch), (off_t)at) != (ssize_t)sizeof(*ch) ||
+	    (len && pwrite(fd, payload, len, (off_t)(at + sizeof(*ch))) != (ssize_t)len) ||
+	    (span > sizeof(*ch) + len &&
+	     pwrite(fd, pad, span - sizeof(*ch) - len, (off_t)(at + sizeof(*ch) + len)) != (ssize_t)(span - sizeof(*ch) - len)))
+		return VRT_E_IO;
+	return 0;
+}
+
+static void chunk_header(struct vrt_chunk_header *ch, uint8_t type, const uint8_t *payload, uint32_t len, uint64_t seq)
+{
+	memset(ch, 0, sizeof(*ch));
+	ch->magic = VRT_CHUNK_MAGIC;
+	ch->type = type;
+	ch->codec = VRT_CODEC_NONE;
+	ch->stored_size = len;
+	ch->raw_size = len;
+	ch->seq = seq;
+	ch->payload_crc = vrt_crc32c(0, payload, len);
+	ch->header_crc = vrt_crc32c(0, ch, offsetof(struct vrt_chunk_header, header_crc));
+}
+
+/* A wrapped ring goes round again as the writer would: a padding chunk to its end, then 0. */
+static int wrap_ring(struct placement *p)
+{
+	uint64_t rest = p->hdr.ring_size - p->ring_head;
+	if (rest >= sizeof(struct vrt_chunk_header)) {
+		struct vrt_chunk_header ch;
+		chunk_header(&ch, VRT_CHUNK_PADDING, NULL, 0, ++p->seq);
+		int rc = put_at(p->fd, &ch, NULL, 0, p->hdr.ring_offset + p->ring_head);
+		if (rc)
+			return rc;
+	}
+	p->ring_head = 0;
+	p->laps++;
+	p->ring_tail_after = 0;
+	return 0;
+}
+
 static int write_chunk(struct placement *p, const struct vrt_trace *t, uint8_t type, const uint8_t *payload,
 		       uint32_t len)
 {
 	struct vrt_chunk_header ch;
-	memset(&ch, 0, sizeof(ch));
-	ch.magic = VRT_CHUNK_MAGIC;
-	ch.type = type;
-	ch.codec = VRT_CODEC_NONE;
-	ch.stored_size = len;
-	ch.raw_size = len;
-	ch.seq = ++p->seq;
-	ch.payload_crc = vrt_crc32c(0, payload, len);
-	ch.header_crc = vrt_crc32c(0, &ch, offsetof(struct vrt_chunk_header, header_crc));
 	uint64_t span = span_of(len);
 	bool to_ring = p->ring && !(type == VRT_CHUNK_TABLES && p->wrapped);
-	uint64_t at;
-	if (to_ring) {
-		if (p->ring_head + span > p->hdr.ring_size)
-			return VRT_E_SIZE; /* the writer would wrap here: not done by a recovery */
-		at = p->hdr.ring_offset + p->ring_head;
-	} else {
-		at = p->log_end;
+	if (to_ring && span > p->hdr.ring_size / 4)
+		return VRT_E_SIZE;
+	/* Before the first wrap the writer copies every definition into the log: a recovery does
+	 * not, so a ring that is full before its first wrap takes nothing more. */
+	if (to_ring && p->ring_head + span > p->hdr.ring_size) {
+		int rc = p->wrapped ? wrap_ring(p) : VRT_E_SIZE;
+		if (rc)
+			return rc;
 	}
-	uint8_t pad[8] = { 0 };
-	if (pwrite(p->fd, &ch, sizeof(ch), (off_t)at) != (ssize_t)sizeof(ch) ||
-	    (len && pwrite(p->fd, payload, len, (off_t)(at + sizeof(ch))) != (ssize_t)len) ||
-	    (span > sizeof(ch) + len &&
-	     pwrite(p->fd, pad, span - sizeof(ch) - len, (off_t)(at + sizeof(ch) + len)) !=
-		     (ssize_t)(span - sizeof(ch) - len)))
-		return VRT_E_IO;
+	chunk_header(&ch, type, payload, len, ++p->seq);
+	uint64_t at = to_ring ? p->hdr.ring_offset + p->ring_head : p->log_end;
+	int rc = put_at(p->fd, &ch, payload, len, at);
+	if (rc)
+		return rc;
 	if (to_ring) {
 		p->ring_head += span;
 		if (!p->wrapped)
 			p->log_end = p->hdr.ring_offset + p->ring_head;
-		else /* what we overwrote is gone: the oldest chunk is the first after us */
+		else { /* what we overwrote is gone: the oldest chunk is the first one after us */
+			p->ring_tail_after = 0;
 			for (size_t i = 0; i < t->n_chunks; i++) {
 				uint64_t off = t->chunks[i].offset - p->hdr.ring_offset;
-				if (t->chunks[i].offset >= p->hdr.ring_offset && off >= p->ring_head &&
-				    (!p->ring_tail_after || off < p->ring_tail_after))
+				bool in_ring = t->chunks[i].offset >= p->hdr.ring_offset && off < p->hdr.ring_size;
+				if (in_ring && off >= p->ring_head && (!p->ring_tail_after || off < p->ring_tail_after))
 					p->ring_tail_after = off;
 			}
+		}
 	} else {
 		p->log_end += span;
 	}
@@ -470,6 +508,8 @@ static int write_events(struct placement *p, const struct vrt_trace *t, struct d
 	struct vrt_delta delta = { 0, 0 };
 	uint32_t thread = 0;
 	int rc = 0;
+	/* a ring takes chunks of at most a quarter of it, as the writer's (vrt_writer_max_raw) */
+	size_t part = p->ring && p->hdr.ring_size / 8 < EVENTS_PART_BYTES ? p->hdr.ring_size / 8 : EVENTS_PART_BYTES;
 	for (size_t i = 0; i < n && !rc; i++) {
 		struct vrt_record r;
 		if (!to_record(d, &p->hdr, refs[i].r, &r)) {
@@ -485,7 +525,7 @@ static int write_events(struct placement *p, const struct vrt_trace *t, struct d
 		}
 		b.len = (size_t)(vrt_record_encode(b.data + b.len, &r, &delta) - b.data);
 		(*written)++;
-		if (b.len >= EVENTS_PART_BYTES || i + 1 == n) {
+		if (b.len >= part || i + 1 == n) {
 			/* definitions first: the events use them */
 			if (d->tables.len && !(rc = write_chunk(p, t, VRT_CHUNK_TABLES, d->tables.data, (uint32_t)d->tables.len)))
 				d->tables.len = 0, d->tdelta = (struct vrt_delta){ 0, 0 };
@@ -514,6 +554,7 @@ static int write_state(struct placement *p, uint64_t recovered, uint64_t last_ts
 		s.ring_head = p->ring_head;
 		if (p->wrapped && p->ring_tail_after)
 			s.ring_tail = p->ring_tail_after;
+		s.ring_laps = p->laps;
 	}
 	s.events_written += recovered;
 	if (s.end_reason == VRT_END_RUNNING && last_ts > s.end_ts)

@@ -7,7 +7,7 @@ import subprocess
 
 from conftest import VRAMTRACE, analyze, clean_env, program
 from replay import dumped
-from stress_helpers import FIRST_WRITES, PRELOAD, SLOWSINK, info, run
+from stress_helpers import FASTRT, FIRST_WRITES, PRELOAD, SLOWSINK, fields, info, last_line, run
 
 KILLED = "killed by signal 9 (Killed)"
 
@@ -160,3 +160,18 @@ def test_an_empty_trace_says_why(tmp_path):
     for cmd in ("info", "report"):
         r = subprocess.run([str(VRAMTRACE), cmd, str(empty)], capture_output=True, text=True, timeout=60)
         assert r.returncode != 0 and "is empty: its process was killed" in r.stderr and "bad magic" not in r.stderr
+
+
+def test_a_wrapped_ring_killed_mid_run_is_exact_after_recovery(tmp_path):
+    """A 4 MiB ring that wrapped many times (tests/programs/stress_crash.c with the zero-cost
+    runtime), SIGKILLed mid-run: after recovery the trace counts every allocation and free the
+    program made, and the live bytes at the end are what it held, to the byte."""
+    p, out = run(tmp_path, [program("stress_crash"), "kill", 500], "c.vrt", run_args=["--ring", "4M"],
+                 env={"VRAMTRACE_THREAD_BUFFER": "16M", "VRAMTRACE_TS_UNIT_NS": "1"}, extra_preload=FASTRT)
+    assert p.returncode == 128 + 9, p.stderr
+    made = fields(last_line(p.stdout, "dying"))
+    t = info(out)
+    assert t["ring"] and t["history_lost"], t
+    assert (t["events_written"], t["events_lost"]) == (made["allocs"] + made["frees"], 0), (t, made)
+    rep = json.loads(analyze("report", "--json", out).stdout)
+    assert [d["live_bytes_at_end"] for d in rep["devices"]] == [made["held_bytes"]]
