@@ -720,12 +720,22 @@ void vrt_recovery_say(const char *path, const struct vrt_recovery *r)
 	}
 	fprintf(stderr, "vramtrace: recovered %llu events from %u thread buffers into %s", (unsigned long long)r->events,
 		r->threads, vrt_escape(path));
-	if (r->skipped || r->damaged || r->unknown_stacks || r->undescribed_python)
-		fprintf(stderr, " (%llu not rebuilt: retention findings and facts; %llu damaged; %llu without a known "
-				"stack; %llu Python frames without a name)",
-			(unsigned long long)r->skipped, (unsigned long long)r->damaged,
-			(unsigned long long)r->unknown_stacks, (unsigned long long)r->undescribed_python);
-	fputc('\n', stderr);
+	const char *sep = " (";
+	const struct {
+		uint64_t n;
+		const char *what;
+	} notes[] = {
+		{ r->skipped, "not rebuilt (retention findings, facts)" },
+		{ r->damaged, "thread buffers damaged part of the way" },
+		{ r->unknown_stacks, "events without a known stack" },
+		{ r->undescribed_python, "Python frames the trace never named" },
+	};
+	for (size_t i = 0; i < sizeof(notes) / sizeof(notes[0]); i++)
+		if (notes[i].n) {
+			fprintf(stderr, "%s%llu %s", sep, (unsigned long long)notes[i].n, notes[i].what);
+			sep = "; ";
+		}
+	fputs(*sep == ';' ? ")\n" : "\n", stderr);
 }
 
 int vrt_cmd_recover(int argc, char **argv)
