@@ -635,6 +635,9 @@ static void report_buffer_shortage(struct collector *c)
  * A's allocation is published before A returns the pointer, so before thread B can free it; if
  * B's free is stamped before the horizon, A's allocation was published before the horizon too,
  * hence before any head is read below. So an allocation is never taken after a free of it.
+ * A buffer is read from the collector's own position (read_pos), not from its tail: the tail
+ * moves only once the chunk holding what was read is in the file (put_chunk; the flush below),
+ * which changes what the threads may overwrite, not what a drain takes or in which order.
  */
 void vrt_collector_drain(struct collector *c)
 {
