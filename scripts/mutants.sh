@@ -611,6 +611,10 @@ m rings-left-at-exit preload/trace_output.c \
   's trace */\n\trings_remove();' \
   's trace */' \
   test_sigkill.py::test_a_normal_exit_leaves_no_sidecar
+m rings-refusal-silent preload/trace_output.c \
+  'return rings_refused("cannot create");' \
+  'return;' \
+  test_sigkill.py::test_a_sidecar_name_taken_by_a_link_is_never_followed
 # ---- export (analyzer/cmd_export.c) -----------------------------------------------------------
 m folded-no-roots analyzer/cmd_export.c \
   '\t\tfprintf(out, "%s;", root);\n' \

@@ -175,3 +175,18 @@ def test_a_wrapped_ring_killed_mid_run_is_exact_after_recovery(tmp_path):
     assert (t["events_written"], t["events_lost"]) == (made["allocs"] + made["frees"], 0), (t, made)
     rep = json.loads(analyze("report", "--json", out).stdout)
     assert [d["live_bytes_at_end"] for d in rep["devices"]] == [made["held_bytes"]]
+
+
+def test_a_sidecar_name_taken_by_a_link_is_never_followed(tmp_path):
+    """Another user planted TRACE.rings as a link: the preload does not write through it, says
+    once that the buffers stay in private memory, the job and its trace go on, and nothing
+    removes or recovers through the link."""
+    target = tmp_path / "target"
+    target.write_bytes(b"precious")
+    (tmp_path / "l.vrt.rings").symlink_to(target)
+    p, out = run(tmp_path, [program("kill_early"), 4, 4], "l.vrt", quiet=False)
+    assert p.returncode == 128 + 9, p.stderr
+    said = [line for line in p.stderr.splitlines() if "thread buffers stay in private memory" in line]
+    assert len(said) == 1 and "cannot create" in said[0], p.stderr
+    assert target.read_bytes() == b"precious" and (tmp_path / "l.vrt.rings").is_symlink()
+    assert "recovered" not in p.stderr and info(out)["end_reason"] == "killed by a signal"
