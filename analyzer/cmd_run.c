@@ -290,23 +290,45 @@ static bool recover_killed(const struct run_options *o, const char *path, int en
 	return true;
 }
 
-/* Every process of a run that wrote to DIR/ and was killed: their sidecars are still there. */
-static void recover_dir(const struct run_options *o, const char *dir, int end_signal)
+static time_t run_started;
+
+/* Whether the process that owns a sidecar is still running (another job writing into the same
+ * directory): its trace is not ours to touch. */
+static bool owner_running(const char *rings)
 {
-	DIR *d = opendir(dir);
+	struct vrt_rings_header h;
+	int fd = open(rings, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+	bool read_it = fd >= 0 && pread(fd, &h, sizeof(h), 0) == (ssize_t)sizeof(h);
+	if (fd >= 0)
+		close(fd);
+	return read_it && h.pid > 0 && (!kill(h.pid, 0) || errno == EPERM);
+}
+
+/*
+ * Every process of this run that was killed leaves its sidecar in the directory its trace went
+ * to (DIR/, or the one of -o FILE: a launcher's workers write NAME.PID.vrt beside it, and the
+ * first of them may have taken FILE itself): each one made since the run began by a process no
+ * longer running is recovered (skip: a name not to look at). vrt_recover records the signal for
+ * the child's own trace only.
+ */
+static void recover_dir(const struct run_options *o, const char *dir, int end_signal, const char *skip)
+{
+	DIR *d = opendir(*dir ? dir : ".");
 	if (!d)
 		return;
 	struct dirent *e;
-	size_t suffix = strlen(VRT_RINGS_SUFFIX);
+	size_t suffix = strlen(VRT_RINGS_SUFFIX), d_len = strlen(dir);
+	const char *sep = !d_len || dir[d_len - 1] == '/' ? "" : "/";
 	while ((e = readdir(d))) {
 		size_t n = strlen(e->d_name);
-		if (n <= suffix || strcmp(e->d_name + n - suffix, VRT_RINGS_SUFFIX))
+		char trace[PATH_MAX], rings[PATH_MAX];
+		struct stat st;
+		if (n <= suffix || strcmp(e->d_name + n - suffix, VRT_RINGS_SUFFIX) ||
+		    snprintf(trace, sizeof(trace), "%s%s%.*s", dir, sep, (int)(n - suffix), e->d_name) >= (int)sizeof(trace) ||
+		    snprintf(rings, sizeof(rings), "%s%s%s", dir, sep, e->d_name) >= (int)sizeof(rings) ||
+		    lstat(rings, &st) || st.st_mtime < run_started || (skip && !strcmp(trace, skip)) || owner_running(rings))
 			continue;
-		char trace[PATH_MAX];
-		size_t d_len = strlen(dir);
-		const char *sep = d_len && dir[d_len - 1] == '/' ? "" : "/";
-		if (snprintf(trace, sizeof(trace), "%s%s%.*s", dir, sep, (int)(n - suffix), e->d_name) < (int)sizeof(trace))
-			(void)recover_killed(o, trace, end_signal); /* the signal: for the child's own trace only */
+		(void)recover_killed(o, trace, end_signal);
 	}
 	closedir(d);
 }
@@ -322,12 +344,22 @@ static void report_trace(const struct run_options *o, bool is_dir, int status, u
 	struct vrt_file_state s;
 	bool killed_before_close = false;
 	bool trace = record_end(path, status, ended_ns, &s, &killed_before_close);
-	if (is_dir)
-		recover_dir(o, o->output, WIFSIGNALED(status) ? WTERMSIG(status) : 0);
 	bool recovered = false;
 	if (!is_dir && trace && killed_before_close && (recovered = recover_killed(o, path, WTERMSIG(status)))) {
 		bool again;
 		(void)record_end(path, status, ended_ns, &s, &again); /* the counts now */
+	}
+	if (is_dir) {
+		recover_dir(o, o->output, WIFSIGNALED(status) ? WTERMSIG(status) : 0, NULL);
+	} else { /* the directory the trace is in */
+		char dir[PATH_MAX];
+		snprintf(dir, sizeof(dir), "%s", path);
+		char *slash = strrchr(dir, '/');
+		if (slash)
+			slash[1] = 0;
+		else
+			dir[0] = 0;
+		recover_dir(o, dir, WIFSIGNALED(status) ? WTERMSIG(status) : 0, NULL);
 	}
 	char why[1200];
 	if (o->quiet)
@@ -378,6 +410,7 @@ int vrt_cmd_run(int argc, char **argv)
 	if ((rc = configure_env(&o, preload)))
 		return rc;
 	fflush(NULL);
+	run_started = time(NULL) - 1; /* a sidecar's mtime has whole seconds on some file systems */
 	/* The child reports a failed exec through a close-on-exec pipe: a command that never ran
 	 * gets one line ("cannot run"), not a second one about the trace it could not write. */
 	int exec_failed[2];

@@ -615,6 +615,10 @@ m rings-refusal-silent preload/trace_output.c \
   'return rings_refused("cannot create");' \
   'return;' \
   test_sigkill.py::test_a_sidecar_name_taken_by_a_link_is_never_followed
+m run-workers-not-recovered analyzer/cmd_run.c \
+  '\t\trecover_dir(o, dir, WIFSIGNALED(status) ? WTERMSIG(status) : 0, NULL);' \
+  '\t\t(void)dir;' \
+  test_sigkill.py::test_a_launchers_killed_workers_are_recovered_beside_its_trace
 # ---- export (analyzer/cmd_export.c) -----------------------------------------------------------
 m folded-no-roots analyzer/cmd_export.c \
   '\t\tfprintf(out, "%s;", root);\n' \

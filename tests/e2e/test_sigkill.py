@@ -190,3 +190,18 @@ def test_a_sidecar_name_taken_by_a_link_is_never_followed(tmp_path):
     assert len(said) == 1 and "cannot create" in said[0], p.stderr
     assert target.read_bytes() == b"precious" and (tmp_path / "l.vrt.rings").is_symlink()
     assert "recovered" not in p.stderr and info(out)["end_reason"] == "killed by a signal"
+
+
+def test_a_launchers_killed_workers_are_recovered_beside_its_trace(tmp_path):
+    """`run -o FILE` of a launcher whose workers write FILE.PID.vrt beside it (kill_early "fork":
+    twenty children, each SIGKILLed): every worker's trace is recovered too, exactly."""
+    p, out = run(tmp_path, [program("kill_early"), 10, "fork"], "w.vrt", limit=120)
+    assert p.returncode == 0, p.stderr
+    children = re.findall(r"^child (\d+) (\d+) (self|thread)$", p.stdout, re.M)
+    assert len(children) == 20 and not list(tmp_path.glob("*.rings")), p.stderr
+    traces = {str(info(t)["pid"]): t for t in tmp_path.glob("w*.vrt")}  # the first took w.vrt itself
+    assert sorted(traces) == sorted(c[0] for c in children)
+    for pid, at, mode in children:
+        got = allocated_sizes(traces[pid])
+        said = sorted(int(s) for q, _, s in re.findall(r"^returned (\d+) (\d+) (\d+)$", p.stdout, re.M) if q == pid)
+        assert set(said) <= set(got) and (mode == "thread" or got == said), (pid, at, got, said)
