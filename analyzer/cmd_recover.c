@@ -499,6 +499,26 @@ static int write_chunk(struct placement *p, const struct vrt_trace *t, uint8_t t
 	return 0;
 }
 
+static int write_tables(struct placement *p, const struct vrt_trace *t, struct defs *d)
+{
+	int rc = write_chunk(p, t, VRT_CHUNK_TABLES, d->tables.data, (uint32_t)d->tables.len);
+	if (!rc) {
+		d->tables.len = 0;
+		d->tdelta = (struct vrt_delta){ 0, 0 };
+	}
+	return rc;
+}
+
+/* One EVENTS chunk, after the definitions its records use. */
+static int put_events_part(struct placement *p, const struct vrt_trace *t, struct defs *d, struct growbuf *b)
+{
+	int rc = d->tables.len ? write_tables(p, t, d) : 0;
+	if (!rc)
+		rc = write_chunk(p, t, VRT_CHUNK_EVENTS, b->data, (uint32_t)b->len);
+	b->len = 0;
+	return rc;
+}
+
 /* Encodes the events (THREAD records between threads, a fresh delta per part) and writes them
  * in parts of at most EVENTS_PART_BYTES. */
 static int write_events(struct placement *p, const struct vrt_trace *t, struct defs *d, const struct event_ref *refs,
@@ -525,21 +545,16 @@ static int write_events(struct placement *p, const struct vrt_trace *t, struct d
 		}
 		b.len = (size_t)(vrt_record_encode(b.data + b.len, &r, &delta) - b.data);
 		(*written)++;
-		if (b.len >= part || i + 1 == n) {
-			/* definitions first: the events use them */
-			if (d->tables.len && !(rc = write_chunk(p, t, VRT_CHUNK_TABLES, d->tables.data, (uint32_t)d->tables.len)))
-				d->tables.len = 0, d->tdelta = (struct vrt_delta){ 0, 0 };
-			if (!rc)
-				rc = write_chunk(p, t, VRT_CHUNK_EVENTS, b.data, (uint32_t)b.len);
-			b.len = 0;
+		if (b.len >= part) {
+			rc = put_events_part(p, t, d, &b);
 			delta = (struct vrt_delta){ 0, 0 };
 			thread = 0;
 		}
 	}
-	if (!rc && b.len) /* the last records were skipped ones */
-		rc = write_chunk(p, t, VRT_CHUNK_EVENTS, b.data, (uint32_t)b.len);
+	if (!rc && b.len)
+		rc = put_events_part(p, t, d, &b);
 	if (!rc && d->tables.len)
-		rc = write_chunk(p, t, VRT_CHUNK_TABLES, d->tables.data, (uint32_t)d->tables.len);
+		rc = write_tables(p, t, d);
 	free(b.data);
 	return d->failed ? VRT_E_NOMEM : rc;
 }
