@@ -5,6 +5,8 @@ import json
 import re
 import subprocess
 
+import pytest
+
 from conftest import VRAMTRACE, analyze, clean_env, program
 from replay import dumped
 from stress_helpers import FASTRT, FIRST_WRITES, PRELOAD, SLOWSINK, fields, info, last_line, run
@@ -66,6 +68,7 @@ def allocated_sizes(path):
     return sorted(int(r.fields["size"]) for r, _ in records if r.op == "alloc")
 
 
+@pytest.mark.forks  # the parent's collector thread runs while it forks
 def test_every_allocation_that_returned_is_in_the_recovered_trace(tmp_path):
     """Twenty processes killed by SIGKILL (tests/programs/kill_early.c, "fork"): ten right after
     their 1st, 2nd, ... 50th allocation, ten by another thread while allocating. `run -o DIR/`
@@ -194,6 +197,7 @@ def test_a_sidecar_name_taken_by_a_link_is_never_followed(tmp_path):
     assert "recovered" not in p.stderr and info(out)["end_reason"] == "killed by a signal"
 
 
+@pytest.mark.forks
 def test_a_launchers_killed_workers_are_recovered_beside_its_trace(tmp_path):
     """`run -o FILE` of a launcher whose workers write FILE.PID.vrt beside it (kill_early "fork":
     twenty children, each SIGKILLed): every worker's trace is recovered too, exactly."""
