@@ -151,7 +151,10 @@ def test_recover_by_hand(tmp_path):
 
 
 def test_a_normal_exit_leaves_no_sidecar(tmp_path):
-    p, out = run(tmp_path, [program("kill_early"), 4, 5], "n.vrt")
+    """The preload itself removes it when it closes the trace (not `run`, which is not there)."""
+    out = tmp_path / "n.vrt"
+    env = clean_env({"LD_PRELOAD": str(PRELOAD), "VRAMTRACE_OUTPUT": str(out)})
+    p = subprocess.run([str(program("kill_early")), "4", "5"], env=env, capture_output=True, text=True, timeout=60)
     assert p.returncode == 0 and "done" in p.stdout, p.stderr
     assert info(out)["end_reason"] == "exited normally" and not (tmp_path / "n.vrt.rings").exists()
     assert "rings" in analyze("dump", out).stdout  # the trace named it while it ran
