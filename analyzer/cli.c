@@ -5,6 +5,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,6 +17,7 @@
 #include "attribution.h"
 #include "report_common.h"
 #include "vramtrace/error.h"
+#include "vramtrace/rings.h"
 
 int vrt_exit_code(int err)
 {
@@ -257,6 +259,13 @@ int vrt_open_or_fail(struct vrt_trace *t, const char *path)
 		vrt_attribution_use(t);
 		return 0;
 	}
+	struct stat st;
+	if (rc == VRT_E_MAGIC && !stat(path, &st) && S_ISREG(st.st_mode) && !st.st_size) {
+		/* the preload names its file with O_EXCL, then writes the header: a kill can fall between */
+		vrt_fail(0, "%s is empty: its process was killed (or its disk was full) before the trace's header "
+			    "was written; it holds nothing", path);
+		return vrt_exit_code(rc);
+	}
 	if (rc == VRT_E_MAGIC)
 		return vrt_fail(rc, "%s", path);
 	if (rc == VRT_E_VERSION)
@@ -342,6 +351,14 @@ void vrt_warn_trace_state(const struct vrt_trace *t, bool quiet)
 	else if (s->end_reason != VRT_END_EXIT)
 		fprintf(stderr, "vramtrace: note: %s: %s%s\n", t->path, vrt_end_sentence(s->end_reason),
 			s->end_reason == VRT_END_SIGNAL || s->end_reason == VRT_END_KILLED ? " (see `vramtrace info`)" : "");
+	char rings[sizeof(t->path) + 8];
+	struct stat st;
+	snprintf(rings, sizeof(rings), "%s%s", t->path, VRT_RINGS_SUFFIX);
+	if (t->state_valid && (s->end_reason == VRT_END_RUNNING || s->end_reason == VRT_END_KILLED) &&
+	    !lstat(rings, &st) && S_ISREG(st.st_mode) && t->hdr.pid > 0 && kill(t->hdr.pid, 0) && errno == ESRCH)
+		fprintf(stderr, "vramtrace: warning: %s: its process's last events are still in %s: `vramtrace recover "
+				"%s` adds them\n",
+			t->path, rings, t->path);
 	if (t->history_lost && t->replay_from >= t->n_chunks)
 		fprintf(stderr, "vramtrace: warning: %s: the ring overwrote the oldest history and holds no whole "
 				"checkpoint (one was being written when the trace ended): there is nothing to replay; "

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* vramtrace run: start a command with the preload, follow its exit code, name the trace. */
 #define _GNU_SOURCE
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -14,11 +15,13 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "recover.h"
 #include "paths.h"
 #include "vramtrace/error.h"
 #include "vramtrace/options.h"
 #include "vramtrace/output_place.h"
 #include "vramtrace/record.h"
+#include "vramtrace/rings.h"
 
 struct run_options {
 	const char *output;
@@ -85,6 +88,10 @@ static int prepare_output(const char *out, bool force, bool *is_dir)
 		if (!force)
 			return vrt_usage("run", "%s exists: pass -f to replace it, or choose another -o", vrt_escape(out));
 		unlink(out);
+		char rings[PATH_MAX + 8]; /* a killed run's sidecar, never recovered: it goes with its trace */
+		snprintf(rings, sizeof(rings), "%s%s", out, VRT_RINGS_SUFFIX);
+		if (!lstat(rings, &st) && S_ISREG(st.st_mode) && st.st_uid == getuid())
+			unlink(rings);
 	}
 	return 0;
 }
@@ -151,9 +158,10 @@ static uint64_t monotonic_ns(void)
  * Records how the process ended in a trace that does not say: its exit status, or the signal
  * that killed it before it could close its trace, and when (ended_ns: CLOCK_MONOTONIC, the
  * preload's clock too). An end the trace states is left alone, except an exit status the
- * preload could not know. Returns whether the file is a trace; *s is its state block then.
+ * preload could not know. Returns whether the file is a trace; *s is its state block then, and
+ * *killed whether a signal ended the process before the preload closed the trace.
  */
-static bool record_end(const char *path, int status, uint64_t ended_ns, struct vrt_file_state *s)
+static bool record_end(const char *path, int status, uint64_t ended_ns, struct vrt_file_state *s, bool *killed)
 {
 	int fd = open(path, O_RDWR | O_CLOEXEC | O_NOFOLLOW);
 	if (fd < 0)
@@ -169,6 +177,7 @@ static bool record_end(const char *path, int status, uint64_t ended_ns, struct v
 	*s = h.state;
 	bool running = s->end_reason == VRT_END_RUNNING;
 	if (WIFSIGNALED(status) && running) {
+		*killed = true; /* the preload never closed it: what it had not written yet is not there */
 		s->end_reason = VRT_END_KILLED;
 		s->end_detail = WTERMSIG(status);
 	} else if (WIFEXITED(status) && (running || (s->end_reason == VRT_END_EXIT && s->end_detail < 0))) {
@@ -228,7 +237,9 @@ static void print_next_step(const struct run_options *o, const char *path)
 		o->n_phases ? "leaks" : "report", shell_word(path), o->n_phases ? "report" : "leaks");
 }
 
-static void print_trace_written(const struct run_options *o, const char *path, const struct vrt_file_state *s)
+/* killed: the signal that ended the process before the preload closed the trace, or 0. */
+static void print_trace_written(const struct run_options *o, const char *path, const struct vrt_file_state *s,
+				int killed, bool recovered)
 {
 	struct stat st;
 	char size[32] = "";
@@ -236,7 +247,72 @@ static void print_trace_written(const struct run_options *o, const char *path, c
 		vrt_fmt_bytes(size, sizeof(size), (int64_t)st.st_size);
 	fprintf(stderr, "vramtrace: trace: %s (%s%s%llu events)\n", vrt_escape(path), size, *size ? ", " : "",
 		(unsigned long long)s->events_written);
+	if (killed && recovered)
+		fprintf(stderr, "vramtrace: note: the command was killed by signal %d (%s) before the trace was closed; "
+				"its unwritten events were recovered from its thread buffers (above)\n", killed,
+			strsignal(killed));
+	else if (killed)
+		fprintf(stderr, "vramtrace: note: the command was killed by signal %d (%s) before the trace was closed; "
+				"its last events may be missing\n", killed, strsignal(killed));
 	print_next_step(o, path);
+}
+
+/* A killed process's sidecar (include/vramtrace/rings.h): its unwritten events go into its trace
+ * now. Returns whether there was one to recover. */
+static bool recover_killed(const struct run_options *o, const char *path, int end_signal)
+{
+	char rings[PATH_MAX + 8];
+	struct stat st;
+	snprintf(rings, sizeof(rings), "%s%s", path, VRT_RINGS_SUFFIX);
+	if (lstat(rings, &st) || !S_ISREG(st.st_mode))
+		return false;
+	struct vrt_recovery r;
+	if (!vrt_recover(path, end_signal, (int)child, &r) && !o->quiet)
+		vrt_recovery_say(path, &r);
+	return true;
+}
+
+static time_t run_started;
+
+/* Whether the process that owns a sidecar is still running (another job writing into the same
+ * directory): its trace is not ours to touch. */
+static bool owner_running(const char *rings)
+{
+	struct vrt_rings_header h;
+	int fd = open(rings, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+	bool read_it = fd >= 0 && pread(fd, &h, sizeof(h), 0) == (ssize_t)sizeof(h);
+	if (fd >= 0)
+		close(fd);
+	return read_it && h.pid > 0 && (!kill(h.pid, 0) || errno == EPERM);
+}
+
+/*
+ * Every process of this run that was killed leaves its sidecar in the directory its trace went
+ * to (DIR/, or the one of -o FILE: a launcher's workers write NAME.PID.vrt beside it, and the
+ * first of them may have taken FILE itself): each one made since the run began by a process no
+ * longer running is recovered (skip: a name not to look at). vrt_recover records the signal for
+ * the child's own trace only.
+ */
+static void recover_dir(const struct run_options *o, const char *dir, int end_signal, const char *skip)
+{
+	DIR *d = opendir(*dir ? dir : ".");
+	if (!d)
+		return;
+	struct dirent *e;
+	size_t suffix = strlen(VRT_RINGS_SUFFIX), d_len = strlen(dir);
+	const char *sep = !d_len || dir[d_len - 1] == '/' ? "" : "/";
+	while ((e = readdir(d))) {
+		size_t n = strlen(e->d_name);
+		char trace[PATH_MAX], rings[PATH_MAX];
+		struct stat st;
+		if (n <= suffix || strcmp(e->d_name + n - suffix, VRT_RINGS_SUFFIX) ||
+		    snprintf(trace, sizeof(trace), "%s%s%.*s", dir, sep, (int)(n - suffix), e->d_name) >= (int)sizeof(trace) ||
+		    snprintf(rings, sizeof(rings), "%s%s%s", dir, sep, e->d_name) >= (int)sizeof(rings) ||
+		    lstat(rings, &st) || st.st_mtime < run_started || (skip && !strcmp(trace, skip)) || owner_running(rings))
+			continue;
+		(void)recover_killed(o, trace, end_signal);
+	}
+	closedir(d);
 }
 
 static void report_trace(const struct run_options *o, bool is_dir, int status, uint64_t ended_ns)
@@ -248,7 +324,25 @@ static void report_trace(const struct run_options *o, bool is_dir, int status, u
 		snprintf(path, sizeof(path), "%s%svramtrace.%d.vrt", o->output ? o->output : ".",
 			 o->output && o->output[strlen(o->output) - 1] != '/' ? "/" : o->output ? "" : "/", (int)child);
 	struct vrt_file_state s;
-	bool trace = record_end(path, status, ended_ns, &s);
+	bool killed_before_close = false;
+	bool trace = record_end(path, status, ended_ns, &s, &killed_before_close);
+	bool recovered = false;
+	if (!is_dir && trace && killed_before_close && (recovered = recover_killed(o, path, WTERMSIG(status)))) {
+		bool again;
+		(void)record_end(path, status, ended_ns, &s, &again); /* the counts now */
+	}
+	if (is_dir) {
+		recover_dir(o, o->output, WIFSIGNALED(status) ? WTERMSIG(status) : 0, NULL);
+	} else { /* the directory the trace is in */
+		char dir[PATH_MAX];
+		snprintf(dir, sizeof(dir), "%s", path);
+		char *slash = strrchr(dir, '/');
+		if (slash)
+			slash[1] = 0;
+		else
+			dir[0] = 0;
+		recover_dir(o, dir, WIFSIGNALED(status) ? WTERMSIG(status) : 0, NULL);
+	}
 	char why[1200];
 	if (o->quiet)
 		return;
@@ -258,8 +352,12 @@ static void report_trace(const struct run_options *o, bool is_dir, int status, u
 		fprintf(stderr, "vramtrace: trace: %s (cut short: writing it failed: %s)\n", path,
 			vrt_write_error_text(s.end_detail));
 		print_next_step(o, path);
-	} else if (trace)
-		print_trace_written(o, path, &s);
+	} else if (trace) {
+		print_trace_written(o, path, &s, killed_before_close ? WTERMSIG(status) : 0, recovered);
+	}
+	else if (access(path, F_OK) == 0 && WIFSIGNALED(status))
+		fprintf(stderr, "vramtrace: %s is not a complete trace: the command was killed by signal %d (%s) before "
+				"its header was written\n", path, WTERMSIG(status), strsignal(WTERMSIG(status)));
 	else if (access(path, F_OK) == 0)
 		fprintf(stderr, "vramtrace: %s is not a complete trace: the preload could not write it (see above)\n", path);
 	else if (!creatable(path))
@@ -270,6 +368,9 @@ static void report_trace(const struct run_options *o, bool is_dir, int status, u
 	} else if (o->armed)
 		fprintf(stderr, "vramtrace: no trace was written: the command ran armed (live set only) and was never "
 				"attached; `vramtrace attach PID` starts tracing it\n");
+	else if (WIFSIGNALED(status))
+		fprintf(stderr, "vramtrace: no trace was written: the command was killed by signal %d (%s) before its "
+				"trace's first write\n", WTERMSIG(status), strsignal(WTERMSIG(status)));
 	else
 		fprintf(stderr, "vramtrace: no trace was written (the command made no CUDA allocation)\n");
 }
@@ -291,6 +392,7 @@ int vrt_cmd_run(int argc, char **argv)
 	if ((rc = configure_env(&o, preload)))
 		return rc;
 	fflush(NULL);
+	run_started = time(NULL) - 1; /* a sidecar's mtime has whole seconds on some file systems */
 	/* The child reports a failed exec through a close-on-exec pipe: a command that never ran
 	 * gets one line ("cannot run"), not a second one about the trace it could not write. */
 	int exec_failed[2];

@@ -14,6 +14,7 @@ int vrt_cmd_diff(int argc, char **argv);
 int vrt_cmd_whatif(int argc, char **argv);
 int vrt_cmd_dump(int argc, char **argv);
 int vrt_cmd_info(int argc, char **argv);
+int vrt_cmd_recover(int argc, char **argv);
 int vrt_cmd_attach(int argc, char **argv);
 int vrt_cmd_mark(int argc, char **argv);
 int vrt_cmd_snapshot(int argc, char **argv);
@@ -273,6 +274,19 @@ int vrt_cmd_watch(int argc, char **argv);
 	"examples:\n"                                                                                  \
 	"  vramtrace info crash.vrt\n"                                                                  \
 	"  vramtrace info --json run.vrt | jq .end_reason\n"
+
+#define VRT_HELP_RECOVER                                                                               \
+	"usage: vramtrace recover [-q] TRACE\n"                                                           \
+	"\n"                                                                                           \
+	"A process killed while tracing (SIGKILL, the OOM killer) leaves TRACE.rings beside its trace:\n" \
+	"its threads' event buffers, which the trace had not received yet. recover appends those\n"    \
+	"events to TRACE (in time order, with their stacks) and removes the sidecar; `vramtrace run`\n" \
+	"does this by itself when its command was killed, and records the signal. Stacks whose native\n" \
+	"frames were first seen after the last write show addresses, not names; a Python frame the\n" \
+	"trace never described shows as a labelled frame.\n"                                           \
+	"\n"                                                                                           \
+	"examples:\n"                                                                                  \
+	"  vramtrace recover vramtrace.4242.vrt\n"
 
 #define VRT_HELP_ATTACH                                                                                \
 	"usage: vramtrace attach [--stop|--armed] [-o PATH] PID\n"                                       \

@@ -72,6 +72,7 @@ const struct vrt_command vrt_commands[] = {
 	  VRT_HELP_WHATIF },
 	{ "dump", vrt_cmd_dump, "print every record", VRT_HELP_DUMP },
 	{ "info", vrt_cmd_info, "what a trace holds and how its process ended", VRT_HELP_INFO },
+	{ "recover", vrt_cmd_recover, "append a killed process's unwritten events to its trace", VRT_HELP_RECOVER },
 	{ "attach", vrt_cmd_attach, "start tracing a running process", VRT_HELP_ATTACH },
 	{ "mark", vrt_cmd_mark, "put a labelled mark into a running process's trace", VRT_HELP_MARK },
 	{ "snapshot", vrt_cmd_snapshot, "write a running process's live set and history now", VRT_HELP_SNAPSHOT },

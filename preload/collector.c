@@ -11,6 +11,7 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <limits.h>
 #include <linux/futex.h>
 #include <poll.h>
 #include <signal.h>
@@ -42,6 +43,47 @@ bool vrt_collector_alive(void)
 	struct collector *c = &vrt_collector;
 	return atomic_load_explicit(&c->wake_fd, memory_order_relaxed) >= 0 && !atomic_load(&c->finished) &&
 	       !atomic_load(&c->crash_done) && !atomic_load(&c->crash_signal);
+}
+
+/*
+ * The trace file from the first event (issue 22, item 6): made when the process's first event
+ * is about to be written, not at the collector's first drain, so that a process killed any time
+ * after its first allocation returned leaves a trace with a valid header (its state block says
+ * "running": not closed). The collector makes it (it owns the file); the asking thread waits,
+ * once per process, at most FILE_WAIT_NS: a collector that cannot answer (blocked, stopped for a
+ * fork) makes the file at its next drain, as before. 0: not asked, 1: asked, 2: answered.
+ */
+#define FILE_WAIT_NS 1000000000ull
+static _Atomic int file_state;
+
+void vrt_collector_want_file(void)
+{
+	if (VRT_LIKELY(atomic_load_explicit(&file_state, memory_order_acquire) == 2))
+		return;
+	if (atomic_load(&vrt_mode) != VRT_MODE_FULL || vrt_tls.nested || !vrt_collector_alive())
+		return;
+	int expected = 0;
+	atomic_compare_exchange_strong(&file_state, &expected, 1);
+	vrt_collector_wake();
+	uint64_t deadline = vrt_now_ns() + FILE_WAIT_NS;
+	while (atomic_load_explicit(&file_state, memory_order_acquire) == 1 && vrt_collector_alive()) {
+		uint64_t now = vrt_now_ns();
+		if (now >= deadline)
+			return;
+		struct timespec left = { 0, 20000000 };
+		syscall(SYS_futex, &file_state, FUTEX_WAIT, 1, &left, NULL, 0);
+	}
+}
+
+/* The collector's side: makes the file if asked (an error is the usual one line). */
+static void answer_file_request(struct collector *c)
+{
+	if (VRT_LIKELY(atomic_load_explicit(&file_state, memory_order_acquire) != 1))
+		return;
+	if (atomic_load(&vrt_mode) == VRT_MODE_FULL && !vrt_output_ensure(c))
+		vrt_output_flush(c); /* the process's description: what a trace killed now still says */
+	atomic_store_explicit(&file_state, 2, memory_order_release);
+	syscall(SYS_futex, &file_state, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
 }
 
 /* ---- fork sections (internal.h, "Fork safety") -------------------------------------------- */
@@ -555,8 +597,7 @@ static void report_unflushed_losses(struct collector *c)
 	struct vrt_tbuf *stopping = atomic_load(&stopping_buf);
 	for (struct vrt_tbuf *b = vrt_tbuf_list(); b; b = b->next) {
 		bool still = atomic_load_explicit(&b->dead, memory_order_acquire) || b == stopping;
-		if (!still || !b->lost ||
-		    atomic_load_explicit(&b->head, memory_order_acquire) != atomic_load(&b->tail))
+		if (!still || !b->lost || atomic_load_explicit(&b->head, memory_order_acquire) != b->read_pos)
 			continue;
 		struct vrt_raw raw = { .len = sizeof(raw), .op = VRT_OP_LOST, .size = b->lost,
 				       .ts_ns = vrt_now_ns() };
@@ -594,6 +635,9 @@ static void report_buffer_shortage(struct collector *c)
  * A's allocation is published before A returns the pointer, so before thread B can free it; if
  * B's free is stamped before the horizon, A's allocation was published before the horizon too,
  * hence before any head is read below. So an allocation is never taken after a free of it.
+ * A buffer is read from the collector's own position (read_pos), not from its tail: the tail
+ * moves only once the chunk holding what was read is in the file (put_chunk; the flush below),
+ * which changes what the threads may overwrite, not what a drain takes or in which order.
  */
 void vrt_collector_drain(struct collector *c)
 {
@@ -603,9 +647,8 @@ void vrt_collector_drain(struct collector *c)
 	atomic_thread_fence(memory_order_seq_cst);
 	for (struct vrt_tbuf *b = vrt_tbuf_list(); b && n < MAX_CURSORS; b = b->next) {
 		uint64_t head = atomic_load_explicit(&b->head, memory_order_acquire);
-		uint64_t tail = atomic_load_explicit(&b->tail, memory_order_relaxed);
-		if (head != tail)
-			cur[n++] = (struct cursor){ b, tail, head };
+		if (head != b->read_pos)
+			cur[n++] = (struct cursor){ b, b->read_pos, head };
 	}
 	for (;;) {
 		int best = -1;
@@ -621,11 +664,15 @@ void vrt_collector_drain(struct collector *c)
 			break;
 		process(c, cur[best].b, best_r);
 		cur[best].pos += best_r->len;
+		cur[best].b->read_pos = cur[best].pos; /* an EVENTS chunk written from here on holds it */
 	}
 	for (int i = 0; i < n; i++)
-		atomic_store_explicit(&cur[i].b->tail, cur[i].pos, memory_order_release);
+		cur[i].b->read_pos = cur[i].pos;
 	report_unflushed_losses(c);
 	report_buffer_shortage(c);
+	/* Written at once, then the space is the threads' again (struct vrt_tbuf, tail): a ring is
+	 * never freed past what the file holds, and a drain still frees it up to its head. */
+	vrt_output_flush(c);
 	vrt_collector_section_enter(); /* a fork's prepare handler walks the list we unlink from */
 	vrt_tbuf_reclaim_dead();
 	vrt_collector_section_leave();
@@ -788,8 +835,7 @@ static void say_armed_at_exit(const struct collector *c)
 static void report_leftovers(struct collector *c)
 {
 	for (struct vrt_tbuf *b = vrt_tbuf_list(); b; b = b->next) {
-		struct cursor k = { b, atomic_load_explicit(&b->tail, memory_order_relaxed),
-				    atomic_load_explicit(&b->head, memory_order_acquire) };
+		struct cursor k = { b, b->read_pos, atomic_load_explicit(&b->head, memory_order_acquire) };
 		uint64_t left = 0;
 		for (const struct vrt_raw *r; (r = peek(&k)); k.pos += r->len)
 			left += r->op == VRT_OP_LOST ? r->size : 1;
@@ -813,7 +859,9 @@ static void *collector_main(void *arg)
 		reopen_file(c);
 	}
 	while (!atomic_load(&c->stop)) {
+		answer_file_request(c);
 		wait_for_work(c, vrt_cfg.flush_ms);
+		answer_file_request(c);
 		if (atomic_load(&c->crash_signal)) {
 			finish_crash(c);
 			return NULL;
@@ -972,6 +1020,7 @@ void vrt_collector_after_fork_child(void)
 	memset(unknown_releases, 0, sizeof(unknown_releases));
 	atomic_store(&stopping_buf, NULL);
 	atomic_store(&pending_query, NULL);
+	atomic_store(&file_state, 0); /* the child's trace is a new file */
 	atomic_store(&c->wake_fd, -1);
 	c->control_fd = -1;
 	fork_section_depth = 0;

@@ -83,6 +83,7 @@ static int store(struct vrt_config *cfg, int id, const char *s, long long v)
 	case VRT_OPTION_FLUSH_MS: cfg->flush_ms = (int)v; break;
 	case VRT_OPTION_TS_UNIT_NS: cfg->ts_unit_ns = (int)v; break;
 	case VRT_OPTION_THREAD_BUFFER: cfg->thread_buffer = (uint64_t)v; break;
+	case VRT_OPTION_RINGS: cfg->rings = (int)v; break;
 	case VRT_OPTION_FULL_WAIT_MS: cfg->full_wait_ms = (int)v; break;
 	case VRT_OPTION_NVTX: cfg->nvtx = v; break;
 	case VRT_OPTION_TORCH: cfg->torch = v; break;

@@ -98,6 +98,7 @@ struct vrt_config {
 	int flush_ms;
 	int ts_unit_ns;
 	uint64_t thread_buffer;
+	int rings;            /* slots in the rings sidecar (trace_output.c); 0: none */
 	int full_wait_ms; /* tbuf.c: how long a full buffer's thread waits for progress */
 	char phase[1024];
 	bool nvtx;
@@ -172,8 +173,13 @@ struct vrt_tbuf {
 	_Atomic uint64_t head; /* bytes published by the owning thread */
 	_Atomic int in_section; /* owner inside a fork section (stack capture, PyTorch probe) */
 	uint8_t pad0[52];
-	_Atomic uint64_t tail; /* bytes consumed by the collector */
-	uint8_t pad1[56];
+	/* Bytes durable in the trace: the producer's free space ends here. The collector moves it
+	 * only once the chunk holding those events is written (issue 22, item 6), so that a killed
+	 * process's unwritten events are still in the ring (a rings sidecar's slot) for recovery. */
+	_Atomic uint64_t tail;
+	uint64_t pending_tail; /* tail once the EVENTS chunk numbered >= pending_seq is in the file */
+	uint64_t pending_seq;  /* 0: none (include/vramtrace/rings.h) */
+	uint8_t pad1[40];
 	struct vrt_tbuf *next; /* registry list, see tbuf.c */
 	uint8_t *data;
 	uint64_t capacity;     /* power of two */
@@ -188,6 +194,8 @@ struct vrt_tbuf {
 	_Atomic(struct vrt_tbuf *) side;
 	bool side_buffer;      /* this is one */
 	volatile bool writing; /* a side buffer mid-write by one of its thread's levels */
+	uint64_t read_pos;     /* collector only: processed up to here (>= tail) */
+	int32_t slot;          /* its slot in the rings sidecar, or -1: anonymous memory */
 	uint64_t name_checked_ns; /* collector only */
 	uint32_t name_id;      /* collector only */
 	struct vrt_stack_cache_entry cache[VRT_STACK_CACHE_SLOTS];
@@ -206,6 +214,17 @@ struct vrt_raw *vrt_tbuf_reserve(struct vrt_tbuf *b, size_t len);
 void vrt_tbuf_publish(struct vrt_tbuf *b, struct vrt_raw *r);
 /* Collector side. */
 struct vrt_tbuf *vrt_tbuf_list(void);
+/* Durability (issue 22, item 6): before an EVENTS chunk numbered >= seq is written, every
+ * buffer notes what it will make durable; after the write, its tail moves there. commit_all
+ * makes everything processed durable at once (nothing processed is left unwritten). */
+void vrt_tbuf_mark_pending(uint64_t seq);
+void vrt_tbuf_commit_pending(void);
+void vrt_tbuf_commit_all(void);
+/* The rings sidecar (trace_output.c makes it; NULL hdr: none, buffers are anonymous). */
+struct vrt_rings_header;
+void vrt_tbuf_use_rings(int fd, struct vrt_rings_header *hdr);
+void vrt_tbuf_drop_rings(void);
+size_t vrt_tbuf_slot_header(void);
 void vrt_tbuf_reclaim_dead(void);
 void vrt_tbuf_after_fork_child(void);
 void vrt_tbuf_init(void);
@@ -287,6 +306,10 @@ void vrt_emit_label(uint8_t op, const char *label);
 void vrt_emit_text(const struct vrt_event *ev, const char *text, size_t len);
 /* Wakes the collector now (buffer filling up, OOM, exit). */
 void vrt_collector_wake(void);
+/* From a thread's first event, before it is written: in full mode, asks the collector to make
+ * the trace file now (issue 22, item 6) and waits for it, at most a second; returns at once once
+ * asked and answered, in armed mode, from a signal handler's hook or without a collector. */
+void vrt_collector_want_file(void);
 /* Whether a collector thread is there to drain the buffers (a full one is worth waiting for). */
 bool vrt_collector_alive(void);
 

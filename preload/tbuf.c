@@ -11,8 +11,10 @@
  * so pushes and unlinks never touch the same pointer.
  */
 #define _GNU_SOURCE
+#include <fcntl.h>
 #include <pthread.h>
 #include <sched.h>
+#include <stddef.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
@@ -20,6 +22,7 @@
 #include <unistd.h>
 
 #include "internal.h"
+#include "vramtrace/rings.h"
 
 static _Atomic(struct vrt_tbuf *) registry;
 static _Atomic uint32_t next_thread_index = 1;
@@ -63,8 +66,103 @@ _Atomic uint64_t vrt_tbuf_smallest;
 /* mmap and CAS only: a signal handler's hook may create one (a side buffer, or its thread's
  * first). Smaller than VRAMTRACE_THREAD_BUFFER when that much cannot be mapped (an address
  * space limit): the collector says so once. */
+/*
+ * The rings sidecar (include/vramtrace/rings.h): a buffer of the configured size takes a free
+ * slot and maps it MAP_SHARED, so what its thread published survives a SIGKILL in the page
+ * cache. Syscalls and atomics only, like tbuf_map. A slot is free again once its thread is dead
+ * and every byte it published is durable (vrt_tbuf_reclaim_dead). No slot (all taken, or no
+ * sidecar: armed mode, a sidecar that could not be made): anonymous memory, as before.
+ */
+_Static_assert(offsetof(struct vrt_tbuf, head) == VRT_RINGS_OFF_HEAD, "rings.h: head");
+_Static_assert(offsetof(struct vrt_tbuf, tail) == VRT_RINGS_OFF_TAIL, "rings.h: tail");
+_Static_assert(offsetof(struct vrt_tbuf, pending_tail) == VRT_RINGS_OFF_PENDING_TAIL, "rings.h: pending_tail");
+_Static_assert(offsetof(struct vrt_tbuf, pending_seq) == VRT_RINGS_OFF_PENDING_SEQ, "rings.h: pending_seq");
+_Static_assert(offsetof(struct vrt_tbuf, capacity) == VRT_RINGS_OFF_CAPACITY, "rings.h: capacity");
+_Static_assert(offsetof(struct vrt_tbuf, index) == VRT_RINGS_OFF_INDEX, "rings.h: index");
+_Static_assert(offsetof(struct vrt_tbuf, tid) == VRT_RINGS_OFF_TID, "rings.h: tid");
+
+_Static_assert(sizeof(struct vrt_raw) == sizeof(struct vrt_rings_raw) &&
+		       offsetof(struct vrt_raw, stack_id) == offsetof(struct vrt_rings_raw, stack_id) &&
+		       offsetof(struct vrt_raw, ts_ns) == offsetof(struct vrt_rings_raw, ts_ns) &&
+		       offsetof(struct vrt_raw, stack_hash) == offsetof(struct vrt_rings_raw, stack_hash) &&
+		       VRT_RAW_HAS_FRAMES == VRT_RINGS_RAW_FRAMES && VRT_PY_EVAL_BOUNDARY == VRT_RINGS_PY_EVAL_BOUNDARY,
+	       "rings.h: raw record layout");
+
+static _Atomic(struct vrt_rings_header *) rings;
+static int rings_fd = -1;
+
+size_t vrt_tbuf_slot_header(void) { return (sizeof(struct vrt_tbuf) + 4095) & ~(size_t)4095; }
+
+void vrt_tbuf_use_rings(int fd, struct vrt_rings_header *hdr)
+{
+	rings_fd = fd;
+	atomic_store_explicit(&rings, hdr, memory_order_release);
+}
+
+/* Buffers already in slots keep their mapping (the file is gone, not the memory). */
+void vrt_tbuf_drop_rings(void) { atomic_store_explicit(&rings, NULL, memory_order_release); }
+
+static int slot_take(struct vrt_rings_header *h)
+{
+	_Atomic uint32_t *next = (_Atomic uint32_t *)&h->next_slot;
+	uint32_t fresh = atomic_fetch_add(next, 1);
+	if (fresh < h->n_slots) {
+		atomic_store((_Atomic uint8_t *)&h->in_use[fresh], 1);
+		return (int)fresh;
+	}
+	atomic_fetch_sub(next, 1);
+	for (uint32_t i = 0; i < h->n_slots; i++) {
+		uint8_t zero = 0;
+		if (atomic_compare_exchange_strong((_Atomic uint8_t *)&h->in_use[i], &zero, 1))
+			return (int)i;
+	}
+	return -1;
+}
+
+static struct vrt_tbuf *slot_map(void)
+{
+	struct vrt_rings_header *h = atomic_load_explicit(&rings, memory_order_acquire);
+	if (!h || h->capacity != vrt_cfg.thread_buffer)
+		return NULL;
+	int slot = slot_take(h);
+	if (slot < 0)
+		return NULL;
+	size_t hdr = vrt_tbuf_slot_header();
+	off_t at = (off_t)(VRT_RINGS_HEADER_SIZE + (uint64_t)slot * h->slot_size);
+	/* The slot's blocks are allocated before it is used: a page of a sparse file that the disk
+	 * has no room for would raise SIGBUS in this thread at its first write. */
+	void *mem = fallocate(rings_fd, 0, at, (off_t)h->slot_size)
+			    ? MAP_FAILED
+			    : mmap(NULL, hdr + h->capacity, PROT_READ | PROT_WRITE, MAP_SHARED, rings_fd, at);
+	if (mem == MAP_FAILED) {
+		atomic_store((_Atomic uint8_t *)&h->in_use[slot], 0);
+		return NULL;
+	}
+	struct vrt_tbuf *b = mem;
+	memset(b, 0, sizeof(*b)); /* a slot used before: its old thread's bytes were all durable */
+	b->data = (uint8_t *)mem + hdr;
+	b->capacity = h->capacity;
+	b->slot = slot;
+	return b;
+}
+
+static void slot_release(int slot)
+{
+	struct vrt_rings_header *h = atomic_load_explicit(&rings, memory_order_acquire);
+	if (h && slot >= 0 && (uint32_t)slot < h->n_slots)
+		atomic_store((_Atomic uint8_t *)&h->in_use[slot], 0);
+}
+
+static size_t tbuf_mapped_bytes(const struct vrt_tbuf *b)
+{
+	return (b->slot >= 0 ? vrt_tbuf_slot_header() : sizeof(struct vrt_tbuf)) + b->capacity;
+}
+
 static struct vrt_tbuf *tbuf_map(void)
 {
+	struct vrt_tbuf *shared = slot_map();
+	if (shared)
+		return shared;
 	for (size_t cap = vrt_cfg.thread_buffer; cap >= 65536; cap >>= 1) {
 		void *mem = mmap(NULL, sizeof(struct vrt_tbuf) + cap, PROT_READ | PROT_WRITE,
 				 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
@@ -73,6 +171,7 @@ static struct vrt_tbuf *tbuf_map(void)
 		struct vrt_tbuf *b = mem;
 		b->data = (uint8_t *)mem + sizeof(struct vrt_tbuf);
 		b->capacity = cap;
+		b->slot = -1;
 		uint64_t small = atomic_load(&vrt_tbuf_smallest);
 		while (cap < vrt_cfg.thread_buffer && (!small || cap < small) &&
 		       !atomic_compare_exchange_weak(&vrt_tbuf_smallest, &small, cap))
@@ -125,6 +224,10 @@ struct vrt_tbuf *vrt_tbuf_self(void)
 	struct vrt_tbuf *b = vrt_tls.buf;
 	if (VRT_LIKELY(b))
 		return b;
+	/* A forked child's first event starts its collector (a thread's first event comes here),
+	 * and the process's first event has the trace file made before it is written anywhere. */
+	vrt_collector_start_pending();
+	vrt_collector_want_file();
 	if (vrt_tls.no_buffer || !(b = tbuf_create())) {
 		vrt_tls.no_buffer = true; /* not a failing mmap per event */
 		atomic_fetch_add_explicit(&vrt_tbuf_unbuffered, 1, memory_order_relaxed);
@@ -132,8 +235,6 @@ struct vrt_tbuf *vrt_tbuf_self(void)
 	}
 	vrt_tls.buf = b;
 	pthread_setspecific(exit_key, b);
-	/* A forked child's first event starts its collector (a thread's first event comes here). */
-	vrt_collector_start_pending();
 	return b;
 }
 
@@ -225,10 +326,39 @@ void vrt_tbuf_reclaim_dead(void)
 		 * 1 of 50 stress runs). Its lost is final once dead is seen (released after it). */
 		if (dead && !b->lost && atomic_load(&b->head) == atomic_load(&b->tail)) {
 			prev->next = b->next;
-			munmap(b, sizeof(struct vrt_tbuf) + b->capacity);
+			int slot = b->slot;
+			size_t bytes = tbuf_mapped_bytes(b);
+			munmap(b, bytes);
+			slot_release(slot); /* after: its next owner must not find it still mapped here */
 			continue;
 		}
 		prev = b;
+	}
+}
+
+/* Collector only: everything a drain took is in the file (see struct vrt_tbuf, tail). */
+void vrt_tbuf_mark_pending(uint64_t seq)
+{
+	for (struct vrt_tbuf *b = vrt_tbuf_list(); b; b = b->next) {
+		b->pending_tail = b->read_pos;
+		atomic_signal_fence(memory_order_seq_cst); /* in the page cache before the chunk is */
+		b->pending_seq = seq;
+	}
+	atomic_thread_fence(memory_order_release);
+}
+
+void vrt_tbuf_commit_pending(void)
+{
+	for (struct vrt_tbuf *b = vrt_tbuf_list(); b; b = b->next)
+		if (b->pending_seq)
+			atomic_store_explicit(&b->tail, b->pending_tail, memory_order_release);
+}
+
+void vrt_tbuf_commit_all(void)
+{
+	for (struct vrt_tbuf *b = vrt_tbuf_list(); b; b = b->next) {
+		b->pending_tail = b->read_pos;
+		atomic_store_explicit(&b->tail, b->read_pos, memory_order_release);
 	}
 }
 
@@ -246,7 +376,10 @@ void vrt_tbuf_after_fork_child(void)
 {
 	vrt_tls.no_buffer = false;
 	atomic_store(&vrt_tbuf_unbuffered, 0);
-	/* The parent's buffers belong to threads that do not exist here; leak them. */
+	/* The parent's buffers belong to threads that do not exist here; leak them (those in the
+	 * parent's sidecar stay mapped, never written here). The child's trace gets its own. */
 	atomic_store(&registry, NULL);
+	atomic_store(&rings, NULL);
+	rings_fd = -1;
 	atomic_store(&next_thread_index, 1);
 }

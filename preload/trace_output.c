@@ -10,6 +10,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -18,6 +20,7 @@
 #include "collector.h"
 #include "vramtrace/error.h"
 #include "vramtrace/output_place.h"
+#include "vramtrace/rings.h"
 
 #define EVENTS_CHUNK_BYTES (1u << 20)
 
@@ -95,6 +98,81 @@ static int create_file(struct collector *c)
 		fd = high;
 	}
 	return fd;
+}
+
+/* ---- the rings sidecar (include/vramtrace/rings.h) ------------------------------------------ */
+
+/*
+ * TRACE.rings beside the trace, made right after it (so before the first event is written:
+ * vrt_collector_want_file): VRAMTRACE_RINGS slots, sparse. Thread buffers made from now on take
+ * a slot (tbuf.c). Anything in the way (a name taken, a full disk, a read-only directory): said
+ * once, and buffers stay in private memory: the job and its trace go on as before.
+ */
+static char rings_path[4096 + 8];
+static pid_t rings_owner; /* a forked child inherits the name, not the file */
+
+static void rings_refused(const char *what)
+{
+	static bool said;
+	if (!said && !vrt_cfg.quiet)
+		vrt_log("thread buffers stay in private memory (a SIGKILL loses their last events): %s %s: %s", what,
+			rings_path, strerror(errno));
+	said = true;
+	rings_path[0] = 0;
+}
+
+static void rings_create(struct collector *c)
+{
+	uint64_t slot_size = vrt_tbuf_slot_header() + vrt_cfg.thread_buffer;
+	uint32_t n = (uint32_t)vrt_cfg.rings;
+	struct rlimit fsize;
+	/* Under a file size limit, an application thread allocating a slot's blocks past it would
+	 * get SIGXFSZ (only the collector blocks signals): no sidecar then, silently. */
+	if (vrt_cfg.rings <= 0 || (!getrlimit(RLIMIT_FSIZE, &fsize) && fsize.rlim_cur != RLIM_INFINITY) ||
+	    snprintf(rings_path, sizeof(rings_path), "%s%s", c->path, VRT_RINGS_SUFFIX) >= (int)sizeof(rings_path)) {
+		rings_path[0] = 0;
+		return;
+	}
+	int fd = open(rings_path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+	if (fd < 0)
+		return rings_refused("cannot create");
+	int high = fcntl(fd, F_DUPFD_CLOEXEC, 512);
+	if (high >= 0) {
+		close(fd);
+		fd = high;
+	}
+	struct vrt_rings_header *h = MAP_FAILED;
+	/* Sparse: a slot's blocks are allocated when a thread takes it (tbuf.c, slot_map). */
+	if (ftruncate(fd, (off_t)(VRT_RINGS_HEADER_SIZE + n * slot_size)) ||
+	    (h = mmap(NULL, VRT_RINGS_HEADER_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0)) == MAP_FAILED) {
+		int e = errno;
+		unlink(rings_path);
+		close(fd);
+		errno = e;
+		return rings_refused("cannot size");
+	}
+	h->version = VRT_RINGS_VERSION;
+	h->raw_layout = VRT_RINGS_RAW_LAYOUT;
+	h->n_slots = n;
+	h->slot_header = (uint32_t)vrt_tbuf_slot_header();
+	h->slot_size = slot_size;
+	h->capacity = vrt_cfg.thread_buffer;
+	h->pid = (int32_t)getpid();
+	h->ts_unit_ns = (uint32_t)vrt_cfg.ts_unit_ns;
+	h->start_monotonic_ns = c->t0_ns;
+	memcpy(h->magic, VRT_RINGS_MAGIC, 8); /* last: a reader takes a header with it as complete */
+	rings_owner = getpid();
+	/* The fd stays open for the process's life: a thread mapping a slot may still hold it. */
+	vrt_tbuf_use_rings(fd, h);
+}
+
+/* The trace is closed (or ended by an error): nothing there to recover. */
+static void rings_remove(void)
+{
+	vrt_tbuf_drop_rings();
+	if (rings_path[0] && rings_owner == getpid())
+		unlink(rings_path);
+	rings_path[0] = 0;
 }
 
 /* ---- tables ----------------------------------------------------------------------------- */
@@ -259,6 +337,8 @@ static void end_output(struct collector *c, int detail, const char *why)
 		vrt_writer_close(c->writer);
 		c->writer = NULL;
 	}
+	rings_remove();
+	vrt_tbuf_commit_all(); /* nothing more is written: the threads' buffers must not fill up */
 	atomic_store(&vrt_mode, VRT_MODE_OFF);
 	vrt_disable(why);
 }
@@ -320,6 +400,11 @@ int vrt_output_ensure(struct collector *c)
 	if (!vrt_cfg.quiet)
 		vrt_log("tracing to %s", c->path);
 	emit_process_info(c);
+	rings_create(c);
+	if (rings_path[0]) {
+		const char *base = strrchr(rings_path, '/');
+		emit_info(c, "rings", base ? base + 1 : rings_path);
+	}
 	return 0;
 }
 
@@ -327,12 +412,18 @@ static void put_chunk(struct collector *c, enum vrt_chunk_type type, struct vrt_
 {
 	if (!b->len || !c->writer)
 		return;
+	/* Durability (struct vrt_tbuf, tail): what this chunk makes durable is noted in each buffer
+	 * before it is written, and given back to the threads after. */
+	if (type == VRT_CHUNK_EVENTS)
+		vrt_tbuf_mark_pending(vrt_writer_next_seq(c->writer));
 	int rc = vrt_writer_put(c->writer, type, b->data, b->len);
 	b->len = 0;
 	if (rc < 0) {
 		output_error(c, rc);
 		return;
 	}
+	if (type == VRT_CHUNK_EVENTS)
+		vrt_tbuf_commit_pending();
 	if (type == VRT_CHUNK_EVENTS) /* every event encoded so far is in the file now */
 		vrt_writer_count_events(c->writer, c->events_written, c->events_lost);
 	if (rc == VRT_HINT_CHECKPOINT)
@@ -353,16 +444,23 @@ static void put_events(struct collector *c)
 	put_chunk(c, VRT_CHUNK_EVENTS, &c->events);
 }
 
+/* Everything processed so far is in the file after this (or nothing more will be): the threads'
+ * buffers are free up to what was processed. */
 void vrt_output_flush(struct collector *c)
 {
-	if (!c->writer)
-		return;
-	put_tables(c);
-	put_events(c);
-	if (c->writer)
+	bool wrote = false;
+	if (c->writer) {
+		uint64_t seq = vrt_writer_next_seq(c->writer);
+		put_tables(c);
+		put_events(c);
+		wrote = c->writer && vrt_writer_next_seq(c->writer) != seq;
+	}
+	/* The state block only when something changed: an idle process writes nothing. */
+	if (c->writer && (wrote || vrt_writer_events_written(c->writer) != c->events_written)) {
 		vrt_writer_count_events(c->writer, c->events_written, c->events_lost);
-	if (c->writer)
 		vrt_writer_sync(c->writer);
+	}
+	vrt_tbuf_commit_all();
 }
 
 void vrt_output_event(struct collector *c, uint32_t thread, const struct vrt_record *r)
@@ -516,6 +614,7 @@ void vrt_output_finish(struct collector *c, int reason, int detail)
 	vrt_writer_close(c->writer);
 	c->writer = NULL;
 	c->output_failed = true; /* nothing more goes to this process's trace */
+	rings_remove();
 }
 
 /* ---- snapshot --------------------------------------------------------------------------- */

@@ -432,6 +432,8 @@ uint64_t vrt_writer_events_written(const struct vrt_writer *w) { return w->hdr.s
 
 int vrt_writer_fd(const struct vrt_writer *w) { return w->fd; }
 
+uint64_t vrt_writer_next_seq(const struct vrt_writer *w) { return w->seq + 1; }
+
 uint64_t vrt_writer_file_bytes(const struct vrt_writer *w)
 {
 	uint64_t ring_end = w->hdr.ring_size ? w->hdr.log_offset : 0;

@@ -57,6 +57,9 @@ void vrt_writer_set_end(struct vrt_writer *w, uint32_t reason, int32_t detail, u
 int vrt_writer_sync(struct vrt_writer *w);
 /* The file descriptor (for snapshots: copy, then append). */
 int vrt_writer_fd(const struct vrt_writer *w);
+/* The sequence number the next chunk written will have (or a later one: a ring's wrap writes
+ * padding and tables first). */
+uint64_t vrt_writer_next_seq(const struct vrt_writer *w);
 uint64_t vrt_writer_file_bytes(const struct vrt_writer *w);
 void vrt_writer_close(struct vrt_writer *w);
 

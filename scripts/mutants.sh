@@ -732,7 +732,54 @@ m run-next-step-unquoted analyzer/cmd_run.c \
   'if (*e && strspn(' \
   'if (1 || strspn(' \
   test_run_cli.py::test_a_written_trace_comes_with_its_size_and_a_next_step_that_runs
-
+m run-kill-blames-command analyzer/cmd_run.c \
+  '\telse if (WIFSIGNALED(status))\n' \
+  '\telse if (0)\n' \
+  test_sigkill.py::test_run_never_blames_the_command_for_a_kill
+m run-kill-no-note analyzer/cmd_run.c \
+  '*killed = true;' \
+  '(void)killed;' \
+  test_sigkill.py::test_a_killed_trace_is_named_with_a_note
+m file-not-from-first-event preload/collector.c \
+  'atomic_compare_exchange_strong(&file_state, &expected, 1);' \
+  '(void)expected;' \
+  test_sigkill.py::test_the_trace_exists_from_the_first_allocation
+m rings-tail-before-write preload/collector.c \
+  'cur[best].b->read_pos = cur[best].pos; /* an EVENTS chunk written from here on holds it */' \
+  'cur[best].b->read_pos = cur[best].pos; atomic_store(&cur[best].b->tail, cur[best].pos);' \
+  test_sigkill.py::test_events_the_collector_was_writing_when_killed_are_recovered
+m rings-not-shared preload/tbuf.c \
+  'PROT_READ | PROT_WRITE, MAP_SHARED, rings_fd, at)' \
+  'PROT_READ | PROT_WRITE, MAP_PRIVATE, rings_fd, at)' \
+  test_sigkill.py::test_every_allocation_that_returned_is_in_the_recovered_trace
+m recover-skips-a-slot analyzer/cmd_recover.c \
+  'for (uint32_t i = 0; i < taken; i++) {\n\t\tslots[i].ring = NULL;' \
+  'for (uint32_t i = 1; i < taken; i++) {\n\t\tslots[i].ring = NULL;' \
+  test_sigkill.py::test_every_allocation_that_returned_is_in_the_recovered_trace
+m run-no-recovery analyzer/cmd_run.c \
+  'if (lstat(rings, &st) || !S_ISREG(st.st_mode))\n\t\treturn false;' \
+  'if (1)\n\t\treturn false;' \
+  test_sigkill.py::test_events_the_collector_was_writing_when_killed_are_recovered
+m recover-hint-missing analyzer/cli.c \
+  '!lstat(rings, &st) && S_ISREG(st.st_mode) && t->hdr.pid > 0' \
+  '0 && S_ISREG(st.st_mode) && t->hdr.pid > 0' \
+  test_sigkill.py::test_recover_by_hand
+m recover-merge-unsorted analyzer/cmd_recover.c \
+  'qsort(refs, n, sizeof(*refs), by_time);' \
+  '(void)by_time;' \
+  test_sigkill.py::test_every_thread_buffer_is_recovered_in_time_order
+m rings-left-at-exit preload/trace_output.c \
+  's trace */\n\trings_remove();' \
+  's trace */' \
+  test_sigkill.py::test_a_normal_exit_leaves_no_sidecar
+m rings-refusal-silent preload/trace_output.c \
+  'return rings_refused("cannot create");' \
+  'return;' \
+  test_sigkill.py::test_a_sidecar_name_taken_by_a_link_is_never_followed
+m run-workers-not-recovered analyzer/cmd_run.c \
+  '\t\trecover_dir(o, dir, WIFSIGNALED(status) ? WTERMSIG(status) : 0, NULL);' \
+  '\t\t(void)dir;' \
+  test_sigkill.py::test_a_launchers_killed_workers_are_recovered_beside_its_trace
 # ---- export (analyzer/cmd_export.c) -----------------------------------------------------------
 m folded-no-roots analyzer/cmd_export.c \
   '\t\tfprintf(out, "%s;", root);\n' \

@@ -35,6 +35,9 @@ enum vrt_opt_type { VRT_OPT_STRING, VRT_OPT_SIZE, VRT_OPT_INT, VRT_OPT_BOOL, VRT
 	  "timestamp resolution in nanoseconds")                                                        \
 	X(THREAD_BUFFER, "VRAMTRACE_THREAD_BUFFER", VRT_OPT_SIZE, "1M", 65536, (1ll << 30),               \
 	  "per-thread event buffer")                                                                    \
+	X(RINGS, "VRAMTRACE_RINGS", VRT_OPT_INT, "256", 0, 4096,                                         \
+	  "thread buffers kept in TRACE.rings beside the trace, so that a SIGKILL loses no event a "    \
+	  "thread published (`vramtrace recover`); 0 keeps them in private memory")                     \
 	X(FULL_WAIT_MS, "VRAMTRACE_FULL_WAIT_MS", VRT_OPT_INT, "1000", 0, 10000,                          \
 	  "a thread whose buffer is full waits up to this long for the writer to make room, then "       \
 	  "drops (and counts) events until it has; 0 drops at once")                                    \

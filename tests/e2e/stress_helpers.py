@@ -20,6 +20,11 @@ NOMMAP = BUILD / "tests" / "libstress_nommap.so"
 FASTRT = BUILD / "tests" / "libstress_fastrt.so"
 ATEXIT_LIB = BUILD / "tests" / "libstress_atexit_lib.so"
 
+# The preload's writes made before the first event is written (the header, its state block, the
+# process's description: issue 22, item 6): libstress_slowsink.so lets them through
+# (STRESS_SLOW_SKIP), since stalling only those would fill no buffer (every thread waits for the file).
+FIRST_WRITES = "6"
+
 def run(tmp_path, argv, out, env=None, run_args=(), quiet=True, limit=60, preexec_fn=None, extra_preload=None):
     """`vramtrace run [-q] -o OUT -- ARGV` in tmp_path, in a session of its own that is killed
     whole (SIGKILL to the process group, as timeout(1) would) after `limit` seconds: then the

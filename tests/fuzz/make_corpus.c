@@ -440,7 +440,7 @@ static const char *MSG_CUT = "the trace was cut short";
 static void header_cases(struct bytes base, long long total)
 {
 	struct bytes b;
-	bad("empty", (struct bytes){ base.p, 0 }, 3, MSG_MAGIC, -1, NULL);
+	bad("empty", (struct bytes){ base.p, 0 }, 3, "is empty: its process was killed", -1, NULL);
 	bad("magic-only", (struct bytes){ base.p, 8 }, 3, MSG_TRUNC, -1, NULL);
 	bad("cut-in-header-100", (struct bytes){ base.p, 100 }, 3, MSG_TRUNC, -1, NULL);
 	bad("cut-in-header-4095", (struct bytes){ base.p, 4095 }, 3, MSG_TRUNC, -1, NULL);

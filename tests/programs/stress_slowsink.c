@@ -2,7 +2,8 @@
  * stress_slowsink.c - libstress_slowsink.so, preloaded after libvramtrace.so: the first
  * STRESS_SLOW_WRITES pwrite calls libvramtrace.so makes (its trace chunks) each take
  * STRESS_SLOW_MS longer, as on a disk that stalls. While one is stalled the collector drains no
- * thread buffer, so busy threads fill theirs whatever the machine's speed. Nothing else is touched.
+ * thread buffer, so busy threads fill theirs whatever the machine's speed. The first
+ * STRESS_SLOW_SKIP of its writes go through unstalled. Nothing else is touched.
  */
 #undef _FILE_OFFSET_BITS /* pwrite and pwrite64 both defined here, as libc has them */
 #define _GNU_SOURCE
@@ -13,19 +14,23 @@
 #include <time.h>
 #include <unistd.h>
 
-static _Atomic long stalls_left = -1;
+static _Atomic long stalls_left = -1, skips_left = -1;
 
 static void stall_if_ours(void *caller)
 {
 	if (atomic_load(&stalls_left) < 0) {
-		const char *n = getenv("STRESS_SLOW_WRITES");
-		long want = n ? atol(n) : 0, unset = -1;
+		const char *n = getenv("STRESS_SLOW_WRITES"), *k = getenv("STRESS_SLOW_SKIP");
+		long want = n ? atol(n) : 0, skip = k ? atol(k) : 0, unset = -1;
+		atomic_compare_exchange_strong(&skips_left, &unset, skip > 0 ? skip : 0);
+		unset = -1;
 		atomic_compare_exchange_strong(&stalls_left, &unset, want > 0 ? want : 0);
 	}
 	Dl_info info;
 	if (atomic_load(&stalls_left) <= 0 || !dladdr(caller, &info) || !info.dli_fname ||
 	    !strstr(info.dli_fname, "libvramtrace"))
 		return;
+	if (atomic_load(&skips_left) > 0 && atomic_fetch_sub(&skips_left, 1) > 0)
+		return; /* STRESS_SLOW_SKIP: the first writes (the file's header) go through */
 	if (atomic_fetch_sub(&stalls_left, 1) <= 0)
 		return;
 	const char *ms = getenv("STRESS_SLOW_MS");
