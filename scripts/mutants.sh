@@ -635,6 +635,10 @@ m report-tensor-peak-heading-says-tensors analyzer/cmd_report.c \
   'p->kind < 0 ? "; live then: tensors, allocator cache, other CUDA" : ""' \
   '""' \
   test_h200_traces.py::test_the_tensor_peak_list_says_it_holds_more_than_tensors
+m report-peak-heading-identifiers analyzer/cmd_report.c \
+  'snprintf(buf, len, "pinned host memory");' \
+  'snprintf(buf, len, "host host_pinned");' \
+  test_h200_traces.py::test_peak_headings_name_the_memory_in_words
 
 # ---- how a site prints (analyzer/sites.c) ------------------------------------------------------
 m site-repeats-headline analyzer/sites.c \

@@ -262,6 +262,18 @@ def test_the_tensor_peak_list_says_it_holds_more_than_tensors():
     assert head[3] == "[allocated before attach, unattributed]"
 
 
+def test_peak_headings_name_the_memory_in_words():
+    """A heading is a phrase: "pinned host memory", "device 0 memory", never the table's
+    identifiers run together ("host host_pinned", "device 0 device": ux defect 32)."""
+    subjects = set()
+    for trace in sorted(H200.glob("*.vrt")):
+        text = analyze("report", "-q", trace).stdout
+        subjects |= set(re.findall(r"^top sites at the peak of (.*) \(", text, re.M))
+    assert "pinned host memory" in subjects and "device 0 memory" in subjects, subjects
+    assert all(re.fullmatch(r"device \d+ (memory|tensors)|pinned host memory|managed memory( on device \d+)?",
+                            s) for s in subjects), subjects
+
+
 def test_each_survivor_says_what_one_call_left_as_the_headline_does():
     """The headline is per call, the site lines are totals over the calls: each site also says
     what one call left (ux defect 29). leak-registry keeps 80 MiB per call at Engine.__init__:51."""
