@@ -1430,13 +1430,14 @@ int vrt_cmd_leaks(int argc, char **argv)
 	if (rc)
 		return vrt_fail(rc, "no trace files in the arguments");
 	int worst = 0, printed = 0;
+	bool many = vrt_json_lists_processes(n_files, files, n);
 	for (int i = 0; i < n; i++) {
-		rc = leaks_one(paths[i], &o, n > 1, printed == 0);
+		rc = leaks_one(paths[i], &o, many, printed == 0);
 		printed += rc == 0 || rc == VRT_EXIT_FINDINGS;
 		worst = rc > worst ? rc : worst;
 	}
 	if (o.json && printed) /* JSON on stdout, or nothing: the errors went to stderr */
-		fputs(n > 1 ? "]}\n" : "\n", stdout);
+		fputs(many ? "]}\n" : "\n", stdout);
 	vrt_free_inputs(paths, n);
 	return worst;
 }

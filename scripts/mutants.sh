@@ -639,6 +639,10 @@ m report-peak-heading-identifiers analyzer/cmd_report.c \
   'snprintf(buf, len, "pinned host memory");' \
   'snprintf(buf, len, "host host_pinned");' \
   test_h200_traces.py::test_peak_headings_name_the_memory_in_words
+m json-shape-follows-the-count analyzer/report_common.c \
+  'return n_traces > 1 || n_args > 1 || (n_args == 1 && !stat(args[0], &st) && S_ISDIR(st.st_mode));' \
+  'return n_traces > 1 || n_args > 1 || (0 && !stat(args[0], &st));' \
+  test_cli_errors.py::test_json_of_a_directory_is_a_list_however_many_traces_it_holds
 
 # ---- how a site prints (analyzer/sites.c) ------------------------------------------------------
 m site-repeats-headline analyzer/sites.c \

@@ -70,3 +70,19 @@ def test_leaks_frames_sets_the_frames_shown_per_site():
         text = analyze("leaks", "-q", "--frames", n, src).stdout.split("survivors by site")[1]
         blocks = re.split(r"^ +[\d.]+ (?:B|KiB|MiB|GiB) +\d+x  .*$", text, flags=re.M)[1:]
         assert blocks and all(len(re.findall(r"^ {20,}at ", b, re.M)) == n for b in blocks[:3]), (n, blocks[:1])
+
+
+@pytest.mark.parametrize("command", ["report", "leaks"])
+def test_json_of_a_directory_is_a_list_however_many_traces_it_holds(tmp_path, command):
+    """--json's shape follows what was named, not what a directory happens to hold: a file gives
+    one process object, a directory (or several files) {"processes": [...]} even with one trace,
+    so `jq '.processes[]'` on a run's directory works for one rank as for eight (ux defect 34)."""
+    one = tmp_path / "one"
+    one.mkdir()
+    (one / "leak-cycle.vrt").write_bytes(LEAK_CYCLE.read_bytes())
+    alone = json.loads(analyze(command, "--json", "-q", LEAK_CYCLE).stdout)
+    assert "processes" not in alone and alone["file"] == str(LEAK_CYCLE)
+    listed = json.loads(analyze(command, "--json", "-q", str(one) + "/").stdout)
+    assert [p["pid"] for p in listed["processes"]] == [alone["pid"]]
+    both = json.loads(analyze(command, "--json", "-q", LEAK_CYCLE, one / "leak-cycle.vrt").stdout)
+    assert len(both["processes"]) == 2
