@@ -93,8 +93,11 @@ static int prepare_output(const char *out, bool force, bool *is_dir)
 	struct stat st;
 	*is_dir = (n && out[n - 1] == '/') || (!lstat(out, &st) && S_ISDIR(st.st_mode));
 	if (*is_dir) {
-		if (mkdir(out, 0700) && errno != EEXIST)
-			return vrt_fail(VRT_E_IO, "cannot create directory %s: %s", out, strerror(errno));
+		if (mkdir(out, 0700) && errno != EEXIST) {
+			/* Before the job starts, as an existing trace without -f: nothing ran, one line. */
+			vrt_fail(0, "cannot create directory %s: %s; the command was not run", out, strerror(errno));
+			return VRT_EXIT_IO;
+		}
 		return 0;
 	}
 	if (!lstat(out, &st)) {

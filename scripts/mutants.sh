@@ -643,6 +643,14 @@ m json-shape-follows-the-count analyzer/report_common.c \
   'return n_traces > 1 || n_args > 1 || (n_args == 1 && !stat(args[0], &st) && S_ISDIR(st.st_mode));' \
   'return n_traces > 1 || n_args > 1 || (0 && !stat(args[0], &st));' \
   test_cli_errors.py::test_json_of_a_directory_is_a_list_however_many_traces_it_holds
+m whatif-refuses-run-directory analyzer/cmd_whatif.c \
+  'if (rc || (rc = vrt_open_or_fail(&t, opt.path = file)))' \
+  'if ((rc = 0) || (rc = vrt_open_or_fail(&t, opt.path)))' \
+  test_cli_errors.py::test_every_trace_reading_command_takes_a_runs_directory
+m run-mkdir-error-two-texts analyzer/cmd_run.c \
+  'vrt_fail(0, "cannot create directory %s: %s; the command was not run", out, strerror(errno));' \
+  'vrt_fail(VRT_E_IO, "cannot create directory %s: %s", out, strerror(errno));' \
+  test_run_cli.py::test_an_output_directory_that_cannot_be_made_stops_before_the_job_in_one_line
 
 # ---- how a site prints (analyzer/sites.c) ------------------------------------------------------
 m site-repeats-headline analyzer/sites.c \

@@ -86,3 +86,16 @@ def test_json_of_a_directory_is_a_list_however_many_traces_it_holds(tmp_path, co
     assert [p["pid"] for p in listed["processes"]] == [alone["pid"]]
     both = json.loads(analyze(command, "--json", "-q", LEAK_CYCLE, one / "leak-cycle.vrt").stdout)
     assert len(both["processes"]) == 2
+
+
+@pytest.mark.parametrize("command", [["report"], ["leaks"], ["oom"], ["timeline"], ["info"], ["dump"], ["whatif"],
+                                     ["html", "-o", "{tmp}/x.html"], ["export", "--format", "folded", "-o", "{tmp}/x.f"],
+                                     ["diff", "{dir}"]], ids=lambda c: c[0])
+def test_every_trace_reading_command_takes_a_runs_directory(tmp_path, command):
+    """What `run -o DIR/` wrote is what every command reads (ux defect 45: whatif refused it)."""
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    (run_dir / "vramtrace.761.vrt").write_bytes((GOLDEN / "h200" / "oom.vrt").read_bytes())
+    args = [a.format(tmp=tmp_path, dir=run_dir) for a in command]
+    p = analyze(args[0], "-q", *args[1:], str(run_dir) + "/", check=False)
+    assert p.returncode == 0 and p.stderr == "", (p.returncode, p.stderr)
