@@ -1303,6 +1303,15 @@ static int baseline(struct leaks *lk, struct vrt_model *end)
 
 /* ---- driver ----------------------------------------------------------------------------- */
 
+/* Before a process's answer: the list's opening or its comma (JSON of several), a blank line (text). */
+static void separate(bool json, bool many, bool first)
+{
+	if (json && many)
+		fputs(first ? "{\"processes\": [" : ", ", stdout);
+	else if (!first && !json)
+		putchar('\n');
+}
+
 static int leaks_one(const char *path, const struct leaks_options *o, bool many, bool first)
 {
 	struct vrt_trace t;
@@ -1342,18 +1351,23 @@ static int leaks_one(const char *path, const struct leaks_options *o, bool many,
 		vrt_trace_close(&t);
 		return VRT_EXIT_USAGE;
 	}
-	if (o->json && many)
-		fputs(first ? "{\"processes\": [" : ", ", stdout);
-	else if (!first)
-		putchar('\n');
 	if (survey_rc) {
 		rc = survey_rc;
 	} else if (lk.name_id) {
 		lk.blocks = o->layer ? !strcmp(o->layer, "tensors") : sv.blocks.any_blocks;
 		rc = replay(&lk, &m);
-		if (!rc) {
+		if (!rc && !lk.by_mark && !lk.n_inv) {
+			/* The trace has the name (a Python function, a file) but it never became a phase: a
+			 * --phase the job was not run with, or a Class.method CPython 3.9/3.10 could not match. */
+			fprintf(stderr, "vramtrace leaks: %s: \"%s\" was never entered as a phase in this trace%s (the trace "
+					"has the name, but no call of it became a phase: vramtrace run --phase %s records it)\n",
+				vrt_escape(path), vrt_escape(o->phase), o->until_mark ? " before --until-mark" : "",
+				vrt_escape(o->phase));
+			rc = VRT_EXIT_USAGE;
+		} else if (!rc) {
 			struct vrt_sites sites;
 			sites_total(&lk, &sites);
+			separate(o->json, many, first);
 			if (o->json)
 				print_json(&lk, &sites);
 			else
@@ -1363,6 +1377,7 @@ static int leaks_one(const char *path, const struct leaks_options *o, bool many,
 			vrt_sites_free(&sites);
 		}
 	} else {
+		separate(o->json, many, first);
 		struct vrt_replay_options ro = { .quiet = o->quiet, .until_mark = o->until_mark, .stop_at_teardown = true };
 		if (!(rc = vrt_report_replay_ex(&t, &m, &ro))) {
 			lk.blocks = o->layer ? !strcmp(o->layer, "tensors") : m.any_blocks;

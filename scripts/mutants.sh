@@ -651,6 +651,10 @@ m run-mkdir-error-two-texts analyzer/cmd_run.c \
   'vrt_fail(0, "cannot create directory %s: %s; the command was not run", out, strerror(errno));' \
   'vrt_fail(VRT_E_IO, "cannot create directory %s: %s", out, strerror(errno));' \
   test_run_cli.py::test_an_output_directory_that_cannot_be_made_stops_before_the_job_in_one_line
+m leaks-never-entered-phase-passes analyzer/cmd_leaks.c \
+  'if (!rc && !lk.by_mark && !lk.n_inv) {' \
+  'if (0) {' \
+  test_cli_errors.py::test_a_name_the_trace_has_that_never_became_a_phase_is_an_error
 
 # ---- how a site prints (analyzer/sites.c) ------------------------------------------------------
 m site-repeats-headline analyzer/sites.c \

@@ -35,6 +35,18 @@ def test_an_unknown_phase_is_an_error(extra):
     assert good.returncode == (1 if extra == ["--fail-on-growth"] else 0) and good.stdout
 
 
+@pytest.mark.parametrize("extra", [[], ["--json"]], ids=["text", "json"])
+def test_a_name_the_trace_has_that_never_became_a_phase_is_an_error(extra):
+    """Engine.__init__ is a function of leak-cycle's stacks, never a phase of it (the job ran with
+    --phase train; on CPython 3.9/3.10 a Class.method target can match nothing): leaks says so and
+    fails instead of printing a table of 0 invocations with exit 0 (ux defect 47)."""
+    p = analyze("leaks", *extra, "--phase", "Engine.__init__", LEAK_CYCLE, check=False)
+    assert p.returncode == 2 and p.stdout == ""
+    assert p.stderr.splitlines() == [
+        f'vramtrace leaks: {LEAK_CYCLE}: "Engine.__init__" was never entered as a phase in this trace (the trace has '
+        "the name, but no call of it became a phase: vramtrace run --phase Engine.__init__ records it)"]
+
+
 def test_info_says_what_the_text_says_in_its_json():
     """info: no "rank -1" for a job that is not distributed; its JSON carries the command, host,
     start, duration and an exit status equal to the text's "(status N)"; -q is accepted."""
