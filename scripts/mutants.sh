@@ -655,6 +655,10 @@ m leaks-never-entered-phase-passes analyzer/cmd_leaks.c \
   'if (!rc && !lk.by_mark && !lk.n_inv) {' \
   'if (0) {' \
   test_cli_errors.py::test_a_name_the_trace_has_that_never_became_a_phase_is_an_error
+m folded-starts-at-start analyzer/cmd_export.c \
+  'for (int k = outermost_python(frames, n); k >= 0; k--) {' \
+  'for (int k = n - 1 + 0 * outermost_python(frames, n); k >= 0; k--) {' \
+  test_export.py::test_folded_stacks_with_python_frames_begin_at_the_outermost_one
 
 # ---- how a site prints (analyzer/sites.c) ------------------------------------------------------
 m site-repeats-headline analyzer/sites.c \

@@ -178,6 +178,24 @@ def test_folded_peak_of_tensors_says_what_its_total_is(tmp_path, name):
     assert folded_total(export(tmp_path, name, "folded-peak")) >= peak
 
 
+PYTHON_FRAME = re.compile(r":\d+\)$")  # "function (file.py:line)"; native frames end "(module)"
+
+
+@pytest.mark.parametrize("fmt", ["folded", "folded-peak"])
+@pytest.mark.parametrize("name", ["leak-cycle", "oom"])  # the traces with Python frames
+def test_folded_stacks_with_python_frames_begin_at_the_outermost_one(tmp_path, name, fmt):
+    """One code path, one tower: a stack begins at its outermost Python frame (<module>), not at
+    _start and the interpreter's frames when it was captured with native frames and at <module>
+    when it was not (ux defect 16's roots)."""
+    firsts, with_python = set(), 0
+    for line in export(tmp_path, name, fmt).read_text().splitlines():
+        frames = line.rsplit(" ", 1)[0].split(";")[1:]
+        if any(PYTHON_FRAME.search(f) for f in frames):
+            with_python += 1
+            firsts.add(frames[0])
+    assert with_python and all(PYTHON_FRAME.search(f) for f in firsts), sorted(firsts)
+
+
 @pytest.mark.parametrize("name", CUDA_ONLY)
 def test_folded_peak_adds_up_to_the_busiest_device_peak(tmp_path, name):
     peak = max(v for (d, kind), v in replay(name).peak.items() if kind == "device")
