@@ -659,6 +659,10 @@ m folded-starts-at-start analyzer/cmd_export.c \
   'for (int k = outermost_python(frames, n); k >= 0; k--) {' \
   'for (int k = n - 1 + 0 * outermost_python(frames, n); k >= 0; k--) {' \
   test_export.py::test_folded_stacks_with_python_frames_begin_at_the_outermost_one
+m oom-none-exit-code-undocumented analyzer/cmd_oom.c \
+  'return VRT_EXIT_FINDINGS;' \
+  'return VRT_EXIT_IO;' \
+  test_cli_errors.py::test_exit_codes_mean_what_cli_md_says
 
 # ---- how a site prints (analyzer/sites.c) ------------------------------------------------------
 m site-repeats-headline analyzer/sites.c \

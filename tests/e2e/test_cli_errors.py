@@ -2,11 +2,12 @@
 that runs `vramtrace leaks --phase trian --fail-on-growth` must fail, not pass on nothing
 (docs/ux-defects items 13, 14)."""
 import json
+import os
 import re
 
 import pytest
 
-from conftest import GOLDEN, analyze
+from conftest import GOLDEN, SOURCE, analyze
 
 LEAK_CYCLE = GOLDEN / "h200" / "leak-cycle.vrt"
 
@@ -111,3 +112,17 @@ def test_every_trace_reading_command_takes_a_runs_directory(tmp_path, command):
     args = [a.format(tmp=tmp_path, dir=run_dir) for a in command]
     p = analyze(args[0], "-q", *args[1:], str(run_dir) + "/", check=False)
     assert p.returncode == 0 and p.stderr == "", (p.returncode, p.stderr)
+
+
+def test_exit_codes_mean_what_cli_md_says():
+    """docs/cli.md's table covers what the commands do (ux defect 48: oom without an out-of-memory
+    event exits 1, documented only as 'found what was asked about'; a running process's refusal
+    is 4, documented only as a file that could not be read)."""
+    table = dict(re.findall(r"^\| (\d) \| (.*) \|$", (SOURCE / "docs" / "cli.md").read_text(), re.M))
+    no_oom = analyze("oom", "-q", LEAK_CYCLE, check=False).returncode
+    assert "`oom` found no out-of-memory event" in table[str(no_oom)], (no_oom, table)
+    grows = analyze("leaks", "-q", "--fail-on-growth", LEAK_CYCLE, check=False).returncode
+    assert "`leaks --fail-on-growth` found memory that grows" in table[str(grows)], (grows, table)
+    untraced = analyze("mark", os.getpid(), "hello", check=False)  # this process: not traced
+    assert "is not traced" in untraced.stderr
+    assert "a running process could not be reached or refused" in table[str(untraced.returncode)], table
