@@ -663,6 +663,10 @@ m oom-none-exit-code-undocumented analyzer/cmd_oom.c \
   'return VRT_EXIT_FINDINGS;' \
   'return VRT_EXIT_IO;' \
   test_cli_errors.py::test_exit_codes_mean_what_cli_md_says
+m info-hides-pytorch analyzer/cmd_info.c \
+  'if (torch && *torch)\n\t\tprintf("pytorch' \
+  'if (0)\n\t\tprintf("pytorch' \
+  test_cli_errors.py::test_info_shows_the_pytorch_release_the_trace_records
 
 # ---- how a site prints (analyzer/sites.c) ------------------------------------------------------
 m site-repeats-headline analyzer/sites.c \

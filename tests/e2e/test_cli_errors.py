@@ -126,3 +126,12 @@ def test_exit_codes_mean_what_cli_md_says():
     untraced = analyze("mark", os.getpid(), "hello", check=False)  # this process: not traced
     assert "is not traced" in untraced.stderr
     assert "a running process could not be reached or refused" in table[str(untraced.returncode)], table
+
+
+def test_info_shows_the_pytorch_release_the_trace_records():
+    """trace-format.md says `info` shows the torch key; it did not (ux defect 50)."""
+    src = GOLDEN / "h200" / "whatif-default.vrt"
+    recorded, = re.findall(r"^# torch = (.+)$", analyze("dump", "-q", src).stdout, re.M)[:1]
+    assert f"pytorch    {recorded}" in analyze("info", src).stdout.splitlines()
+    assert json.loads(analyze("info", "--json", src).stdout)["torch"] == recorded
+    assert json.loads(analyze("info", "--json", GOLDEN / "h200" / "oom.vrt").stdout)["torch"] is None
