@@ -667,6 +667,10 @@ m info-hides-pytorch analyzer/cmd_info.c \
   'if (torch && *torch)\n\t\tprintf("pytorch' \
   'if (0)\n\t\tprintf("pytorch' \
   test_cli_errors.py::test_info_shows_the_pytorch_release_the_trace_records
+m oom-inferred-cap-one-figure analyzer/cmd_oom.c \
+  'if (!o->limits.op && rm && rm->by_limit && rm->limit && inferred_limit(rm))' \
+  'if (!o->limits.op && rm && rm->by_limit && rm->limit && !inferred_limit(rm) && 0)' \
+  test_h200_traces.py::test_oom_names_the_cap_even_when_the_trace_did_not_record_it
 
 # ---- how a site prints (analyzer/sites.c) ------------------------------------------------------
 m site-repeats-headline analyzer/sites.c \
