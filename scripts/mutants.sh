@@ -598,6 +598,14 @@ m oom-inferred-cap-unnamed analyzer/cmd_oom.c \
   'if (!o->limits.op && rm && rm->by_limit && rm->limit)' \
   'if (0)' \
   test_h200_traces.py::test_oom_names_the_cap_even_when_the_trace_did_not_record_it
+m headline-static-runtime-internals analyzer/stacks.c \
+  '"libcudart_static_" /* a static runtime' \
+  '"libcudart_static_NOT" /* a static runtime' \
+  test_h200_traces.py::test_a_static_runtimes_internals_never_head_a_site
+m export-chrome-silent analyzer/cmd_export.c \
+  '.label = "export", .quiet = quiet, .model = &m });\n\twhile (vrt_pass_next(&p, &r, &e)) {' \
+  '.label = "export", .quiet = true, .model = &m });\n\twhile (vrt_pass_next(&p, &r, &e)) {' \
+  test_export.py::test_export_shows_its_progress_on_a_terminal
 
 m option-equals-not-split analyzer/main.c \
   "if (i >= 2 && a[0] == '-' && a[1] == '-' && eq && eq > a + 2) {" \

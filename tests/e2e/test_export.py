@@ -13,13 +13,14 @@ analyzer (tests/e2e/replay.py), and to what the programs measured (TRUTH.json).
 """
 import functools
 import json
+import os
 import pickle
 import re
 import subprocess
 
 import pytest
 
-from conftest import GOLDEN, VRAMTRACE, analyze
+from conftest import GOLDEN, VRAMTRACE, analyze, big_torch_trace, on_a_terminal
 from replay import Replay, dumped
 
 H200 = GOLDEN / "h200"
@@ -229,3 +230,14 @@ def test_export_says_what_it_wrote_and_what_reads_it(tmp_path, fmt, reader):
     assert "wrote" not in analyze("export", "-q", "--format", fmt, src, "-o", tmp_path / "q").stderr
     p = subprocess.run([str(VRAMTRACE), "export", "--format", fmt, str(src), "-o", "-"], capture_output=True, timeout=60)
     assert p.returncode == 0 and len(p.stdout) == size and b"wrote" not in p.stderr
+
+
+@pytest.mark.parametrize("fmt", ["chrome", "memory-viz"])
+def test_export_shows_its_progress_on_a_terminal(tmp_path, fmt):
+    """A long export draws the bar with the time left, as report does (ux defect 8: 20 s of
+    nothing); -q draws none."""
+    env = dict(os.environ, VRAMTRACE_PROGRESS_DELAY="0")
+    big = big_torch_trace(tmp_path / "big.vrt")
+    shown = on_a_terminal([VRAMTRACE, "export", "--format", fmt, big, "-o", tmp_path / "a.out"], env)
+    assert "export [" in shown and "s left" in shown, shown[-600:]
+    assert "[" not in on_a_terminal([VRAMTRACE, "export", "-q", "--format", fmt, big, "-o", tmp_path / "b.out"], env)

@@ -280,6 +280,18 @@ def test_peak_headings_name_the_memory_in_words():
                             s) for s in subjects), subjects
 
 
+@pytest.mark.parametrize("name", ["cupy", "static-binary"])
+def test_a_static_runtimes_internals_never_head_a_site(name):
+    """cupy.vrt and static-binary.vrt have no Python frames: their sites headed with
+    libcudart_static_<hash>+0x2e, the runtime's stripped internals (ux defect 18); the headline is
+    the first frame past them (CuPy's malloc, the program's main)."""
+    sites = json.loads(analyze("report", "--json", "-q", H200 / f"{name}.vrt").stdout)["live_at_end"]
+    assert sites
+    for site in sites:
+        assert not site["headline"]["function"].startswith("libcudart_static_"), site["headline"]
+        assert site["frames"][0]["function"].startswith("libcudart_static_")  # what it looks past
+
+
 def test_each_survivor_says_what_one_call_left_as_the_headline_does():
     """The headline is per call, the site lines are totals over the calls: each site also says
     what one call left (ux defect 29). leak-registry keeps 80 MiB per call at Engine.__init__:51."""
