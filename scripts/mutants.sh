@@ -606,6 +606,10 @@ m export-chrome-silent analyzer/cmd_export.c \
   '.label = "export", .quiet = quiet, .model = &m });\n\twhile (vrt_pass_next(&p, &r, &e)) {' \
   '.label = "export", .quiet = true, .model = &m });\n\twhile (vrt_pass_next(&p, &r, &e)) {' \
   test_export.py::test_export_shows_its_progress_on_a_terminal
+m load-fixed-buckets python/vramtrace/__init__.py \
+  'found_oom, timeline(path, buckets))' \
+  'found_oom, timeline(path))' \
+  test_python_api.py::test_load_takes_the_timelines_resolution
 
 m option-equals-not-split analyzer/main.c \
   "if (i >= 2 && a[0] == '-' && a[1] == '-' && eq && eq > a + 2) {" \

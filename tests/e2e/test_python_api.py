@@ -175,6 +175,14 @@ def test_load_still_reads_as_the_dict_it_used_to_return():
         a["nothing"]
 
 
+def test_load_takes_the_timelines_resolution():
+    """load()'s timeline had a fixed 100 buckets (ux defect 43); its ints add up as timeline()'s."""
+    a = vramtrace.load(H200 / "leak-cycle.vrt", buckets=7)
+    assert len(a.timeline.time_s) == 7
+    assert a.timeline == vramtrace.timeline(H200 / "leak-cycle.vrt", buckets=7)
+    assert all(isinstance(v, int) for values in a.timeline.series.values() for v in values)
+
+
 def test_the_namespace_is_the_api():
     """dir(vramtrace) shows the API (its __all__), not the modules it uses (json, os, subprocess,
     contextlib, typing's names)."""
