@@ -610,6 +610,10 @@ m load-fixed-buckets python/vramtrace/__init__.py \
   'found_oom, timeline(path, buckets))' \
   'found_oom, timeline(path))' \
   test_python_api.py::test_load_takes_the_timelines_resolution
+m phase-method-qualname-lost python/vramtrace/_phases.py \
+  'return type.__dict__["__qualname__"].__get__(cls) + "." + code.co_name' \
+  'return code.co_name' \
+  test_python_api.py::test_a_methods_qualified_name_is_found_without_co_qualname
 
 m option-equals-not-split analyzer/main.c \
   "if (i >= 2 && a[0] == '-' && a[1] == '-' && eq && eq > a + 2) {" \
