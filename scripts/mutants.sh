@@ -667,6 +667,10 @@ m run-mkdir-error-two-texts analyzer/cmd_run.c \
   'vrt_fail(0, "cannot create directory %s: %s; the command was not run", out, strerror(errno));' \
   'vrt_fail(VRT_E_IO, "cannot create directory %s: %s", out, strerror(errno));' \
   test_run_cli.py::test_an_output_directory_that_cannot_be_made_stops_before_the_job_in_one_line
+m run-unwritable-directory-runs-the-job analyzer/cmd_run.c \
+  'if (vrt_output_place_ok(out, true, why, sizeof(why)) && !takes_a_file(out)) {' \
+  'if (vrt_output_place_ok(out, true, why, sizeof(why)) && !takes_a_file(out) && 0) {' \
+  test_run_cli.py::test_an_output_directory_that_takes_no_file_stops_before_the_job_in_one_line
 m leaks-never-entered-phase-passes analyzer/cmd_leaks.c \
   'if (!rc && !lk.by_mark && !lk.n_inv) {' \
   'if (0) {' \
