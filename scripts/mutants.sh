@@ -671,6 +671,10 @@ m run-unwritable-directory-runs-the-job analyzer/cmd_run.c \
   'if (vrt_output_place_ok(out, true, why, sizeof(why)) && !takes_a_file(out)) {' \
   'if (vrt_output_place_ok(out, true, why, sizeof(why)) && !takes_a_file(out) && 0) {' \
   test_run_cli.py::test_an_output_directory_that_takes_no_file_stops_before_the_job_in_one_line
+m html-palette-two-teals analyzer/report.html.in \
+  "'#9c755f', '#b6992d', '#d37295'" \
+  "'#9c755f', '#86bcb6', '#d37295'" \
+  test_html.py::test_no_two_palette_colours_look_alike
 m leaks-never-entered-phase-passes analyzer/cmd_leaks.c \
   'if (!rc && !lk.by_mark && !lk.n_inv) {' \
   'if (0) {' \
