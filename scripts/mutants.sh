@@ -595,7 +595,7 @@ m leaks-persistent-fixed-text analyzer/cmd_leaks.c \
   test_h200_traces.py::test_a_mark_phase_is_worded_as_intervals_and_persistent_memory_by_what_it_is
 
 m oom-inferred-cap-unnamed analyzer/cmd_oom.c \
-  'if (!o->limits.op && rm && rm->by_limit && rm->limit)' \
+  'if (!o->limits.op && rm && rm->by_limit && rm->limit && inferred_limit(rm))' \
   'if (0)' \
   test_h200_traces.py::test_oom_names_the_cap_even_when_the_trace_did_not_record_it
 m headline-static-runtime-internals analyzer/stacks.c \
@@ -692,8 +692,8 @@ m info-hides-pytorch analyzer/cmd_info.c \
   'if (0)\n\t\tprintf("pytorch' \
   test_cli_errors.py::test_info_shows_the_pytorch_release_the_trace_records
 m oom-inferred-cap-one-figure analyzer/cmd_oom.c \
-  'if (!o->limits.op && rm && rm->by_limit && rm->limit && inferred_limit(rm))' \
-  'if (!o->limits.op && rm && rm->by_limit && rm->limit && !inferred_limit(rm) && 0)' \
+  'vrt_bytes((int64_t)(rm->reserved_at_failure + r->size))' \
+  'vrt_bytes((int64_t)(rm->reserved_at_failure))' \
   test_h200_traces.py::test_oom_names_the_cap_even_when_the_trace_did_not_record_it
 
 # ---- how a site prints (analyzer/sites.c) ------------------------------------------------------
