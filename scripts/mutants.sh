@@ -675,6 +675,10 @@ m html-palette-two-teals analyzer/report.html.in \
   "'#9c755f', '#b6992d', '#d37295'" \
   "'#9c755f', '#86bcb6', '#d37295'" \
   test_html.py::test_no_two_palette_colours_look_alike
+m settings-said-by-every-process preload/config.c \
+  'settings_said = getenv(SETTINGS_SAID) != NULL;' \
+  'settings_said = false;' \
+  test_stress.py::test_a_bad_setting_is_said_once_by_a_chain_of_processes
 m leaks-never-entered-phase-passes analyzer/cmd_leaks.c \
   'if (!rc && !lk.by_mark && !lk.n_inv) {' \
   'if (0) {' \

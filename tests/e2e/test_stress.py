@@ -654,6 +654,22 @@ def test_phase_list_too_long_is_ignored_not_truncated(tmp_path):
         f"VRAMTRACE_PHASE is {len(value)} bytes long, more than vramtrace takes; ignored", f"tracing to {out}"]
 
 
+def test_a_bad_setting_is_said_once_by_a_chain_of_processes(tmp_path):
+    """A pyenv shim runs a dozen programs before python, each with the preload: the bad setting's
+    line came from every one (ux defect 50: ~35 lines). The first says it; the processes it
+    starts inherit VRAMTRACE_SETTINGS_SAID and keep quiet about settings (only about settings:
+    the last program still traces, says where, and the program's output is unchanged)."""
+    shim = f'sh -c "/bin/true; /bin/true; exec {program("stress_churn")} 100 10"'
+    p, out = run(tmp_path, ["/bin/sh", "-c", shim], "t/", env={"VRAMTRACE_RING": "bogus"}, quiet=False)
+    assert p.returncode == 0 and "held_count=" in p.stdout, p.stderr
+    said = [line for line in preload_lines(p.stderr) if "VRAMTRACE_RING" in line]
+    assert [line.split(": ", 1)[1] for line in said] == ["VRAMTRACE_RING=bogus is not valid; using the default 256M"]
+    assert any("tracing to" in line for line in preload_lines(p.stderr)), p.stderr
+    alone = run_plain_prog("stress_churn", 100, 10, env={"LD_PRELOAD": str(PRELOAD), "VRAMTRACE_RING": "bogus",
+                                                          "VRAMTRACE_OUTPUT": str(tmp_path / "alone.vrt")})
+    assert "VRAMTRACE_RING=bogus is not valid" in alone.stderr  # a process on its own still says it
+
+
 def test_thread_buffers_that_cannot_be_mapped_count_every_event_lost(tmp_path):
     """No event buffer can be mapped at all (libstress_nommap.so fails the preload's anonymous
     mappings): the job runs unchanged, one line says so, and the trace counts every event the
