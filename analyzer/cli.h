@@ -13,7 +13,7 @@
 /* Exit codes (documented in docs/cli.md). */
 enum vrt_exit {
 	VRT_EXIT_OK = 0,
-	VRT_EXIT_FINDINGS = 1, /* `leaks --fail-on-growth`: the analysis found what was asked about */
+	VRT_EXIT_FINDINGS = 1, /* leaks --fail-on-growth found growth; oom found no out-of-memory event */
 	VRT_EXIT_USAGE = 2,
 	VRT_EXIT_BAD_TRACE = 3,
 	VRT_EXIT_IO = 4,

@@ -44,6 +44,18 @@ static void folded_frame(FILE *out, const struct vrt_frame *f)
 	fputs(buf, out);
 }
 
+/* Where a folded stack begins: at its outermost Python frame when it has one (what is outside it
+ * is the interpreter starting: _start, Py_RunMain, eval loops), so that one code path has one
+ * root whether its stack was captured with native frames (a cudaMalloc) or Python ones only (a
+ * tensor); else at its outermost frame (a thread's start). */
+static int outermost_python(const struct vrt_frame *frames, int n)
+{
+	for (int k = n - 1; k >= 0; k--)
+		if (frames[k].type == VRT_FT_PYTHON)
+			return k;
+	return n - 1;
+}
+
 /* Each line begins with its root (the device, or host memory), so a flame graph splits there
  * first and each tower's total is that memory's: stacks that allocate on several would merge. */
 static void write_folded(FILE *out, const struct vrt_trace *t, const struct vrt_sites *s, const char *root)
@@ -61,7 +73,7 @@ static void write_folded(FILE *out, const struct vrt_trace *t, const struct vrt_
 		int n = vrt_stack_frames(t, site->stack, VRT_VIEW_MERGED, frames, VRT_MAX_FRAMES);
 		if (!n)
 			fputs("[no stack]", out);
-		for (int k = n - 1; k >= 0; k--) {
+		for (int k = outermost_python(frames, n); k >= 0; k--) {
 			folded_frame(out, &frames[k]);
 			if (k)
 				fputc(';', out);

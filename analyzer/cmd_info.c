@@ -27,6 +27,9 @@ static void print_text(const struct vrt_trace *t)
 	printf(", host %s\n", vrt_escape(host));
 	const char *cmd = vrt_info(t, "cmdline");
 	printf("command    %s\n", cmd ? cmd : "?");
+	const char *torch = vrt_info(t, "torch"); /* written by the preload when it recognised PyTorch */
+	if (torch && *torch)
+		printf("pytorch    %s\n", torch);
 	printf("started    %s\n", when);
 	if (t->cut_short) {
 		printf("ended      unknown: the trace was cut short (the file holds chunks up to number %" PRIu64
@@ -88,6 +91,12 @@ int vrt_cmd_info(int argc, char **argv)
 		printf(", \"cmdline\": ");
 		if (cmd)
 			json_string(stdout, cmd);
+		else
+			printf("null");
+		const char *torch = vrt_info(&t, "torch");
+		printf(", \"torch\": ");
+		if (torch && *torch)
+			json_string(stdout, torch);
 		else
 			printf("null");
 		printf(", \"start_unix_s\": %.6f, \"duration_s\": ", (double)t.hdr.start_realtime_ns / 1e9);

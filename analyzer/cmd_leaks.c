@@ -1299,6 +1299,15 @@ static int baseline(struct leaks *lk, struct vrt_model *end)
 
 /* ---- driver ----------------------------------------------------------------------------- */
 
+/* Before a process's answer: the list's opening or its comma (JSON of several), a blank line (text). */
+static void separate(bool json, bool many, bool first)
+{
+	if (json && many)
+		fputs(first ? "{\"processes\": [" : ", ", stdout);
+	else if (!first && !json)
+		putchar('\n');
+}
+
 static int leaks_one(const char *path, const struct leaks_options *o, bool many, bool first)
 {
 	struct vrt_trace t;
@@ -1334,18 +1343,23 @@ static int leaks_one(const char *path, const struct leaks_options *o, bool many,
 		vrt_trace_close(&t);
 		return VRT_EXIT_USAGE;
 	}
-	if (o->json && many)
-		fputs(first ? "{\"processes\": [" : ", ", stdout);
-	else if (!first)
-		putchar('\n');
 	if (survey_rc) {
 		rc = survey_rc;
 	} else if (lk.name_id) {
 		lk.blocks = o->layer ? !strcmp(o->layer, "tensors") : sv.blocks.any_blocks;
 		rc = replay(&lk, &m);
-		if (!rc) {
+		if (!rc && !lk.by_mark && !lk.n_inv) {
+			/* The trace has the name (a Python function, a file) but it never became a phase: a
+			 * --phase the job was not run with, or a Class.method CPython 3.9/3.10 could not match. */
+			fprintf(stderr, "vramtrace leaks: %s: \"%s\" was never entered as a phase in this trace%s (the trace "
+					"has the name, but no call of it became a phase: vramtrace run --phase %s records it)\n",
+				vrt_escape(path), vrt_escape(o->phase), vrt_settings.until_mark ? " before --until-mark" : "",
+				vrt_escape(o->phase));
+			rc = VRT_EXIT_USAGE;
+		} else if (!rc) {
 			struct vrt_sites sites;
 			sites_total(&lk, &sites);
+			separate(o->json, many, first);
 			if (o->json)
 				print_json(&lk, &sites);
 			else
@@ -1355,6 +1369,7 @@ static int leaks_one(const char *path, const struct leaks_options *o, bool many,
 			vrt_sites_free(&sites);
 		}
 	} else {
+		separate(o->json, many, first);
 		struct vrt_replay_options ro = { .quiet = o->quiet, .stop_at_teardown = true };
 		if (!(rc = vrt_report_replay_ex(&t, &m, &ro))) {
 			lk.blocks = o->layer ? !strcmp(o->layer, "tensors") : m.any_blocks;
@@ -1396,13 +1411,14 @@ int vrt_cmd_leaks(int argc, char **argv)
 	if (rc)
 		return vrt_fail(rc, "no trace files in the arguments");
 	int worst = 0, printed = 0;
+	bool many = vrt_json_lists_processes(n_files, files, n);
 	for (int i = 0; i < n; i++) {
-		rc = leaks_one(paths[i], &o, n > 1, printed == 0);
+		rc = leaks_one(paths[i], &o, many, printed == 0);
 		printed += rc == 0 || rc == VRT_EXIT_FINDINGS;
 		worst = rc > worst ? rc : worst;
 	}
 	if (o.json && printed) /* JSON on stdout, or nothing: the errors went to stderr */
-		fputs(n > 1 ? "]}\n" : "\n", stdout);
+		fputs(many ? "]}\n" : "\n", stdout);
 	vrt_free_inputs(paths, n);
 	return worst;
 }

@@ -310,6 +310,12 @@ static bool conclusion(const struct explanation *x, char *buf, size_t len)
 	return true;
 }
 
+/* The replay's limit was inferred (the trace records none): the recorded peak, a lower bound. */
+static bool inferred_limit(const struct vrt_remedies *rm)
+{
+	return rm->limit_source && !strncmp(rm->limit_source, "inferred", 8);
+}
+
 static void print_text(const struct vrt_trace *t, const struct oom *o, const struct explanation *x,
 		       const struct oom_options *opt, int count, const struct vrt_remedies *rm)
 {
@@ -325,7 +331,14 @@ static void print_text(const struct vrt_trace *t, const struct oom *o, const str
 	else if (torch)
 		printf("device memory    %s free (as PyTorch reported)\n", vrt_bytes((int64_t)r->aux));
 	print_limit(o, x->live);
-	if (!o->limits.op && rm && rm->by_limit && rm->limit)
+	if (!o->limits.op && rm && rm->by_limit && rm->limit && inferred_limit(rm))
+		/* Not recorded: all the trace shows is that the cap allowed the recorded peak and refused
+		 * this request on top of what was reserved - a range, never one figure. */
+		printf("limit hit        a per-process cap of at least %s (the most PyTorch had reserved) and under %s "
+		       "(the %s it had reserved, and this request); inferred: the device did not refuse, and the trace did "
+		       "not record the cap\n", vrt_bytes((int64_t)rm->limit),
+		       vrt_bytes((int64_t)(rm->reserved_at_failure + r->size)), vrt_bytes((int64_t)rm->reserved_at_failure));
+	else if (!o->limits.op && rm && rm->by_limit && rm->limit)
 		printf("limit hit        a per-process cap: PyTorch may reserve %s (%s); it had reserved %s and the device "
 		       "was not full\n", vrt_bytes((int64_t)rm->limit), rm->limit_source, vrt_bytes((int64_t)rm->reserved_at_failure));
 	if (r->stack) {

@@ -156,6 +156,27 @@ static void explain_before_attach(const struct vrt_trace *t, const struct vrt_si
 		}
 }
 
+/* What a peak is of, in words: "device 0 memory", "pinned host memory", "device 0 tensors"
+ * (the table above names kinds by their identifiers; a heading is a phrase). */
+static const char *peak_subject(int slot, int kind, char *buf, size_t len)
+{
+	const char *dev = vrt_device_name(slot);
+	bool host = slot == VRT_HOST_SLOT;
+	if (kind < 0)
+		snprintf(buf, len, "%s tensors", dev);
+	else if (kind == VRT_KIND_DEVICE)
+		snprintf(buf, len, "%s memory", dev);
+	else if (kind == VRT_KIND_HOST_PINNED)
+		snprintf(buf, len, "pinned host memory");
+	else if (kind == VRT_KIND_MANAGED)
+		snprintf(buf, len, "managed memory%s%s", host ? "" : " on ", host ? "" : dev);
+	else if (kind == VRT_KIND_ARRAY)
+		snprintf(buf, len, "CUDA arrays%s%s", host ? "" : " on ", host ? "" : dev);
+	else
+		snprintf(buf, len, "%s %s", dev, vrt_kind_name((uint32_t)kind));
+	return buf;
+}
+
 static void print_text(struct report *r, const struct report_options *o)
 {
 	struct vrt_trace *t = r->t;
@@ -218,8 +239,8 @@ static void print_text(struct report *r, const struct report_options *o)
 				continue;
 			/* At the tensors' peak the list is what was live then, as at the end: tensors, the
 			 * allocator's cache and other CUDA allocations (a pre-attach pseudo-site too). */
-			printf("\ntop sites at the peak of %s %s (%s at %.3f s%s):\n", vrt_device_name(d),
-			       p->kind < 0 ? "tensors" : vrt_kind_name((uint32_t)p->kind),
+			char what[64];
+			printf("\ntop sites at the peak of %s (%s at %.3f s%s):\n", peak_subject(d, p->kind, what, sizeof(what)),
 			       vrt_bytes(p->kind < 0 ? m->tensor_peak[d] : m->peak[d][p->kind]),
 			       vrt_ts_seconds(t, p->kind < 0 ? m->tensor_peak_ts[d] : m->peak_ts[d][p->kind]),
 			       p->kind < 0 ? "; live then: tensors, allocator cache, other CUDA" : "");
@@ -366,12 +387,13 @@ int vrt_cmd_report(int argc, char **argv)
 	if (rc)
 		return vrt_fail(rc, "no trace files in the arguments");
 	int worst = 0, printed = 0;
+	bool many = vrt_json_lists_processes(n_files, files, n);
 	for (int i = 0; i < n; i++) {
-		rc = report_one(paths[i], &o, n > 1, &printed);
+		rc = report_one(paths[i], &o, many, &printed);
 		worst = rc > worst ? rc : worst;
 	}
 	if (o.json && printed) /* JSON on stdout, or nothing: the errors went to stderr */
-		fputs(n > 1 ? "]}\n" : "\n", stdout);
+		fputs(many ? "]}\n" : "\n", stdout);
 	vrt_free_inputs(paths, n);
 	return worst;
 }

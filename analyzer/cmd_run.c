@@ -70,6 +70,25 @@ static int parse(int argc, char **argv, struct run_options *o)
 	return 0;
 }
 
+/* Whether a file can be made in dir: one is made (O_EXCL, so nothing is followed or replaced)
+ * and removed. errno says why not. */
+static bool takes_a_file(const char *dir)
+{
+	char probe[PATH_MAX];
+	size_t n = strlen(dir);
+	if (snprintf(probe, sizeof(probe), "%s%s.vramtrace-probe-XXXXXX", dir, n && dir[n - 1] == '/' ? "" : "/") >=
+	    (int)sizeof(probe)) {
+		errno = ENAMETOOLONG;
+		return false;
+	}
+	int fd = mkstemp(probe);
+	if (fd < 0)
+		return false;
+	close(fd);
+	unlink(probe);
+	return true;
+}
+
 /* A trace file we are about to (re)create: only ever remove our own regular file, and only
  * when asked to (-f): a second run to the same name must not destroy the first one's trace. */
 static int prepare_output(const char *out, bool force, bool *is_dir)
@@ -78,8 +97,20 @@ static int prepare_output(const char *out, bool force, bool *is_dir)
 	struct stat st;
 	*is_dir = (n && out[n - 1] == '/') || (!lstat(out, &st) && S_ISDIR(st.st_mode));
 	if (*is_dir) {
-		if (mkdir(out, 0700) && errno != EEXIST)
-			return vrt_fail(VRT_E_IO, "cannot create directory %s: %s", out, strerror(errno));
+		if (mkdir(out, 0700) && errno != EEXIST) {
+			/* Before the job starts, as an existing trace without -f: nothing ran, one line. */
+			vrt_fail(0, "cannot create directory %s: %s; the command was not run", out, strerror(errno));
+			return VRT_EXIT_IO;
+		}
+		/* A directory that exists but takes no file (not ours to write, read-only, a pseudo file
+		 * system) is found now, by creating a file in it, not by each process's preload: the
+		 * job is not started, as when the directory cannot be made. A place the preload refuses
+		 * anyway (another user can change it) is left to its one line. */
+		char why[1200];
+		if (vrt_output_place_ok(out, true, why, sizeof(why)) && !takes_a_file(out)) {
+			vrt_fail(0, "cannot write in %s: %s; the command was not run", out, strerror(errno));
+			return VRT_EXIT_IO;
+		}
 		return 0;
 	}
 	if (!lstat(out, &st)) {
@@ -92,6 +123,15 @@ static int prepare_output(const char *out, bool force, bool *is_dir)
 		snprintf(rings, sizeof(rings), "%s%s", out, VRT_RINGS_SUFFIX);
 		if (!lstat(rings, &st) && S_ISREG(st.st_mode) && st.st_uid == getuid())
 			unlink(rings);
+	}
+	char dir[PATH_MAX], why[1200];
+	snprintf(dir, sizeof(dir), "%s", out);
+	char *slash = strrchr(dir, '/');
+	if (slash)
+		slash[slash == dir] = 0; /* "/x" -> "/" */
+	if (vrt_output_place_ok(out, false, why, sizeof(why)) && !takes_a_file(slash ? dir : ".")) {
+		vrt_fail(0, "cannot write %s: %s; the command was not run", out, strerror(errno));
+		return VRT_EXIT_IO;
 	}
 	return 0;
 }

@@ -300,9 +300,11 @@ int vrt_cmd_whatif(int argc, char **argv)
 		return rc;
 	if (!opt.path)
 		return vrt_usage("whatif", "no trace file given");
+	/* A run's directory reads as the other one-trace commands read it: its one trace, or a list. */
+	char file[4096];
 	struct vrt_trace t;
-	rc = vrt_open_or_fail(&t, opt.path);
-	if (rc)
+	rc = vrt_single_input("whatif", opt.path, NULL, NULL, file, sizeof(file));
+	if (rc || (rc = vrt_open_or_fail(&t, opt.path = file)))
 		return rc;
 	vrt_warn_trace_state(&t, opt.quiet);
 	struct vrt_alloc_replay *r = calloc(1, sizeof(*r));

@@ -3,6 +3,7 @@
 
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "cli.h"
 #include "owners.h"
@@ -52,6 +53,12 @@ const char *vrt_device_name(int slot)
 		return "host";
 	snprintf(names[slot], sizeof(names[slot]), "device %d", slot);
 	return names[slot];
+}
+
+bool vrt_json_lists_processes(int n_args, const char *const *args, int n_traces)
+{
+	struct stat st;
+	return n_traces > 1 || n_args > 1 || (n_args == 1 && !stat(args[0], &st) && S_ISDIR(st.st_mode));
 }
 
 const char *vrt_cache_label(int slot)

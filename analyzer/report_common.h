@@ -36,6 +36,10 @@ void vrt_report_group_live(const struct vrt_trace *t, const struct vrt_model *m,
 /* Bytes of one device slot and kind held through PyTorch's caching allocator (its segments). */
 int64_t vrt_torch_segment_bytes(const struct vrt_trace *t, const struct vrt_model *m, int slot, int kind);
 const char *vrt_device_name(int slot);
+/* Whether --json answers with {"processes": [...]}: for a directory or several arguments, however
+ * many traces they hold (a run's directory with one trace has the shape of one with eight), and a
+ * single process object for one trace file named. */
+bool vrt_json_lists_processes(int n_args, const char *const *args, int n_traces);
 const char *vrt_cache_label(int slot);
 
 #endif /* VRAMTRACE_REPORT_COMMON_H */

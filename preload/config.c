@@ -94,6 +94,23 @@ static int store(struct vrt_config *cfg, int id, const char *s, long long v)
 	return 0;
 }
 
+/*
+ * A bad setting is said once per job, not by each of its processes (a pyenv shim runs a dozen
+ * programs before python, each with the preload): the first process that says one marks the
+ * environment its children inherit (VRAMTRACE_SETTINGS_SAID, set by lifecycle.c's start), and a
+ * process that inherits the mark keeps quiet about the settings. Other lines are not affected.
+ */
+#define SETTINGS_SAID "VRAMTRACE_SETTINGS_SAID"
+static bool settings_said, settings_warned;
+#define warn(...)                              \
+	do {                                   \
+		settings_warned = true;        \
+		if (!settings_said)            \
+			vrt_log(__VA_ARGS__);  \
+	} while (0)
+
+bool vrt_config_warned(void) { return settings_warned && !settings_said; }
+
 static void load_from_env(struct vrt_config *cfg, int id)
 {
 	const struct option_def *d = &option_defs[id];
@@ -102,7 +119,7 @@ static void load_from_env(struct vrt_config *cfg, int id)
 	if (!s)
 		return;
 	if (parse_value(d, s, &v)) {
-		vrt_log("%s=%s is not valid; using the default %s", d->name, s, d->def);
+		warn("%s=%s is not valid; using the default %s", d->name, s, d->def);
 		return;
 	}
 	if (!store(cfg, id, s, v))
@@ -110,11 +127,13 @@ static void load_from_env(struct vrt_config *cfg, int id)
 	if (id == VRT_OPTION_OUTPUT)
 		cfg->output_unusable = true; /* said by the preload's one line (lifecycle.c) */
 	else
-		vrt_log("%s is %zu bytes long, more than vramtrace takes; ignored", d->name, strlen(s));
+		warn("%s is %zu bytes long, more than vramtrace takes; ignored", d->name, strlen(s));
 }
 
 void vrt_config_load(struct vrt_config *cfg)
 {
+	settings_said = getenv(SETTINGS_SAID) != NULL;
+	settings_warned = false;
 	memset(cfg, 0, sizeof(*cfg));
 	for (int id = 0; id < VRT_OPTION_COUNT; id++) {
 		const struct option_def *d = &option_defs[id];
@@ -127,7 +146,7 @@ void vrt_config_load(struct vrt_config *cfg)
 		if (id != VRT_OPTION_QUIET)
 			load_from_env(cfg, id);
 	if (cfg->ring_bytes && cfg->ring_bytes < (4u << 20)) {
-		vrt_log("VRAMTRACE_RING below 4M; using 4M");
+		warn("VRAMTRACE_RING below 4M; using 4M");
 		cfg->ring_bytes = 4u << 20;
 	}
 	if (cfg->python_depth > 255) /* a raw event counts its Python frames in a uint8_t */

@@ -112,6 +112,8 @@ struct vrt_config {
 extern struct vrt_config vrt_cfg;
 /* Parses environ; bad values get a warning and the default. Never fails. */
 void vrt_config_load(struct vrt_config *cfg);
+/* Whether the last load said something about a setting (and no parent process had). */
+bool vrt_config_warned(void);
 
 /* ---- per-thread event buffers (tbuf.c) --------------------------------------------------- */
 

@@ -211,6 +211,8 @@ static void start(void)
 		return;
 	}
 	vrt_config_load(&vrt_cfg);
+	if (vrt_config_warned() && !vrt_cfg.quiet)
+		setenv("VRAMTRACE_SETTINGS_SAID", "1", 0); /* children: said already (config.c) */
 	vrt_lookup_init();
 	vrt_exec_hooks_init();
 	if (vrt_cfg.mode == VRT_MODE_OFF) {

@@ -90,6 +90,19 @@ static int pop(void)
 	return d;
 }
 
+/* A range with no name (the payload extension's push): kept on the stack so that pops pair up,
+ * never a phase of its own. */
+static int push_nameless(void)
+{
+	if (!ranges)
+		ranges = calloc(1, sizeof(*ranges));
+	if (!ranges)
+		return 0;
+	if (ranges->depth < MAX_DEPTH)
+		ranges->names[ranges->depth] = NULL;
+	return ranges->depth++;
+}
+
 static void mark(const char *msg)
 {
 	int guard;
@@ -141,6 +154,9 @@ static void domain_range_end(nvtxDomainHandle_t d, nvtxRangeId_t id) { (void)d; 
 static nvtxStringHandle_t domain_register_string_a(nvtxDomainHandle_t d, const char *s) { (void)d; return (nvtxStringHandle_t)strdup(s ? s : ""); }
 static nvtxDomainHandle_t domain_create_a(const char *name) { return (nvtxDomainHandle_t)strdup(name ? name : ""); }
 
+static int payload_push(nvtxDomainHandle_t d, const void *payload, size_t n) { (void)d; (void)payload; (void)n; return push_nameless(); }
+static int payload_pop(nvtxDomainHandle_t d, const void *payload, size_t n) { (void)d; (void)payload; (void)n; return pop(); }
+
 static void set(NvtxFunctionTable table, unsigned size, unsigned cbid, void *fn)
 {
 	if (cbid < size && table[cbid])
@@ -173,5 +189,41 @@ VRT_EXPORT int InitializeInjectionNvtx2(NvtxGetExportTableFunc_t get_export_tabl
 		set(core2, n_core2, NVTX_CBID_CORE2_DomainRegisterStringA, (void *)domain_register_string_a);
 		set(core2, n_core2, NVTX_CBID_CORE2_DomainCreateA, (void *)domain_create_a);
 	}
+	return 1;
+}
+
+/*
+ * NVTX's extension modules ask for InitializeInjectionNvtxExtension, once per module. Only the
+ * payload extension matters here: NCCL (2.24 on) opens ncclCommInitRankConfig, ncclCommDestroy
+ * and ncclCommAbort with nvtxDomainRangePushEx and closes them with nvtxRangePopPayload once it
+ * knows the payload (the communicator), so without this the range never ends and every later
+ * phase sits inside it. nvtxRangePushPayload's range has no name: kept for the pairing only.
+ * The layout below is NVTX's ABI (nvtxDetail/nvtxExtTypes.h, nvToolsExtPayload.h's callback ids),
+ * spelled out here because CUDA 12's nvtx3 headers may lack the payload extension.
+ */
+struct nvtx_ext_segment {
+	size_t segment_id, slot_count;
+	intptr_t *slots;
+};
+
+struct nvtx_ext_module {
+	uint16_t nvtx_version, struct_size, module_id, compat_id;
+	size_t segments_count;
+	struct nvtx_ext_segment *segments;
+	void *get_export_function;
+	const void *ext_info;
+};
+
+#define NVTX_EXT_PAYLOAD_MODULE 2
+#define NVTX_EXT_PAYLOAD_PUSH 3 /* NVTX3EXT_CBID_nvtxRangePushPayload */
+#define NVTX_EXT_PAYLOAD_POP 4	/* NVTX3EXT_CBID_nvtxRangePopPayload */
+
+VRT_EXPORT int InitializeInjectionNvtxExtension(struct nvtx_ext_module *m)
+{
+	if (!m || m->module_id != NVTX_EXT_PAYLOAD_MODULE || m->segments_count < 1 || !m->segments ||
+	    !m->segments[0].slots || m->segments[0].slot_count <= NVTX_EXT_PAYLOAD_POP)
+		return 0; /* any other module: its calls stay no-ops, as without us */
+	m->segments[0].slots[NVTX_EXT_PAYLOAD_PUSH] = (intptr_t)payload_push;
+	m->segments[0].slots[NVTX_EXT_PAYLOAD_POP] = (intptr_t)payload_pop;
 	return 1;
 }

@@ -25,10 +25,12 @@ CLI_H = SOURCE / "analyzer" / "cli.h"
 # stops the generator, so the reference cannot silently miss it.
 EXIT_MEANINGS = {
     "VRT_EXIT_OK": "success",
-    "VRT_EXIT_FINDINGS": "the analysis found what was asked about (`leaks --fail-on-growth`: memory grows)",
+    "VRT_EXIT_FINDINGS": "an answer a script checks for: `leaks --fail-on-growth` found memory that grows; `oom` "
+                         "found no out-of-memory event to explain (in the trace, or in any trace of the directory)",
     "VRT_EXIT_USAGE": "bad command line (unknown command or option, missing argument)",
     "VRT_EXIT_BAD_TRACE": "the input is not a trace, or is damaged beyond reading",
-    "VRT_EXIT_IO": "a file could not be read or written",
+    "VRT_EXIT_IO": "a file could not be read or written, or a running process could not be reached or refused the "
+                   "request (`attach`, `mark`, `snapshot`, `watch`)",
     "VRT_EXIT_INTERNAL": "an internal error (a bug: please report it)",
     "VRT_EXIT_LIMIT": "the analysis needed more memory than `--max-memory` allows (the default is half of the "
                       "machine's, or less when less is available)",

@@ -216,6 +216,15 @@ m nvtx-pop-unrecorded preload/nvtx.c \
   '\tif (name && (guard = vrt_enter())) {\n\t\tvrt_emit_label(VRT_OP_PHASE_EXIT, name);\n\t\tvrt_leave(guard);\n\t}\n\tfree(name);\n\treturn d;' \
   '\t(void)vrt_enter;\n\tfree(name);\n\treturn d;' \
   test_phases.py::test_every_kind_of_nvtx_range_and_mark_becomes_a_phase_or_mark
+# (ux defect 44: NCCL closes ncclCommInitRankConfig with the payload extension's pop)
+m nvtx-payload-pop-ignored preload/nvtx.c \
+  '(void)n; return pop(); }' \
+  '(void)n; return 0; }' \
+  test_phases.py::test_every_kind_of_nvtx_range_and_mark_becomes_a_phase_or_mark
+m nvtx-payload-push-unpaired preload/nvtx.c \
+  '(void)n; return push_nameless(); }' \
+  '(void)n; return (void)push_nameless, 0; }' \
+  test_phases.py::test_every_kind_of_nvtx_range_and_mark_becomes_a_phase_or_mark
 
 # ---- loss accounting, ring, checkpoints, flushing ---------------------------------------------
 m lost-not-counted preload/tbuf.c \
@@ -668,9 +677,25 @@ m leaks-persistent-fixed-text analyzer/cmd_leaks.c \
   test_h200_traces.py::test_a_mark_phase_is_worded_as_intervals_and_persistent_memory_by_what_it_is
 
 m oom-inferred-cap-unnamed analyzer/cmd_oom.c \
-  'if (!o->limits.op && rm && rm->by_limit && rm->limit)' \
+  'if (!o->limits.op && rm && rm->by_limit && rm->limit && inferred_limit(rm))' \
   'if (0)' \
   test_h200_traces.py::test_oom_names_the_cap_even_when_the_trace_did_not_record_it
+m headline-static-runtime-internals analyzer/stacks.c \
+  '"libcudart_static_" /* a static runtime' \
+  '"libcudart_static_NOT" /* a static runtime' \
+  test_h200_traces.py::test_a_static_runtimes_internals_never_head_a_site
+m export-chrome-silent analyzer/cmd_export.c \
+  '.label = "export", .quiet = quiet, .model = &m });\n\twhile (vrt_pass_next(&p, &r, &e)) {' \
+  '.label = "export", .quiet = true, .model = &m });\n\twhile (vrt_pass_next(&p, &r, &e)) {' \
+  test_export.py::test_export_shows_its_progress_on_a_terminal
+m load-fixed-buckets python/vramtrace/__init__.py \
+  'found_oom, timeline(path, buckets))' \
+  'found_oom, timeline(path))' \
+  test_python_api.py::test_load_takes_the_timelines_resolution
+m phase-method-qualname-lost python/vramtrace/_phases.py \
+  'return type.__dict__["__qualname__"].__get__(cls) + "." + code.co_name' \
+  'return code.co_name' \
+  test_python_api.py::test_a_methods_qualified_name_is_found_without_co_qualname
 
 m option-equals-not-split analyzer/main.c \
   "if (i >= 2 && a[0] == '-' && a[1] == '-' && eq && eq > a + 2) {" \
@@ -708,6 +733,54 @@ m report-tensor-peak-heading-says-tensors analyzer/cmd_report.c \
   'p->kind < 0 ? "; live then: tensors, allocator cache, other CUDA" : ""' \
   '""' \
   test_h200_traces.py::test_the_tensor_peak_list_says_it_holds_more_than_tensors
+m report-peak-heading-identifiers analyzer/cmd_report.c \
+  'snprintf(buf, len, "pinned host memory");' \
+  'snprintf(buf, len, "host host_pinned");' \
+  test_h200_traces.py::test_peak_headings_name_the_memory_in_words
+m json-shape-follows-the-count analyzer/report_common.c \
+  'return n_traces > 1 || n_args > 1 || (n_args == 1 && !stat(args[0], &st) && S_ISDIR(st.st_mode));' \
+  'return n_traces > 1 || n_args > 1 || (0 && !stat(args[0], &st));' \
+  test_cli_errors.py::test_json_of_a_directory_is_a_list_however_many_traces_it_holds
+m whatif-refuses-run-directory analyzer/cmd_whatif.c \
+  'if (rc || (rc = vrt_open_or_fail(&t, opt.path = file)))' \
+  'if ((rc = 0) || (rc = vrt_open_or_fail(&t, opt.path)))' \
+  test_cli_errors.py::test_every_trace_reading_command_takes_a_runs_directory
+m run-mkdir-error-two-texts analyzer/cmd_run.c \
+  'vrt_fail(0, "cannot create directory %s: %s; the command was not run", out, strerror(errno));' \
+  'vrt_fail(VRT_E_IO, "cannot create directory %s: %s", out, strerror(errno));' \
+  test_run_cli.py::test_an_output_directory_that_cannot_be_made_stops_before_the_job_in_one_line
+m run-unwritable-directory-runs-the-job analyzer/cmd_run.c \
+  'if (vrt_output_place_ok(out, true, why, sizeof(why)) && !takes_a_file(out)) {' \
+  'if (vrt_output_place_ok(out, true, why, sizeof(why)) && !takes_a_file(out) && 0) {' \
+  test_run_cli.py::test_an_output_directory_that_takes_no_file_stops_before_the_job_in_one_line
+m html-palette-two-teals analyzer/report.html.in \
+  "'#9c755f', '#b6992d', '#d37295'" \
+  "'#9c755f', '#86bcb6', '#d37295'" \
+  test_html.py::test_no_two_palette_colours_look_alike
+m settings-said-by-every-process preload/config.c \
+  'settings_said = getenv(SETTINGS_SAID) != NULL;' \
+  'settings_said = false;' \
+  test_stress.py::test_a_bad_setting_is_said_once_by_a_chain_of_processes
+m leaks-never-entered-phase-passes analyzer/cmd_leaks.c \
+  'if (!rc && !lk.by_mark && !lk.n_inv) {' \
+  'if (0) {' \
+  test_cli_errors.py::test_a_name_the_trace_has_that_never_became_a_phase_is_an_error
+m folded-starts-at-start analyzer/cmd_export.c \
+  'for (int k = outermost_python(frames, n); k >= 0; k--) {' \
+  'for (int k = n - 1 + 0 * outermost_python(frames, n); k >= 0; k--) {' \
+  test_export.py::test_folded_stacks_with_python_frames_begin_at_the_outermost_one
+m oom-none-exit-code-undocumented analyzer/cmd_oom.c \
+  'return VRT_EXIT_FINDINGS;' \
+  'return VRT_EXIT_IO;' \
+  test_cli_errors.py::test_exit_codes_mean_what_cli_md_says
+m info-hides-pytorch analyzer/cmd_info.c \
+  'if (torch && *torch)\n\t\tprintf("pytorch' \
+  'if (0)\n\t\tprintf("pytorch' \
+  test_cli_errors.py::test_info_shows_the_pytorch_release_the_trace_records
+m oom-inferred-cap-one-figure analyzer/cmd_oom.c \
+  'vrt_bytes((int64_t)(rm->reserved_at_failure + r->size))' \
+  'vrt_bytes((int64_t)(rm->reserved_at_failure))' \
+  test_h200_traces.py::test_oom_names_the_cap_even_when_the_trace_did_not_record_it
 
 # ---- how a site prints (analyzer/sites.c) ------------------------------------------------------
 m site-repeats-headline analyzer/sites.c \

@@ -124,9 +124,10 @@ def timeline(path: str, buckets: int = 100) -> Timeline:
                                                    _os.fspath(path)))
 
 
-def load(path: str, phase_name: _Optional[str] = None) -> Analysis:
-    """Every report of a trace at once. leaks.phase is None when the trace has no phase call; oom
-    is None when nothing failed for lack of memory; any other problem raises a TraceError."""
+def load(path: str, phase_name: _Optional[str] = None, buckets: int = 100) -> Analysis:
+    """Every report of a trace at once (the timeline in `buckets` time buckets). leaks.phase is
+    None when the trace has no phase call; oom is None when nothing failed for lack of memory; any
+    other problem raises a TraceError."""
     try:
         found_leaks: _Optional[Leaks] = leaks(path, phase_name)
     except NotInTrace:
@@ -135,7 +136,7 @@ def load(path: str, phase_name: _Optional[str] = None) -> Analysis:
         found_oom: _Optional[Oom] = oom(path)
     except NotInTrace:
         found_oom = None
-    return Analysis(report(path), found_leaks, found_oom, timeline(path))
+    return Analysis(report(path), found_leaks, found_oom, timeline(path, buckets))
 
 
 def export_parquet(path: str, out_dir: str, phase_name: _Optional[str] = None, quiet: bool = True) -> _Dict[str, str]:

@@ -8,6 +8,7 @@ hook, which costs every Python call something (see docs/python.md).
 """
 import sys
 import threading
+import types
 
 from . import _native, _retention
 
@@ -25,8 +26,32 @@ def parse(spec):
     return out
 
 
-def _label_for(code, module_name):
-    qual = getattr(code, "co_qualname", code.co_name)
+def _method_qualname(code, frame):
+    """Class.method for a method's code called in frame, from its first argument: the class in
+    its MRO whose own dict holds this code's function (CPython 3.9/3.10 code objects have no
+    co_qualname). None when it is not found. Reads class dicts only: no attribute lookup, no
+    user code runs."""
+    if frame is None or not code.co_argcount:
+        return None
+    try:
+        first = frame.f_locals.get(code.co_varnames[0])
+        mro, own = type.__dict__["__mro__"].__get__, type.__dict__["__dict__"].__get__
+        for cls in mro(first) if issubclass(type(first), type) else mro(type(first)):
+            for value in own(cls).values():
+                if type(value) in (classmethod, staticmethod):  # exact types: never a __class__ property
+                    value = value.__func__
+                if type(value) is types.FunctionType and value.__code__ is code:
+                    return type.__dict__["__qualname__"].__get__(cls) + "." + code.co_name
+    except Exception:  # a frame or class that does not read as expected: no qualified name
+        pass
+    return None
+
+
+def _label_for(code, module_name, frame=None):
+    qual = getattr(code, "co_qualname", None)
+    if qual is None:  # 3.9, 3.10
+        dotted = any("." in name and name.rsplit(".", 1)[1] == code.co_name for _, name in _targets)
+        qual = (_method_qualname(code, frame) if dotted else None) or code.co_name
     for module, name in _targets:
         if name in (qual, code.co_name) and (module is None or module == module_name):
             return name if module is None else module + ":" + name
@@ -98,7 +123,7 @@ def _profile(frame, event, arg):
     code = frame.f_code
     label = _labels.get(code)
     if label is None:
-        label = _labels[code] = _label_for(code, frame.f_globals.get("__name__"))
+        label = _labels[code] = _label_for(code, frame.f_globals.get("__name__"), frame)
     if label:
         (_enter if event == "call" else _exit)(label)
 

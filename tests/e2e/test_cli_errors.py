@@ -2,11 +2,12 @@
 that runs `vramtrace leaks --phase trian --fail-on-growth` must fail, not pass on nothing
 (docs/ux-defects items 13, 14)."""
 import json
+import os
 import re
 
 import pytest
 
-from conftest import GOLDEN, analyze
+from conftest import GOLDEN, SOURCE, analyze
 
 LEAK_CYCLE = GOLDEN / "h200" / "leak-cycle.vrt"
 
@@ -33,6 +34,18 @@ def test_an_unknown_phase_is_an_error(extra):
         "the phase that explains the growth)"]
     good = analyze("leaks", *extra, "--phase", "train", LEAK_CYCLE, check=False)
     assert good.returncode == (1 if extra == ["--fail-on-growth"] else 0) and good.stdout
+
+
+@pytest.mark.parametrize("extra", [[], ["--json"]], ids=["text", "json"])
+def test_a_name_the_trace_has_that_never_became_a_phase_is_an_error(extra):
+    """Engine.__init__ is a function of leak-cycle's stacks, never a phase of it (the job ran with
+    --phase train; on CPython 3.9/3.10 a Class.method target can match nothing): leaks says so and
+    fails instead of printing a table of 0 invocations with exit 0 (ux defect 47)."""
+    p = analyze("leaks", *extra, "--phase", "Engine.__init__", LEAK_CYCLE, check=False)
+    assert p.returncode == 2 and p.stdout == ""
+    assert p.stderr.splitlines() == [
+        f'vramtrace leaks: {LEAK_CYCLE}: "Engine.__init__" was never entered as a phase in this trace (the trace has '
+        "the name, but no call of it became a phase: vramtrace run --phase Engine.__init__ records it)"]
 
 
 def test_info_says_what_the_text_says_in_its_json():
@@ -70,3 +83,55 @@ def test_leaks_frames_sets_the_frames_shown_per_site():
         text = analyze("leaks", "-q", "--frames", n, src).stdout.split("survivors by site")[1]
         blocks = re.split(r"^ +[\d.]+ (?:B|KiB|MiB|GiB) +\d+x  .*$", text, flags=re.M)[1:]
         assert blocks and all(len(re.findall(r"^ {20,}at ", b, re.M)) == n for b in blocks[:3]), (n, blocks[:1])
+
+
+@pytest.mark.parametrize("command", ["report", "leaks"])
+def test_json_of_a_directory_is_a_list_however_many_traces_it_holds(tmp_path, command):
+    """--json's shape follows what was named, not what a directory happens to hold: a file gives
+    one process object, a directory (or several files) {"processes": [...]} even with one trace,
+    so `jq '.processes[]'` on a run's directory works for one rank as for eight (ux defect 34)."""
+    one = tmp_path / "one"
+    one.mkdir()
+    (one / "leak-cycle.vrt").write_bytes(LEAK_CYCLE.read_bytes())
+    alone = json.loads(analyze(command, "--json", "-q", LEAK_CYCLE).stdout)
+    assert "processes" not in alone and alone["file"] == str(LEAK_CYCLE)
+    listed = json.loads(analyze(command, "--json", "-q", str(one) + "/").stdout)
+    assert [p["pid"] for p in listed["processes"]] == [alone["pid"]]
+    both = json.loads(analyze(command, "--json", "-q", LEAK_CYCLE, one / "leak-cycle.vrt").stdout)
+    assert len(both["processes"]) == 2
+
+
+@pytest.mark.parametrize("command", [["report"], ["leaks"], ["oom"], ["timeline"], ["info"], ["dump"], ["whatif"],
+                                     ["html", "-o", "{tmp}/x.html"], ["export", "--format", "folded", "-o", "{tmp}/x.f"],
+                                     ["diff", "{dir}"]], ids=lambda c: c[0])
+def test_every_trace_reading_command_takes_a_runs_directory(tmp_path, command):
+    """What `run -o DIR/` wrote is what every command reads (ux defect 45: whatif refused it)."""
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    (run_dir / "vramtrace.761.vrt").write_bytes((GOLDEN / "h200" / "oom.vrt").read_bytes())
+    args = [a.format(tmp=tmp_path, dir=run_dir) for a in command]
+    p = analyze(args[0], "-q", *args[1:], str(run_dir) + "/", check=False)
+    assert p.returncode == 0 and p.stderr == "", (p.returncode, p.stderr)
+
+
+def test_exit_codes_mean_what_cli_md_says():
+    """docs/cli.md's table covers what the commands do (ux defect 48: oom without an out-of-memory
+    event exits 1, documented only as 'found what was asked about'; a running process's refusal
+    is 4, documented only as a file that could not be read)."""
+    table = dict(re.findall(r"^\| (\d) \| (.*) \|$", (SOURCE / "docs" / "cli.md").read_text(), re.M))
+    no_oom = analyze("oom", "-q", LEAK_CYCLE, check=False).returncode
+    assert "`oom` found no out-of-memory event" in table[str(no_oom)], (no_oom, table)
+    grows = analyze("leaks", "-q", "--fail-on-growth", LEAK_CYCLE, check=False).returncode
+    assert "`leaks --fail-on-growth` found memory that grows" in table[str(grows)], (grows, table)
+    untraced = analyze("mark", os.getpid(), "hello", check=False)  # this process: not traced
+    assert "is not traced" in untraced.stderr
+    assert "a running process could not be reached or refused" in table[str(untraced.returncode)], table
+
+
+def test_info_shows_the_pytorch_release_the_trace_records():
+    """trace-format.md says `info` shows the torch key; it did not (ux defect 50)."""
+    src = GOLDEN / "h200" / "whatif-default.vrt"
+    recorded, = re.findall(r"^# torch = (.+)$", analyze("dump", "-q", src).stdout, re.M)[:1]
+    assert f"pytorch    {recorded}" in analyze("info", src).stdout.splitlines()
+    assert json.loads(analyze("info", "--json", src).stdout)["torch"] == recorded
+    assert json.loads(analyze("info", "--json", GOLDEN / "h200" / "oom.vrt").stdout)["torch"] is None

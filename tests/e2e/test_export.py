@@ -13,13 +13,14 @@ analyzer (tests/e2e/replay.py), and to what the programs measured (TRUTH.json).
 """
 import functools
 import json
+import os
 import pickle
 import re
 import subprocess
 
 import pytest
 
-from conftest import GOLDEN, VRAMTRACE, analyze
+from conftest import GOLDEN, VRAMTRACE, analyze, big_torch_trace, on_a_terminal
 from replay import Replay, dumped
 
 H200 = GOLDEN / "h200"
@@ -239,6 +240,24 @@ def test_folded_peak_of_tensors_says_what_its_total_is(tmp_path, name):
     assert folded_total(export(tmp_path, name, "folded-peak")) >= peak
 
 
+PYTHON_FRAME = re.compile(r":\d+\)$")  # "function (file.py:line)"; native frames end "(module)"
+
+
+@pytest.mark.parametrize("fmt", ["folded", "folded-peak"])
+@pytest.mark.parametrize("name", ["leak-cycle", "oom"])  # the traces with Python frames
+def test_folded_stacks_with_python_frames_begin_at_the_outermost_one(tmp_path, name, fmt):
+    """One code path, one tower: a stack begins at its outermost Python frame (<module>), not at
+    _start and the interpreter's frames when it was captured with native frames and at <module>
+    when it was not (ux defect 16's roots)."""
+    firsts, with_python = set(), 0
+    for line in export(tmp_path, name, fmt).read_text().splitlines():
+        frames = line.rsplit(" ", 1)[0].split(";")[1:]
+        if any(PYTHON_FRAME.search(f) for f in frames):
+            with_python += 1
+            firsts.add(frames[0])
+    assert with_python and all(PYTHON_FRAME.search(f) for f in firsts), sorted(firsts)
+
+
 @pytest.mark.parametrize("name", CUDA_ONLY)
 def test_folded_peak_adds_up_to_the_busiest_device_peak(tmp_path, name):
     peak = max(v for (d, kind), v in replay(name).peak.items() if kind == "device")
@@ -272,3 +291,14 @@ def test_export_says_what_it_wrote_and_what_reads_it(tmp_path, fmt, reader):
     assert "wrote" not in analyze("export", "-q", "--format", fmt, src, "-o", tmp_path / "q").stderr
     p = subprocess.run([str(VRAMTRACE), "export", "--format", fmt, str(src), "-o", "-"], capture_output=True, timeout=60)
     assert p.returncode == 0 and len(p.stdout) == size and b"wrote" not in p.stderr
+
+
+@pytest.mark.parametrize("fmt", ["chrome", "memory-viz"])
+def test_export_shows_its_progress_on_a_terminal(tmp_path, fmt):
+    """A long export draws the bar with the time left, as report does (ux defect 8: 20 s of
+    nothing); -q draws none."""
+    env = dict(os.environ, VRAMTRACE_PROGRESS_DELAY="0")
+    big = big_torch_trace(tmp_path / "big.vrt")
+    shown = on_a_terminal([VRAMTRACE, "export", "--format", fmt, big, "-o", tmp_path / "a.out"], env)
+    assert "export [" in shown and "s left" in shown, shown[-600:]
+    assert "[" not in on_a_terminal([VRAMTRACE, "export", "-q", "--format", fmt, big, "-o", tmp_path / "b.out"], env)

@@ -152,13 +152,13 @@ def test_normalize_keeps_what_matters():
     line = ("# vramtrace trace format 1.0, pid 9, ppid 8, rank -1, host box1\n"
             "vramtrace report: /tmp/x/t.vrt (pid 123: /work/b/tests/rt_api)\n"
             "  device 0  device       peak   4.00 MiB at    0.002 s    live at end   1.02 MiB\n"
-            "top sites at the peak of host host_pinned (80.0 KiB at 0.006 s):\n"
+            "top sites at the peak of pinned host memory (80.0 KiB at 0.006 s):\n"
             "0.005669 t1 alloc        cudaMallocPitch dev=0 device addr=0x7f21f98c1000 size=10240 "
             "aux=94462755633296 stack=9\n")
     assert normalize(line) == (
         "# vramtrace trace format 1.0, pid <pid>, ppid <pid>, rank -1, host <host>\n"
         "vramtrace report: <path>/t.vrt (pid <pid>: <path>/rt_api)\n"
         "  device 0  device       peak   4.00 MiB at    <time> s    live at end   1.02 MiB\n"
-        "top sites at the peak of host host_pinned (80.0 KiB at <time> s):\n"
+        "top sites at the peak of pinned host memory (80.0 KiB at <time> s):\n"
         "<time> t1 alloc        cudaMallocPitch dev=0 device addr=0x<hex> size=10240 "
         "aux=<n> stack=9\n")

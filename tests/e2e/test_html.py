@@ -34,8 +34,8 @@ MiB = 1 << 20
 # array cut to 1000 rows (50 for lists of sites). With the defaults and a few series: < 2 MB.
 SIZE_BOUND = 2 * MiB
 
-PALETTE = ["#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948", "#b07aa1", "#ff9da7",
-           "#9c755f", "#86bcb6", "#d37295", "#a0cbe8"]
+PALETTE = re.findall(r"'(#[0-9a-f]{6})'", re.search(r"var PALETTE = \[(.*?)\];",
+                                                 (SOURCE / "analyzer" / "report.html.in").read_text(), re.S)[1])
 BACKGROUNDS = [(0xf5, 0xf7, 0xfa), (0xff, 0xff, 0xff)]
 
 CHROMIUM = next((shutil.which(n) for n in ("chromium", "chromium-browser", "google-chrome") if shutil.which(n)), None)
@@ -257,6 +257,16 @@ def test_usage_errors(demo, tmp_path):
     assert analyze("html", t.trace, "-o", tmp_path / "no" / "dir" / "x.html", check=False).returncode == 4
     help_text = analyze("html", "--help").stdout
     assert "usage: vramtrace html" in help_text and "--sites N" in help_text and "--buckets N" in help_text
+
+
+def test_no_two_palette_colours_look_alike():
+    """Bands side by side must read as different sites: no pair of the page's 12 colours closer
+    than 30 in RGB (ux defect 23: #76b7b2 and #86bcb6 were two teal bands, 17 apart)."""
+    assert len(PALETTE) == 12
+    rgb = [tuple(int(c[i:i + 2], 16) for i in (1, 3, 5)) for c in PALETTE]
+    close = [(PALETTE[i], PALETTE[j]) for i in range(12) for j in range(i + 1, 12)
+             if sum((a - b) ** 2 for a, b in zip(rgb[i], rgb[j])) ** 0.5 < 30]
+    assert not close, close
 
 
 def test_page_is_self_contained(demo):

@@ -92,7 +92,8 @@ def test_diff_at_two_times_of_one_trace(ph):
 @pytest.fixture(scope="module")
 def nv(tmp_path_factory):
     t = trace(tmp_path_factory.mktemp("nvtx"), [program("nvtx_ranges")])
-    assert (t.returncode, t.stdout) == (0, f"nvtx_ranges: held_bytes={SETUP + 3 * LEAK}\n"), t.stderr
+    assert t.returncode == 0, t.stderr
+    assert t.stdout.replace("nvtx_ranges: payload\n", "") == f"nvtx_ranges: held_bytes={SETUP + 3 * LEAK}\n"
     return t
 
 
@@ -102,8 +103,15 @@ def labels(t, *ops):
 
 def test_every_kind_of_nvtx_range_and_mark_becomes_a_phase_or_mark(nv):
     ranges = ["step"] * 3 + ["eval"] * 2 + ["load", "load-ex", "domain-step", "domain-load"]
-    assert labels(nv, "phase_enter", "phase_exit") == \
-        [(op, "nvtx:" + name) for name in ranges for op in ("phase_enter", "phase_exit")]
+    expected = [(op, "nvtx:" + name) for name in ranges for op in ("phase_enter", "phase_exit")]
+    if "nvtx_ranges: payload" in nv.stdout:  # built with the payload extension's header
+        # NCCL's comm-init closed by nvtxRangePopPayload (ux defect 44: it never ended, so every
+        # later phase of an NCCL job sat inside ncclCommInitRankConfig); a nameless payload
+        # range inside "outer" pairs with its own pop, not with outer's.
+        expected += [("phase_enter", "nvtx:comm-init"), ("phase_exit", "nvtx:comm-init"),
+                     ("phase_enter", "nvtx:outer"), ("phase_enter", "nvtx:inner"),
+                     ("phase_exit", "nvtx:inner"), ("phase_exit", "nvtx:outer")]
+    assert labels(nv, "phase_enter", "phase_exit") == expected
     assert labels(nv, "mark") == [("mark", "nvtx:half"), ("mark", "nvtx:ex-mark"), ("mark", "nvtx:domain-mark")]
 
 

@@ -175,6 +175,54 @@ def test_load_still_reads_as_the_dict_it_used_to_return():
         a["nothing"]
 
 
+def test_load_takes_the_timelines_resolution():
+    """load()'s timeline had a fixed 100 buckets (ux defect 43); its ints add up as timeline()'s."""
+    a = vramtrace.load(H200 / "leak-cycle.vrt", buckets=7)
+    assert len(a.timeline.time_s) == 7
+    assert a.timeline == vramtrace.timeline(H200 / "leak-cycle.vrt", buckets=7)
+    assert all(isinstance(v, int) for values in a.timeline.series.values() for v in values)
+
+
+class _Outer:
+    class Engine:
+        def __init__(self):
+            self.ready = True
+
+        @classmethod
+        def make(cls):
+            return cls()
+
+        def step(self):
+            return self.ready
+
+
+class _SubEngine(_Outer.Engine):
+    pass
+
+
+def test_a_methods_qualified_name_is_found_without_co_qualname():
+    """CPython 3.9/3.10 code objects have no co_qualname, so --phase Engine.__init__ matched
+    nothing there (ux defect 47). The name rebuilt from the call's first argument (the class in
+    its MRO that holds this code) equals 3.11's co_qualname: methods, classmethods, nested
+    classes, a method inherited by a subclass."""
+    from vramtrace import _phases
+
+    seen = {}
+
+    def profile(frame, event, arg):
+        if event == "call" and frame.f_code.co_name in ("__init__", "make", "step"):
+            seen[frame.f_code.co_name] = (_phases._method_qualname(frame.f_code, frame),
+                                          getattr(frame.f_code, "co_qualname", None))
+
+    sys.setprofile(profile)
+    try:
+        _SubEngine.make().step()
+    finally:
+        sys.setprofile(None)
+    assert seen == {name: ("_Outer.Engine." + name, "_Outer.Engine." + name if sys.version_info >= (3, 11) else None)
+                    for name in ("__init__", "make", "step")}
+
+
 def test_the_namespace_is_the_api():
     """dir(vramtrace) shows the API (its __all__), not the modules it uses (json, os, subprocess,
     contextlib, typing's names)."""

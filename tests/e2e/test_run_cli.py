@@ -46,6 +46,27 @@ def test_a_command_that_cannot_start_gets_one_line(tmp_path):
     assert vramtrace_lines(p.stderr) == [f"vramtrace: cannot run {script}: Permission denied"]
 
 
+def test_an_output_directory_that_cannot_be_made_stops_before_the_job_in_one_line(tmp_path):
+    """run -o DIR/ checks DIR before it starts the job, as it refuses an existing trace without
+    -f: one line that says the command did not run, exit 4 (ux defect 49: the line ended in a
+    second error text, ': input/output error')."""
+    marker = tmp_path / "ran"
+    p = run(tmp_path, "-o", "/proc/no-such-dir/traces/", "--", "/bin/touch", marker)
+    assert p.returncode == 4 and p.stdout == "" and not marker.exists()
+    assert p.stderr.splitlines() == ["vramtrace: cannot create directory /proc/no-such-dir/traces/: No such file or "
+                                     "directory; the command was not run"]
+
+
+def test_an_output_directory_that_takes_no_file_stops_before_the_job_in_one_line(tmp_path):
+    """/sys/ exists and takes no file, even from root: run finds it before the job starts (one
+    line, exit 4) instead of each process's preload saying so, then 'traces: /sys/ (one file per
+    process)' and a next step for a directory with nothing in it (ux defect 49)."""
+    marker = tmp_path / "ran"
+    p = run(tmp_path, "-o", "/sys/", "--", "/bin/touch", marker)
+    assert p.returncode == 4 and p.stdout == "" and not marker.exists()
+    assert re.fullmatch(r"vramtrace: cannot write in /sys/: [^;]+; the command was not run\n", p.stderr), p.stderr
+
+
 def test_an_armed_job_nobody_attached_is_not_said_to_allocate_nothing(tmp_path):
     p = run(tmp_path, "--armed", "-o", tmp_path / "a.vrt", "--", *CHURN)
     assert p.returncode == 0

@@ -182,7 +182,7 @@ def test_report_top_lists_exactly_n_sites(rt, n):
     sections = text_report(rt, "--top", n)
     live, = [v for k, v in sections.items() if k.startswith("top sites by bytes live")]
     assert len(live) == min(n, 5)
-    device_peak, = [v for k, v in sections.items() if k.startswith("top sites at the peak of device 0 device")]
+    device_peak, = [v for k, v in sections.items() if k.startswith("top sites at the peak of device 0 memory")]
     assert len(device_peak) == min(n, 2)
     rep = json.loads(analyze("report", "--json", "-q", "--top", n, rt.trace).stdout)
     assert len(rep["live_at_end"]) == min(n, 5)

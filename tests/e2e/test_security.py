@@ -77,7 +77,8 @@ def test_report_of_the_directory_finds_a_trace_with_a_suffixed_name(planted):
     directory's regular *.vrt files and skips the planted links with a note."""
     out, victim, pid = planted
     p = analyze("report", "--json", "--quiet", str(out) + "/")
-    assert json.loads(p.stdout)["pid"] == pid  # one trace: one report, not a list of processes
+    found, = json.loads(p.stdout)["processes"]  # a directory: a list, of one process here
+    assert found["pid"] == pid
     assert sorted(p.stderr.splitlines()) == [f"vramtrace: note: {out}/vramtrace.{pid}.vrt{n} is not a regular file; "
                                              "skipped" for n in ("", ".1")]
 
@@ -86,7 +87,8 @@ def test_report_of_the_directory_reads_a_trace_named_by_an_older_preload(planted
     """Before format 1.1 the preload put the suffix after the extension: vramtrace.PID.vrt.2."""
     out, victim, pid = planted
     (out / f"vramtrace.{pid}.1.vrt").rename(out / f"vramtrace.{pid}.vrt.2")
-    assert report(out)["pid"] == pid
+    found, = report(out)["processes"]  # a directory: a list, of one process here
+    assert found["pid"] == pid
 
 
 def test_preload_output_file_that_is_a_symlink_gets_a_name_of_its_own(tmp_path):

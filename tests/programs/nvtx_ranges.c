@@ -10,12 +10,21 @@
  *   nvtxRangeStartA("load") / nvtxRangeEnd     (may cross threads), nvtxRangeStartEx("load-ex")
  *   domain "app": nvtxDomainRangePushEx with a registered string "domain-step" / DomainRangePop,
  *                 nvtxDomainMarkEx("domain-mark"), nvtxDomainRangeStartEx("domain-load") / End
+ *   domain "NCCL" (with the payload extension's header): "comm-init" pushed with
+ *                 nvtxDomainRangePushEx and closed with nvtxRangePopPayload, as NCCL 2.24+ closes
+ *                 ncclCommInitRankConfig; then "outer" holding a nameless nvtxRangePushPayload /
+ *                 nvtxRangePopPayload pair before "inner": the pair must not close "outer"
  *
- * Prints "nvtx_ranges: held_bytes=B" (setup 4 MiB + 3 x 1 MiB).
+ * Prints "nvtx_ranges: held_bytes=B" (setup 4 MiB + 3 x 1 MiB), and "nvtx_ranges: payload" first
+ * when the payload calls were made.
  */
 #include <cuda_runtime_api.h>
 #include <nvtx3/nvToolsExt.h>
 #include <string.h>
+#if __has_include(<nvtx3/nvToolsExtPayload.h>)
+#include <nvtx3/nvToolsExtPayload.h>
+#define HAVE_NVTX_PAYLOAD 1
+#endif
 
 #include "prog.h"
 
@@ -90,6 +99,21 @@ int main(void)
 	nvtxDomainMarkEx(app, &dm);
 	nvtxEventAttributes_t dl = ascii("domain-load");
 	nvtxDomainRangeEnd(app, nvtxDomainRangeStartEx(app, &dl));
+#ifdef HAVE_NVTX_PAYLOAD
+	nvtxDomainHandle_t nccl = nvtxDomainCreateA("NCCL");
+	nvtxEventAttributes_t ci = ascii("comm-init");
+	uint64_t comm = 42;
+	nvtxPayloadData_t pd = { NVTX_PAYLOAD_ENTRY_TYPE_UINT64, sizeof(comm), &comm };
+	nvtxDomainRangePushEx(nccl, &ci);
+	nvtxRangePopPayload(nccl, &pd, 1);
+	nvtxRangePushA("outer");
+	nvtxRangePushPayload(nccl, &pd, 1);
+	nvtxRangePopPayload(nccl, &pd, 1);
+	nvtxRangePushA("inner");
+	nvtxRangePop();
+	nvtxRangePop();
+	printf("nvtx_ranges: payload\n");
+#endif
 	printf("nvtx_ranges: held_bytes=%zu\n", 4 * MiB + 3 * MiB);
 	return 0;
 }
