@@ -515,6 +515,10 @@ m live-checkpoint-misses-an-item preload/trace_output.c \
   '\t\tif (!l->space)\n\t\t\tcontinue;\n\t\tuint32_t stack = l->stack;' \
   '\t\tif (!l->space || i % 997 == 5)\n\t\t\tcontinue;\n\t\tuint32_t stack = l->stack;' \
   test_live_set_agreement.py::test_ring_checkpoints_follow_from_each_other_and_from_the_start
+m python-directory-list-not-unwrapped python/vramtrace/_reports.py \
+  '    if isinstance(processes, list):  # a run' \
+  '    if False and isinstance(processes, list):  # a run' \
+  test_python_api.py::test_a_runs_directory_reads_as_its_one_trace_and_two_traces_are_a_usage_error
 m leaks-baseline-step-miscounted analyzer/cmd_leaks.c \
   'if (it->stack != sv->stack || it->born_event <= sv->from' \
   'if (it->stack != sv->stack || it->born_event <= sv->from || (it->born_event & 1)' \

@@ -11,7 +11,7 @@ import sys
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Sequence, Tuple, Type, TypeVar
 
-from ._errors import AnalyzerFailed, AnalyzerNotFound, TraceNotFound, from_exit
+from ._errors import AnalyzerFailed, AnalyzerNotFound, TraceNotFound, UsageError, from_exit
 
 T = TypeVar("T")
 
@@ -324,4 +324,10 @@ def run_json(binary: str, what: str, args: Sequence[str], path: str) -> Dict[str
                              path=path) from e
     if not isinstance(value, dict):
         raise AnalyzerFailed("vramtrace %s --json printed no object" % what, path=path)
+    processes = value.get("processes")
+    if isinstance(processes, list):  # a run's directory: always a list, one object per trace
+        if len(processes) != 1:
+            raise UsageError("%s holds %d traces: name one of them (vramtrace %s reads each)" % (path, len(processes), what),
+                             path=path)
+        value = processes[0]
     return value

@@ -2,6 +2,7 @@
 the pytest fixture, and vramtrace.snapshot() without the bootstrap."""
 import json
 import os
+import shutil
 import subprocess
 import sys
 
@@ -44,6 +45,19 @@ def test_leaks_are_dataclasses_with_the_analyzers_integer_bytes():
     assert [(s.bytes, s.stack, s.frames[0].function) for s in leaks.survivors] == \
         [(s["bytes"], s["stack"], s["frames"][0]["function"]) for s in raw["survivors"]]
     assert all(isinstance(s.bytes, int) and isinstance(s.stack, int) for s in leaks.survivors)
+
+
+def test_a_runs_directory_reads_as_its_one_trace_and_two_traces_are_a_usage_error(tmp_path):
+    """`--json` on a directory is always a list of processes; the library's report() and leaks()
+    of a run's directory with one trace give that trace's report, and ask for one when there are
+    more."""
+    (tmp_path / "run").mkdir()
+    shutil.copy(H200 / "leak-cycle.vrt", tmp_path / "run" / "a.vrt")
+    assert vramtrace.report(tmp_path / "run").file == str(tmp_path / "run" / "a.vrt")
+    assert vramtrace.leaks(tmp_path / "run").phase == vramtrace.leaks(H200 / "leak-cycle.vrt").phase == "train"
+    shutil.copy(H200 / "oom.vrt", tmp_path / "run" / "b.vrt")
+    with pytest.raises(vramtrace.UsageError, match="holds 2 traces"):
+        vramtrace.report(tmp_path / "run")
 
 
 def test_oom_categories_and_a_timeline_in_integer_bytes():
