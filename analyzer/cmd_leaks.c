@@ -22,6 +22,7 @@
 #include "model.h"
 #include "owners.h"
 #include "pass.h"
+#include "reports.h"
 #include "report_common.h"
 #include "sites.h"
 #include "stacks.h"
@@ -33,8 +34,12 @@ struct leaks_options {
 	const char *phase;
 	const char *layer; /* "tensors", "cuda" or NULL for tensors when the trace has them */
 	bool json, quiet, fail_on_growth;
+	bool in_html;      /* composed by html: progress is named under it */
 	int top, frames;
 };
+
+/* A pass's progress label: "leaks: survey", or under html "html: leaks: survey". */
+#define LABEL(o, stage) ((o)->in_html ? "html: leaks" stage : "leaks" stage)
 
 struct invocation {
 	uint64_t enter_event, exit_event; /* event indices; exit 0 while open */
@@ -80,6 +85,7 @@ struct leaks {
 	double teardown_s;       /* when teardown began (EXITING), 0 if the trace does not say */
 	int64_t live_at_teardown, live_at_end;
 	const char *picked_why;  /* why the phase was picked without --phase (NULL: it was named) */
+	FILE *out;               /* where --json goes */
 };
 
 /* ---- choosing the phase and the layer ------------------------------------------------- */
@@ -163,7 +169,7 @@ static int survey(struct vrt_trace *t, const struct leaks_options *o, bool want_
 	struct vrt_model m;
 	if (want_phases && vrt_model_init(&m))
 		return vrt_fail(VRT_E_NOMEM, "leaks");
-	vrt_pass_open(&p, t, &(struct vrt_pass_options){ .label = "leaks: survey", .quiet = o->quiet,
+	vrt_pass_open(&p, t, &(struct vrt_pass_options){ .label = LABEL(o, ": survey"), .quiet = o->quiet,
 							  .model = want_phases ? &m : NULL });
 	while ((want_phases || (want_blocks && !s->blocks.any_blocks)) && vrt_pass_next(&p, &r, &e)) {
 		if (want_phases) {
@@ -442,7 +448,7 @@ static int replay(struct leaks *lk, struct vrt_model *m)
 	struct vrt_pass p;
 	struct vrt_record r;
 	struct vrt_effect e;
-	vrt_pass_open(&p, lk->t, &(struct vrt_pass_options){ .label = "leaks", .quiet = lk->o->quiet, .model = m });
+	vrt_pass_open(&p, lk->t, &(struct vrt_pass_options){ .label = LABEL(lk->o, ""), .quiet = lk->o->quiet, .model = m });
 	while (vrt_pass_next(&p, &r, &e)) {
 		if (vrt_owners_apply(&lk->owners, &r))
 			lk->walk_fresh = true;
@@ -732,24 +738,24 @@ static void print_held(const struct leaks *lk, const struct vrt_site *s, const s
 		       vrt_bytes(h->other_chains + (n > 2 ? h->bytes[order[2]] : 0) + (n > 3 ? h->bytes[order[3]] : 0)));
 }
 
-static void held_json(const struct leaks *lk, const struct vrt_site *s, const struct vrt_held_by *h)
+static void held_json(FILE *out, const struct leaks *lk, const struct vrt_site *s, const struct vrt_held_by *h)
 {
 	const struct vrt_trace *t = lk->t;
 	int order[VRT_HELD_CHAINS];
 	int n = sorted_chains(h, order);
-	printf(", \"held_by\": [");
+	fprintf(out, ", \"held_by\": [");
 	for (int k = 0; k < n; k++) {
-		printf("%s", k ? ", " : "");
-		vrt_chain_json(stdout, vrt_string(t, h->chain[order[k]]));
+		fprintf(out, "%s", k ? ", " : "");
+		vrt_chain_json(out, vrt_string(t, h->chain[order[k]]));
 	}
-	printf("], \"held_by_bytes\": [");
+	fprintf(out, "], \"held_by_bytes\": [");
 	for (int k = 0; k < n; k++)
-		printf("%s%lld", k ? ", " : "", (long long)h->bytes[order[k]]);
+		fprintf(out, "%s%lld", k ? ", " : "", (long long)h->bytes[order[k]]);
 	bool identity;
 	const char *category = survivor_category(t, s, h, &identity);
-	printf("], \"held_by_status\": \"%s\", \"category\": ", vrt_held_name(vrt_held_status(h)));
-	json_string(stdout, category);
-	printf(", \"decided_by\": \"%s\"", identity ? "identity" : "rule");
+	fprintf(out, "], \"held_by_status\": \"%s\", \"category\": ", vrt_held_name(vrt_held_status(h)));
+	json_string(out, category);
+	fprintf(out, ", \"decided_by\": \"%s\"", identity ? "identity" : "rule");
 }
 
 #define SHOWN_ROOTS 3
@@ -792,22 +798,22 @@ static void print_roots(struct vrt_roots *r)
 			       unexplained[k]);
 }
 
-static void roots_json(struct vrt_roots *r)
+static void roots_json(FILE *out, struct vrt_roots *r)
 {
 	vrt_roots_sort(r);
-	printf(", \"kept_alive_by\": [");
+	fprintf(out, ", \"kept_alive_by\": [");
 	for (size_t i = 0; i < r->n; i++) {
-		printf("%s{\"root\": ", i ? ", " : "");
-		json_string(stdout, r->v[i].text);
-		printf(", \"bytes\": %lld, \"objects\": %llu}", (long long)r->v[i].bytes, (unsigned long long)r->v[i].chains);
+		fprintf(out, "%s{\"root\": ", i ? ", " : "");
+		json_string(out, r->v[i].text);
+		fprintf(out, ", \"bytes\": %lld, \"objects\": %llu}", (long long)r->v[i].bytes, (unsigned long long)r->v[i].chains);
 	}
-	printf("], \"kept_alive_other_roots_bytes\": %lld, \"kept_alive_by_status\": {", (long long)r->other);
+	fprintf(out, "], \"kept_alive_other_roots_bytes\": %lld, \"kept_alive_by_status\": {", (long long)r->other);
 	for (int k = 0; k < VRT_HELD_KINDS; k++)
-		printf("%s\"%s\": %lld", k ? ", " : "", vrt_held_name((enum vrt_held)k), (long long)r->by_status[k]);
-	printf("}, \"kept_alive_without_chain\": {");
+		fprintf(out, "%s\"%s\": %lld", k ? ", " : "", vrt_held_name((enum vrt_held)k), (long long)r->by_status[k]);
+	fprintf(out, "}, \"kept_alive_without_chain\": {");
 	for (int k = 0; k < VRT_HELD_KINDS; k++)
-		printf("%s\"%s\": %lld", k ? ", " : "", vrt_held_name((enum vrt_held)k), (long long)r->unchained[k]);
-	printf("}");
+		fprintf(out, "%s\"%s\": %lld", k ? ", " : "", vrt_held_name((enum vrt_held)k), (long long)r->unchained[k]);
+	fprintf(out, "}");
 }
 
 static void print_text(struct leaks *lk, struct vrt_sites *sites)
@@ -877,45 +883,45 @@ static void print_text(struct leaks *lk, struct vrt_sites *sites)
 	}
 }
 
-static void print_json(struct leaks *lk, struct vrt_sites *sites)
+static void print_json(FILE *out, struct leaks *lk, struct vrt_sites *sites)
 {
 	const struct vrt_trace *t = lk->t;
 	char line[1024];
-	printf("{\"file\": ");
-	json_string(stdout, t->path);
-	printf(", \"pid\": %d, \"rank\": %d, ", t->hdr.pid, t->hdr.rank);
-	vrt_json_completeness(stdout, t, -1);
-	printf(", \"phase\": ");
-	json_string(stdout, lk->name);
-	printf(", \"invocation\": ");
-	json_string(stdout, invocation_name(lk));
-	printf(", \"layer\": \"%s\", \"phases\": [", lk->blocks ? "tensors" : "cuda");
+	fprintf(out, "{\"file\": ");
+	json_string(out, t->path);
+	fprintf(out, ", \"pid\": %d, \"rank\": %d, ", t->hdr.pid, t->hdr.rank);
+	vrt_json_completeness(out, t, -1);
+	fprintf(out, ", \"phase\": ");
+	json_string(out, lk->name);
+	fprintf(out, ", \"invocation\": ");
+	json_string(out, invocation_name(lk));
+	fprintf(out, ", \"layer\": \"%s\", \"phases\": [", lk->blocks ? "tensors" : "cuda");
 	for (size_t i = 0; i < lk->n_inv; i++) {
 		const struct invocation *v = &lk->inv[i];
-		printf("%s{\"name\": ", i ? ", " : "");
-		json_string(stdout, lk->name);
-		printf(", \"index\": %zu, \"start_s\": %.6f, \"end_s\": %.6f, \"live_bytes_at_entry\": %lld, "
-		       "\"allocated_bytes\": %lld, \"freed_bytes\": %lld, \"live_bytes_at_exit\": %lld, "
-		       "\"live_bytes_at_next_entry\": %lld, \"survivor_bytes\": %lld, \"events_lost\": %llu}",
-		       i + 1, v->enter_s, v->exit_s, (long long)v->live_at_entry, (long long)v->allocated, (long long)v->freed,
-		       (long long)v->live_at_exit, (long long)v->live_at_next, (long long)v->survivors,
-		       (unsigned long long)v->lost);
+		fprintf(out, "%s{\"name\": ", i ? ", " : "");
+		json_string(out, lk->name);
+		fprintf(out, ", \"index\": %zu, \"start_s\": %.6f, \"end_s\": %.6f, \"live_bytes_at_entry\": %lld, "
+			"\"allocated_bytes\": %lld, \"freed_bytes\": %lld, \"live_bytes_at_exit\": %lld, "
+			"\"live_bytes_at_next_entry\": %lld, \"survivor_bytes\": %lld, \"events_lost\": %llu}",
+			i + 1, v->enter_s, v->exit_s, (long long)v->live_at_entry, (long long)v->allocated, (long long)v->freed,
+			(long long)v->live_at_exit, (long long)v->live_at_next, (long long)v->survivors,
+			(unsigned long long)v->lost);
 	}
 	headline(lk, sites, line, sizeof(line));
-	printf("], \"phase_picked_because\": ");
+	fprintf(out, "], \"phase_picked_because\": ");
 	if (lk->picked_why)
-		json_string(stdout, lk->picked_why);
+		json_string(out, lk->picked_why);
 	else
-		fputs("null", stdout);
+		fputs("null", out);
 	const struct vrt_owners *w = &lk->owners;
-	printf(", \"retention_walks\": {\"count\": %llu, \"cut_short\": %llu, \"seconds\": %.6f, \"most_objects\": %llu}",
-	       (unsigned long long)w->walks, (unsigned long long)w->timed_out, (double)w->walk_us / 1e6,
-	       (unsigned long long)w->walk_objects_max);
-	roots_json(&lk->roots);
-	printf(", \"growth_per_invocation_bytes\": %.0f, \"growth_including_first_bytes\": %.0f, \"summary\": ",
-	       growth_per_invocation(lk), growth_including_first(lk));
-	json_string(stdout, line);
-	printf(", \"survivors\": [");
+	fprintf(out, ", \"retention_walks\": {\"count\": %llu, \"cut_short\": %llu, \"seconds\": %.6f, \"most_objects\": %llu}",
+		(unsigned long long)w->walks, (unsigned long long)w->timed_out, (double)w->walk_us / 1e6,
+		(unsigned long long)w->walk_objects_max);
+	roots_json(out, &lk->roots);
+	fprintf(out, ", \"growth_per_invocation_bytes\": %.0f, \"growth_including_first_bytes\": %.0f, \"summary\": ",
+		growth_per_invocation(lk), growth_including_first(lk));
+	json_string(out, line);
+	fprintf(out, ", \"survivors\": [");
 	if (lk->n_groups)
 		qsort(lk->groups, lk->n_groups, sizeof(*lk->groups), by_bytes);
 	bool first = true;
@@ -927,16 +933,16 @@ static void print_json(struct leaks *lk, struct vrt_sites *sites)
 		struct vrt_site *total = vrt_sites_get(sites, g->stack, NULL);
 		const char *why;
 		const char *v = total ? verdict(t, total, lk->n_inv, &why) : "";
-		printf("%s", first ? "" : ", ");
-		vrt_site_json(stdout, t, &s, true);
-		printf(", \"phase_index\": %u, \"outlived_invocations\": %u, \"persistent\": %s, \"verdict\": ",
-		       g->invocation, g->outlived + 1, total && persistent_by_design(t, total) ? "true" : "false");
-		json_string(stdout, v);
-		held_json(lk, &s, group_held(g));
-		printf("}");
+		fprintf(out, "%s", first ? "" : ", ");
+		vrt_site_json(out, t, &s, true);
+		fprintf(out, ", \"phase_index\": %u, \"outlived_invocations\": %u, \"persistent\": %s, \"verdict\": ",
+			g->invocation, g->outlived + 1, total && persistent_by_design(t, total) ? "true" : "false");
+		json_string(out, v);
+		held_json(out, lk, &s, group_held(g));
+		fprintf(out, "}");
 		first = false;
 	}
-	printf("]}");
+	fprintf(out, "]}");
 }
 
 /* ---- no phases: growth at the low points --------------------------------------------- */
@@ -971,7 +977,7 @@ static int find_lows(struct leaks *lk, struct lows *lw, uint64_t total_events)
 	}
 	struct vrt_pass p;
 	struct vrt_record r;
-	vrt_pass_open(&p, lk->t, &(struct vrt_pass_options){ .label = "leaks: low points", .quiet = lk->o->quiet,
+	vrt_pass_open(&p, lk->t, &(struct vrt_pass_options){ .label = LABEL(lk->o, ": low points"), .quiet = lk->o->quiet,
 							      .model = &m });
 	while (m.events <= total_events && vrt_pass_next(&p, &r, NULL)) {
 		if (!m.events || m.events > total_events)
@@ -991,7 +997,7 @@ static int find_lows(struct leaks *lk, struct lows *lw, uint64_t total_events)
 	/* Second pass: the live set at each window's low point, by site. */
 	if (vrt_model_init(&m))
 		return VRT_EXIT_INTERNAL;
-	vrt_pass_open(&p, lk->t, &(struct vrt_pass_options){ .label = "leaks: low points", .quiet = lk->o->quiet,
+	vrt_pass_open(&p, lk->t, &(struct vrt_pass_options){ .label = LABEL(lk->o, ": low points"), .quiet = lk->o->quiet,
 							      .model = &m });
 	/* Windows in event order: each low point is reached by seeking on from the last. */
 	for (int w = 0; w < WINDOWS; w++)
@@ -1087,7 +1093,7 @@ static void measure_cadence(struct leaks *lk, uint32_t stack, uint64_t from, uin
 	struct vrt_pass p;
 	struct vrt_record r;
 	struct vrt_effect e;
-	vrt_pass_open(&p, lk->t, &(struct vrt_pass_options){ .label = "leaks: cadence", .quiet = lk->o->quiet,
+	vrt_pass_open(&p, lk->t, &(struct vrt_pass_options){ .label = LABEL(lk->o, ": cadence"), .quiet = lk->o->quiet,
 							      .model = &m });
 	while (m.events < to && vrt_pass_next(&p, &r, &e)) {
 		if (m.events <= from || e.kind != VRT_EFFECT_BORN || !counts(lk, &e.item))
@@ -1175,6 +1181,45 @@ static void baseline_headline(const struct leaks *lk, const struct vrt_sites *gr
 	free(bytes);
 }
 
+/* --json without phases: the growing sites (the first top), as the text shows them. */
+static void baseline_json(FILE *out, const struct leaks *lk, const struct vrt_sites *growing, const struct vrt_site *top,
+			  const struct cadence *cad, uint64_t lost, double window_s, const char *summary)
+{
+	fprintf(out, "{\"file\": ");
+	json_string(out, lk->t->path);
+	fprintf(out, ", \"pid\": %d, \"rank\": %d, ", lk->t->hdr.pid, lk->t->hdr.rank);
+	vrt_json_completeness(out, lk->t, -1);
+	fprintf(out, ", \"phase\": null, \"phases\": [], \"survivors\": [], \"events_lost_in_windows\": %llu, ",
+		(unsigned long long)lost);
+	fprintf(out, "\"summary\": ");
+	json_string(out, summary);
+	fprintf(out, ", \"layer\": \"%s\", \"window_s\": %.6f, \"teardown_s\": ", lk->blocks ? "tensors" : "cuda",
+		window_s);
+	if (lk->teardown_s)
+		fprintf(out, "%.6f", lk->teardown_s);
+	else
+		fprintf(out, "null");
+	fprintf(out, ", \"growing\": [");
+	for (size_t i = 0; i < growing->n && i < (size_t)lk->o->top; i++) {
+		const struct vrt_site *g = &growing->v[i];
+		const char *rule;
+		fprintf(out, "%s", i ? ", " : "");
+		vrt_site_json(out, lk->t, g, true);
+		fprintf(out, ", \"still_rising\": %s, \"category\": ", g->value2 ? "true" : "false");
+		json_string(out, vrt_site_category(lk->t, g, &rule));
+		fprintf(out, ", \"bytes_per_second\": %.0f", window_s > 0 ? (double)g->bytes / window_s : 0.0);
+		if (g == top)
+			fprintf(out, ", \"allocations_in_window\": %llu", (unsigned long long)cad->allocations);
+		if (g == top && cad->steady)
+			fprintf(out, ", \"steps\": %llu, \"step_s\": %.6f, \"bytes_per_step\": %lld",
+				(unsigned long long)cad->steps, cad->mean, (long long)(g->bytes / (int64_t)cad->steps));
+		else
+			fprintf(out, ", \"steps\": null, \"step_s\": null, \"bytes_per_step\": null");
+		fprintf(out, "}");
+	}
+	fprintf(out, "]}");
+}
+
 static int baseline(struct leaks *lk, struct vrt_model *end)
 {
 	struct lows *lw = calloc(1, sizeof(*lw));
@@ -1234,39 +1279,7 @@ static int baseline(struct leaks *lk, struct vrt_model *end)
 	char summary[1024];
 	baseline_headline(lk, &growing, window_s, &cad, summary, sizeof(summary));
 	if (!rc && lk->o->json) {
-		printf("{\"file\": ");
-		json_string(stdout, lk->t->path);
-		printf(", \"pid\": %d, \"rank\": %d, ", lk->t->hdr.pid, lk->t->hdr.rank);
-		vrt_json_completeness(stdout, lk->t, -1);
-		printf(", \"phase\": null, \"phases\": [], \"survivors\": [], \"events_lost_in_windows\": %llu, ",
-		       (unsigned long long)lost);
-		printf("\"summary\": ");
-		json_string(stdout, summary);
-		printf(", \"layer\": \"%s\", \"window_s\": %.6f, \"teardown_s\": ", lk->blocks ? "tensors" : "cuda",
-		       window_s);
-		if (lk->teardown_s)
-			printf("%.6f", lk->teardown_s);
-		else
-			printf("null");
-		printf(", \"growing\": [");
-		for (size_t i = 0; i < growing.n && i < (size_t)lk->o->top; i++) {
-			const struct vrt_site *g = &growing.v[i];
-			const char *rule;
-			printf("%s", i ? ", " : "");
-			vrt_site_json(stdout, lk->t, g, true);
-			printf(", \"still_rising\": %s, \"category\": ", g->value2 ? "true" : "false");
-			json_string(stdout, vrt_site_category(lk->t, g, &rule));
-			printf(", \"bytes_per_second\": %.0f", window_s > 0 ? (double)g->bytes / window_s : 0.0);
-			if (g == top)
-				printf(", \"allocations_in_window\": %llu", (unsigned long long)cad.allocations);
-			if (g == top && cad.steady)
-				printf(", \"steps\": %llu, \"step_s\": %.6f, \"bytes_per_step\": %lld",
-				       (unsigned long long)cad.steps, cad.mean, (long long)(g->bytes / (int64_t)cad.steps));
-			else
-				printf(", \"steps\": null, \"step_s\": null, \"bytes_per_step\": null");
-			printf("}");
-		}
-		printf("]}");
+		baseline_json(lk->out, lk, &growing, top, &cad, lost, window_s, summary);
 	} else if (!rc) {
 		printf("vramtrace leaks: %s (no phases: growth of %s at the low points of total memory, %d windows",
 		       lk->t->path, lk->blocks ? "tensors" : "CUDA allocations", last - first + 1);
@@ -1299,6 +1312,68 @@ static int baseline(struct leaks *lk, struct vrt_model *end)
 
 /* ---- driver ----------------------------------------------------------------------------- */
 
+/*
+ * The phase to follow: the one named (its layer surveyed when --layer does not say and the trace
+ * has it), else the one the survey picks (*why says why), else none (the low points). Returns 0
+ * or an exit code after its message; a named phase the trace never saw leaves lk->name_id 0.
+ */
+static int leaks_choose(struct leaks *lk, struct survey *sv, char *why, size_t why_len)
+{
+	const struct leaks_options *o = lk->o;
+	const char *named = o->phase ? phase_named(o->phase, &lk->by_mark) : NULL;
+	int rc = 0;
+	if (!named || (!o->layer && vrt_trace_string_id(lk->t, named)))
+		rc = survey(lk->t, o, !named, sv);
+	int layer = o->layer ? strcmp(o->layer, "tensors") != 0 : !sv->blocks.any_blocks;
+	lk->name = named ? named : rc ? NULL : pick_phase(lk->t, sv, layer, why, why_len);
+	lk->name_id = lk->name ? vrt_trace_string_id(lk->t, lk->name) : 0;
+	lk->picked_why = named ? NULL : why;
+	return rc;
+}
+
+/* The analysis of the phase chosen (or of the low points), printed as text or written as JSON to
+ * lk->out. Returns 0, VRT_EXIT_FINDINGS (--fail-on-growth), or an exit code after its message. */
+static int leaks_report(struct leaks *lk, const struct survey *sv)
+{
+	const struct leaks_options *o = lk->o;
+	struct vrt_model m;
+	if (vrt_model_init(&m))
+		return vrt_fail(VRT_E_NOMEM, "leaks");
+	int rc;
+	if (lk->name_id) {
+		lk->blocks = o->layer ? !strcmp(o->layer, "tensors") : sv->blocks.any_blocks;
+		rc = replay(lk, &m);
+		if (!rc) {
+			struct vrt_sites sites;
+			sites_total(lk, &sites);
+			if (o->json)
+				print_json(lk->out, lk, &sites);
+			else
+				print_text(lk, &sites);
+			if (o->fail_on_growth && growth_per_invocation(lk) > 0)
+				rc = VRT_EXIT_FINDINGS;
+			vrt_sites_free(&sites);
+		}
+	} else {
+		struct vrt_replay_options ro = { .quiet = o->quiet, .stop_at_teardown = true };
+		if (!(rc = vrt_report_replay_ex(lk->t, &m, &ro))) {
+			lk->blocks = o->layer ? !strcmp(o->layer, "tensors") : m.any_blocks;
+			lk->teardown_s = ro.teardown_s;
+			rc = baseline(lk, &m);
+		}
+	}
+	vrt_model_free(&m);
+	return rc;
+}
+
+static void leaks_free(struct leaks *lk)
+{
+	free(lk->inv);
+	free(lk->groups);
+	free(lk->group_index);
+	vrt_owners_free(&lk->owners);
+}
+
 static int leaks_one(const char *path, const struct leaks_options *o, bool many, bool first)
 {
 	struct vrt_trace t;
@@ -1306,31 +1381,17 @@ static int leaks_one(const char *path, const struct leaks_options *o, bool many,
 	if (rc)
 		return rc;
 	vrt_warn_trace_state(&t, o->quiet);
-	struct leaks lk = { .t = &t, .o = o };
-	struct vrt_model m;
-	if (vrt_model_init(&m)) {
-		vrt_trace_close(&t);
-		return vrt_fail(VRT_E_NOMEM, "leaks");
-	}
-	/* Surveyed to pick the phase, or to learn the layer of a named phase that exists. */
-	const char *named = o->phase ? phase_named(o->phase, &lk.by_mark) : NULL;
+	struct leaks lk = { .t = &t, .o = o, .out = stdout };
 	struct survey sv = { 0 };
-	int survey_rc = 0;
-	if (!named || (!o->layer && vrt_trace_string_id(&t, named)))
-		survey_rc = survey(&t, o, !named, &sv);
 	char why[256] = "";
-	int layer = o->layer ? strcmp(o->layer, "tensors") != 0 : !sv.blocks.any_blocks;
-	lk.name = named ? named : survey_rc ? NULL : pick_phase(&t, &sv, layer, why, sizeof(why));
-	lk.name_id = lk.name ? vrt_trace_string_id(&t, lk.name) : 0;
-	if (!named && !o->quiet && !survey_rc)
+	int survey_rc = leaks_choose(&lk, &sv, why, sizeof(why));
+	if (!o->phase && !o->quiet && !survey_rc)
 		fprintf(stderr, "vramtrace: %s: no --phase given; %s %s (%s)\n", path,
 			lk.name ? "following" : "looking for growth", lk.name ? lk.name : "without phases", why);
-	lk.picked_why = named ? NULL : why;
-	if (named && !lk.name_id) {
+	if (o->phase && !lk.name_id) {
 		/* A --phase the trace never saw is a typo (or the wrong trace): fail, don't fall back. */
 		fprintf(stderr, "vramtrace leaks: %s: no phase or mark named \"%s\" in this trace (without --phase, leaks "
 				"picks the phase that explains the growth)\n", vrt_escape(path), vrt_escape(o->phase));
-		vrt_model_free(&m);
 		vrt_trace_close(&t);
 		return VRT_EXIT_USAGE;
 	}
@@ -1338,36 +1399,22 @@ static int leaks_one(const char *path, const struct leaks_options *o, bool many,
 		fputs(first ? "{\"processes\": [" : ", ", stdout);
 	else if (!first)
 		putchar('\n');
-	if (survey_rc) {
-		rc = survey_rc;
-	} else if (lk.name_id) {
-		lk.blocks = o->layer ? !strcmp(o->layer, "tensors") : sv.blocks.any_blocks;
-		rc = replay(&lk, &m);
-		if (!rc) {
-			struct vrt_sites sites;
-			sites_total(&lk, &sites);
-			if (o->json)
-				print_json(&lk, &sites);
-			else
-				print_text(&lk, &sites);
-			if (o->fail_on_growth && growth_per_invocation(&lk) > 0)
-				rc = VRT_EXIT_FINDINGS;
-			vrt_sites_free(&sites);
-		}
-	} else {
-		struct vrt_replay_options ro = { .quiet = o->quiet, .stop_at_teardown = true };
-		if (!(rc = vrt_report_replay_ex(&t, &m, &ro))) {
-			lk.blocks = o->layer ? !strcmp(o->layer, "tensors") : m.any_blocks;
-			lk.teardown_s = ro.teardown_s;
-			rc = baseline(&lk, &m);
-		}
-	}
-	free(lk.inv);
-	free(lk.groups);
-	free(lk.group_index);
-	vrt_owners_free(&lk.owners);
-	vrt_model_free(&m);
+	rc = survey_rc ? survey_rc : leaks_report(&lk, &sv);
+	leaks_free(&lk);
 	vrt_trace_close(&t);
+	return rc;
+}
+
+int vrt_leaks_json(struct vrt_trace *t, bool quiet, FILE *out)
+{
+	const struct leaks_options o = { .json = true, .quiet = quiet, .in_html = true, .top = 10, .frames = 8 };
+	struct leaks lk = { .t = t, .o = &o, .out = out };
+	struct survey sv = { 0 };
+	char why[256] = "";
+	int rc = leaks_choose(&lk, &sv, why, sizeof(why));
+	if (!rc)
+		rc = leaks_report(&lk, &sv);
+	leaks_free(&lk);
 	return rc;
 }
 

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Reports that other commands compose in-process, on a trace they already opened (html).
- * Each writes the same JSON its command's --json does (without the final newline), prints no
- * message and shows no progress.
+ * Each writes the same JSON its command's --json does (without the final newline) to a FILE:
+ * one writer for the command and its caller, so the two cannot drift apart.
  */
 #ifndef VRAMTRACE_REPORTS_H
 #define VRAMTRACE_REPORTS_H
@@ -31,5 +31,10 @@ bool vrt_oom_search_found(const struct vrt_oom_search *s);
 bool vrt_oom_step(struct vrt_oom_search *s, struct vrt_trace *t, const struct vrt_model *m, const struct vrt_record *r,
 		  FILE *out);
 bool vrt_oom_explained(const struct vrt_oom_search *s);
+
+/* `vramtrace leaks --json -q` (default options: the phase leaks picks, else the low points) on
+ * the trace, its passes' progress named "html: leaks" unless quiet. Returns 0 or the exit code
+ * `leaks` would end with (its message then on stderr, as the command gives it). */
+int vrt_leaks_json(struct vrt_trace *t, bool quiet, FILE *out);
 
 #endif /* VRAMTRACE_REPORTS_H */

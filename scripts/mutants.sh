@@ -270,7 +270,7 @@ m leaks-picks-a-phase-that-does-not-grow analyzer/cmd_leaks.c \
   '(growth > 0) != (best_growth > 0) ? best_growth <= 0' \
   test_phases.py::test_leaks_without_a_phase_picks_the_one_whose_calls_grow
 m leaks-phase-name-ignored analyzer/cmd_leaks.c \
-  'const char *named = o->phase ? phase_named(o->phase, &lk.by_mark) : NULL;' \
+  'const char *named = o->phase ? phase_named(o->phase, &lk->by_mark) : NULL;' \
   'const char *named = NULL;' \
   test_phases.py::test_leaks_of_a_phase_that_frees_what_it_allocates_finds_no_growth
 m report-until-mark-ignored analyzer/cli.c \
@@ -639,7 +639,7 @@ m oom-frames-ignored analyzer/cmd_oom.c \
   'vrt_site_print(stdout, t, &x->device_sites.v[i], 6);' \
   test_cli_options.py::test_shared_options_are_accepted_where_they_make_sense
 m phase-typo-falls-back analyzer/cmd_leaks.c \
-  '\tif (named && !lk.name_id) {' \
+  '\tif (o->phase && !lk.name_id) {' \
   '\tif (0) {' \
   "test_cli_errors.py::test_an_unknown_phase_is_an_error[fail-on-growth]"
 
@@ -748,9 +748,13 @@ m chrome-every-bucket analyzer/chrome_trace.c \
   'if (0)' \
   test_export.py::test_chrome_names_the_threads_and_draws_changes_only
 
-m html-child-progress-silent analyzer/cmd_html.c \
-  '\t\tif (terminal >= 0)\n\t\t\tvrt_progress_to(terminal, "html: ");' \
-  '\t\t(void)terminal;' \
+m html-leaks-progress-silent analyzer/cmd_html.c \
+  'vrt_leaks_json(h->t, h->o->quiet, json)' \
+  'vrt_leaks_json(h->t, true, json)' \
+  test_html.py::test_every_stage_shows_its_progress_on_a_terminal
+m html-leaks-progress-unnamed analyzer/cmd_leaks.c \
+  '((o)->in_html ? "html: leaks" stage : "leaks" stage)' \
+  '("leaks" stage)' \
   test_html.py::test_every_stage_shows_its_progress_on_a_terminal
 m progress-no-time-left analyzer/cli.c \
   'if (elapsed >= 4 * progress_delay() && percent > 0 && percent < 100)' \
@@ -805,6 +809,14 @@ m leaks-low-points-pass-per-window analyzer/cmd_leaks.c \
   'if (lw->min_live[w] != INT64_MAX && (vrt_pass_abandon(&p), vrt_model_free(&m), !vrt_model_init(&m)) && (vrt_pass_open(&p, lk->t, &(struct vrt_pass_options){ .quiet = true, .model = &m }), vrt_pass_seek(&p, lw->min_event[w])))' \
   test_passes.py::test_each_report_reads_the_trace_a_bounded_number_of_times
 
+m html-leaks-json-elsewhere analyzer/cmd_leaks.c \
+  'struct leaks lk = { .t = t, .o = &o, .out = out };' \
+  'struct leaks lk = { .t = t, .o = &o, .out = stdout };' \
+  test_html.py::test_data_agrees_with_report_and_leaks
+m html-leaks-section-dropped analyzer/cmd_html.c \
+  'if (ok)\n\t\tfwrite(capped, 1, capped_len, out);' \
+  'if (0)\n\t\tfwrite(capped, 1, capped_len, out);' \
+  test_html.py::test_data_agrees_with_report_and_leaks
 m html-oom-section-dropped analyzer/cmd_html.c \
   'if (!rc && found)\n\t\tfwrite(json, 1, len, out);' \
   'if (0)\n\t\tfwrite(json, 1, len, out);' \

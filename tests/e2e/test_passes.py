@@ -34,9 +34,11 @@ def passes(*args):
     ("oom.vrt", ["export", "--format", "folded-peak"], 2),
     ("oom.vrt", ["export", "--format", "memory-viz"], 2),
     # totals (which also finds the OOM), peaks (whose model goes on to the OOM and explains it),
-    # timeline; leaks still runs in a child process, whose passes are not counted here
-    ("leak-cycle.vrt", ["html"], 3),
-    ("oom.vrt", ["html"], 3),
+    # timeline; then leaks' own passes, in the same process (counted): survey and phase replay,
+    # or survey, end state, low points (2) and the top site's cadence
+    ("leak-cycle.vrt", ["html"], 5),
+    ("oom.vrt", ["html"], 7),
+    ("attach-ds.vrt", ["html"], 8),
 ])
 def test_each_report_reads_the_trace_a_bounded_number_of_times(tmp_path, trace, args, budget):
     out = ["-o", tmp_path / "out"] if args[0] in ("html", "export") else []
