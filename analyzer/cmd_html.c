@@ -17,9 +17,11 @@
  *           on the same grid (runs closer than a bucket merge).
  *
  * The leaks and OOM sections are what `leaks --json` and `oom --json` write, computed in this
- * process on the trace already open (reports.h); leaks' JSON is embedded with long arrays cut
- * short (its survivors grouped by site first, so that the cut keeps whole sites) and left out
- * past an output cap.
+ * process on these three passes (reports.h): pass 1 finds the OOM and surveys leaks' phases;
+ * pass 2's model explains the OOM and, when leaks follows no phase, finds its low points (the
+ * pass then goes on to teardown); pass 3 replays leaks' phase, or takes the live sets at the low
+ * points. Leaks' JSON is embedded with long arrays cut short (its survivors grouped by site
+ * first, so that the cut keeps whole sites), and left out past an output cap.
  * Pass 3 also feeds the allocator's views (fragmentation.c: segments, tensors and the largest
  * free block per bucket; tensor_bands.c: the largest tensors' lives) on traces with tensors.
  * Everything placed in the page's <script> has '<', '>' and '&' escaped as \u00XX, so nothing
@@ -147,6 +149,7 @@ struct html {
 	int n_ooms;
 	uint64_t ooms_dropped;
 	struct vrt_oom_search *oom; /* fed by the first pass, for the "oom" section */
+	struct vrt_leaks_feed *leaks; /* fed by all three, for the "leaks" section (NULL: left out) */
 	FILE *oom_out;              /* its JSON, written by the second pass (oom_json) */
 	char *oom_json;
 	size_t oom_len;
@@ -284,6 +287,8 @@ static int pass_totals(struct html *h)
 	while (vrt_pass_next(&p, &r, &e)) {
 		if (h->oom)
 			vrt_oom_search_record(h->oom, &r, p.rp.thread, p.events);
+		if (h->leaks)
+			vrt_leaks_feed_record(h->leaks, &h->end, &r, &e);
 		note_stack_max(h, &e);
 		if (!h->have_range && (h->end.events || r.op == VRT_OP_CP_BEGIN)) {
 			h->from = vrt_ts_seconds(h->t, h->end.last_ts);
@@ -291,6 +296,8 @@ static int pass_totals(struct html *h)
 		}
 	}
 	int rc = vrt_pass_close(&p);
+	if (h->leaks)
+		vrt_leaks_feed_pass_end(h->leaks, &h->end);
 	h->to = vrt_ts_seconds(h->t, h->end.last_ts);
 	if (!h->have_range || h->to < h->from)
 		h->from = h->to;
@@ -340,14 +347,18 @@ static int pass_peaks(struct html *h)
 		return vrt_fail(VRT_E_NOMEM, "html");
 	struct vrt_pass p;
 	struct vrt_record r;
+	struct vrt_effect e;
 	int left = h->n_series;
 	/* The OOM section's model is this one, up to the failure: this pass goes on to it. */
 	h->oom_out = h->oom ? open_memstream(&h->oom_json, &h->oom_len) : NULL;
 	bool oom = h->oom_out && vrt_oom_step(h->oom, h->t, &m, NULL, h->oom_out);
 	vrt_pass_open(&p, h->t, &(struct vrt_pass_options){ .label = "html: peaks", .quiet = h->o->quiet, .model = &m });
-	while ((left || oom) && vrt_pass_next(&p, &r, NULL)) {
+	/* leaks' low points (a trace without a phase to follow) take this pass on to teardown. */
+	while ((left || oom || (h->leaks && vrt_leaks_feed_wants(h->leaks, &m))) && vrt_pass_next(&p, &r, &e)) {
 		if (oom)
 			oom = vrt_oom_step(h->oom, h->t, &m, &r, h->oom_out);
+		if (h->leaks)
+			vrt_leaks_feed_record(h->leaks, &m, &r, &e);
 		for (int i = 0; i < h->n_series; i++) {
 			struct series *s = &h->s[i];
 			/* The peak is the event that set it, once the total is back at that value (a
@@ -360,6 +371,8 @@ static int pass_peaks(struct html *h)
 		}
 	}
 	int rc = vrt_pass_close(&p);
+	if (h->leaks)
+		vrt_leaks_feed_pass_end(h->leaks, &m);
 	vrt_model_free(&m);
 	return rc;
 }
@@ -704,8 +717,10 @@ static int pass_buckets(struct html *h)
 	struct vrt_pass p;
 	struct vrt_record r;
 	struct vrt_effect e;
-	vrt_pass_open(&p, h->t, &(struct vrt_pass_options){ .label = "html: timeline", .quiet = h->o->quiet, .model = &m });
+	vrt_pass_open(&p, h->t, &(struct vrt_pass_options){ .label = "html: timeline, leaks", .quiet = h->o->quiet, .model = &m });
 	while (vrt_pass_next(&p, &r, &e)) {
+		if (h->leaks)
+			vrt_leaks_feed_record(h->leaks, &m, &r, &e);
 		note_marker(h, &r);
 		if (e.kind != VRT_EFFECT_NONE || e.delta) {
 			int b = bucket_of(h, vrt_ts_seconds(h->t, m.last_ts));
@@ -718,6 +733,8 @@ static int pass_buckets(struct html *h)
 		}
 	}
 	rc = vrt_pass_close(&p);
+	if (h->leaks)
+		vrt_leaks_feed_pass_end(h->leaks, &m);
 	if (h->allocator)
 		vrt_frag_finish(&h->frag, &m);
 	roll_to(h, bucket_of(h, h->to));
@@ -1022,7 +1039,7 @@ static void embed_leaks(FILE *out, struct html *h, FILE *notes)
 	char *text = NULL, *capped = NULL;
 	size_t len = 0, capped_len = 0;
 	FILE *json = open_memstream(&text, &len);
-	int status = json ? vrt_leaks_json(h->t, h->o->quiet, json) : VRT_EXIT_INTERNAL;
+	int status = json && h->leaks ? vrt_leaks_feed_json(h->leaks, json) : VRT_EXIT_INTERNAL;
 	if (json && fclose(json) && !status)
 		status = VRT_EXIT_INTERNAL;
 	bool too_large = !status && len > SECTION_OUTPUT_LIMIT;
@@ -1509,6 +1526,7 @@ static void write_page(FILE *out, const struct html *h, const char *data, size_t
 static void html_free(struct html *h)
 {
 	vrt_oom_search_free(h->oom);
+	vrt_leaks_feed_free(h->leaks);
 	if (h->oom_out)
 		fclose(h->oom_out);
 	free(h->oom_json);
@@ -1541,6 +1559,7 @@ static int html_run(struct html *h, FILE *out)
 	if (vrt_model_init(&h->end))
 		return vrt_fail(VRT_E_NOMEM, "html");
 	h->oom = vrt_oom_search_new(0); /* NULL: the section is left out with a note */
+	h->leaks = vrt_leaks_feed_new(h->t); /* NULL: likewise */
 	int rc = pass_totals(h);
 	if (rc)
 		return rc;

@@ -482,8 +482,8 @@ m ctypes-pointer-owns-nothing python/vramtrace/_owners.py \
   test_retention.py::test_the_demo_names_the_registry_that_keeps_its_raw_pointers
 
 m leaks-baseline-reads-teardown analyzer/cmd_leaks.c \
-  'struct vrt_replay_options ro = { .quiet = o->quiet, .stop_at_teardown = true };' \
-  'struct vrt_replay_options ro = { .quiet = o->quiet, .stop_at_teardown = false };' \
+  'if (r->op == VRT_OP_EXITING && !s->torn_down) {' \
+  'if (0) {' \
   test_leaks_without_phases.py::test_growth_is_measured_before_teardown_and_named_by_the_users_lines
 m collector-leftovers-unreported preload/collector.c \
   '\treport_leftovers(c);\n' \
@@ -507,8 +507,8 @@ m live-checkpoint-misses-an-item preload/trace_output.c \
   '\t\tif (!l->space || i % 997 == 5)\n\t\t\tcontinue;\n\t\tuint32_t stack = l->stack;' \
   test_live_set_agreement.py::test_ring_checkpoints_follow_from_each_other_and_from_the_start
 m leaks-baseline-step-miscounted analyzer/cmd_leaks.c \
-  'if (it->stack != sv->stack || it->born_event <= sv->from' \
-  'if (it->stack != sv->stack || it->born_event <= sv->from || (it->born_event & 1)' \
+  'if (it->born_event <= lw->min_event[lw->first]' \
+  'if (it->born_event <= lw->min_event[lw->first] || (it->born_event & 1)' \
   test_leaks_without_phases.py::test_a_step_that_keeps_two_buffers_is_one_step \
   test_attach.py::test_leaks_of_an_attached_job_names_the_growing_site_and_its_rate
 m leaks-baseline-steps-are-allocations analyzer/cmd_leaks.c \
@@ -520,8 +520,8 @@ m leaks-baseline-steps-are-bursts analyzer/cmd_leaks.c \
   'c->steps = bursts;' \
   test_leaks_without_phases.py::test_a_step_that_keeps_two_buffers_is_one_step
 m leaks-baseline-steps-before-the-window analyzer/cmd_leaks.c \
-  'if (it->stack != sv->stack || it->born_event <= sv->from' \
-  'if (it->stack != sv->stack' \
+  'if (it->born_event <= lw->min_event[lw->first] || ' \
+  'if (' \
   test_h200_retention.py test_leaks_without_phases.py::test_a_step_that_keeps_two_buffers_is_one_step
 
 m report-before-attach-unexplained analyzer/cmd_report.c \
@@ -748,13 +748,9 @@ m chrome-every-bucket analyzer/chrome_trace.c \
   'if (0)' \
   test_export.py::test_chrome_names_the_threads_and_draws_changes_only
 
-m html-leaks-progress-silent analyzer/cmd_html.c \
-  'vrt_leaks_json(h->t, h->o->quiet, json)' \
-  'vrt_leaks_json(h->t, true, json)' \
-  test_html.py::test_every_stage_shows_its_progress_on_a_terminal
-m html-leaks-progress-unnamed analyzer/cmd_leaks.c \
-  '((o)->in_html ? "html: leaks" stage : "leaks" stage)' \
-  '("leaks" stage)' \
+m html-timeline-progress-silent analyzer/cmd_html.c \
+  '.label = "html: timeline, leaks", .quiet = h->o->quiet' \
+  '.label = "html: timeline, leaks", .quiet = true' \
   test_html.py::test_every_stage_shows_its_progress_on_a_terminal
 m progress-no-time-left analyzer/cli.c \
   'if (elapsed >= 4 * progress_delay() && percent > 0 && percent < 100)' \
@@ -804,15 +800,31 @@ m pass-uncounted analyzer/pass.c \
   'if (!passes++ && env_on(' \
   'if (!passes && env_on(' \
   test_passes.py::test_each_report_reads_the_trace_a_bounded_number_of_times
-m leaks-low-points-pass-per-window analyzer/cmd_leaks.c \
-  'if (lw->min_live[w] != INT64_MAX && vrt_pass_seek(&p, lw->min_event[w]))' \
-  'if (lw->min_live[w] != INT64_MAX && (vrt_pass_abandon(&p), vrt_model_free(&m), !vrt_model_init(&m)) && (vrt_pass_open(&p, lk->t, &(struct vrt_pass_options){ .quiet = true, .model = &m }), vrt_pass_seek(&p, lw->min_event[w])))' \
+m leaks-low-points-extra-pass analyzer/cmd_leaks.c \
+  '\tlows_found(lw);\n\tif (vrt_model_init(&m)) {' \
+  '\tlows_found(lw);\n\tvrt_pass_open(&p, lk->t, &(struct vrt_pass_options){ .quiet = true });\n\tvrt_pass_abandon(&p);\n\tif (vrt_model_init(&m)) {' \
   test_passes.py::test_each_report_reads_the_trace_a_bounded_number_of_times
 
 m html-leaks-json-elsewhere analyzer/cmd_leaks.c \
-  'struct leaks lk = { .t = t, .o = &o, .out = out };' \
-  'struct leaks lk = { .t = t, .o = &o, .out = stdout };' \
+  'f->lk.out = out;' \
+  'f->lk.out = stdout;' \
+  "test_html.py::test_the_leaks_section_is_what_leaks_says[attach-ds]"
+m html-leaks-survey-unfed analyzer/cmd_html.c \
+  'vrt_leaks_feed_record(h->leaks, &h->end, &r, &e);' \
+  '(void)0;' \
+  "test_html.py::test_the_leaks_section_is_what_leaks_says[leak-cycle]"
+m html-leaks-low-points-cut analyzer/cmd_html.c \
+  'while ((left || oom || (h->leaks && vrt_leaks_feed_wants(h->leaks, &m)))' \
+  'while ((left || oom)' \
+  "test_html.py::test_the_leaks_section_is_what_leaks_says[attach-ds]"
+m html-leaks-replay-unfed analyzer/cmd_html.c \
+  '\t\tif (h->leaks)\n\t\t\tvrt_leaks_feed_record(h->leaks, &m, &r, &e);\n\t\tnote_marker(h, &r);' \
+  '\t\tnote_marker(h, &r);' \
   test_html.py::test_data_agrees_with_report_and_leaks
+m leaks-steps-unseen analyzer/cmd_leaks.c \
+  'if (w == lw->last && lw->last > lw->first)' \
+  'if (0)' \
+  test_leaks_without_phases.py::test_a_step_that_keeps_two_buffers_is_one_step
 m html-leaks-section-dropped analyzer/cmd_html.c \
   'if (ok)\n\t\tfwrite(capped, 1, capped_len, out);' \
   'if (0)\n\t\tfwrite(capped, 1, capped_len, out);' \
@@ -828,8 +840,8 @@ m html-oom-search-unfed analyzer/cmd_html.c \
   test_html.py::test_oom_section
 
 m html-peaks-stop-before-oom analyzer/cmd_html.c \
-  'while ((left || oom) && vrt_pass_next(&p, &r, NULL)) {' \
-  'while (left && vrt_pass_next(&p, &r, NULL)) {' \
+  'while ((left || oom || (h->leaks' \
+  'while ((left || (h->leaks' \
   test_passes.py::test_each_report_reads_the_trace_a_bounded_number_of_times
 # ---- the Python module as a library (python/vramtrace, dump --json, export parquet) ------------
 m api-snapshot-waits-for-a-walk preload/api.c \
