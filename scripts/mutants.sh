@@ -566,10 +566,6 @@ m until-mark-ends-elsewhere analyzer/model.c \
   'if (r->op == VRT_OP_PHASE_ENTER && rp->trace->end_mark' \
   test_cli_options.py::test_timeline_until_mark_ends_the_chart_at_the_mark \
   test_cli_options.py::test_export_chrome_until_mark_has_no_event_past_the_mark
-m until-mark-not-in-html-sections analyzer/cli.c \
-  '\tvrt_settings.command = command;\n' \
-  '\tvrt_settings.command = command;\n\tvrt_settings.until_mark = NULL;\n' \
-  test_cli_options.py::test_html_until_mark_reaches_its_leaks_section
 m args-double-dash-ignored analyzer/cli.c \
   '\t\t\toptions = false;\n\t\t\tif (prefix) {' \
   '\t\t\tif (prefix) {' \
@@ -795,7 +791,7 @@ m html-native-tower-kept analyzer/report.html.in \
 m pass-seek-one-past analyzer/pass.c \
   'while (p->events < event)' \
   'while (p->events <= event)' \
-  test_leaks_without_phases.py::test_growth_is_measured_before_teardown_and_named_by_the_users_lines
+  test_export.py::test_folded_peak_is_the_state_just_after_the_peak_event
 m pass-uncounted analyzer/pass.c \
   'if (!passes++ && env_on(' \
   'if (!passes && env_on(' \
