@@ -986,18 +986,12 @@ struct cadence {
 	bool steady;            /* at least 4 steps, and the intervals' spread under half their mean */
 };
 
-/* One item live at the last low point and born after the first: the cadence's evidence. */
-struct born {
-	uint32_t stack;
-	double s;
-};
-
 /*
  * What the two passes of the low-point analysis gather. The first finds the lowest total in
  * each of WINDOWS windows of events; the second takes the live set by site at each low point,
  * in event order (as seeking to each would), and on the way the stacks that allocate between
- * the first low point and the last, and at the last what is live and was born after the first
- * (the top growing site, known only then, picks its own from them).
+ * the first low point and the last; at the last, where the growing sites are known, when the
+ * top one's allocations that are still live were born after the first (its cadence).
  */
 struct lows {
 	uint64_t total_events;  /* the events looked at: up to teardown, else all */
@@ -1010,7 +1004,8 @@ struct lows {
 	int next;               /* the next window whose live set the second pass takes */
 	uint64_t events_before; /* the model's events before the second pass's current record */
 	struct cadence cad;
-	struct born *born;
+	uint32_t top_stack;     /* the top growing site's, known at the last low point */
+	double *born_s;         /* the birth times of its allocations live there, born after the first */
 	size_t n_born, cap_born;
 	bool born_oom;
 };
@@ -1037,7 +1032,7 @@ static void lows_free(struct lows *lw)
 	for (int w = 0; w < WINDOWS; w++)
 		vrt_sites_free(&lw->at[w]);
 	vrt_sites_free(&lw->cad.stacks);
-	free(lw->born);
+	free(lw->born_s);
 	free(lw);
 }
 
@@ -1090,19 +1085,73 @@ static void note_born(void *ctx, const struct vrt_item *it)
 {
 	struct born_ctx *b = ctx;
 	struct lows *lw = b->lw;
-	if (it->born_event <= lw->min_event[lw->first] || !counts(b->lk, it) || lw->born_oom)
+	if (it->stack != lw->top_stack || it->born_event <= lw->min_event[lw->first] || !counts(b->lk, it) ||
+	    lw->born_oom)
 		return;
 	if (lw->n_born == lw->cap_born) {
 		size_t cap = lw->cap_born ? lw->cap_born * 2 : 64;
-		struct born *v = realloc(lw->born, cap * sizeof(*v));
+		double *v = realloc(lw->born_s, cap * sizeof(*v));
 		if (!v) {
 			lw->born_oom = true;
 			return;
 		}
-		lw->born = v;
+		lw->born_s = v;
 		lw->cap_born = cap;
 	}
-	lw->born[lw->n_born++] = (struct born){ .stack = it->stack, .s = vrt_ts_seconds(b->lk->t, it->ts) };
+	lw->born_s[lw->n_born++] = vrt_ts_seconds(b->lk->t, it->ts);
+}
+
+/* The sites whose bytes rise across the low points, into growing (sorted); returns the top one
+ * the user's code allocates, whose steps are counted (NULL: none). The same on every call. */
+static const struct vrt_site *growing_sites(const struct leaks *lk, struct lows *lw, struct vrt_sites *growing)
+{
+	int first = lw->first, last = lw->last;
+	for (size_t i = 0; last > first && i < lw->at[last].n; i++) {
+		const struct vrt_site *s = &lw->at[last].v[i];
+		/* Bytes of this site at each low point; growing = rising in the last third too. */
+		int64_t prev = -1, at_first = 0, at_two_thirds = 0;
+		int rises = 0, falls = 0;
+		int two_thirds = first + (last - first) * 2 / 3;
+		for (int w = first; w <= last; w++) {
+			if (lw->min_live[w] == INT64_MAX)
+				continue;
+			struct vrt_site *x = s->label ? vrt_sites_get(&lw->at[w], 0, s->label) : vrt_sites_get(&lw->at[w], s->stack, NULL);
+			int64_t b = x ? x->bytes : 0;
+			if (w == first)
+				at_first = b;
+			if (w <= two_thirds)
+				at_two_thirds = b;
+			rises += prev >= 0 && b > prev;
+			falls += prev >= 0 && b < prev;
+			prev = b;
+		}
+		if (s->bytes <= at_first || rises < 2 || falls > rises / 4)
+			continue;
+		struct vrt_site *g = s->label ? vrt_sites_get(growing, 0, s->label) : vrt_sites_get(growing, s->stack, NULL);
+		if (!g)
+			continue;
+		g->bytes = s->bytes - at_first;
+		g->count = s->count;
+		g->value2 = s->bytes > at_two_thirds; /* still rising late: unbounded; else it levelled off */
+	}
+	vrt_sites_sort(growing);
+	for (size_t i = 0; i < growing->n; i++)
+		if (!persistent_by_design(lk->t, &growing->v[i]) && !growing->v[i].label && growing->v[i].value2)
+			return &growing->v[i];
+	return NULL;
+}
+
+/* At the last low point: the top growing site, and when its allocations live there were born. */
+static void cadence_evidence(const struct leaks *lk, struct lows *lw, const struct vrt_model *m)
+{
+	struct vrt_sites growing;
+	vrt_sites_init(&growing);
+	const struct vrt_site *top = growing_sites(lk, lw, &growing);
+	if (top) {
+		lw->top_stack = top->stack;
+		vrt_model_each(m, note_born, &(struct born_ctx){ lk, lw });
+	}
+	vrt_sites_free(&growing);
 }
 
 /* The live sets of the low points the model has reached (each exactly when it reaches it). */
@@ -1115,8 +1164,8 @@ static void low_sets_take(const struct leaks *lk, struct lows *lw, const struct 
 		if (m->events < lw->min_event[w])
 			return;
 		vrt_report_group_live(lk->t, m, &lw->at[w], -2, lk->blocks ? -1 : VRT_KIND_DEVICE);
-		if (w == lw->last && lw->last > lw->first)
-			vrt_model_each(m, note_born, &(struct born_ctx){ lk, lw });
+		if (w == lw->last)
+			cadence_evidence(lk, lw, m);
 	}
 }
 
@@ -1188,18 +1237,11 @@ static void cadence_of(struct lows *lw, const struct vrt_site *top)
 		vrt_sites_init(&c->stacks);
 		return;
 	}
-	double *born_s = malloc((lw->n_born + 1) * sizeof(*born_s));
-	if (!born_s || lw->born_oom) {
-		free(born_s);
+	if (lw->born_oom)
 		return;
-	}
-	size_t n = 0;
-	for (size_t i = 0; i < lw->n_born; i++)
-		if (lw->born[i].stack == top->stack)
-			born_s[n++] = lw->born[i].s;
-	qsort(born_s, n, sizeof(*born_s), by_seconds);
-	steps_of(born_s, n, c);
-	free(born_s);
+	if (lw->n_born)
+		qsort(lw->born_s, lw->n_born, sizeof(*lw->born_s), by_seconds);
+	steps_of(lw->born_s, lw->n_born, c);
 }
 
 static const char *duration(double s, char *buf, size_t len)
@@ -1316,44 +1358,12 @@ static int baseline(struct leaks *lk, struct lows *lw)
 	int rc = 0, first = lw->first, last = lw->last;
 	struct vrt_sites growing;
 	vrt_sites_init(&growing);
-	for (size_t i = 0; last > first && i < lw->at[last].n; i++) {
-		const struct vrt_site *s = &lw->at[last].v[i];
-		/* Bytes of this site at each low point; growing = rising in the last third too. */
-		int64_t prev = -1, at_first = 0, at_two_thirds = 0;
-		int rises = 0, falls = 0;
-		int two_thirds = first + (last - first) * 2 / 3;
-		for (int w = first; w <= last; w++) {
-			if (lw->min_live[w] == INT64_MAX)
-				continue;
-			struct vrt_site *x = s->label ? vrt_sites_get(&lw->at[w], 0, s->label) : vrt_sites_get(&lw->at[w], s->stack, NULL);
-			int64_t b = x ? x->bytes : 0;
-			if (w == first)
-				at_first = b;
-			if (w <= two_thirds)
-				at_two_thirds = b;
-			rises += prev >= 0 && b > prev;
-			falls += prev >= 0 && b < prev;
-			prev = b;
-		}
-		if (s->bytes <= at_first || rises < 2 || falls > rises / 4)
-			continue;
-		struct vrt_site *g = s->label ? vrt_sites_get(&growing, 0, s->label) : vrt_sites_get(&growing, s->stack, NULL);
-		if (!g)
-			continue;
-		g->bytes = s->bytes - at_first;
-		g->count = s->count;
-		g->value2 = s->bytes > at_two_thirds; /* still rising late: unbounded; else it levelled off */
-	}
-	vrt_sites_sort(&growing);
+	const struct vrt_site *top = growing_sites(lk, lw, &growing);
 	/* Events lost between the first low point and the last: lost frees look like growth. */
 	uint64_t lost = 0;
 	for (int w = first < 0 ? 0 : first; w <= last; w++)
 		lost += lw->lost[w];
 	double window_s = last > first ? lw->min_s[last] - lw->min_s[first] : 0;
-	const struct vrt_site *top = NULL;
-	for (size_t i = 0; i < growing.n && !top; i++)
-		if (!persistent_by_design(lk->t, &growing.v[i]) && !growing.v[i].label && growing.v[i].value2)
-			top = &growing.v[i];
 	cadence_of(lw, top);
 	char summary[1024];
 	baseline_headline(lk, &growing, window_s, &lw->cad, summary, sizeof(summary));

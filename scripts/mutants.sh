@@ -507,8 +507,8 @@ m live-checkpoint-misses-an-item preload/trace_output.c \
   '\t\tif (!l->space || i % 997 == 5)\n\t\t\tcontinue;\n\t\tuint32_t stack = l->stack;' \
   test_live_set_agreement.py::test_ring_checkpoints_follow_from_each_other_and_from_the_start
 m leaks-baseline-step-miscounted analyzer/cmd_leaks.c \
-  'if (it->born_event <= lw->min_event[lw->first]' \
-  'if (it->born_event <= lw->min_event[lw->first] || (it->born_event & 1)' \
+  'if (it->stack != lw->top_stack || it->born_event <= lw->min_event[lw->first]' \
+  'if (it->stack != lw->top_stack || it->born_event <= lw->min_event[lw->first] || (it->born_event & 1)' \
   test_leaks_without_phases.py::test_a_step_that_keeps_two_buffers_is_one_step \
   test_attach.py::test_leaks_of_an_attached_job_names_the_growing_site_and_its_rate
 m leaks-baseline-steps-are-allocations analyzer/cmd_leaks.c \
@@ -520,8 +520,8 @@ m leaks-baseline-steps-are-bursts analyzer/cmd_leaks.c \
   'c->steps = bursts;' \
   test_leaks_without_phases.py::test_a_step_that_keeps_two_buffers_is_one_step
 m leaks-baseline-steps-before-the-window analyzer/cmd_leaks.c \
-  'if (it->born_event <= lw->min_event[lw->first] || ' \
-  'if (' \
+  'if (it->stack != lw->top_stack || it->born_event <= lw->min_event[lw->first] || ' \
+  'if (it->stack != lw->top_stack || ' \
   test_h200_retention.py test_leaks_without_phases.py::test_a_step_that_keeps_two_buffers_is_one_step
 
 m report-before-attach-unexplained analyzer/cmd_report.c \
@@ -818,8 +818,8 @@ m html-leaks-replay-unfed analyzer/cmd_html.c \
   '\t\tnote_marker(h, &r);' \
   test_html.py::test_data_agrees_with_report_and_leaks
 m leaks-steps-unseen analyzer/cmd_leaks.c \
-  'if (w == lw->last && lw->last > lw->first)' \
-  'if (0)' \
+  'if (w == lw->last)\n\t\t\tcadence_evidence(lk, lw, m);' \
+  'if (0)\n\t\t\tcadence_evidence(lk, lw, m);' \
   test_leaks_without_phases.py::test_a_step_that_keeps_two_buffers_is_one_step
 m html-leaks-section-dropped analyzer/cmd_html.c \
   'if (ok)\n\t\tfwrite(capped, 1, capped_len, out);' \
