@@ -149,7 +149,7 @@ struct html {
 	int n_ooms;
 	uint64_t ooms_dropped;
 	struct vrt_oom_search *oom; /* fed by the first pass, for the "oom" section */
-	struct vrt_leaks_feed *leaks; /* fed by all three, for the "leaks" section (NULL: left out) */
+	struct vrt_leaks_feed *leaks; /* fed by all three passes, for the "leaks" section */
 	FILE *oom_out;              /* its JSON, written by the second pass (oom_json) */
 	char *oom_json;
 	size_t oom_len;
