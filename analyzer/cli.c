@@ -540,8 +540,8 @@ double vrt_monotonic_seconds(void)
 	return (double)ts.tv_sec + ts.tv_nsec / 1e9;
 }
 
-/* Where progress goes: stderr, or (vrt_progress_to) a terminal a forked child still has while its
- * stderr is silenced, with its parent's name before each label. */
+/* Where progress goes: stderr, or (vrt_progress_to) a terminal the caller still has while our
+ * stderr is a pipe it reads, with the caller's name before each label. */
 static int progress_fd = STDERR_FILENO;
 static const char *progress_prefix = "";
 static bool progress_forced;

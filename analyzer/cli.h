@@ -63,8 +63,8 @@ struct vrt_arg {
 };
 
 /* What shared options set for the whole command rather than for one report: every trace the
- * command opens through vrt_open_or_fail ends at until_mark (html's forked sections included,
- * whose arguments do not repeat it), and frames are cut to vrt_text_width(). They hold for the
+ * command opens through vrt_open_or_fail ends at until_mark (html's leaks and OOM sections
+ * included: they ride its passes), and frames are cut to vrt_text_width(). They hold for the
  * process: one that runs several commands (tests/fuzz/fuzz_reports.c) resets them in between. */
 struct vrt_cli_settings {
 	const char *command;    /* the command parsing its options, for messages */
@@ -140,7 +140,7 @@ void vrt_progress_begin(struct vrt_progress *p, const char *label, bool quiet);
 void vrt_progress_update(struct vrt_progress *p, uint64_t done, uint64_t total);
 void vrt_progress_end(struct vrt_progress *p);
 /* From now on progress goes to fd (a terminal), prefix before each label, even where the
- * command was asked to be quiet: html's forked leaks/oom analyses. */
+ * command was asked to be quiet (the Python module's reports, through VRAMTRACE_PROGRESS_FD). */
 void vrt_progress_to(int fd, const char *prefix);
 /* The same for a terminal named by VRAMTRACE_PROGRESS_FD (main, at start). */
 void vrt_progress_from_env(void);

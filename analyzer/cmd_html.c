@@ -16,24 +16,21 @@
  *           series.c), so at most 2 x --buckets are kept. Phases, marks and OOMs are gathered
  *           on the same grid (runs closer than a bucket merge).
  *
- * The leaks and OOM sections are `leaks --json` and `oom --json` run in forked children (a
- * timeout and an output cap bound them), their JSON embedded with long arrays cut short (leaks'
- * survivors grouped by site first, so that the cut keeps whole sites).
+ * The leaks and OOM sections are what `leaks --json` and `oom --json` write, computed in this
+ * process on these three passes (reports.h): pass 1 finds the OOM and surveys leaks' phases;
+ * pass 2's model explains the OOM and, when leaks follows no phase, finds its low points (the
+ * pass then goes on to teardown); pass 3 replays leaks' phase, or takes the live sets at the low
+ * points. Leaks' JSON is embedded with long arrays cut short (its survivors grouped by site
+ * first, so that the cut keeps whole sites), and left out past an output cap.
  * Pass 3 also feeds the allocator's views (fragmentation.c: segments, tensors and the largest
  * free block per bucket; tensor_bands.c: the largest tensors' lives) on traces with tensors.
  * Everything placed in the page's <script> has '<', '>' and '&' escaped as \u00XX, so nothing
  * can close the element.
  */
 #define _GNU_SOURCE
-#include <errno.h>
-#include <fcntl.h>
-#include <poll.h>
-#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
 #include <time.h>
-#include <unistd.h>
 
 #include "cli.h"
 #include "commands.h"
@@ -56,10 +53,9 @@
 #define MAX_PHASE_NAMES 32
 #define MAX_MARK_LABELS 64
 #define MAX_OOMS 256
-#define CHILD_OUTPUT_LIMIT (64u << 20) /* a leaks/oom answer larger than this is left out */
-#define CHILD_SECONDS 120        /* a leaks/oom analysis taking longer is stopped, its section left out */
-#define CHILD_ARRAY_ITEMS 1000  /* rows kept of any array in their JSON */
-#define CHILD_SITE_ITEMS 50     /* rows kept of arrays of sites (they carry frames) */
+#define SECTION_OUTPUT_LIMIT (64u << 20) /* a leaks answer larger than this is left out */
+#define SECTION_ARRAY_ITEMS 1000  /* rows kept of any array in its JSON */
+#define SECTION_SITE_ITEMS 50     /* rows kept of arrays of sites (they carry frames) */
 #define TENSOR_BANDS 64         /* the largest tensors drawn with their lives */
 
 struct html_options {
@@ -153,6 +149,7 @@ struct html {
 	int n_ooms;
 	uint64_t ooms_dropped;
 	struct vrt_oom_search *oom; /* fed by the first pass, for the "oom" section */
+	struct vrt_leaks_feed *leaks; /* fed by all three passes, for the "leaks" section */
 	FILE *oom_out;              /* its JSON, written by the second pass (oom_json) */
 	char *oom_json;
 	size_t oom_len;
@@ -290,6 +287,8 @@ static int pass_totals(struct html *h)
 	while (vrt_pass_next(&p, &r, &e)) {
 		if (h->oom)
 			vrt_oom_search_record(h->oom, &r, p.rp.thread, p.events);
+		if (h->leaks)
+			vrt_leaks_feed_record(h->leaks, &h->end, &r, &e);
 		note_stack_max(h, &e);
 		if (!h->have_range && (h->end.events || r.op == VRT_OP_CP_BEGIN)) {
 			h->from = vrt_ts_seconds(h->t, h->end.last_ts);
@@ -297,6 +296,8 @@ static int pass_totals(struct html *h)
 		}
 	}
 	int rc = vrt_pass_close(&p);
+	if (h->leaks)
+		vrt_leaks_feed_pass_end(h->leaks, &h->end);
 	h->to = vrt_ts_seconds(h->t, h->end.last_ts);
 	if (!h->have_range || h->to < h->from)
 		h->from = h->to;
@@ -346,14 +347,18 @@ static int pass_peaks(struct html *h)
 		return vrt_fail(VRT_E_NOMEM, "html");
 	struct vrt_pass p;
 	struct vrt_record r;
+	struct vrt_effect e;
 	int left = h->n_series;
 	/* The OOM section's model is this one, up to the failure: this pass goes on to it. */
 	h->oom_out = h->oom ? open_memstream(&h->oom_json, &h->oom_len) : NULL;
 	bool oom = h->oom_out && vrt_oom_step(h->oom, h->t, &m, NULL, h->oom_out);
 	vrt_pass_open(&p, h->t, &(struct vrt_pass_options){ .label = "html: peaks", .quiet = h->o->quiet, .model = &m });
-	while ((left || oom) && vrt_pass_next(&p, &r, NULL)) {
+	/* leaks' low points (a trace without a phase to follow) take this pass on to teardown. */
+	while ((left || oom || (h->leaks && vrt_leaks_feed_wants(h->leaks, &m))) && vrt_pass_next(&p, &r, &e)) {
 		if (oom)
 			oom = vrt_oom_step(h->oom, h->t, &m, &r, h->oom_out);
+		if (h->leaks)
+			vrt_leaks_feed_record(h->leaks, &m, &r, &e);
 		for (int i = 0; i < h->n_series; i++) {
 			struct series *s = &h->s[i];
 			/* The peak is the event that set it, once the total is back at that value (a
@@ -366,6 +371,8 @@ static int pass_peaks(struct html *h)
 		}
 	}
 	int rc = vrt_pass_close(&p);
+	if (h->leaks)
+		vrt_leaks_feed_pass_end(h->leaks, &m);
 	vrt_model_free(&m);
 	return rc;
 }
@@ -710,8 +717,10 @@ static int pass_buckets(struct html *h)
 	struct vrt_pass p;
 	struct vrt_record r;
 	struct vrt_effect e;
-	vrt_pass_open(&p, h->t, &(struct vrt_pass_options){ .label = "html: timeline", .quiet = h->o->quiet, .model = &m });
+	vrt_pass_open(&p, h->t, &(struct vrt_pass_options){ .label = "html: timeline, leaks", .quiet = h->o->quiet, .model = &m });
 	while (vrt_pass_next(&p, &r, &e)) {
+		if (h->leaks)
+			vrt_leaks_feed_record(h->leaks, &m, &r, &e);
 		note_marker(h, &r);
 		if (e.kind != VRT_EFFECT_NONE || e.delta) {
 			int b = bucket_of(h, vrt_ts_seconds(h->t, m.last_ts));
@@ -724,6 +733,8 @@ static int pass_buckets(struct html *h)
 		}
 	}
 	rc = vrt_pass_close(&p);
+	if (h->leaks)
+		vrt_leaks_feed_pass_end(h->leaks, &m);
 	if (h->allocator)
 		vrt_frag_finish(&h->frag, &m);
 	roll_to(h, bucket_of(h, h->to));
@@ -734,75 +745,7 @@ static int pass_buckets(struct html *h)
 	return rc;
 }
 
-/* ---- leaks and oom, from this binary ----------------------------------------------------- */
-
-/* Runs command(argc, args) in a forked child (this binary's code: no exec, so no dependence on
- * /proc/self/exe) and collects its stdout. Returns its exit status, -1 when it could not run or
- * died, -2 when it wrote more than the limit, -3 when it ran out of time (it is killed then). */
-static int run_self(int (*command)(int, char **), int argc, char *args[], bool quiet, char **out, size_t *len)
-{
-	*out = NULL;
-	*len = 0;
-	int fds[2];
-	if (pipe2(fds, O_CLOEXEC))
-		return -1;
-	fflush(NULL);
-	pid_t pid = fork();
-	if (pid < 0) {
-		close(fds[0]);
-		close(fds[1]);
-		return -1;
-	}
-	if (pid == 0) {
-		int null = open("/dev/null", O_WRONLY | O_CLOEXEC);
-		/* its messages are the parent's to give (notes); its progress shows, as "html: leaks" */
-		int terminal = quiet ? -1 : fcntl(STDERR_FILENO, F_DUPFD_CLOEXEC, 3);
-		if (terminal >= 0)
-			vrt_progress_to(terminal, "html: ");
-		dup2(fds[1], STDOUT_FILENO);
-		if (null >= 0)
-			dup2(null, STDERR_FILENO);
-		int status = command(argc, args);
-		_exit(fflush(stdout) ? 127 : status);
-	}
-	close(fds[1]);
-	FILE *mem = open_memstream(out, len);
-	char buf[65536];
-	size_t total = 0;
-	double deadline = vrt_monotonic_seconds() + CHILD_SECONDS;
-	bool late = false;
-	for (;;) {
-		struct pollfd pfd = { fds[0], POLLIN, 0 };
-		double left = deadline - vrt_monotonic_seconds();
-		int ready = left > 0 ? poll(&pfd, 1, (int)(left * 1000) + 1) : 0;
-		if (ready < 0 && errno == EINTR)
-			continue;
-		if (ready == 0) {
-			late = true;
-			kill(pid, SIGKILL);
-			break;
-		}
-		ssize_t n = read(fds[0], buf, sizeof(buf));
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			break;
-		if (mem && total + (size_t)n <= CHILD_OUTPUT_LIMIT)
-			fwrite(buf, 1, (size_t)n, mem);
-		total += (size_t)n;
-	}
-	close(fds[0]);
-	if (mem)
-		fclose(mem);
-	int status = 0;
-	while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
-		;
-	if (late)
-		return -3;
-	if (!mem || !WIFEXITED(status))
-		return -1;
-	return total > CHILD_OUTPUT_LIMIT ? -2 : WEXITSTATUS(status);
-}
+/* ---- leaks and oom, computed in this process ---------------------------------------------- */
 
 static const char *skip_ws(const char *p, const char *end)
 {
@@ -1071,7 +1014,7 @@ static bool copy_capped(FILE *out, const char *json, size_t len)
 		size_t key_len = (size_t)(key_end - key);
 		fprintf(out, "%s%.*s: ", first ? "" : ", ", (int)key_len, key);
 		if (*p == '[') {
-			size_t keep = array_of_sites(key, key_len) ? CHILD_SITE_ITEMS : CHILD_ARRAY_ITEMS;
+			size_t keep = array_of_sites(key, key_len) ? SECTION_SITE_ITEMS : SECTION_ARRAY_ITEMS;
 			bool survivors = key_len == 11 && !strncmp(key, "\"survivors\"", 11);
 			size_t n = survivors ? copy_survivor_groups(out, p, v_end, keep) : (size_t)-1;
 			if (n == (size_t)-1)
@@ -1089,42 +1032,38 @@ static bool copy_capped(FILE *out, const char *json, size_t len)
 	return true;
 }
 
-/* `vramtrace COMMAND --json -q TRACE` embedded as "key": {...}, or null with a note why. */
-static void embed_child(FILE *out, struct html *h, const char *key, const char *command,
-			int (*run)(int, char **), int absent_status, FILE *notes)
+/* `vramtrace leaks --json -q TRACE` as "leaks": {...}, computed on the trace already open and
+ * cut short (copy_capped); null with a note why when it failed or its JSON is too large. */
+static void embed_leaks(FILE *out, struct html *h, FILE *notes)
 {
-	char *args[] = { (char *)command, "--json", "-q", (char *)h->o->trace, NULL };
-	char *text, *capped = NULL;
-	size_t len, capped_len = 0;
-	int status = run_self(run, 4, args, h->o->quiet, &text, &len);
-	FILE *mem = status == 0 ? open_memstream(&capped, &capped_len) : NULL;
+	char *text = NULL, *capped = NULL;
+	size_t len = 0, capped_len = 0;
+	FILE *json = open_memstream(&text, &len);
+	int status = json && h->leaks ? vrt_leaks_feed_json(h->leaks, json) : VRT_EXIT_INTERNAL;
+	if (json && fclose(json) && !status)
+		status = VRT_EXIT_INTERNAL;
+	bool too_large = !status && len > SECTION_OUTPUT_LIMIT;
+	FILE *mem = !status && !too_large ? open_memstream(&capped, &capped_len) : NULL;
 	bool ok = mem && copy_capped(mem, text, len);
 	if (mem)
 		ok = !fclose(mem) && ok;
-	fprintf(out, ", \"%s\": ", key);
+	fprintf(out, ", \"leaks\": ");
 	if (ok)
 		fwrite(capped, 1, capped_len, out);
 	else
 		fputs("null", out);
 	free(text);
 	free(capped);
-	if (ok || status == absent_status)
-		return;
-	if (status == absent_status)
+	if (ok)
 		return;
 	char why[160];
-	if (status == -3)
-		snprintf(why, sizeof(why), "`vramtrace %s` did not finish within %d s; section left out (run it on its own)",
-			 command, CHILD_SECONDS);
-	else if (status == -2)
-		snprintf(why, sizeof(why), "`vramtrace %s` wrote more than %u MiB; section left out", command,
-			 CHILD_OUTPUT_LIMIT >> 20);
-	else if (status < 0)
-		snprintf(why, sizeof(why), "`vramtrace %s` could not run; section left out", command);
+	if (too_large)
+		snprintf(why, sizeof(why), "`vramtrace leaks` wrote more than %u MiB; section left out",
+			 SECTION_OUTPUT_LIMIT >> 20);
 	else if (status)
-		snprintf(why, sizeof(why), "`vramtrace %s` failed (exit %d); section left out", command, status);
+		snprintf(why, sizeof(why), "`vramtrace leaks` failed (exit %d); section left out", status);
 	else
-		snprintf(why, sizeof(why), "`vramtrace %s` gave no JSON object; section left out", command);
+		snprintf(why, sizeof(why), "`vramtrace leaks` gave no JSON object; section left out");
 	fprintf(notes, "%s", ftell(notes) ? ", " : "");
 	json_string(notes, why);
 	if (!h->o->quiet)
@@ -1517,7 +1456,7 @@ static int build_data(struct html *h, char **data, size_t *len)
 	free(ft.index);
 	write_markers(out, h);
 	write_allocator(out, h);
-	embed_child(out, h, "leaks", "leaks", vrt_cmd_leaks, -100, notes);
+	embed_leaks(out, h, notes);
 	embed_oom(out, h, notes);
 	fclose(notes);
 	fprintf(out, ", \"notes\": [%s]}", notes_buf ? notes_buf : "");
@@ -1587,6 +1526,7 @@ static void write_page(FILE *out, const struct html *h, const char *data, size_t
 static void html_free(struct html *h)
 {
 	vrt_oom_search_free(h->oom);
+	vrt_leaks_feed_free(h->leaks);
 	if (h->oom_out)
 		fclose(h->oom_out);
 	free(h->oom_json);
@@ -1619,6 +1559,7 @@ static int html_run(struct html *h, FILE *out)
 	if (vrt_model_init(&h->end))
 		return vrt_fail(VRT_E_NOMEM, "html");
 	h->oom = vrt_oom_search_new(0); /* NULL: the section is left out with a note */
+	h->leaks = vrt_leaks_feed_new(h->t); /* NULL: likewise */
 	int rc = pass_totals(h);
 	if (rc)
 		return rc;

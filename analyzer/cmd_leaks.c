@@ -22,6 +22,7 @@
 #include "model.h"
 #include "owners.h"
 #include "pass.h"
+#include "reports.h"
 #include "report_common.h"
 #include "sites.h"
 #include "stacks.h"
@@ -80,6 +81,7 @@ struct leaks {
 	double teardown_s;       /* when teardown began (EXITING), 0 if the trace does not say */
 	int64_t live_at_teardown, live_at_end;
 	const char *picked_why;  /* why the phase was picked without --phase (NULL: it was named) */
+	FILE *out;               /* where --json goes */
 };
 
 /* ---- choosing the phase and the layer ------------------------------------------------- */
@@ -99,6 +101,12 @@ struct survey {
 	struct phase_count counts[64];
 	int n_counts;
 	struct vrt_blocks_probe blocks; /* up to --until-mark, as the replay will see it */
+	/* With phases surveyed (a model): where the low-point analysis ends, the model just before
+	 * teardown began (EXITING), or at the end when it did not. */
+	bool torn_down;
+	double teardown_s;              /* 0: the trace does not say */
+	uint64_t end_events;
+	bool end_blocks;
 };
 
 static struct phase_count *count_of(struct survey *s, uint32_t name)
@@ -149,6 +157,24 @@ static void count_allocation(struct survey *s, const struct vrt_effect *e)
 			s->counts[i].allocated[layer] += e->delta;
 }
 
+/* One record of a pass that surveys the phases, the model applied (the pass may be another
+ * command's: html's first). */
+static void survey_record(struct survey *s, const struct vrt_trace *t, const struct vrt_model *m,
+			  const struct vrt_record *r, const struct vrt_effect *e)
+{
+	if (r->op == VRT_OP_PHASE_ENTER || r->op == VRT_OP_PHASE_EXIT)
+		count_boundary(s, m, r);
+	count_allocation(s, e);
+	if (r->op == VRT_OP_EXITING && !s->torn_down) {
+		s->torn_down = true;
+		s->teardown_s = vrt_ts_seconds(t, r->ts);
+	}
+	if (!s->torn_down) {
+		s->end_events = m->events;
+		s->end_blocks = m->any_blocks;
+	}
+}
+
 /*
  * One pass for what the replay needs to know first: the phases entered (over the whole trace)
  * when none was named, and whether tensor blocks exist when --layer does not say. A bad record
@@ -166,11 +192,8 @@ static int survey(struct vrt_trace *t, const struct leaks_options *o, bool want_
 	vrt_pass_open(&p, t, &(struct vrt_pass_options){ .label = "leaks: survey", .quiet = o->quiet,
 							  .model = want_phases ? &m : NULL });
 	while ((want_phases || (want_blocks && !s->blocks.any_blocks)) && vrt_pass_next(&p, &r, &e)) {
-		if (want_phases) {
-			if (r.op == VRT_OP_PHASE_ENTER || r.op == VRT_OP_PHASE_EXIT)
-				count_boundary(s, &m, &r);
-			count_allocation(s, &e);
-		}
+		if (want_phases)
+			survey_record(s, t, &m, &r, &e);
 		vrt_blocks_probe_apply(&s->blocks, &r);
 	}
 	int error = vrt_pass_finish(&p);
@@ -377,7 +400,7 @@ static void survivor_visit(void *ctx, const struct vrt_item *it)
 	explain_survivor(lk, g, it);
 }
 
-static void scan_survivors(struct leaks *lk, struct vrt_model *m, uint32_t scan)
+static void scan_survivors(struct leaks *lk, const struct vrt_model *m, uint32_t scan)
 {
 	lk->scan = scan;
 	vrt_model_each(m, survivor_visit, lk);
@@ -404,7 +427,7 @@ static void close_invocation(struct leaks *lk, const struct vrt_model *m, double
 	v->live_at_exit = live_total(lk, m);
 }
 
-static int open_invocation(struct leaks *lk, struct vrt_model *m, double now)
+static int open_invocation(struct leaks *lk, const struct vrt_model *m, double now)
 {
 	if (lk->n_inv == MAX_INVOCATIONS)
 		return VRT_E_SIZE;
@@ -423,7 +446,7 @@ static int open_invocation(struct leaks *lk, struct vrt_model *m, double now)
 
 /* The end stands in for the next entry of the last call: where teardown began when the trace
  * says (what the interpreter frees after that, the program did not), else where it ends. */
-static void measure_end(struct leaks *lk, struct vrt_model *m, double now)
+static void measure_end(struct leaks *lk, const struct vrt_model *m, double now)
 {
 	if (lk->ended)
 		return;
@@ -437,6 +460,53 @@ static void measure_end(struct leaks *lk, struct vrt_model *m, double now)
 	scan_survivors(lk, m, (uint32_t)lk->n_inv + 1);
 }
 
+/* One record of the phase's replay, the model applied (the pass may be another command's:
+ * html's last). Returns 0 or a vrt_error (too many calls, no memory): the replay ends there. */
+static int replay_record(struct leaks *lk, const struct vrt_model *m, const struct vrt_record *r,
+			 const struct vrt_effect *e)
+{
+	if (vrt_owners_apply(&lk->owners, r))
+		lk->walk_fresh = true;
+	if (r->op == VRT_OP_EXITING && !lk->ended) {
+		lk->teardown_s = vrt_ts_seconds(lk->t, r->ts);
+		lk->live_at_teardown = live_total(lk, m);
+		measure_end(lk, m, lk->teardown_s);
+	}
+	if (r->op == VRT_OP_LOST && lk->n_inv) /* a lost free would show as a survivor of this call */
+		lk->inv[lk->n_inv - 1].lost += r->id;
+	int kind, rc = 0;
+	if (!lk->ended && is_boundary(lk, r, &kind)) {
+		double now = vrt_ts_seconds(lk->t, r->ts);
+		if (kind == 1 && lk->depth++ == 0) {
+			rc = open_invocation(lk, m, now);
+		} else if (kind == -1 && lk->depth > 0 && --lk->depth == 0) {
+			close_invocation(lk, m, now);
+		} else if (kind == 0) {
+			if (lk->n_inv)
+				close_invocation(lk, m, now);
+			rc = open_invocation(lk, m, now);
+		}
+	}
+	if (lk->n_inv && !lk->inv[lk->n_inv - 1].exit_event && (e->kind == VRT_EFFECT_BORN || e->kind == VRT_EFFECT_DIED ||
+								  e->kind == VRT_EFFECT_RESIZED) &&
+	    counts(lk, &e->item)) {
+		struct invocation *v = &lk->inv[lk->n_inv - 1];
+		/* Sums over events, not over the live set: they saturate instead of wrapping. */
+		if (e->delta > 0 && __builtin_add_overflow(v->allocated, e->delta, &v->allocated))
+			v->allocated = INT64_MAX;
+		else if (e->delta < 0 && __builtin_sub_overflow(v->freed, e->delta, &v->freed))
+			v->freed = INT64_MAX;
+	}
+	return rc;
+}
+
+/* After the replay's last record: the end stands in for the last call's next entry. */
+static void replay_end(struct leaks *lk, const struct vrt_model *m)
+{
+	measure_end(lk, m, vrt_ts_seconds(lk->t, m->last_ts));
+	lk->live_at_end = live_total(lk, m);
+}
+
 static int replay(struct leaks *lk, struct vrt_model *m)
 {
 	struct vrt_pass p;
@@ -444,52 +514,16 @@ static int replay(struct leaks *lk, struct vrt_model *m)
 	struct vrt_effect e;
 	vrt_pass_open(&p, lk->t, &(struct vrt_pass_options){ .label = "leaks", .quiet = lk->o->quiet, .model = m });
 	while (vrt_pass_next(&p, &r, &e)) {
-		if (vrt_owners_apply(&lk->owners, &r))
-			lk->walk_fresh = true;
-		if (r.op == VRT_OP_EXITING && !lk->ended) {
-			lk->teardown_s = vrt_ts_seconds(lk->t, r.ts);
-			lk->live_at_teardown = live_total(lk, m);
-			measure_end(lk, m, lk->teardown_s);
-		}
-		if (r.op == VRT_OP_LOST && lk->n_inv) /* a lost free would show as a survivor of this call */
-			lk->inv[lk->n_inv - 1].lost += r.id;
-		int kind;
-		if (!lk->ended && is_boundary(lk, &r, &kind)) {
-			double now = vrt_ts_seconds(lk->t, r.ts);
-			if (kind == 1 && lk->depth++ == 0) {
-				int rc = open_invocation(lk, m, now);
-				if (rc) {
-					vrt_pass_abandon(&p);
-					return vrt_fail(rc, "leaks");
-				}
-			} else if (kind == -1 && lk->depth > 0 && --lk->depth == 0) {
-				close_invocation(lk, m, now);
-			} else if (kind == 0) {
-				if (lk->n_inv)
-					close_invocation(lk, m, now);
-				int rc = open_invocation(lk, m, now);
-				if (rc) {
-					vrt_pass_abandon(&p);
-					return vrt_fail(rc, "leaks");
-				}
-			}
-		}
-		if (lk->n_inv && !lk->inv[lk->n_inv - 1].exit_event && (e.kind == VRT_EFFECT_BORN || e.kind == VRT_EFFECT_DIED ||
-									  e.kind == VRT_EFFECT_RESIZED) &&
-		    counts(lk, &e.item)) {
-			struct invocation *v = &lk->inv[lk->n_inv - 1];
-			/* Sums over events, not over the live set: they saturate instead of wrapping. */
-			if (e.delta > 0 && __builtin_add_overflow(v->allocated, e.delta, &v->allocated))
-				v->allocated = INT64_MAX;
-			else if (e.delta < 0 && __builtin_sub_overflow(v->freed, e.delta, &v->freed))
-				v->freed = INT64_MAX;
+		int rc = replay_record(lk, m, &r, &e);
+		if (rc) {
+			vrt_pass_abandon(&p);
+			return vrt_fail(rc, "leaks");
 		}
 	}
 	int rc = vrt_pass_close(&p);
 	if (rc)
 		return rc;
-	measure_end(lk, m, vrt_ts_seconds(lk->t, m->last_ts));
-	lk->live_at_end = live_total(lk, m);
+	replay_end(lk, m);
 	return 0;
 }
 
@@ -732,24 +766,24 @@ static void print_held(const struct leaks *lk, const struct vrt_site *s, const s
 		       vrt_bytes(h->other_chains + (n > 2 ? h->bytes[order[2]] : 0) + (n > 3 ? h->bytes[order[3]] : 0)));
 }
 
-static void held_json(const struct leaks *lk, const struct vrt_site *s, const struct vrt_held_by *h)
+static void held_json(FILE *out, const struct leaks *lk, const struct vrt_site *s, const struct vrt_held_by *h)
 {
 	const struct vrt_trace *t = lk->t;
 	int order[VRT_HELD_CHAINS];
 	int n = sorted_chains(h, order);
-	printf(", \"held_by\": [");
+	fprintf(out, ", \"held_by\": [");
 	for (int k = 0; k < n; k++) {
-		printf("%s", k ? ", " : "");
-		vrt_chain_json(stdout, vrt_string(t, h->chain[order[k]]));
+		fprintf(out, "%s", k ? ", " : "");
+		vrt_chain_json(out, vrt_string(t, h->chain[order[k]]));
 	}
-	printf("], \"held_by_bytes\": [");
+	fprintf(out, "], \"held_by_bytes\": [");
 	for (int k = 0; k < n; k++)
-		printf("%s%lld", k ? ", " : "", (long long)h->bytes[order[k]]);
+		fprintf(out, "%s%lld", k ? ", " : "", (long long)h->bytes[order[k]]);
 	bool identity;
 	const char *category = survivor_category(t, s, h, &identity);
-	printf("], \"held_by_status\": \"%s\", \"category\": ", vrt_held_name(vrt_held_status(h)));
-	json_string(stdout, category);
-	printf(", \"decided_by\": \"%s\"", identity ? "identity" : "rule");
+	fprintf(out, "], \"held_by_status\": \"%s\", \"category\": ", vrt_held_name(vrt_held_status(h)));
+	json_string(out, category);
+	fprintf(out, ", \"decided_by\": \"%s\"", identity ? "identity" : "rule");
 }
 
 #define SHOWN_ROOTS 3
@@ -792,22 +826,22 @@ static void print_roots(struct vrt_roots *r)
 			       unexplained[k]);
 }
 
-static void roots_json(struct vrt_roots *r)
+static void roots_json(FILE *out, struct vrt_roots *r)
 {
 	vrt_roots_sort(r);
-	printf(", \"kept_alive_by\": [");
+	fprintf(out, ", \"kept_alive_by\": [");
 	for (size_t i = 0; i < r->n; i++) {
-		printf("%s{\"root\": ", i ? ", " : "");
-		json_string(stdout, r->v[i].text);
-		printf(", \"bytes\": %lld, \"objects\": %llu}", (long long)r->v[i].bytes, (unsigned long long)r->v[i].chains);
+		fprintf(out, "%s{\"root\": ", i ? ", " : "");
+		json_string(out, r->v[i].text);
+		fprintf(out, ", \"bytes\": %lld, \"objects\": %llu}", (long long)r->v[i].bytes, (unsigned long long)r->v[i].chains);
 	}
-	printf("], \"kept_alive_other_roots_bytes\": %lld, \"kept_alive_by_status\": {", (long long)r->other);
+	fprintf(out, "], \"kept_alive_other_roots_bytes\": %lld, \"kept_alive_by_status\": {", (long long)r->other);
 	for (int k = 0; k < VRT_HELD_KINDS; k++)
-		printf("%s\"%s\": %lld", k ? ", " : "", vrt_held_name((enum vrt_held)k), (long long)r->by_status[k]);
-	printf("}, \"kept_alive_without_chain\": {");
+		fprintf(out, "%s\"%s\": %lld", k ? ", " : "", vrt_held_name((enum vrt_held)k), (long long)r->by_status[k]);
+	fprintf(out, "}, \"kept_alive_without_chain\": {");
 	for (int k = 0; k < VRT_HELD_KINDS; k++)
-		printf("%s\"%s\": %lld", k ? ", " : "", vrt_held_name((enum vrt_held)k), (long long)r->unchained[k]);
-	printf("}");
+		fprintf(out, "%s\"%s\": %lld", k ? ", " : "", vrt_held_name((enum vrt_held)k), (long long)r->unchained[k]);
+	fprintf(out, "}");
 }
 
 static void print_text(struct leaks *lk, struct vrt_sites *sites)
@@ -877,45 +911,45 @@ static void print_text(struct leaks *lk, struct vrt_sites *sites)
 	}
 }
 
-static void print_json(struct leaks *lk, struct vrt_sites *sites)
+static void print_json(FILE *out, struct leaks *lk, struct vrt_sites *sites)
 {
 	const struct vrt_trace *t = lk->t;
 	char line[1024];
-	printf("{\"file\": ");
-	json_string(stdout, t->path);
-	printf(", \"pid\": %d, \"rank\": %d, ", t->hdr.pid, t->hdr.rank);
-	vrt_json_completeness(stdout, t, -1);
-	printf(", \"phase\": ");
-	json_string(stdout, lk->name);
-	printf(", \"invocation\": ");
-	json_string(stdout, invocation_name(lk));
-	printf(", \"layer\": \"%s\", \"phases\": [", lk->blocks ? "tensors" : "cuda");
+	fprintf(out, "{\"file\": ");
+	json_string(out, t->path);
+	fprintf(out, ", \"pid\": %d, \"rank\": %d, ", t->hdr.pid, t->hdr.rank);
+	vrt_json_completeness(out, t, -1);
+	fprintf(out, ", \"phase\": ");
+	json_string(out, lk->name);
+	fprintf(out, ", \"invocation\": ");
+	json_string(out, invocation_name(lk));
+	fprintf(out, ", \"layer\": \"%s\", \"phases\": [", lk->blocks ? "tensors" : "cuda");
 	for (size_t i = 0; i < lk->n_inv; i++) {
 		const struct invocation *v = &lk->inv[i];
-		printf("%s{\"name\": ", i ? ", " : "");
-		json_string(stdout, lk->name);
-		printf(", \"index\": %zu, \"start_s\": %.6f, \"end_s\": %.6f, \"live_bytes_at_entry\": %lld, "
-		       "\"allocated_bytes\": %lld, \"freed_bytes\": %lld, \"live_bytes_at_exit\": %lld, "
-		       "\"live_bytes_at_next_entry\": %lld, \"survivor_bytes\": %lld, \"events_lost\": %llu}",
-		       i + 1, v->enter_s, v->exit_s, (long long)v->live_at_entry, (long long)v->allocated, (long long)v->freed,
-		       (long long)v->live_at_exit, (long long)v->live_at_next, (long long)v->survivors,
-		       (unsigned long long)v->lost);
+		fprintf(out, "%s{\"name\": ", i ? ", " : "");
+		json_string(out, lk->name);
+		fprintf(out, ", \"index\": %zu, \"start_s\": %.6f, \"end_s\": %.6f, \"live_bytes_at_entry\": %lld, "
+			"\"allocated_bytes\": %lld, \"freed_bytes\": %lld, \"live_bytes_at_exit\": %lld, "
+			"\"live_bytes_at_next_entry\": %lld, \"survivor_bytes\": %lld, \"events_lost\": %llu}",
+			i + 1, v->enter_s, v->exit_s, (long long)v->live_at_entry, (long long)v->allocated, (long long)v->freed,
+			(long long)v->live_at_exit, (long long)v->live_at_next, (long long)v->survivors,
+			(unsigned long long)v->lost);
 	}
 	headline(lk, sites, line, sizeof(line));
-	printf("], \"phase_picked_because\": ");
+	fprintf(out, "], \"phase_picked_because\": ");
 	if (lk->picked_why)
-		json_string(stdout, lk->picked_why);
+		json_string(out, lk->picked_why);
 	else
-		fputs("null", stdout);
+		fputs("null", out);
 	const struct vrt_owners *w = &lk->owners;
-	printf(", \"retention_walks\": {\"count\": %llu, \"cut_short\": %llu, \"seconds\": %.6f, \"most_objects\": %llu}",
-	       (unsigned long long)w->walks, (unsigned long long)w->timed_out, (double)w->walk_us / 1e6,
-	       (unsigned long long)w->walk_objects_max);
-	roots_json(&lk->roots);
-	printf(", \"growth_per_invocation_bytes\": %.0f, \"growth_including_first_bytes\": %.0f, \"summary\": ",
-	       growth_per_invocation(lk), growth_including_first(lk));
-	json_string(stdout, line);
-	printf(", \"survivors\": [");
+	fprintf(out, ", \"retention_walks\": {\"count\": %llu, \"cut_short\": %llu, \"seconds\": %.6f, \"most_objects\": %llu}",
+		(unsigned long long)w->walks, (unsigned long long)w->timed_out, (double)w->walk_us / 1e6,
+		(unsigned long long)w->walk_objects_max);
+	roots_json(out, &lk->roots);
+	fprintf(out, ", \"growth_per_invocation_bytes\": %.0f, \"growth_including_first_bytes\": %.0f, \"summary\": ",
+		growth_per_invocation(lk), growth_including_first(lk));
+	json_string(out, line);
+	fprintf(out, ", \"survivors\": [");
 	if (lk->n_groups)
 		qsort(lk->groups, lk->n_groups, sizeof(*lk->groups), by_bytes);
 	bool first = true;
@@ -927,27 +961,19 @@ static void print_json(struct leaks *lk, struct vrt_sites *sites)
 		struct vrt_site *total = vrt_sites_get(sites, g->stack, NULL);
 		const char *why;
 		const char *v = total ? verdict(t, total, lk->n_inv, &why) : "";
-		printf("%s", first ? "" : ", ");
-		vrt_site_json(stdout, t, &s, true);
-		printf(", \"phase_index\": %u, \"outlived_invocations\": %u, \"persistent\": %s, \"verdict\": ",
-		       g->invocation, g->outlived + 1, total && persistent_by_design(t, total) ? "true" : "false");
-		json_string(stdout, v);
-		held_json(lk, &s, group_held(g));
-		printf("}");
+		fprintf(out, "%s", first ? "" : ", ");
+		vrt_site_json(out, t, &s, true);
+		fprintf(out, ", \"phase_index\": %u, \"outlived_invocations\": %u, \"persistent\": %s, \"verdict\": ",
+			g->invocation, g->outlived + 1, total && persistent_by_design(t, total) ? "true" : "false");
+		json_string(out, v);
+		held_json(out, lk, &s, group_held(g));
+		fprintf(out, "}");
 		first = false;
 	}
-	printf("]}");
+	fprintf(out, "]}");
 }
 
 /* ---- no phases: growth at the low points --------------------------------------------- */
-
-struct lows {
-	uint64_t lost[WINDOWS]; /* events lost in each window (LOST records) */
-	uint64_t min_event[WINDOWS];
-	int64_t min_live[WINDOWS];
-	double min_s[WINDOWS];  /* when the low point was */
-	struct vrt_sites at[WINDOWS];
-};
 
 /* How the top growing site's surviving allocations came between the first low point and the
  * last: a loop's step when they came at a steady pace. Only what is still live at the last low
@@ -960,73 +986,198 @@ struct cadence {
 	bool steady;            /* at least 4 steps, and the intervals' spread under half their mean */
 };
 
-static int find_lows(struct leaks *lk, struct lows *lw, uint64_t total_events)
+/*
+ * What the two passes of the low-point analysis gather. The first finds the lowest total in
+ * each of WINDOWS windows of events; the second takes the live set by site at each low point,
+ * in event order (as seeking to each would), and on the way the stacks that allocate between
+ * the first low point and the last; at the last, where the growing sites are known, when the
+ * top one's allocations that are still live were born after the first (its cadence).
+ */
+struct lows {
+	uint64_t total_events;  /* the events looked at: up to teardown, else all */
+	uint64_t lost[WINDOWS]; /* events lost in each window (LOST records) */
+	uint64_t min_event[WINDOWS];
+	int64_t min_live[WINDOWS];
+	double min_s[WINDOWS];  /* when the low point was */
+	struct vrt_sites at[WINDOWS];
+	int first, last;        /* the first and last window with a low point, -1: none */
+	int next;               /* the next window whose live set the second pass takes */
+	uint64_t events_before; /* the model's events before the second pass's current record */
+	struct cadence cad;
+	uint32_t top_stack;     /* the top growing site's, known at the last low point */
+	double *born_s;         /* the birth times of its allocations live there, born after the first */
+	size_t n_born, cap_born;
+	bool born_oom;
+};
+
+static struct lows *lows_new(uint64_t total_events)
 {
-	struct vrt_model m;
-	if (vrt_model_init(&m))
-		return VRT_EXIT_INTERNAL;
+	struct lows *lw = calloc(1, sizeof(*lw));
+	if (!lw)
+		return NULL;
+	lw->total_events = total_events;
+	lw->first = lw->last = -1;
 	for (int w = 0; w < WINDOWS; w++) {
 		lw->min_live[w] = INT64_MAX;
 		vrt_sites_init(&lw->at[w]);
 	}
-	struct vrt_pass p;
-	struct vrt_record r;
-	vrt_pass_open(&p, lk->t, &(struct vrt_pass_options){ .label = "leaks: low points", .quiet = lk->o->quiet,
-							      .model = &m });
-	while (m.events <= total_events && vrt_pass_next(&p, &r, NULL)) {
-		if (!m.events || m.events > total_events)
-			continue; /* before the first event, or after the end (teardown, the mark) */
-		int w = (int)((m.events - 1) * WINDOWS / (total_events ? total_events : 1));
-		if (r.op == VRT_OP_LOST && w < WINDOWS)
-			lw->lost[w] += r.id;
-		int64_t live = live_total(lk, &m);
-		if (w < WINDOWS && live < lw->min_live[w]) {
-			lw->min_live[w] = live;
-			lw->min_event[w] = m.events;
-			lw->min_s[w] = vrt_ts_seconds(lk->t, r.ts);
-		}
-	}
-	vrt_pass_abandon(&p); /* the baseline's first pass reported this trace's errors */
-	vrt_model_free(&m);
-	/* Second pass: the live set at each window's low point, by site. */
-	if (vrt_model_init(&m))
-		return VRT_EXIT_INTERNAL;
-	vrt_pass_open(&p, lk->t, &(struct vrt_pass_options){ .label = "leaks: low points", .quiet = lk->o->quiet,
-							      .model = &m });
-	/* Windows in event order: each low point is reached by seeking on from the last. */
-	for (int w = 0; w < WINDOWS; w++)
-		if (lw->min_live[w] != INT64_MAX && vrt_pass_seek(&p, lw->min_event[w]))
-			vrt_report_group_live(lk->t, &m, &lw->at[w], -2, lk->blocks ? -1 : VRT_KIND_DEVICE);
-	vrt_pass_abandon(&p);
-	vrt_model_free(&m);
-	return 0;
+	vrt_sites_init(&lw->cad.stacks);
+	return lw;
 }
 
-struct survivors {
+static void lows_free(struct lows *lw)
+{
+	if (!lw)
+		return;
+	for (int w = 0; w < WINDOWS; w++)
+		vrt_sites_free(&lw->at[w]);
+	vrt_sites_free(&lw->cad.stacks);
+	free(lw->born_s);
+	free(lw);
+}
+
+/* Whether the first pass still needs records: it looks at events up to total_events. */
+static bool lows_want(const struct lows *lw, const struct vrt_model *m)
+{
+	return m->events <= lw->total_events;
+}
+
+/* First pass, one record (the model applied). */
+static void lows_record(const struct leaks *lk, struct lows *lw, const struct vrt_model *m, const struct vrt_record *r)
+{
+	uint64_t total = lw->total_events;
+	if (!m->events || m->events > total)
+		return; /* before the first event, or after the end (teardown, the mark) */
+	int w = (int)((m->events - 1) * WINDOWS / (total ? total : 1));
+	if (r->op == VRT_OP_LOST && w < WINDOWS)
+		lw->lost[w] += r->id;
+	int64_t live = live_total(lk, m);
+	if (w < WINDOWS && live < lw->min_live[w]) {
+		lw->min_live[w] = live;
+		lw->min_event[w] = m->events;
+		lw->min_s[w] = vrt_ts_seconds(lk->t, r->ts);
+	}
+}
+
+/* After the first pass: the windows that have a low point. */
+static void lows_found(struct lows *lw)
+{
+	for (int w = 0; w < WINDOWS; w++)
+		if (lw->min_live[w] != INT64_MAX) {
+			lw->first = lw->first < 0 ? w : lw->first;
+			lw->last = w;
+		}
+	lw->next = lw->first < 0 ? WINDOWS : lw->first;
+}
+
+/* Whether the second pass still needs records: until the last low point's live set is taken. */
+static bool low_sets_want(const struct lows *lw)
+{
+	return lw->next <= lw->last;
+}
+
+struct born_ctx {
 	const struct leaks *lk;
-	uint32_t stack;
-	uint64_t from;
-	double *born_s;
-	size_t n, cap;
-	bool oom;
+	struct lows *lw;
 };
 
-static void note_survivor(void *ctx, const struct vrt_item *it)
+static void note_born(void *ctx, const struct vrt_item *it)
 {
-	struct survivors *sv = ctx;
-	if (it->stack != sv->stack || it->born_event <= sv->from || !counts(sv->lk, it) || sv->oom)
+	struct born_ctx *b = ctx;
+	struct lows *lw = b->lw;
+	if (it->stack != lw->top_stack || it->born_event <= lw->min_event[lw->first] || !counts(b->lk, it) ||
+	    lw->born_oom)
 		return;
-	if (sv->n == sv->cap) {
-		size_t cap = sv->cap ? sv->cap * 2 : 64;
-		double *v = realloc(sv->born_s, cap * sizeof(*v));
+	if (lw->n_born == lw->cap_born) {
+		size_t cap = lw->cap_born ? lw->cap_born * 2 : 64;
+		double *v = realloc(lw->born_s, cap * sizeof(*v));
 		if (!v) {
-			sv->oom = true;
+			lw->born_oom = true;
 			return;
 		}
-		sv->born_s = v;
-		sv->cap = cap;
+		lw->born_s = v;
+		lw->cap_born = cap;
 	}
-	sv->born_s[sv->n++] = vrt_ts_seconds(sv->lk->t, it->ts);
+	lw->born_s[lw->n_born++] = vrt_ts_seconds(b->lk->t, it->ts);
+}
+
+/* The sites whose bytes rise across the low points, into growing (sorted); returns the top one
+ * the user's code allocates, whose steps are counted (NULL: none). The same on every call. */
+static const struct vrt_site *growing_sites(const struct leaks *lk, struct lows *lw, struct vrt_sites *growing)
+{
+	int first = lw->first, last = lw->last;
+	for (size_t i = 0; last > first && i < lw->at[last].n; i++) {
+		const struct vrt_site *s = &lw->at[last].v[i];
+		/* Bytes of this site at each low point; growing = rising in the last third too. */
+		int64_t prev = -1, at_first = 0, at_two_thirds = 0;
+		int rises = 0, falls = 0;
+		int two_thirds = first + (last - first) * 2 / 3;
+		for (int w = first; w <= last; w++) {
+			if (lw->min_live[w] == INT64_MAX)
+				continue;
+			struct vrt_site *x = s->label ? vrt_sites_get(&lw->at[w], 0, s->label) : vrt_sites_get(&lw->at[w], s->stack, NULL);
+			int64_t b = x ? x->bytes : 0;
+			if (w == first)
+				at_first = b;
+			if (w <= two_thirds)
+				at_two_thirds = b;
+			rises += prev >= 0 && b > prev;
+			falls += prev >= 0 && b < prev;
+			prev = b;
+		}
+		if (s->bytes <= at_first || rises < 2 || falls > rises / 4)
+			continue;
+		struct vrt_site *g = s->label ? vrt_sites_get(growing, 0, s->label) : vrt_sites_get(growing, s->stack, NULL);
+		if (!g)
+			continue;
+		g->bytes = s->bytes - at_first;
+		g->count = s->count;
+		g->value2 = s->bytes > at_two_thirds; /* still rising late: unbounded; else it levelled off */
+	}
+	vrt_sites_sort(growing);
+	for (size_t i = 0; i < growing->n; i++)
+		if (!persistent_by_design(lk->t, &growing->v[i]) && !growing->v[i].label && growing->v[i].value2)
+			return &growing->v[i];
+	return NULL;
+}
+
+/* At the last low point: the top growing site, and when its allocations live there were born. */
+static void cadence_evidence(const struct leaks *lk, struct lows *lw, const struct vrt_model *m)
+{
+	struct vrt_sites growing;
+	vrt_sites_init(&growing);
+	const struct vrt_site *top = growing_sites(lk, lw, &growing);
+	if (top) {
+		lw->top_stack = top->stack;
+		vrt_model_each(m, note_born, &(struct born_ctx){ lk, lw });
+	}
+	vrt_sites_free(&growing);
+}
+
+/* The live sets of the low points the model has reached (each exactly when it reaches it). */
+static void low_sets_take(const struct leaks *lk, struct lows *lw, const struct vrt_model *m)
+{
+	for (; lw->next <= lw->last; lw->next++) {
+		int w = lw->next;
+		if (lw->min_live[w] == INT64_MAX)
+			continue;
+		if (m->events < lw->min_event[w])
+			return;
+		vrt_report_group_live(lk->t, m, &lw->at[w], -2, lk->blocks ? -1 : VRT_KIND_DEVICE);
+		if (w == lw->last)
+			cadence_evidence(lk, lw, m);
+	}
+}
+
+/* Second pass, one record (the model applied). */
+static void low_sets_record(const struct leaks *lk, struct lows *lw, const struct vrt_model *m, const struct vrt_effect *e)
+{
+	if (lw->last > lw->first && lw->events_before < lw->min_event[lw->last] &&
+	    m->events > lw->min_event[lw->first] && e->kind == VRT_EFFECT_BORN && counts(lk, &e->item) &&
+	    lw->cad.stacks.n < 4096)
+		vrt_sites_get(&lw->cad.stacks, e->item.stack, NULL);
+	lw->events_before = m->events;
+	low_sets_take(lk, lw, m);
 }
 
 static int by_seconds(const void *a, const void *b)
@@ -1077,34 +1228,20 @@ static void steps_of(const double *t, size_t n, struct cadence *c)
 	c->steady = c->steps >= 4 && bursts >= 4 && mean > 0 && spread < mean / 2;
 }
 
-/* The allocations of stack between events from and to, and which of them live on at to (a third
- * pass, for one site). */
-static void measure_cadence(struct leaks *lk, uint32_t stack, uint64_t from, uint64_t to, struct cadence *c)
+/* The top growing site's cadence, from what the second pass gathered (nothing without one). */
+static void cadence_of(struct lows *lw, const struct vrt_site *top)
 {
-	struct vrt_model m;
-	if (vrt_model_init(&m))
+	struct cadence *c = &lw->cad;
+	if (!top) {
+		vrt_sites_free(&c->stacks);
+		vrt_sites_init(&c->stacks);
 		return;
-	struct vrt_pass p;
-	struct vrt_record r;
-	struct vrt_effect e;
-	vrt_pass_open(&p, lk->t, &(struct vrt_pass_options){ .label = "leaks: cadence", .quiet = lk->o->quiet,
-							      .model = &m });
-	while (m.events < to && vrt_pass_next(&p, &r, &e)) {
-		if (m.events <= from || e.kind != VRT_EFFECT_BORN || !counts(lk, &e.item))
-			continue;
-		if (c->stacks.n < 4096)
-			vrt_sites_get(&c->stacks, e.item.stack, NULL);
 	}
-	struct survivors sv = { .lk = lk, .stack = stack, .from = from };
-	if (m.events == to)
-		vrt_model_each(&m, note_survivor, &sv);
-	vrt_pass_abandon(&p);
-	vrt_model_free(&m);
-	if (!sv.oom) {
-		qsort(sv.born_s, sv.n, sizeof(*sv.born_s), by_seconds);
-		steps_of(sv.born_s, sv.n, c);
-	}
-	free(sv.born_s);
+	if (lw->born_oom)
+		return;
+	if (lw->n_born)
+		qsort(lw->born_s, lw->n_born, sizeof(*lw->born_s), by_seconds);
+	steps_of(lw->born_s, lw->n_born, c);
 }
 
 static const char *duration(double s, char *buf, size_t len)
@@ -1175,98 +1312,63 @@ static void baseline_headline(const struct leaks *lk, const struct vrt_sites *gr
 	free(bytes);
 }
 
-static int baseline(struct leaks *lk, struct vrt_model *end)
+/* --json without phases: the growing sites (the first top), as the text shows them. */
+static void baseline_json(FILE *out, const struct leaks *lk, const struct vrt_sites *growing, const struct vrt_site *top,
+			  const struct cadence *cad, uint64_t lost, double window_s, const char *summary)
 {
-	struct lows *lw = calloc(1, sizeof(*lw));
-	if (!lw)
-		return vrt_fail(VRT_E_NOMEM, "leaks");
-	int rc = find_lows(lk, lw, end->events);
+	fprintf(out, "{\"file\": ");
+	json_string(out, lk->t->path);
+	fprintf(out, ", \"pid\": %d, \"rank\": %d, ", lk->t->hdr.pid, lk->t->hdr.rank);
+	vrt_json_completeness(out, lk->t, -1);
+	fprintf(out, ", \"phase\": null, \"phases\": [], \"survivors\": [], \"events_lost_in_windows\": %llu, ",
+		(unsigned long long)lost);
+	fprintf(out, "\"summary\": ");
+	json_string(out, summary);
+	fprintf(out, ", \"layer\": \"%s\", \"window_s\": %.6f, \"teardown_s\": ", lk->blocks ? "tensors" : "cuda",
+		window_s);
+	if (lk->teardown_s)
+		fprintf(out, "%.6f", lk->teardown_s);
+	else
+		fprintf(out, "null");
+	fprintf(out, ", \"growing\": [");
+	for (size_t i = 0; i < growing->n && i < (size_t)lk->o->top; i++) {
+		const struct vrt_site *g = &growing->v[i];
+		const char *rule;
+		fprintf(out, "%s", i ? ", " : "");
+		vrt_site_json(out, lk->t, g, true);
+		fprintf(out, ", \"still_rising\": %s, \"category\": ", g->value2 ? "true" : "false");
+		json_string(out, vrt_site_category(lk->t, g, &rule));
+		fprintf(out, ", \"bytes_per_second\": %.0f", window_s > 0 ? (double)g->bytes / window_s : 0.0);
+		if (g == top)
+			fprintf(out, ", \"allocations_in_window\": %llu", (unsigned long long)cad->allocations);
+		if (g == top && cad->steady)
+			fprintf(out, ", \"steps\": %llu, \"step_s\": %.6f, \"bytes_per_step\": %lld",
+				(unsigned long long)cad->steps, cad->mean, (long long)(g->bytes / (int64_t)cad->steps));
+		else
+			fprintf(out, ", \"steps\": null, \"step_s\": null, \"bytes_per_step\": null");
+		fprintf(out, "}");
+	}
+	fprintf(out, "]}");
+}
+
+/* After the two passes: the sites that grow across the low points, printed as text or written as
+ * JSON to lk->out. Returns 0 or VRT_EXIT_FINDINGS (--fail-on-growth). */
+static int baseline(struct leaks *lk, struct lows *lw)
+{
+	int rc = 0, first = lw->first, last = lw->last;
 	struct vrt_sites growing;
 	vrt_sites_init(&growing);
-	int first = -1, last = -1;
-	for (int w = 0; w < WINDOWS; w++)
-		if (lw->min_live[w] != INT64_MAX) {
-			first = first < 0 ? w : first;
-			last = w;
-		}
-	for (size_t i = 0; !rc && last > first && i < lw->at[last].n; i++) {
-		const struct vrt_site *s = &lw->at[last].v[i];
-		/* Bytes of this site at each low point; growing = rising in the last third too. */
-		int64_t prev = -1, at_first = 0, at_two_thirds = 0;
-		int rises = 0, falls = 0;
-		int two_thirds = first + (last - first) * 2 / 3;
-		for (int w = first; w <= last; w++) {
-			if (lw->min_live[w] == INT64_MAX)
-				continue;
-			struct vrt_site *x = s->label ? vrt_sites_get(&lw->at[w], 0, s->label) : vrt_sites_get(&lw->at[w], s->stack, NULL);
-			int64_t b = x ? x->bytes : 0;
-			if (w == first)
-				at_first = b;
-			if (w <= two_thirds)
-				at_two_thirds = b;
-			rises += prev >= 0 && b > prev;
-			falls += prev >= 0 && b < prev;
-			prev = b;
-		}
-		if (s->bytes <= at_first || rises < 2 || falls > rises / 4)
-			continue;
-		struct vrt_site *g = s->label ? vrt_sites_get(&growing, 0, s->label) : vrt_sites_get(&growing, s->stack, NULL);
-		if (!g)
-			continue;
-		g->bytes = s->bytes - at_first;
-		g->count = s->count;
-		g->value2 = s->bytes > at_two_thirds; /* still rising late: unbounded; else it levelled off */
-	}
-	vrt_sites_sort(&growing);
+	const struct vrt_site *top = growing_sites(lk, lw, &growing);
 	/* Events lost between the first low point and the last: lost frees look like growth. */
 	uint64_t lost = 0;
 	for (int w = first < 0 ? 0 : first; w <= last; w++)
 		lost += lw->lost[w];
 	double window_s = last > first ? lw->min_s[last] - lw->min_s[first] : 0;
-	const struct vrt_site *top = NULL;
-	for (size_t i = 0; !rc && i < growing.n && !top; i++)
-		if (!persistent_by_design(lk->t, &growing.v[i]) && !growing.v[i].label && growing.v[i].value2)
-			top = &growing.v[i];
-	struct cadence cad = { 0 };
-	vrt_sites_init(&cad.stacks);
-	if (top)
-		measure_cadence(lk, top->stack, lw->min_event[first], lw->min_event[last], &cad);
+	cadence_of(lw, top);
 	char summary[1024];
-	baseline_headline(lk, &growing, window_s, &cad, summary, sizeof(summary));
+	baseline_headline(lk, &growing, window_s, &lw->cad, summary, sizeof(summary));
 	if (!rc && lk->o->json) {
-		printf("{\"file\": ");
-		json_string(stdout, lk->t->path);
-		printf(", \"pid\": %d, \"rank\": %d, ", lk->t->hdr.pid, lk->t->hdr.rank);
-		vrt_json_completeness(stdout, lk->t, -1);
-		printf(", \"phase\": null, \"phases\": [], \"survivors\": [], \"events_lost_in_windows\": %llu, ",
-		       (unsigned long long)lost);
-		printf("\"summary\": ");
-		json_string(stdout, summary);
-		printf(", \"layer\": \"%s\", \"window_s\": %.6f, \"teardown_s\": ", lk->blocks ? "tensors" : "cuda",
-		       window_s);
-		if (lk->teardown_s)
-			printf("%.6f", lk->teardown_s);
-		else
-			printf("null");
-		printf(", \"growing\": [");
-		for (size_t i = 0; i < growing.n && i < (size_t)lk->o->top; i++) {
-			const struct vrt_site *g = &growing.v[i];
-			const char *rule;
-			printf("%s", i ? ", " : "");
-			vrt_site_json(stdout, lk->t, g, true);
-			printf(", \"still_rising\": %s, \"category\": ", g->value2 ? "true" : "false");
-			json_string(stdout, vrt_site_category(lk->t, g, &rule));
-			printf(", \"bytes_per_second\": %.0f", window_s > 0 ? (double)g->bytes / window_s : 0.0);
-			if (g == top)
-				printf(", \"allocations_in_window\": %llu", (unsigned long long)cad.allocations);
-			if (g == top && cad.steady)
-				printf(", \"steps\": %llu, \"step_s\": %.6f, \"bytes_per_step\": %lld",
-				       (unsigned long long)cad.steps, cad.mean, (long long)(g->bytes / (int64_t)cad.steps));
-			else
-				printf(", \"steps\": null, \"step_s\": null, \"bytes_per_step\": null");
-			printf("}");
-		}
-		printf("]}");
+		baseline_json(lk->out, lk, &growing, top, &lw->cad, lost, window_s, summary);
 	} else if (!rc) {
 		printf("vramtrace leaks: %s (no phases: growth of %s at the low points of total memory, %d windows",
 		       lk->t->path, lk->blocks ? "tensors" : "CUDA allocations", last - first + 1);
@@ -1289,23 +1391,118 @@ static int baseline(struct leaks *lk, struct vrt_model *end)
 	}
 	if (!rc && lk->o->fail_on_growth && growing.n && growing.v[0].value2)
 		rc = VRT_EXIT_FINDINGS;
-	vrt_sites_free(&cad.stacks);
 	vrt_sites_free(&growing);
-	for (int w = 0; w < WINDOWS; w++)
-		vrt_sites_free(&lw->at[w]);
-	free(lw);
+	return rc;
+}
+
+/* Without a phase: the two passes of the low points (up to total_events), then the growth. */
+static int low_points(struct leaks *lk, uint64_t total_events)
+{
+	struct lows *lw = lows_new(total_events);
+	struct vrt_model m;
+	if (!lw || vrt_model_init(&m)) {
+		lows_free(lw);
+		return vrt_fail(VRT_E_NOMEM, "leaks");
+	}
+	struct vrt_pass p;
+	struct vrt_record r;
+	struct vrt_effect e;
+	vrt_pass_open(&p, lk->t, &(struct vrt_pass_options){ .label = "leaks: low points", .quiet = lk->o->quiet,
+							      .model = &m });
+	while (lows_want(lw, &m) && vrt_pass_next(&p, &r, NULL))
+		lows_record(lk, lw, &m, &r);
+	vrt_pass_abandon(&p); /* the survey reported this trace's errors */
+	vrt_model_free(&m);
+	lows_found(lw);
+	if (vrt_model_init(&m)) {
+		lows_free(lw);
+		return vrt_fail(VRT_E_NOMEM, "leaks");
+	}
+	vrt_pass_open(&p, lk->t, &(struct vrt_pass_options){ .label = "leaks: low points", .quiet = lk->o->quiet,
+							      .model = &m });
+	while (low_sets_want(lw) && vrt_pass_next(&p, &r, &e))
+		low_sets_record(lk, lw, &m, &e);
+	vrt_pass_abandon(&p);
+	vrt_model_free(&m);
+	int rc = baseline(lk, lw);
+	lows_free(lw);
 	return rc;
 }
 
 /* ---- driver ----------------------------------------------------------------------------- */
 
-/* Before a process's answer: the list's opening or its comma (JSON of several), a blank line (text). */
-static void separate(bool json, bool many, bool first)
+/* What the survey decides: the phase to follow (the one named, else the one pick_phase finds, *why
+ * saying why, else none: the low points) and what is counted. */
+static void leaks_pick(struct leaks *lk, const struct survey *sv, const char *named, char *why, size_t why_len)
 {
-	if (json && many)
-		fputs(first ? "{\"processes\": [" : ", ", stdout);
-	else if (!first && !json)
-		putchar('\n');
+	const char *layer = lk->o->layer;
+	lk->name = named ? named : pick_phase(lk->t, sv, layer ? strcmp(layer, "tensors") != 0 : !sv->blocks.any_blocks,
+					      why, why_len);
+	lk->name_id = lk->name ? vrt_trace_string_id(lk->t, lk->name) : 0;
+	lk->picked_why = named ? NULL : why;
+	/* A phase's replay counts the layer found over the whole trace; the low points look up to
+	 * teardown, and so does their layer. */
+	lk->blocks = layer ? !strcmp(layer, "tensors") : lk->name_id ? sv->blocks.any_blocks : sv->end_blocks;
+	if (!lk->name_id)
+		lk->teardown_s = sv->teardown_s;
+}
+
+/*
+ * The survey, when there is one to make (to pick the phase, or to learn the layer of a named
+ * phase that exists), then leaks_pick. Returns 0 or an exit code after its message; a named
+ * phase the trace never saw leaves lk->name_id 0.
+ */
+static int leaks_choose(struct leaks *lk, struct survey *sv, char *why, size_t why_len)
+{
+	const struct leaks_options *o = lk->o;
+	const char *named = o->phase ? phase_named(o->phase, &lk->by_mark) : NULL;
+	int rc = 0;
+	if (!named || (!o->layer && vrt_trace_string_id(lk->t, named)))
+		rc = survey(lk->t, o, !named, sv);
+	if (!rc || named)
+		leaks_pick(lk, sv, named, why, why_len);
+	return rc;
+}
+
+/* The analysis of the phase chosen (or of the low points), printed as text or written as JSON to
+ * lk->out. Returns 0, VRT_EXIT_FINDINGS (--fail-on-growth), or an exit code after its message. */
+static int leaks_report(struct leaks *lk, const struct survey *sv)
+{
+	if (!lk->name_id)
+		return low_points(lk, sv->end_events);
+	struct vrt_model m;
+	if (vrt_model_init(&m))
+		return vrt_fail(VRT_E_NOMEM, "leaks");
+	int rc = replay(lk, &m);
+	if (!rc && !lk->by_mark && !lk->n_inv) {
+		/* The trace has the name (a Python function, a file) but it never became a phase: a
+		 * --phase the job was not run with, or a Class.method CPython 3.9/3.10 could not match. */
+		fprintf(stderr, "vramtrace leaks: %s: \"%s\" was never entered as a phase in this trace%s (the trace "
+				"has the name, but no call of it became a phase: vramtrace run --phase %s records it)\n",
+			vrt_escape(lk->t->path), vrt_escape(lk->name), vrt_settings.until_mark ? " before --until-mark" : "",
+			vrt_escape(lk->name));
+		rc = VRT_EXIT_USAGE;
+	} else if (!rc) {
+		struct vrt_sites sites;
+		sites_total(lk, &sites);
+		if (lk->o->json)
+			print_json(lk->out, lk, &sites);
+		else
+			print_text(lk, &sites);
+		if (lk->o->fail_on_growth && growth_per_invocation(lk) > 0)
+			rc = VRT_EXIT_FINDINGS;
+		vrt_sites_free(&sites);
+	}
+	vrt_model_free(&m);
+	return rc;
+}
+
+static void leaks_free(struct leaks *lk)
+{
+	free(lk->inv);
+	free(lk->groups);
+	free(lk->group_index);
+	vrt_owners_free(&lk->owners);
 }
 
 static int leaks_one(const char *path, const struct leaks_options *o, bool many, bool first)
@@ -1315,75 +1512,121 @@ static int leaks_one(const char *path, const struct leaks_options *o, bool many,
 	if (rc)
 		return rc;
 	vrt_warn_trace_state(&t, o->quiet);
-	struct leaks lk = { .t = &t, .o = o };
-	struct vrt_model m;
-	if (vrt_model_init(&m)) {
-		vrt_trace_close(&t);
-		return vrt_fail(VRT_E_NOMEM, "leaks");
-	}
-	/* Surveyed to pick the phase, or to learn the layer of a named phase that exists. */
-	const char *named = o->phase ? phase_named(o->phase, &lk.by_mark) : NULL;
+	struct leaks lk = { .t = &t, .o = o, .out = stdout };
 	struct survey sv = { 0 };
-	int survey_rc = 0;
-	if (!named || (!o->layer && vrt_trace_string_id(&t, named)))
-		survey_rc = survey(&t, o, !named, &sv);
 	char why[256] = "";
-	int layer = o->layer ? strcmp(o->layer, "tensors") != 0 : !sv.blocks.any_blocks;
-	lk.name = named ? named : survey_rc ? NULL : pick_phase(&t, &sv, layer, why, sizeof(why));
-	lk.name_id = lk.name ? vrt_trace_string_id(&t, lk.name) : 0;
-	if (!named && !o->quiet && !survey_rc)
+	int survey_rc = leaks_choose(&lk, &sv, why, sizeof(why));
+	if (!o->phase && !o->quiet && !survey_rc)
 		fprintf(stderr, "vramtrace: %s: no --phase given; %s %s (%s)\n", path,
 			lk.name ? "following" : "looking for growth", lk.name ? lk.name : "without phases", why);
-	lk.picked_why = named ? NULL : why;
-	if (named && !lk.name_id) {
+	if (o->phase && !lk.name_id) {
 		/* A --phase the trace never saw is a typo (or the wrong trace): fail, don't fall back. */
 		fprintf(stderr, "vramtrace leaks: %s: no phase or mark named \"%s\" in this trace (without --phase, leaks "
 				"picks the phase that explains the growth)\n", vrt_escape(path), vrt_escape(o->phase));
-		vrt_model_free(&m);
 		vrt_trace_close(&t);
 		return VRT_EXIT_USAGE;
 	}
-	if (survey_rc) {
-		rc = survey_rc;
-	} else if (lk.name_id) {
-		lk.blocks = o->layer ? !strcmp(o->layer, "tensors") : sv.blocks.any_blocks;
-		rc = replay(&lk, &m);
-		if (!rc && !lk.by_mark && !lk.n_inv) {
-			/* The trace has the name (a Python function, a file) but it never became a phase: a
-			 * --phase the job was not run with, or a Class.method CPython 3.9/3.10 could not match. */
-			fprintf(stderr, "vramtrace leaks: %s: \"%s\" was never entered as a phase in this trace%s (the trace "
-					"has the name, but no call of it became a phase: vramtrace run --phase %s records it)\n",
-				vrt_escape(path), vrt_escape(o->phase), vrt_settings.until_mark ? " before --until-mark" : "",
-				vrt_escape(o->phase));
-			rc = VRT_EXIT_USAGE;
-		} else if (!rc) {
-			struct vrt_sites sites;
-			sites_total(&lk, &sites);
-			separate(o->json, many, first);
-			if (o->json)
-				print_json(&lk, &sites);
-			else
-				print_text(&lk, &sites);
-			if (o->fail_on_growth && growth_per_invocation(&lk) > 0)
-				rc = VRT_EXIT_FINDINGS;
-			vrt_sites_free(&sites);
-		}
-	} else {
-		separate(o->json, many, first);
-		struct vrt_replay_options ro = { .quiet = o->quiet, .stop_at_teardown = true };
-		if (!(rc = vrt_report_replay_ex(&t, &m, &ro))) {
-			lk.blocks = o->layer ? !strcmp(o->layer, "tensors") : m.any_blocks;
-			lk.teardown_s = ro.teardown_s;
-			rc = baseline(&lk, &m);
-		}
-	}
-	free(lk.inv);
-	free(lk.groups);
-	free(lk.group_index);
-	vrt_owners_free(&lk.owners);
-	vrt_model_free(&m);
+	if (o->json && many)
+		fputs(first ? "{\"processes\": [" : ", ", stdout);
+	else if (!first)
+		putchar('\n');
+	rc = survey_rc ? survey_rc : leaks_report(&lk, &sv);
+	leaks_free(&lk);
 	vrt_trace_close(&t);
 	return rc;
+}
+
+/* ---- fed by another command's passes (reports.h) ------------------------------------------ */
+
+/*
+ * leaks_one's stages with the default options, each riding one of the caller's passes: the
+ * survey the first; the low points' first pass the second (when no phase is followed); the
+ * phase's replay, or the low points' second pass, the third. Quiet: a failure is kept, and given
+ * as an exit code at the end without a message.
+ */
+struct vrt_leaks_feed {
+	struct leaks_options o;
+	struct leaks lk;
+	struct survey sv;
+	struct lows *lw;        /* without a phase to follow */
+	int pass;               /* the caller's pass being fed, from 0 */
+	int error;              /* a vrt_error: the analysis stopped there */
+	char why[256];
+};
+
+struct vrt_leaks_feed *vrt_leaks_feed_new(struct vrt_trace *t)
+{
+	struct vrt_leaks_feed *f = calloc(1, sizeof(*f));
+	if (!f)
+		return NULL;
+	f->o = (struct leaks_options){ .json = true, .quiet = true, .top = 10, .frames = 8 };
+	f->lk = (struct leaks){ .t = t, .o = &f->o };
+	return f;
+}
+
+void vrt_leaks_feed_record(struct vrt_leaks_feed *f, const struct vrt_model *m, const struct vrt_record *r,
+			   const struct vrt_effect *e)
+{
+	if (f->error)
+		return;
+	if (f->pass == 0) {
+		survey_record(&f->sv, f->lk.t, m, r, e);
+		vrt_blocks_probe_apply(&f->sv.blocks, r);
+	} else if (f->pass == 1 && f->lw) {
+		lows_record(&f->lk, f->lw, m, r);
+	} else if (f->pass == 2 && f->lk.name_id) {
+		f->error = replay_record(&f->lk, m, r, e);
+	} else if (f->pass == 2 && f->lw) {
+		low_sets_record(&f->lk, f->lw, m, e);
+	}
+}
+
+bool vrt_leaks_feed_wants(const struct vrt_leaks_feed *f, const struct vrt_model *m)
+{
+	if (f->error || f->pass > 2)
+		return false;
+	if (f->pass == 1)
+		return f->lw && lows_want(f->lw, m);
+	if (f->pass == 2 && !f->lk.name_id)
+		return f->lw && low_sets_want(f->lw);
+	return true;
+}
+
+void vrt_leaks_feed_pass_end(struct vrt_leaks_feed *f, const struct vrt_model *m)
+{
+	if (f->pass == 0) {
+		leaks_pick(&f->lk, &f->sv, NULL, f->why, sizeof(f->why));
+		if (!f->lk.name_id && !(f->lw = lows_new(f->sv.end_events)))
+			f->error = VRT_E_NOMEM;
+	} else if (f->pass == 1 && f->lw) {
+		lows_found(f->lw);
+	} else if (f->pass == 2 && f->lk.name_id && !f->error) {
+		replay_end(&f->lk, m);
+	}
+	f->pass++;
+}
+
+int vrt_leaks_feed_json(struct vrt_leaks_feed *f, FILE *out)
+{
+	if (f->error || f->pass < 3)
+		return vrt_exit_code(f->error ? f->error : VRT_E_ARG);
+	f->lk.out = out;
+	if (!f->lk.name_id)
+		return baseline(&f->lk, f->lw);
+	struct vrt_sites sites;
+	sites_total(&f->lk, &sites);
+	print_json(out, &f->lk, &sites);
+	vrt_sites_free(&sites);
+	return 0;
+}
+
+void vrt_leaks_feed_free(struct vrt_leaks_feed *f)
+{
+	if (!f)
+		return;
+	leaks_free(&f->lk);
+	lows_free(f->lw);
+	free(f);
 }
 
 int vrt_cmd_leaks(int argc, char **argv)

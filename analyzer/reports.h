@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Reports that other commands compose in-process, on a trace they already opened (html).
- * Each writes the same JSON its command's --json does (without the final newline), prints no
- * message and shows no progress.
+ * Each writes the same JSON its command's --json does (without the final newline) to a FILE:
+ * one writer for the command and its caller, so the two cannot drift apart.
  */
 #ifndef VRAMTRACE_REPORTS_H
 #define VRAMTRACE_REPORTS_H
@@ -31,5 +31,22 @@ bool vrt_oom_search_found(const struct vrt_oom_search *s);
 bool vrt_oom_step(struct vrt_oom_search *s, struct vrt_trace *t, const struct vrt_model *m, const struct vrt_record *r,
 		  FILE *out);
 bool vrt_oom_explained(const struct vrt_oom_search *s);
+
+/*
+ * `vramtrace leaks --json -q` (default options: the phase leaks picks, else the low points), fed
+ * by three passes the caller runs anyway, each from the trace's start with a model applied to
+ * every record handed to vrt_leaks_feed_record: the first and third to the end, the second as
+ * long as vrt_leaks_feed_wants says (the low points' first look goes on to teardown).
+ * vrt_leaks_feed_pass_end after each, with the pass's model as it ended; then vrt_leaks_feed_json
+ * writes the JSON and returns 0 or the exit code `leaks` would end with (no message).
+ */
+struct vrt_leaks_feed;
+struct vrt_leaks_feed *vrt_leaks_feed_new(struct vrt_trace *t);
+void vrt_leaks_feed_record(struct vrt_leaks_feed *f, const struct vrt_model *m, const struct vrt_record *r,
+			   const struct vrt_effect *e);
+bool vrt_leaks_feed_wants(const struct vrt_leaks_feed *f, const struct vrt_model *m);
+void vrt_leaks_feed_pass_end(struct vrt_leaks_feed *f, const struct vrt_model *m);
+int vrt_leaks_feed_json(struct vrt_leaks_feed *f, FILE *out);
+void vrt_leaks_feed_free(struct vrt_leaks_feed *f);
 
 #endif /* VRAMTRACE_REPORTS_H */

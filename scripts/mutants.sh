@@ -279,7 +279,7 @@ m leaks-picks-a-phase-that-does-not-grow analyzer/cmd_leaks.c \
   '(growth > 0) != (best_growth > 0) ? best_growth <= 0' \
   test_phases.py::test_leaks_without_a_phase_picks_the_one_whose_calls_grow
 m leaks-phase-name-ignored analyzer/cmd_leaks.c \
-  'const char *named = o->phase ? phase_named(o->phase, &lk.by_mark) : NULL;' \
+  'const char *named = o->phase ? phase_named(o->phase, &lk->by_mark) : NULL;' \
   'const char *named = NULL;' \
   test_phases.py::test_leaks_of_a_phase_that_frees_what_it_allocates_finds_no_growth
 m report-until-mark-ignored analyzer/cli.c \
@@ -491,8 +491,8 @@ m ctypes-pointer-owns-nothing python/vramtrace/_owners.py \
   test_retention.py::test_the_demo_names_the_registry_that_keeps_its_raw_pointers
 
 m leaks-baseline-reads-teardown analyzer/cmd_leaks.c \
-  'struct vrt_replay_options ro = { .quiet = o->quiet, .stop_at_teardown = true };' \
-  'struct vrt_replay_options ro = { .quiet = o->quiet, .stop_at_teardown = false };' \
+  'if (r->op == VRT_OP_EXITING && !s->torn_down) {' \
+  'if (0) {' \
   test_leaks_without_phases.py::test_growth_is_measured_before_teardown_and_named_by_the_users_lines
 m collector-leftovers-unreported preload/collector.c \
   '\treport_leftovers(c);\n' \
@@ -520,8 +520,8 @@ m python-directory-list-not-unwrapped python/vramtrace/_reports.py \
   '    if False and isinstance(processes, list):  # a run' \
   test_python_api.py::test_a_runs_directory_reads_as_its_one_trace_and_two_traces_are_a_usage_error
 m leaks-baseline-step-miscounted analyzer/cmd_leaks.c \
-  'if (it->stack != sv->stack || it->born_event <= sv->from' \
-  'if (it->stack != sv->stack || it->born_event <= sv->from || (it->born_event & 1)' \
+  'if (it->stack != lw->top_stack || it->born_event <= lw->min_event[lw->first]' \
+  'if (it->stack != lw->top_stack || it->born_event <= lw->min_event[lw->first] || (it->born_event & 1)' \
   test_leaks_without_phases.py::test_a_step_that_keeps_two_buffers_is_one_step \
   test_attach.py::test_leaks_of_an_attached_job_names_the_growing_site_and_its_rate
 m leaks-baseline-steps-are-allocations analyzer/cmd_leaks.c \
@@ -533,8 +533,8 @@ m leaks-baseline-steps-are-bursts analyzer/cmd_leaks.c \
   'c->steps = bursts;' \
   test_leaks_without_phases.py::test_a_step_that_keeps_two_buffers_is_one_step
 m leaks-baseline-steps-before-the-window analyzer/cmd_leaks.c \
-  'if (it->stack != sv->stack || it->born_event <= sv->from' \
-  'if (it->stack != sv->stack' \
+  'if (it->stack != lw->top_stack || it->born_event <= lw->min_event[lw->first] || ' \
+  'if (it->stack != lw->top_stack || ' \
   test_h200_retention.py test_leaks_without_phases.py::test_a_step_that_keeps_two_buffers_is_one_step
 
 m report-before-attach-unexplained analyzer/cmd_report.c \
@@ -579,10 +579,6 @@ m until-mark-ends-elsewhere analyzer/model.c \
   'if (r->op == VRT_OP_PHASE_ENTER && rp->trace->end_mark' \
   test_cli_options.py::test_timeline_until_mark_ends_the_chart_at_the_mark \
   test_cli_options.py::test_export_chrome_until_mark_has_no_event_past_the_mark
-m until-mark-not-in-html-sections analyzer/cli.c \
-  '\tvrt_settings.command = command;\n' \
-  '\tvrt_settings.command = command;\n\tvrt_settings.until_mark = NULL;\n' \
-  test_cli_options.py::test_html_until_mark_reaches_its_leaks_section
 m args-double-dash-ignored analyzer/cli.c \
   '\t\t\toptions = false;\n\t\t\tif (prefix) {' \
   '\t\t\tif (prefix) {' \
@@ -652,7 +648,7 @@ m oom-frames-ignored analyzer/cmd_oom.c \
   'vrt_site_print(stdout, t, &x->device_sites.v[i], 6);' \
   test_cli_options.py::test_shared_options_are_accepted_where_they_make_sense
 m phase-typo-falls-back analyzer/cmd_leaks.c \
-  '\tif (named && !lk.name_id) {' \
+  '\tif (o->phase && !lk.name_id) {' \
   '\tif (0) {' \
   "test_cli_errors.py::test_an_unknown_phase_is_an_error[fail-on-growth]"
 
@@ -872,9 +868,9 @@ m chrome-every-bucket analyzer/chrome_trace.c \
   'if (0)' \
   test_export.py::test_chrome_names_the_threads_and_draws_changes_only
 
-m html-child-progress-silent analyzer/cmd_html.c \
-  '\t\tif (terminal >= 0)\n\t\t\tvrt_progress_to(terminal, "html: ");' \
-  '\t\t(void)terminal;' \
+m html-timeline-progress-silent analyzer/cmd_html.c \
+  '.label = "html: timeline, leaks", .quiet = h->o->quiet' \
+  '.label = "html: timeline, leaks", .quiet = true' \
   test_html.py::test_every_stage_shows_its_progress_on_a_terminal
 m progress-no-time-left analyzer/cli.c \
   'if (elapsed >= 4 * progress_delay() && percent > 0 && percent < 100)' \
@@ -919,16 +915,40 @@ m html-native-tower-kept analyzer/report.html.in \
 m pass-seek-one-past analyzer/pass.c \
   'while (p->events < event)' \
   'while (p->events <= event)' \
-  test_leaks_without_phases.py::test_growth_is_measured_before_teardown_and_named_by_the_users_lines
+  test_export.py::test_folded_peak_is_the_state_just_after_the_peak_event
 m pass-uncounted analyzer/pass.c \
   'if (!passes++ && env_on(' \
   'if (!passes && env_on(' \
   test_passes.py::test_each_report_reads_the_trace_a_bounded_number_of_times
-m leaks-low-points-pass-per-window analyzer/cmd_leaks.c \
-  'if (lw->min_live[w] != INT64_MAX && vrt_pass_seek(&p, lw->min_event[w]))' \
-  'if (lw->min_live[w] != INT64_MAX && (vrt_pass_abandon(&p), vrt_model_free(&m), !vrt_model_init(&m)) && (vrt_pass_open(&p, lk->t, &(struct vrt_pass_options){ .quiet = true, .model = &m }), vrt_pass_seek(&p, lw->min_event[w])))' \
+m leaks-low-points-extra-pass analyzer/cmd_leaks.c \
+  '\tlows_found(lw);\n\tif (vrt_model_init(&m)) {' \
+  '\tlows_found(lw);\n\tvrt_pass_open(&p, lk->t, &(struct vrt_pass_options){ .quiet = true });\n\tvrt_pass_abandon(&p);\n\tif (vrt_model_init(&m)) {' \
   test_passes.py::test_each_report_reads_the_trace_a_bounded_number_of_times
 
+m html-leaks-json-elsewhere analyzer/cmd_leaks.c \
+  'f->lk.out = out;' \
+  'f->lk.out = stdout;' \
+  "test_html.py::test_the_leaks_section_is_what_leaks_says[attach-ds]"
+m html-leaks-survey-unfed analyzer/cmd_html.c \
+  'vrt_leaks_feed_record(h->leaks, &h->end, &r, &e);' \
+  '(void)0;' \
+  "test_html.py::test_the_leaks_section_is_what_leaks_says[leak-cycle]"
+m html-leaks-low-points-cut analyzer/cmd_html.c \
+  'while ((left || oom || (h->leaks && vrt_leaks_feed_wants(h->leaks, &m)))' \
+  'while ((left || oom)' \
+  "test_html.py::test_the_leaks_section_is_what_leaks_says[attach-ds]"
+m html-leaks-replay-unfed analyzer/cmd_html.c \
+  '\t\tif (h->leaks)\n\t\t\tvrt_leaks_feed_record(h->leaks, &m, &r, &e);\n\t\tnote_marker(h, &r);' \
+  '\t\tnote_marker(h, &r);' \
+  test_html.py::test_data_agrees_with_report_and_leaks
+m leaks-steps-unseen analyzer/cmd_leaks.c \
+  'if (w == lw->last)\n\t\t\tcadence_evidence(lk, lw, m);' \
+  'if (0)\n\t\t\tcadence_evidence(lk, lw, m);' \
+  test_leaks_without_phases.py::test_a_step_that_keeps_two_buffers_is_one_step
+m html-leaks-section-dropped analyzer/cmd_html.c \
+  'if (ok)\n\t\tfwrite(capped, 1, capped_len, out);' \
+  'if (0)\n\t\tfwrite(capped, 1, capped_len, out);' \
+  test_html.py::test_data_agrees_with_report_and_leaks
 m html-oom-section-dropped analyzer/cmd_html.c \
   'if (!rc && found)\n\t\tfwrite(json, 1, len, out);' \
   'if (0)\n\t\tfwrite(json, 1, len, out);' \
@@ -940,8 +960,8 @@ m html-oom-search-unfed analyzer/cmd_html.c \
   test_html.py::test_oom_section
 
 m html-peaks-stop-before-oom analyzer/cmd_html.c \
-  'while ((left || oom) && vrt_pass_next(&p, &r, NULL)) {' \
-  'while (left && vrt_pass_next(&p, &r, NULL)) {' \
+  'while ((left || oom || (h->leaks' \
+  'while ((left || (h->leaks' \
   test_passes.py::test_each_report_reads_the_trace_a_bounded_number_of_times
 # ---- the Python module as a library (python/vramtrace, dump --json, export parquet) ------------
 m api-snapshot-waits-for-a-walk preload/api.c \

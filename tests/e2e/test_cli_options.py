@@ -108,7 +108,7 @@ def test_whatif_until_mark_replays_the_requests_before_the_mark():
 
 
 def test_html_until_mark_reaches_its_leaks_section(tmp_path):
-    """html's leaks section is `leaks --json` run in a forked child: the mark reaches it too."""
+    """html's leaks section rides html's own passes over the trace, which ends at the mark: so does it."""
     analyze("html", "-q", "--until-mark", "step 3", WHATIF, "-o", tmp_path / "cut.html")
     analyze("html", "-q", WHATIF, "-o", tmp_path / "whole.html")
     leaks_cut = json.loads(analyze("leaks", "--json", "-q", "--until-mark", "step 3", WHATIF).stdout)

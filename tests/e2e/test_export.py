@@ -17,10 +17,11 @@ import os
 import pickle
 import re
 import subprocess
+import sys
 
 import pytest
 
-from conftest import GOLDEN, VRAMTRACE, analyze, big_torch_trace, on_a_terminal
+from conftest import DOUBLES, GOLDEN, SOURCE, VRAMTRACE, analyze, big_torch_trace, on_a_terminal, trace
 from replay import Replay, dumped
 
 H200 = GOLDEN / "h200"
@@ -262,6 +263,21 @@ def test_folded_stacks_with_python_frames_begin_at_the_outermost_one(tmp_path, n
 def test_folded_peak_adds_up_to_the_busiest_device_peak(tmp_path, name):
     peak = max(v for (d, kind), v in replay(name).peak.items() if kind == "device")
     assert folded_total(export(tmp_path, name, "folded-peak")) == peak
+
+
+def test_folded_peak_is_the_state_just_after_the_peak_event(tmp_path):
+    """The live set at the peak is reached by seeking to the event that set it, not one past:
+    here the next event frees a third of it."""
+    script = tmp_path / "peak_then_free.py"
+    script.write_text("import ctypes\nrt = ctypes.CDLL('libcudart.so.13')\nrt.cudaSetDevice(0)\n"
+                      "a, b = ctypes.c_void_p(), ctypes.c_void_p()\n"
+                      "rt.cudaMalloc(ctypes.byref(a), 1 << 20)\nrt.cudaMalloc(ctypes.byref(b), 2 << 20)\n"
+                      "rt.cudaFree(a)\n")
+    t = trace(tmp_path, [sys.executable, script], env={"LD_LIBRARY_PATH": str(DOUBLES),
+                                                        "PYTHONPATH": str(SOURCE / "python")})
+    out = tmp_path / "peak.folded"
+    analyze("export", "--format", "folded-peak", "-q", t.trace, "-o", out)
+    assert folded_total(out) == 3 << 20
 
 
 def records_of(name):

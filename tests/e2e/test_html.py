@@ -25,7 +25,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import BUILD, DOUBLES, SOURCE, VRAMTRACE, analyze, big_torch_trace, human, on_a_terminal, program, trace
+from conftest import BUILD, DOUBLES, GOLDEN, SOURCE, VRAMTRACE, analyze, big_torch_trace, human, on_a_terminal, program, trace
 
 MiB = 1 << 20
 
@@ -695,14 +695,35 @@ def test_scale_renders(big):
 
 
 def test_every_stage_shows_its_progress_on_a_terminal(tmp_path):
-    """html's forked leaks and oom analyses show their bars too, named under html, with the time
-    left (ux defects 7 and 9: the longest stretch of a big trace's html said nothing); -q none."""
+    """Every pass of html shows its bar, named under html, with the time left (ux defects 7 and 9:
+    the longest stretch of a big trace's html, its leaks analysis, said nothing); -q none. Leaks
+    rides html's passes: its bar is the last one's."""
     env = dict(os.environ, VRAMTRACE_PROGRESS_DELAY="0")
     trace = big_torch_trace(tmp_path / "big.vrt")
     shown = on_a_terminal([VRAMTRACE, "html", "-o", tmp_path / "a.html", trace], env)
-    assert "html: totals [" in shown and "html: leaks [" in shown, shown[-600:]
+    assert "html: totals [" in shown and "html: timeline, leaks [" in shown, shown[-600:]
     assert "s left" in shown
     assert "[" not in on_a_terminal([VRAMTRACE, "html", "-q", "-o", tmp_path / "b.html", trace], env)
+
+
+@pytest.mark.parametrize("name", ["attach-ds", "torch-expandable", "leak-cycle", "retain-hf-history"])
+def test_the_leaks_section_is_what_leaks_says(tmp_path, name):
+    """html computes its leaks section on its own three passes (a phase's survey on the first, the
+    low points on the second and third): the section is `leaks --json`, figure for figure. Without
+    a phase it is the whole answer (the growing sites, the steps between the low points); with one,
+    every member but the survivors, which the page groups by site."""
+    src = GOLDEN / "h200" / f"{name}.vrt"
+    out = tmp_path / "page.html"
+    html(src, out)
+    section = page_data(out)["leaks"]
+    leaks = json.loads(analyze("leaks", "--json", "-q", src).stdout)
+    assert leaks["phase"] or leaks["growing"], "the trace shows something to compare"
+    if leaks["phase"] is None:
+        assert section == leaks
+    else:
+        assert section["survivors"] and leaks["survivors"]
+        assert {k: v for k, v in section.items() if k != "survivors"} == \
+            {k: v for k, v in leaks.items() if k != "survivors"}
 
 
 @needs_chromium

@@ -5,8 +5,8 @@
  * (fuzz_chunks' corpus, fuzz_recipe.h), which reaches deep into the records past the checksums.
  * Each subcommand runs in this process with its output sent to /dev/null (files, which are never
  * written through a device, to one in a directory of its own), so that the sanitizers see the reports' own arithmetic, grouping and
- * printing (fuzz_reader stops at the model). html's leaks and OOM sections run in forked
- * children, whose coverage libFuzzer does not see; both commands also run here directly.
+ * printing (fuzz_reader stops at the model). html computes its leaks and OOM sections in this
+ * process too (reports.h); both commands also run here directly, with their own options.
  */
 #define _GNU_SOURCE
 #include <fcntl.h>
