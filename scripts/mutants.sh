@@ -684,9 +684,9 @@ m headline-static-runtime-internals analyzer/stacks.c \
   '"libcudart_static_" /* a static runtime' \
   '"libcudart_static_NOT" /* a static runtime' \
   test_h200_traces.py::test_a_static_runtimes_internals_never_head_a_site
-m export-chrome-silent analyzer/cmd_export.c \
-  '.label = "export", .quiet = quiet, .model = &m });\n\twhile (vrt_pass_next(&p, &r, &e)) {' \
-  '.label = "export", .quiet = true, .model = &m });\n\twhile (vrt_pass_next(&p, &r, &e)) {' \
+m export-chrome-silent analyzer/chrome_trace.c \
+  '.label = "export", .quiet = c->o->quiet, .model = &m });' \
+  '.label = "export", .quiet = true, .model = &m });' \
   test_export.py::test_export_shows_its_progress_on_a_terminal
 m load-fixed-buckets python/vramtrace/__init__.py \
   'found_oom, timeline(path, buckets))' \
@@ -762,7 +762,7 @@ m settings-said-by-every-process preload/config.c \
   'settings_said = false;' \
   test_stress.py::test_a_bad_setting_is_said_once_by_a_chain_of_processes
 m leaks-never-entered-phase-passes analyzer/cmd_leaks.c \
-  'if (!rc && !lk.by_mark && !lk.n_inv) {' \
+  'if (!rc && !lk->by_mark && !lk->n_inv) {' \
   'if (0) {' \
   test_cli_errors.py::test_a_name_the_trace_has_that_never_became_a_phase_is_an_error
 m folded-starts-at-start analyzer/cmd_export.c \
