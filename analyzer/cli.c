@@ -621,3 +621,15 @@ void vrt_process_label(const struct vrt_trace *t, char *buf, size_t len)
 	else
 		snprintf(buf, len, "pid %d", t->hdr.pid);
 }
+
+int64_t vrt_gcd64(int64_t a, int64_t b)
+{
+	a = a < 0 ? -a : a;
+	b = b < 0 ? -b : b;
+	while (b) {
+		int64_t r = a % b;
+		a = b;
+		b = r;
+	}
+	return a;
+}

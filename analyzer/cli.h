@@ -101,6 +101,8 @@ int vrt_text_width(void);
 static inline int vrt_room(int width, int used) { return !width ? 0 : width - used > 8 ? width - used : 8; }
 
 void vrt_fmt_bytes(char *buf, size_t len, int64_t bytes);
+/* The greatest common divisor of |a| and |b| (0 and 0: 0): the unit a series' bytes share. */
+int64_t vrt_gcd64(int64_t a, int64_t b);
 /* "1.2 GiB"-style into a static rotating buffer, for printf arguments. */
 const char *vrt_bytes(int64_t bytes);
 

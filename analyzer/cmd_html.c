@@ -1272,18 +1272,6 @@ static void write_frames(FILE *out, struct frame_table *ft)
 	fputc(']', out);
 }
 
-static int64_t gcd64(int64_t a, int64_t b)
-{
-	a = a < 0 ? -a : a;
-	b = b < 0 ? -b : b;
-	while (b) {
-		int64_t r = a % b;
-		a = b;
-		b = r;
-	}
-	return a;
-}
-
 /* Per site (rank order, then "other"): the bucket values divided by unit, delta-coded. */
 static void write_series_values(FILE *out, const struct html *h, int k)
 {
@@ -1292,7 +1280,7 @@ static void write_series_values(FILE *out, const struct html *h, int k)
 	int64_t unit = 0;
 	for (int b = 0; b < used; b++)
 		for (int j = 0; j < h->stride; j++)
-			unit = gcd64(unit, row(h, b, k)[j]);
+			unit = vrt_gcd64(unit, row(h, b, k)[j]);
 	if (unit <= 0)
 		unit = 1;
 	fprintf(out, ", \"unit\": %lld, \"values\": [", (long long)unit);

@@ -430,26 +430,13 @@ static int put_at(int fd, const struct vrt_chunk_header *ch, const uint8_t *payl
 	return 0;
 }
 
-static void chunk_header(struct vrt_chunk_header *ch, uint8_t type, const uint8_t *payload, uint32_t len, uint64_t seq)
-{
-	memset(ch, 0, sizeof(*ch));
-	ch->magic = VRT_CHUNK_MAGIC;
-	ch->type = type;
-	ch->codec = VRT_CODEC_NONE;
-	ch->stored_size = len;
-	ch->raw_size = len;
-	ch->seq = seq;
-	ch->payload_crc = vrt_crc32c(0, payload, len);
-	ch->header_crc = vrt_crc32c(0, ch, offsetof(struct vrt_chunk_header, header_crc));
-}
-
 /* A wrapped ring goes round again as the writer would: a padding chunk to its end, then 0. */
 static int wrap_ring(struct placement *p)
 {
 	uint64_t rest = p->hdr.ring_size - p->ring_head;
 	if (rest >= sizeof(struct vrt_chunk_header)) {
 		struct vrt_chunk_header ch;
-		chunk_header(&ch, VRT_CHUNK_PADDING, NULL, 0, ++p->seq);
+		vrt_chunk_header_fill(&ch, VRT_CHUNK_PADDING, VRT_CODEC_NONE, 0, 0, ++p->seq, NULL);
 		int rc = put_at(p->fd, &ch, NULL, 0, p->hdr.ring_offset + p->ring_head);
 		if (rc)
 			return rc;
@@ -475,7 +462,7 @@ static int write_chunk(struct placement *p, const struct vrt_trace *t, uint8_t t
 		if (rc)
 			return rc;
 	}
-	chunk_header(&ch, type, payload, len, ++p->seq);
+	vrt_chunk_header_fill(&ch, type, VRT_CODEC_NONE, len, len, ++p->seq, payload);
 	uint64_t at = to_ring ? p->hdr.ring_offset + p->ring_head : p->log_end;
 	int rc = put_at(p->fd, &ch, payload, len, at);
 	if (rc)

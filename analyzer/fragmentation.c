@@ -467,18 +467,6 @@ void vrt_frag_finish(struct vrt_frag *f, const struct vrt_model *m)
 
 /* ---- the page's data ----------------------------------------------------------------------- */
 
-static int64_t gcd(int64_t a, int64_t b)
-{
-	a = a < 0 ? -a : a;
-	b = b < 0 ? -b : b;
-	while (b) {
-		int64_t r = a % b;
-		a = b;
-		b = r;
-	}
-	return a;
-}
-
 static int64_t field(const struct vrt_frag_point *p, int which)
 {
 	if (p->allocated < 0) /* untouched: before the device's first segment or block */
@@ -492,7 +480,7 @@ static void write_column(FILE *out, const struct vrt_frag_device *d, int which, 
 	static const char *const names[] = { "reserved", "allocated", "largest_free", "outside" };
 	int64_t unit = 0;
 	for (int b = 0; b < used; b++)
-		unit = gcd(unit, field(&d->b[b], which));
+		unit = vrt_gcd64(unit, field(&d->b[b], which));
 	if (unit <= 0)
 		unit = 1;
 	fprintf(out, ", \"%s\": {\"unit\": %lld, \"values\": [", names[which], (long long)unit);

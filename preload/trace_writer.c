@@ -179,25 +179,11 @@ static long compress_payload(struct vrt_writer *w, size_t at, const void *raw, s
 	return (long)n;
 }
 
-static void chunk_header(struct vrt_chunk_header *ch, enum vrt_chunk_type type, uint8_t codec,
-			 uint32_t stored, uint32_t raw_len, uint64_t seq, const void *payload)
-{
-	memset(ch, 0, sizeof(*ch));
-	ch->magic = VRT_CHUNK_MAGIC;
-	ch->type = (uint8_t)type;
-	ch->codec = codec;
-	ch->stored_size = stored;
-	ch->raw_size = raw_len;
-	ch->seq = seq;
-	ch->payload_crc = vrt_crc32c(0, payload, stored);
-	ch->header_crc = vrt_crc32c(0, ch, offsetof(struct vrt_chunk_header, header_crc));
-}
-
 static int write_chunk_at(struct vrt_writer *w, uint64_t abs_off, enum vrt_chunk_type type, uint8_t codec,
 			  const void *payload, uint32_t stored, uint32_t raw_len)
 {
 	struct vrt_chunk_header ch;
-	chunk_header(&ch, type, codec, stored, raw_len, ++w->seq, payload);
+	vrt_chunk_header_fill(&ch, (uint8_t)type, codec, stored, raw_len, ++w->seq, payload);
 	int rc = pwrite_all(w->fd, &ch, sizeof(ch), abs_off);
 	if (!rc && stored)
 		rc = pwrite_all(w->fd, payload, stored, abs_off + sizeof(ch));

@@ -352,4 +352,20 @@ static inline uint32_t vrt_crc32c(uint32_t crc, const void *data, size_t len)
 	return ~vrt_crc32c_sw(~crc, (const uint8_t *)data, len);
 }
 
+/* A chunk's header for its payload (stored bytes as they are in the file, raw_len decoded), its
+ * checksums included: the writer's and the recovery's chunks are made the same way. */
+static inline void vrt_chunk_header_fill(struct vrt_chunk_header *ch, uint8_t type, uint8_t codec, uint32_t stored,
+					 uint32_t raw_len, uint64_t seq, const void *payload)
+{
+	memset(ch, 0, sizeof(*ch));
+	ch->magic = VRT_CHUNK_MAGIC;
+	ch->type = type;
+	ch->codec = codec;
+	ch->stored_size = stored;
+	ch->raw_size = raw_len;
+	ch->seq = seq;
+	ch->payload_crc = vrt_crc32c(0, payload, stored);
+	ch->header_crc = vrt_crc32c(0, ch, offsetof(struct vrt_chunk_header, header_crc));
+}
+
 #endif /* VRAMTRACE_RECORD_H */
