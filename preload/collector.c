@@ -868,15 +868,8 @@ static void *collector_main(void *arg)
 		}
 		vrt_collector_drain(c);
 		vrt_collector_answer_query(c);
-		if (atomic_load(&vrt_state) == VRT_STATE_DISABLED && c->writer) {
+		if (atomic_load(&vrt_state) == VRT_STATE_DISABLED && c->writer)
 			vrt_output_finish(c, VRT_END_DISABLED, 0);
-			continue;
-		}
-		uint64_t now = vrt_now_ns();
-		if (now - c->last_flush_ns >= (uint64_t)vrt_cfg.flush_ms * 1000000ull) {
-			vrt_output_flush(c);
-			c->last_flush_ns = now;
-		}
 	}
 	vrt_collector_drain(c);
 	report_leftovers(c);
@@ -895,7 +888,6 @@ static int collector_init(struct collector *c)
 	struct timespec rt;
 	clock_gettime(CLOCK_REALTIME, &rt);
 	c->t0_realtime_ns = (uint64_t)rt.tv_sec * 1000000000ull + (uint64_t)rt.tv_nsec;
-	c->last_flush_ns = c->t0_ns;
 	atomic_store(&c->wake_fd, eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
 	if (c->wake_fd < 0 || vrt_live_init(&c->live) ||
 	    vrt_intern_init(&c->intern, &c->pending_tables, c->writer || vrt_cfg.ring_bytes ? &c->all_tables : NULL))

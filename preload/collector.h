@@ -41,7 +41,7 @@ struct collector {
 	struct vrt_delta delta;
 	uint32_t chunk_thread; /* thread of the last event in the current chunk, 0 = none yet */
 	uint64_t events_written, events_lost;
-	uint64_t last_flush_ns, last_oom_checkpoint_ns;
+	uint64_t last_oom_checkpoint_ns;
 
 	struct vrt_live_set live;
 	uint32_t py_codes_done, py_frames_done;
