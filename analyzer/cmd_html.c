@@ -302,8 +302,11 @@ static int pass_totals(struct html *h)
 	if (!h->have_range || h->to < h->from)
 		h->from = h->to;
 	/* A little of the time after the last event (when the process lived on), so the state it
-	 * left shows as more than the last bucket's sliver. */
-	double end = h->t->state_valid && h->t->hdr.state.end_ts ? vrt_ts_seconds(h->t, h->t->hdr.state.end_ts) : 0;
+	 * left shows as more than the last bucket's sliver; not past --until-mark's mark, where the
+	 * analysis ends. */
+	double end = h->t->state_valid && h->t->hdr.state.end_ts && !vrt_settings.until_mark
+			     ? vrt_ts_seconds(h->t, h->t->hdr.state.end_ts)
+			     : 0;
 	double pad = (h->to - h->from) / 50;
 	if (end > h->to)
 		h->to += end - h->to < pad ? end - h->to : pad;

@@ -9,6 +9,7 @@ import subprocess
 import pytest
 
 from conftest import GOLDEN, VRAMTRACE, analyze, on_a_terminal
+from test_html import page_data
 
 H200 = GOLDEN / "h200"
 LEAK_CYCLE = H200 / "leak-cycle.vrt"
@@ -118,6 +119,15 @@ def test_html_until_mark_reaches_its_leaks_section(tmp_path):
     cut, whole = (tmp_path / "cut.html").read_text(), (tmp_path / "whole.html").read_text()
     for k in key:
         assert f'"{k}": {json.dumps(leaks_cut[k])}' in cut and f'"{k}": {json.dumps(leaks_whole[k])}' in whole
+
+
+def test_html_until_mark_draws_no_time_past_the_mark(tmp_path):
+    """The page's time axis ends at the last event before the mark, with no padding past it
+    (the whole trace's page pads a little into the time the process lived on)."""
+    at = mark_time(WHATIF, "step 1")
+    analyze("html", "-q", "--until-mark", "step 1", WHATIF, "-o", tmp_path / "cut.html")
+    d = page_data(tmp_path / "cut.html")
+    assert d["from"] + d["width"] * d["buckets"] <= at + 1e-6 < mark_time(WHATIF, "step 2")
 
 
 # ---- shared options ------------------------------------------------------------------------------
