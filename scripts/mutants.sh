@@ -509,6 +509,10 @@ m live-context-reset-ignored preload/collector.c \
   '\tcase VRT_OP_CONTEXT:\n\t\tapply_context_reset(c, r.device);' \
   '\tcase VRT_OP_CONTEXT:' \
   test_live_set_agreement.py::test_the_exit_checkpoint_restates_the_replay_of_every_event
+m live-retain-not-counted preload/collector.c \
+  '\t\tif (h)\n\t\t\th->refs++;\n\t\treturn true;' \
+  '\t\treturn true;' \
+  test_live_set_agreement.py::test_the_exit_checkpoint_restates_the_replay_of_every_event
 m live-checkpoint-misses-an-item preload/trace_output.c \
   '\t\tif (!l->space)\n\t\t\tcontinue;\n\t\tuint32_t stack = l->stack;' \
   '\t\tif (!l->space || i % 997 == 5)\n\t\t\tcontinue;\n\t\tuint32_t stack = l->stack;' \

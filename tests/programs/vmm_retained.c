@@ -1,0 +1,71 @@
+/*
+ * vmm_retained.c - VMM handles whose reference counts matter at exit, for the live-set agreement
+ * test (tests/e2e/test_live_set_agreement.py): the exit checkpoint restates a handle's
+ * references (CP_LIVE's `y`), which only a handle still referenced at exit shows.
+ *
+ *   kept_site:    a handle created, mapped, retained twice through its address and released
+ *                 once: live at exit with 2 references and its mapping
+ *   dropped_site: a handle created, retained, released twice, then unmapped: gone at the unmap
+ *                 (its last reference went first), not at the second release
+ */
+#include <cuda.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "prog.h"
+
+#define PAGE (2 * MiB) /* the double's VMM granularity */
+
+static CUmemAllocationProp device_prop(void)
+{
+	CUmemAllocationProp prop;
+	memset(&prop, 0, sizeof(prop));
+	prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+	prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+	prop.location.id = 0;
+	return prop;
+}
+
+static CUdeviceptr mapped_page(CUmemGenericAllocationHandle *h)
+{
+	CUmemAllocationProp prop = device_prop();
+	CUdeviceptr va;
+	CHECK(cuMemAddressReserve(&va, PAGE, 0, 0, 0));
+	CHECK(cuMemCreate(h, PAGE, &prop, 0));
+	CHECK(cuMemMap(va, PAGE, 0, *h, 0));
+	return va;
+}
+
+SITE void kept_site(void)
+{
+	CUmemGenericAllocationHandle h, again;
+	CUdeviceptr va = mapped_page(&h);
+	CHECK(cuMemRetainAllocationHandle(&again, (void *)(uintptr_t)va));
+	CHECK(cuMemRetainAllocationHandle(&again, (void *)(uintptr_t)va));
+	CHECK(cuMemRelease(h));
+}
+
+SITE void dropped_site(void)
+{
+	CUmemGenericAllocationHandle h, again;
+	CUdeviceptr va = mapped_page(&h);
+	CHECK(cuMemRetainAllocationHandle(&again, (void *)(uintptr_t)va));
+	CHECK(cuMemRelease(h));
+	CHECK(cuMemRelease(again));
+	CHECK(cuMemUnmap(va, PAGE));
+	CHECK(cuMemAddressFree(va, PAGE));
+}
+
+int main(void)
+{
+	CUdevice dev;
+	CUcontext ctx;
+	CHECK(cuInit(0));
+	CHECK(cuDeviceGet(&dev, 0));
+	CHECK(cuDevicePrimaryCtxRetain(&ctx, dev));
+	CHECK(cuCtxSetCurrent(ctx));
+	kept_site();
+	dropped_site();
+	printf("vmm_retained: done\n");
+	return 0;
+}
