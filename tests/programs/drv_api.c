@@ -14,9 +14,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "prog.h"
-
-#define PAGE (2 * MiB) /* the double's VMM granularity */
+#include "drv_prog.h"
 
 SITE void leak_site(void)
 {
@@ -78,16 +76,6 @@ SITE void pinned_site(void)
 	CHECK(cuMemHostUnregister(registered));
 }
 
-static CUmemAllocationProp device_prop(void)
-{
-	CUmemAllocationProp prop;
-	memset(&prop, 0, sizeof(prop));
-	prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
-	prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-	prop.location.id = 0;
-	return prop;
-}
-
 static void set_access(CUdeviceptr va, size_t size)
 {
 	CUmemAccessDesc access;
@@ -140,12 +128,7 @@ SITE void vmm_leak_site(void)
 
 int main(void)
 {
-	CUdevice dev;
-	CUcontext ctx;
-	CHECK(cuInit(0));
-	CHECK(cuDeviceGet(&dev, 0));
-	CHECK(cuDevicePrimaryCtxRetain(&ctx, dev));
-	CHECK(cuCtxSetCurrent(ctx));
+	use_primary_context();
 	leak_site();
 	transient_site();
 	managed_site();

@@ -12,19 +12,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "prog.h"
-
-#define PAGE (2 * MiB) /* the double's VMM granularity */
-
-static CUmemAllocationProp device_prop(void)
-{
-	CUmemAllocationProp prop;
-	memset(&prop, 0, sizeof(prop));
-	prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
-	prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-	prop.location.id = 0;
-	return prop;
-}
+#include "drv_prog.h"
 
 static CUdeviceptr mapped_page(CUmemGenericAllocationHandle *h)
 {
@@ -58,12 +46,7 @@ SITE void dropped_site(void)
 
 int main(void)
 {
-	CUdevice dev;
-	CUcontext ctx;
-	CHECK(cuInit(0));
-	CHECK(cuDeviceGet(&dev, 0));
-	CHECK(cuDevicePrimaryCtxRetain(&ctx, dev));
-	CHECK(cuCtxSetCurrent(ctx));
+	use_primary_context();
 	kept_site();
 	dropped_site();
 	printf("vmm_retained: done\n");
