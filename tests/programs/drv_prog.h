@@ -1,5 +1,5 @@
 /*
- * drv_prog.h - shared by the test programs that call the driver API (drv_api.c,
+ * drv_prog.h - shared by the test programs that call the driver API (drv_api.c, drv_rest.c,
  * vmm_retained.c): the double's VMM granularity, a device allocation's properties, and the
  * primary context made current.
  */
@@ -23,7 +23,8 @@ static inline CUmemAllocationProp device_prop(void)
 	return prop;
 }
 
-static inline void use_primary_context(void)
+/* Returns the device whose primary context is now current (device 0). */
+static inline CUdevice use_primary_context(void)
 {
 	CUdevice dev;
 	CUcontext ctx;
@@ -31,6 +32,7 @@ static inline void use_primary_context(void)
 	CHECK(cuDeviceGet(&dev, 0));
 	CHECK(cuDevicePrimaryCtxRetain(&ctx, dev));
 	CHECK(cuCtxSetCurrent(ctx));
+	return dev;
 }
 
 #endif /* VRT_TEST_DRV_PROG_H */

@@ -16,7 +16,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "prog.h"
+#include "drv_prog.h"
 
 static CUdeviceptr victim;
 
@@ -106,12 +106,8 @@ SITE void after_reset_site(void)
 
 int main(void)
 {
-	CUdevice dev;
+	CUdevice dev = use_primary_context();
 	CUcontext ctx;
-	CHECK(cuInit(0));
-	CHECK(cuDeviceGet(&dev, 0));
-	CHECK(cuDevicePrimaryCtxRetain(&ctx, dev));
-	CHECK(cuCtxSetCurrent(ctx));
 	CUmemoryPool pool = make_pool();
 	pitch_site();
 	ptsz_pool_site(pool);
