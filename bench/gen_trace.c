@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * gen_trace - writes a synthetic, training-like trace quickly, through the real writer
- * (preload/trace_writer.c) and the real record codec (include/vramtrace/record.h), laid out
+ * (format/trace_writer.c) and the real record codec (include/vramtrace/record.h), laid out
  * the way the preload's collector lays it out: one TABLES chunk with every definition first
  * (strings, a module, symbols, Python code and frames, the stack trie, threads), then EVENTS
  * chunks of ~1 MiB raw (THREAD records on thread switches, ALLOC/FREE with the deltas reset at

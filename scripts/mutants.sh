@@ -247,7 +247,7 @@ m checkpoint-drops-items preload/trace_output.c \
   '\t\tif (!l->space)\n\t\t\tcontinue;\n\t\tuint32_t stack = l->stack;' \
   '\t\tif (!l->space || i % 97 == 0)\n\t\t\tcontinue;\n\t\tuint32_t stack = l->stack;' \
   test_flight_recorder.py::test_ring_wrapped_twice_keeps_exact_survivors_and_stacks
-m ring-replays-from-the-start analyzer/trace_reader.c \
+m ring-replays-from-the-start format/trace_reader.c \
   '\tif (!t->history_lost)\n\t\treturn 0;' \
   '\treturn 0;' \
   test_flight_recorder.py::test_ring_wrapped_twice_keeps_exact_survivors_and_stacks \

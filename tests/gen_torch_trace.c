@@ -2,7 +2,7 @@
 /*
  * gen_torch_trace: writes a synthetic trace of a PyTorch-like training loop, fast, for scale tests
  * (tests/e2e/test_html.py). No GPU, no preload: the records go straight through the writer
- * library (preload/trace_writer.c) and the shared record codec (include/vramtrace/record.h).
+ * library (format/trace_writer.c) and the shared record codec (include/vramtrace/record.h).
  *
  *     gen_torch_trace OUT.vrt EVENTS [--oom] [--layers N] [--leak-every K]
  *

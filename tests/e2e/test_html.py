@@ -219,11 +219,11 @@ def gen_torch_trace(tmp):
     if built.exists():
         return built
     cc = shutil.which(os.environ.get("CC", "cc")) or shutil.which("gcc")
-    writer = BUILD / "preload" / "libvrtwriter.a"
+    writer = BUILD / "format" / "libvrtformat.a"
     if not cc or not writer.exists():
-        pytest.skip("no C compiler or no build/preload/libvrtwriter.a to build tests/gen_torch_trace.c")
+        pytest.skip("no C compiler or no build/format/libvrtformat.a to build tests/gen_torch_trace.c")
     exe = Path(tmp) / "gen_torch_trace"
-    subprocess.run([cc, "-O2", "-std=gnu17", "-I", SOURCE / "include", "-I", SOURCE / "preload",
+    subprocess.run([cc, "-O2", "-std=gnu17", "-I", SOURCE / "include", "-I", SOURCE / "format",
                     SOURCE / "tests" / "gen_torch_trace.c", writer, "-lzstd", "-o", exe],
                    check=True, capture_output=True, timeout=120)
     return exe

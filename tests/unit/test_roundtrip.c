@@ -8,10 +8,10 @@
  * the ring.
  *
  * Known failures (format 1.0 code, reported to the lead):
- *  - preload/trace_writer.c: at the first wrap consolidate_tables() compresses into w->zbuf, which
+ *  - format/trace_writer.c: at the first wrap consolidate_tables() compresses into w->zbuf, which
  *    still holds the chunk being placed (use after free when it reallocates): the first chunk
  *    after the wrap does not decompress ("right after a wrap ... does not decompress").
- *  - analyzer/trace_reader.c scan_ring: chunks of an older lap that survive intact past the
+ *  - format/trace_reader.c scan_ring: chunks of an older lap that survive intact past the
  *    current write position, once the padding that hid them is overwritten, are accepted
  *    ("accepted chunk ... stale: overwritten by a later lap"); see docs/trace-format.md,
  *    "Stale chunks". Visible once the writer bug is fixed.

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Checks a trace file read by the real reader (analyzer/trace_reader.c, analyzer/model.c)
+ * Checks a trace file read by the real reader (format/trace_reader.c, analyzer/model.c)
  * against what tracegen wrote. Header-only, for the unit tests.
  */
 #ifndef VRT_TESTS_TRACECHECK_H

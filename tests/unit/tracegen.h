@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Writes real trace files through the real writer (preload/trace_writer.c) and remembers the
+ * Writes real trace files through the real writer (format/trace_writer.c) and remembers the
  * truth: every definition, every event, every chunk with its sequence number and place in the
  * file, which ring chunks later writes overwrote, and the live set. Tests then read the file
  * back with the real reader and compare. Also used by tests/fuzz/make_corpus.c for seeds.
