@@ -338,7 +338,7 @@ static void track_segments(struct engine *e, const struct vrt_record *r, uint32_
 		}
 		break;
 	case VRT_OP_CP_LIVE:
-		if (e->m.seeding && d && r->id2 == VRT_OP_ALLOC && r->kind == VRT_KIND_DEVICE &&
+		if (e->m.set.seeding && d && r->id2 == VRT_OP_ALLOC && r->kind == VRT_KIND_DEVICE &&
 		    r->api == VRT_API_CUDA_MALLOC && torch_stack(e, r->stack) &&
 		    !map_put(&e->segs, dev_key(r->device, r->addr), r->size))
 			recorded_reserve(d, (int64_t)r->size);
@@ -866,7 +866,7 @@ static void apply(struct engine *e, const struct vrt_record *r, uint32_t thread)
 		resize_block(e, r);
 		break;
 	case VRT_OP_CP_LIVE:
-		if (e->m.seeding && r->id2 == VRT_OP_BLOCK_ALLOC)
+		if (e->m.set.seeding && r->id2 == VRT_OP_BLOCK_ALLOC)
 			seed_block(e, r);
 		break;
 	}

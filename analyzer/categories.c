@@ -43,7 +43,7 @@ struct categorizer {
 static void categorize_item(void *ctx, const struct vrt_item *it)
 {
 	struct categorizer *c = ctx;
-	bool block = it->space == VRT_IS_BLOCK;
+	bool block = it->space == VRT_SPACE_BLOCK;
 	if (vrt_device_slot(it->device) != c->slot || (c->host ? it->kind != VRT_KIND_HOST_PINNED
 							      : it->kind == VRT_KIND_HOST_PINNED))
 		return;

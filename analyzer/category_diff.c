@@ -46,7 +46,7 @@ static int find_moment(struct side *s)
 	while (vrt_replay_next(&rp, &r)) {
 		vrt_model_apply(&m, &r, NULL);
 		if (r.op == VRT_OP_OOM && r.api == VRT_API_TORCH_OOM) {
-			oom_event = m.events - 1; /* the state just before it */
+			oom_event = m.set.events - 1; /* the state just before it */
 			oom_slot = vrt_device_slot(r.device);
 			oom_s = vrt_ts_seconds(&s->t, r.ts);
 		}
@@ -95,7 +95,7 @@ static int categorize_at(struct side *s)
 			if (s->moment == AT_TIME)
 				past = event && vrt_ts_seconds(&s->t, r.ts) > s->at;
 			else
-				past = event && m.events >= s->event;
+				past = event && m.set.events >= s->event;
 			if (!past) {
 				vrt_model_apply(&m, &r, NULL);
 				continue;

@@ -185,7 +185,7 @@ static void write_threads(struct chrome *c)
 /* An allocation (a tensor, or a CUDA allocation) as an instant on its thread, with its stack. */
 static void write_allocation(struct chrome *c, const struct vrt_item *it, uint32_t thread)
 {
-	bool tensor = it->space == VRT_IS_BLOCK;
+	bool tensor = it->space == VRT_SPACE_BLOCK;
 	if (!tensor && !vrt_item_counted(it))
 		return;
 	if (c->allocations++ >= (uint64_t)c->o->allocations)

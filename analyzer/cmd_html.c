@@ -165,7 +165,7 @@ struct html {
 static int series_of_item(const struct html *h, const struct vrt_item *it)
 {
 	int d = vrt_device_slot(it->device);
-	if (it->space == VRT_IS_BLOCK)
+	if (it->space == VRT_SPACE_BLOCK)
 		return h->index[d][0];
 	if (vrt_item_counted(it) && it->kind < VRT_KIND_LAST)
 		return h->index[d][it->kind + 1];
@@ -229,7 +229,7 @@ static int64_t own_delta(const struct vrt_effect *e, bool counts)
 /* slot and kind (+2, so never 0) over the stack id; -1 for an item no series counts. */
 static int64_t series_key(const struct vrt_item *it)
 {
-	int kind = it->space == VRT_IS_BLOCK ? -1 : vrt_item_counted(it) && it->kind < VRT_KIND_LAST ? it->kind : -2;
+	int kind = it->space == VRT_SPACE_BLOCK ? -1 : vrt_item_counted(it) && it->kind < VRT_KIND_LAST ? it->kind : -2;
 	if (kind == -2)
 		return -1;
 	return (int64_t)((uint64_t)(vrt_device_slot(it->device) * 8 + kind + 2) << 32 | it->stack);
@@ -290,7 +290,7 @@ static int pass_totals(struct html *h)
 		if (h->leaks)
 			vrt_leaks_feed_record(h->leaks, &h->end, &r, &e);
 		note_stack_max(h, &e);
-		if (!h->have_range && (h->end.events || r.op == VRT_OP_CP_BEGIN)) {
+		if (!h->have_range && (h->end.set.events || r.op == VRT_OP_CP_BEGIN)) {
 			h->from = vrt_ts_seconds(h->t, h->end.last_ts);
 			h->have_range = true;
 		}
@@ -366,7 +366,7 @@ static int pass_peaks(struct html *h)
 			struct series *s = &h->s[i];
 			/* The peak is the event that set it, once the total is back at that value (a
 			 * checkpoint's items all share the event count of the record before them). */
-			if (s->peak_taken || m.events != s->peak_event || series_total(&m, s) != s->peak)
+			if (s->peak_taken || m.set.events != s->peak_event || series_total(&m, s) != s->peak)
 				continue;
 			group_series(h, &m, i, &s->at_peak);
 			s->peak_taken = true;
@@ -1148,7 +1148,7 @@ static void write_process(FILE *out, const struct html *h)
 	json_string(out, vrt_info(t, "torch"));
 	double end_s = t->state_valid && hd->state.end_ts ? vrt_ts_seconds(t, hd->state.end_ts) : h->to;
 	fprintf(out, ", \"started_unix_s\": %.3f, \"duration_s\": %.6f, \"events\": %llu, \"events_lost\": %llu, \"end\": ",
-		(double)hd->start_realtime_ns / 1e9, end_s > h->to ? end_s : h->to, (unsigned long long)h->end.events,
+		(double)hd->start_realtime_ns / 1e9, end_s > h->to ? end_s : h->to, (unsigned long long)h->end.set.events,
 		(unsigned long long)(t->state_valid ? hd->state.events_lost : 0));
 	json_string(out, t->cut_short       ? vrt_end_text(t)
 			 : t->state_valid ? vrt_end_reason_text(hd->state.end_reason)

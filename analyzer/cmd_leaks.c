@@ -170,7 +170,7 @@ static void survey_record(struct survey *s, const struct vrt_trace *t, const str
 		s->teardown_s = vrt_ts_seconds(t, r->ts);
 	}
 	if (!s->torn_down) {
-		s->end_events = m->events;
+		s->end_events = m->set.events;
 		s->end_blocks = m->any_blocks;
 	}
 }
@@ -259,7 +259,7 @@ static const char *pick_phase(const struct vrt_trace *t, const struct survey *s,
 static bool counts(const struct leaks *lk, const struct vrt_item *it)
 {
 	if (lk->blocks)
-		return it->space == VRT_IS_BLOCK;
+		return it->space == VRT_SPACE_BLOCK;
 	return vrt_item_counted(it) && it->kind != VRT_KIND_HOST_PINNED;
 }
 
@@ -422,7 +422,7 @@ static bool is_boundary(const struct leaks *lk, const struct vrt_record *r, int 
 static void close_invocation(struct leaks *lk, const struct vrt_model *m, double now)
 {
 	struct invocation *v = &lk->inv[lk->n_inv - 1];
-	v->exit_event = m->events;
+	v->exit_event = m->set.events;
 	v->exit_s = now;
 	v->live_at_exit = live_total(lk, m);
 }
@@ -440,7 +440,7 @@ static int open_invocation(struct leaks *lk, const struct vrt_model *m, double n
 		lk->inv[lk->n_inv - 1].live_at_next = live;
 		scan_survivors(lk, m, (uint32_t)lk->n_inv + 1);
 	}
-	lk->inv[lk->n_inv++] = (struct invocation){ .enter_event = m->events + 1, .enter_s = now, .live_at_entry = live };
+	lk->inv[lk->n_inv++] = (struct invocation){ .enter_event = m->set.events + 1, .enter_s = now, .live_at_entry = live };
 	return 0;
 }
 
@@ -1039,22 +1039,22 @@ static void lows_free(struct lows *lw)
 /* Whether the first pass still needs records: it looks at events up to total_events. */
 static bool lows_want(const struct lows *lw, const struct vrt_model *m)
 {
-	return m->events <= lw->total_events;
+	return m->set.events <= lw->total_events;
 }
 
 /* First pass, one record (the model applied). */
 static void lows_record(const struct leaks *lk, struct lows *lw, const struct vrt_model *m, const struct vrt_record *r)
 {
 	uint64_t total = lw->total_events;
-	if (!m->events || m->events > total)
+	if (!m->set.events || m->set.events > total)
 		return; /* before the first event, or after the end (teardown, the mark) */
-	int w = (int)((m->events - 1) * WINDOWS / (total ? total : 1));
+	int w = (int)((m->set.events - 1) * WINDOWS / (total ? total : 1));
 	if (r->op == VRT_OP_LOST && w < WINDOWS)
 		lw->lost[w] += r->id;
 	int64_t live = live_total(lk, m);
 	if (w < WINDOWS && live < lw->min_live[w]) {
 		lw->min_live[w] = live;
-		lw->min_event[w] = m->events;
+		lw->min_event[w] = m->set.events;
 		lw->min_s[w] = vrt_ts_seconds(lk->t, r->ts);
 	}
 }
@@ -1161,7 +1161,7 @@ static void low_sets_take(const struct leaks *lk, struct lows *lw, const struct 
 		int w = lw->next;
 		if (lw->min_live[w] == INT64_MAX)
 			continue;
-		if (m->events < lw->min_event[w])
+		if (m->set.events < lw->min_event[w])
 			return;
 		vrt_report_group_live(lk->t, m, &lw->at[w], -2, lk->blocks ? -1 : VRT_KIND_DEVICE);
 		if (w == lw->last)
@@ -1173,10 +1173,10 @@ static void low_sets_take(const struct leaks *lk, struct lows *lw, const struct 
 static void low_sets_record(const struct leaks *lk, struct lows *lw, const struct vrt_model *m, const struct vrt_effect *e)
 {
 	if (lw->last > lw->first && lw->events_before < lw->min_event[lw->last] &&
-	    m->events > lw->min_event[lw->first] && e->kind == VRT_EFFECT_BORN && counts(lk, &e->item) &&
+	    m->set.events > lw->min_event[lw->first] && e->kind == VRT_EFFECT_BORN && counts(lk, &e->item) &&
 	    lw->cad.stacks.n < 4096)
 		vrt_sites_get(&lw->cad.stacks, e->item.stack, NULL);
-	lw->events_before = m->events;
+	lw->events_before = m->set.events;
 	low_sets_take(lk, lw, m);
 }
 

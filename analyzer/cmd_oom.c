@@ -195,7 +195,7 @@ static int replay_to(struct vrt_trace *t, struct oom *o, struct vrt_model *m, bo
 	struct vrt_pass p;
 	struct vrt_record r;
 	vrt_pass_open(&p, t, &(struct vrt_pass_options){ .label = "oom", .quiet = quiet, .model = m });
-	while (m->events < o->event && vrt_pass_next(&p, &r, NULL))
+	while (m->set.events < o->event && vrt_pass_next(&p, &r, NULL))
 		follow(t, o, &r);
 	return vrt_pass_finish(&p);
 }
@@ -559,7 +559,7 @@ bool vrt_oom_step(struct vrt_oom_search *s, struct vrt_trace *t, const struct vr
 		return false;
 	if (r)
 		follow(t, &s->o, r);
-	if (m->events < s->o.event)
+	if (m->set.events < s->o.event)
 		return true;
 	explain_at(t, &composed, out, s, m);
 	s->explained = true;

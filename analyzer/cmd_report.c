@@ -85,7 +85,7 @@ static int snapshot_peaks(struct report *r, bool quiet)
 	vrt_pass_open(&pass, r->t, &(struct vrt_pass_options){ .label = "report: peaks", .quiet = quiet, .model = &m });
 	int next = 0;
 	while (next < n && vrt_pass_next(&pass, &rec, NULL)) {
-		for (; next < n && order[next]->event == m.events; next++) {
+		for (; next < n && order[next]->event == m.set.events; next++) {
 			struct peak_target *p = order[next];
 			vrt_report_group_live(r->t, &m, &p->sites, p->slot, p->kind);
 			p->taken = true;
@@ -189,10 +189,10 @@ static void print_text(struct report *r, const struct report_options *o)
 	if (t->cut_short)
 		printf("%llu events over %.3f s; the trace was cut short (%llu of the %llu events written are in the file): "
 		       "how the process ended is unknown\n",
-		       (unsigned long long)m->events, r->seconds, (unsigned long long)m->events,
+		       (unsigned long long)m->set.events, r->seconds, (unsigned long long)m->set.events,
 		       (unsigned long long)st->events_written);
 	else
-		printf("%llu events over %.3f s; %s\n", (unsigned long long)m->events, r->seconds,
+		printf("%llu events over %.3f s; %s\n", (unsigned long long)m->set.events, r->seconds,
 		       t->state_valid ? vrt_end_sentence(st->end_reason) : "how the process ended is unknown");
 	if (r->teardown_s)
 		printf("\"at the end\" below is where teardown began (%.3f s): what the interpreter freed after that, the "
@@ -267,10 +267,10 @@ static void print_json(struct report *r, const struct report_options *o)
 	printf("{\"file\": ");
 	json_string(stdout, t->path);
 	printf(", \"pid\": %d, \"rank\": %d, \"events\": %llu, \"duration_s\": %.6f, \"end\": ", t->hdr.pid,
-	       t->hdr.rank, (unsigned long long)m->events, r->seconds);
+	       t->hdr.rank, (unsigned long long)m->set.events, r->seconds);
 	json_string(stdout, vrt_end_text(t));
 	printf(", \"events_lost\": %llu, ", (unsigned long long)r->lost);
-	vrt_json_completeness(stdout, t, (int64_t)m->events);
+	vrt_json_completeness(stdout, t, (int64_t)m->set.events);
 	printf(", \"devices\": [");
 	bool first = true;
 	for (int d = 0; d <= VRT_MAX_DEVICES; d++)

@@ -268,7 +268,7 @@ static struct vrt_frag_device *device_of(struct vrt_frag *f, int device)
 /* Counted in reserved: what the allocator holds (a cudaMalloc'd segment, a physical handle). */
 static bool reserved_item(const struct vrt_frag *f, const struct vrt_item *it)
 {
-	return it->space != VRT_IS_BLOCK && vrt_item_counted(it) && it->kind == VRT_KIND_DEVICE &&
+	return it->space != VRT_SPACE_BLOCK && vrt_item_counted(it) && it->kind == VRT_KIND_DEVICE &&
 	       vrt_stack_is_torch_segment(f->t, it->stack);
 }
 
@@ -277,13 +277,13 @@ static bool segment_item(const struct vrt_frag *f, const struct vrt_item *it)
 {
 	if (it->kind != VRT_KIND_DEVICE || !vrt_stack_is_torch_segment(f->t, it->stack))
 		return false;
-	return it->space == VRT_IS_MAP || (it->space == VRT_IS_ADDR && vrt_item_counted(it));
+	return it->space == VRT_SPACE_MAP || (it->space == VRT_SPACE_ADDR && vrt_item_counted(it));
 }
 
 static void segment_born(struct vrt_frag *f, struct vrt_frag_device *d, const struct vrt_item *it)
 {
-	uint64_t tag = it->space == VRT_IS_MAP ? MAPPED_TAG : it->addr;
-	d->expandable = d->expandable || it->space == VRT_IS_MAP;
+	uint64_t tag = it->space == VRT_SPACE_MAP ? MAPPED_TAG : it->addr;
+	d->expandable = d->expandable || it->space == VRT_SPACE_MAP;
 	f->any_segment = true;
 	vrt_ranges_add(&d->segments, it->addr, it->addr + it->size, tag);
 	vrt_ranges_add(&d->free, it->addr, it->addr + it->size, tag);
@@ -331,7 +331,7 @@ struct rebuild_ctx {
 static void rebuild_visit(void *ctx, const struct vrt_item *it)
 {
 	struct rebuild_ctx *c = ctx;
-	bool block = it->space == VRT_IS_BLOCK;
+	bool block = it->space == VRT_SPACE_BLOCK;
 	if (c->blocks != block || (!block && !reserved_item(c->f, it) && !segment_item(c->f, it)))
 		return;
 	struct vrt_frag_device *d = device_of(c->f, it->device);
@@ -372,7 +372,7 @@ static void rebuild(struct vrt_frag *f, const struct vrt_model *m)
 static void apply_effect(struct vrt_frag *f, const struct vrt_model *m, const struct vrt_effect *e)
 {
 	const struct vrt_item *it = &e->item;
-	bool block = it->space == VRT_IS_BLOCK, reserved = !block && reserved_item(f, it);
+	bool block = it->space == VRT_SPACE_BLOCK, reserved = !block && reserved_item(f, it);
 	bool segment = !block && segment_item(f, it);
 	if (!block && !reserved && !segment)
 		return;

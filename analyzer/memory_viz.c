@@ -152,11 +152,11 @@ static const char *action_of(const struct viz *v, const struct vrt_record *r, co
 		return NULL;
 	const struct vrt_item *it = &e->item;
 	bool born = e->kind == VRT_EFFECT_BORN;
-	if (it->space == VRT_IS_BLOCK)
+	if (it->space == VRT_SPACE_BLOCK)
 		return born ? "alloc" : "free_completed";
 	if (!v->blocks)
 		return it->kind == VRT_KIND_DEVICE && vrt_item_counted(it) ? (born ? "alloc" : "free_completed") : NULL;
-	if (it->space == VRT_IS_MAP)
+	if (it->space == VRT_SPACE_MAP)
 		return it->kind == VRT_KIND_DEVICE ? (born ? "segment_map" : "segment_unmap") : NULL;
 	return torch_segment(v, it) ? (born ? "segment_alloc" : "segment_free") : NULL;
 }
@@ -182,7 +182,7 @@ static void pk_entry(struct viz *v, const char *action, uint64_t addr, uint64_t 
 static int entries(struct viz *v, const struct vrt_record *r, const struct vrt_effect *e)
 {
 	const struct vrt_item *it = &e->item;
-	if (e->kind == VRT_EFFECT_RESIZED && it->space == VRT_IS_BLOCK) {
+	if (e->kind == VRT_EFFECT_RESIZED && it->space == VRT_SPACE_BLOCK) {
 		pk_entry(v, "free_completed", it->addr, it->size - (uint64_t)e->delta, it->stream, r->ts, it->stack, NULL);
 		pk_entry(v, "alloc", it->addr, it->size, it->stream, r->ts, it->stack, NULL);
 		return 2;
@@ -195,7 +195,7 @@ static int entries(struct viz *v, const struct vrt_record *r, const struct vrt_e
 		return 1;
 	}
 	bool born = e->kind == VRT_EFFECT_BORN;
-	if (!born && it->space == VRT_IS_BLOCK) { /* PyTorch traces both halves of a free */
+	if (!born && it->space == VRT_SPACE_BLOCK) { /* PyTorch traces both halves of a free */
 		pk_entry(v, "free_requested", it->addr, it->size, it->stream, r->ts, it->stack, NULL);
 		pk_entry(v, action, it->addr, it->size, it->stream, r->ts, it->stack, NULL);
 		return 2;
@@ -275,12 +275,12 @@ static void collect(void *ctx, const struct vrt_item *it)
 {
 	struct live *l = ctx;
 	struct piece p = { it->addr, it->size, it->size, it->stream, it->stack, it->device < 0 ? 0 : it->device, false };
-	if (it->space == VRT_IS_BLOCK) {
+	if (it->space == VRT_SPACE_BLOCK) {
 		p.requested = it->aux ? it->aux : it->size;
 		pieces_add(&l->blocks, &p);
 	} else if (!l->v->blocks ? it->kind == VRT_KIND_DEVICE && vrt_item_counted(it) : torch_segment(l->v, it)) {
 		pieces_add(&l->segments, &p);
-	} else if (l->v->blocks && it->space == VRT_IS_MAP && it->kind == VRT_KIND_DEVICE) {
+	} else if (l->v->blocks && it->space == VRT_SPACE_MAP && it->kind == VRT_KIND_DEVICE) {
 		p.expandable = true;
 		pieces_add(&l->segments, &p);
 	}
@@ -457,7 +457,7 @@ int vrt_export_memory_viz(struct vrt_trace *t, FILE *out, uint64_t max_events, b
 		pk_list_end(out);
 	}
 	if (!rc)
-		rc = end_state(t, &end, have_end && end.events, quiet);
+		rc = end_state(t, &end, have_end && end.set.events, quiet);
 	if (!rc) {
 		struct live l = { .v = &v };
 		vrt_model_each(&end, collect, &l);

@@ -10,42 +10,11 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "live.h"
 #include "trace_reader.h"
 
 #define VRT_MAX_DEVICES 64
 #define VRT_HOST_SLOT VRT_MAX_DEVICES /* totals index for device -1 (host) */
-/* The most bytes all live items together may hold (64 PiB, far beyond any machine). Items that
- * would cross it come from a damaged trace and are not taken in, so that every sum of live sizes
- * (the model's totals, the reports' per-site sums) fits an int64_t with room to scale (the
- * timeline's chart multiplies by 8). */
-#define VRT_HELD_MAX (1ull << 56)
-
-enum vrt_item_space {
-	VRT_IS_ADDR = 1,
-	VRT_IS_HANDLE = 2,
-	VRT_IS_MAP = 3,
-	VRT_IS_VA = 4,
-	VRT_IS_BLOCK = 5,
-	VRT_IS_IMPORT = 6,
-};
-
-/*
- * One live item, as the model hands it out (vrt_model_each, effects). The model stores items
- * packed (64 bytes, model.c) and unpacks this view on demand: aux2 is the offset in the handle of
- * a MAP and 0 otherwise; stream is 0 for spaces whose records carry none (HANDLE, MAP, VA,
- * IMPORT); refs and maps count for a HANDLE only (1 and 0 otherwise).
- */
-struct vrt_item {
-	uint64_t addr, size, ts, aux, aux2, stream;
-	uint64_t born_event;  /* event index of its birth */
-	uint64_t born_phase;  /* global phase-invocation counter at birth (see leaks) */
-	uint32_t stack;
-	uint32_t refs, maps;  /* HANDLE */
-	uint16_t api;
-	int16_t device;
-	uint8_t space, op, kind;
-	uint8_t seeded;       /* came from a checkpoint or seed: born before the retained history */
-};
 
 /* What one record did to the model. */
 enum vrt_effect_kind { VRT_EFFECT_NONE, VRT_EFFECT_BORN, VRT_EFFECT_DIED, VRT_EFFECT_RESIZED };
@@ -57,22 +26,12 @@ struct vrt_effect {
 	bool tensor;          /* the counted total is the tensor layer */
 };
 
-struct vrt_live;
-
 /*
- * The live set: items in one dense array (the order vrt_model_each walks; a death moves the last
- * item into its place) and an open-addressing index of item positions by (space, address), at
- * most half full. Memory: 64 bytes per item plus 8 to 16 of index, 24 while the index doubles
- * (VRT_MODEL_BYTES_PER_ITEM bounds it).
+ * The live set (format/live.c: the rules the preload applies too) and what the reports read
+ * from it as it changes: totals and peaks per device and kind, and the tensor layer's.
  */
-#define VRT_MODEL_BYTES_PER_ITEM 88
-
 struct vrt_model {
-	struct vrt_live *items;
-	uint32_t *index;        /* item position + 1; 0: empty */
-	size_t cap;             /* index slots, a power of two */
-	size_t used, items_cap; /* live items; room in items */
-	int error;              /* VRT_E_NOMEM once an item could not be stored: the model is incomplete */
+	struct vrt_live_set set;
 	/* Counted totals: memory actually held, per device slot (host = VRT_HOST_SLOT) and kind. */
 	int64_t live[VRT_MAX_DEVICES + 1][VRT_KIND_LAST];
 	int64_t peak[VRT_MAX_DEVICES + 1][VRT_KIND_LAST];
@@ -82,14 +41,10 @@ struct vrt_model {
 	uint64_t tensor_peak_ts[VRT_MAX_DEVICES + 1], tensor_peak_event[VRT_MAX_DEVICES + 1];
 	uint64_t tensor_events[VRT_MAX_DEVICES + 1];
 	int64_t imported[VRT_MAX_DEVICES + 1], reserved_va;
-	uint64_t events;      /* event records applied */
-	uint64_t phase_seq;   /* phase invocations entered so far, all names */
 	uint64_t last_ts;
-	uint64_t unknown_frees, lost;
-	uint64_t held;        /* sum of the sizes of all live items, every space: <= VRT_HELD_MAX */
-	uint64_t implausible; /* allocations and resizes refused: their size would cross VRT_HELD_MAX */
+	uint64_t lost;
 	bool any_blocks;
-	bool seeding;         /* inside a checkpoint whose items are to be taken in */
+	struct vrt_effect *effect; /* the record under way's, while the set applies it */
 };
 
 int vrt_model_init(struct vrt_model *m);
@@ -106,7 +61,6 @@ void vrt_blocks_probe_apply(struct vrt_blocks_probe *p, const struct vrt_record 
 /* Calls fn for every live item. */
 void vrt_model_each(const struct vrt_model *m, void (*fn)(void *ctx, const struct vrt_item *it), void *ctx);
 int vrt_device_slot(int device);
-bool vrt_item_counted(const struct vrt_item *it); /* holds memory (not a mapping or a VA range) */
 /* Whether an effect's delta is its own item's change alone; false when other items moved too
  * (a replaced allocation, a context reset, an unmap that ended a VMM handle). */
 bool vrt_effect_only_own(const struct vrt_effect *e);

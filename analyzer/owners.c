@@ -82,7 +82,7 @@ bool vrt_owners_apply(struct vrt_owners *o, const struct vrt_record *r)
 
 static bool asked_about(const struct vrt_walk *w, const struct vrt_item *it)
 {
-	bool buffer = it->space == VRT_IS_ADDR || it->space == VRT_IS_BLOCK || it->space == VRT_IS_MAP;
+	bool buffer = it->space == VRT_SPACE_ADDR || it->space == VRT_SPACE_BLOCK || it->space == VRT_SPACE_MAP;
 	bool memory = it->kind == VRT_KIND_DEVICE || it->kind == VRT_KIND_HOST_PINNED || it->kind == VRT_KIND_MANAGED;
 	return w->ts && buffer && memory && !it->seeded && it->ts >= w->born_after && it->ts <= w->ts;
 }

@@ -81,7 +81,7 @@ void vrt_pass_abandon(struct vrt_pass *p)
 static void warn_model(struct vrt_pass *p)
 {
 	const struct vrt_model *m = p->o.model;
-	if (p->o.quiet || !m || !m->implausible)
+	if (p->o.quiet || !m || !m->set.implausible)
 		return;
 	for (unsigned i = 0; i < n_warned && i < sizeof(warned) / sizeof(warned[0]); i++)
 		if (warned[i] == p->t->serial)
@@ -89,7 +89,7 @@ static void warn_model(struct vrt_pass *p)
 	warned[n_warned++ % (sizeof(warned) / sizeof(warned[0]))] = p->t->serial;
 	fprintf(stderr, "vramtrace: warning: %s: %llu allocations were left out: together with what was live "
 			"they would hold more than %s (a damaged trace?)\n",
-		p->t->path, (unsigned long long)m->implausible, vrt_bytes((int64_t)VRT_HELD_MAX));
+		p->t->path, (unsigned long long)m->set.implausible, vrt_bytes((int64_t)VRT_HELD_MAX));
 }
 
 int vrt_pass_finish(struct vrt_pass *p)
@@ -98,13 +98,13 @@ int vrt_pass_finish(struct vrt_pass *p)
 	warn_model(p);
 	if (p->rp.error)
 		return p->rp.error;
-	return p->o.model ? p->o.model->error : 0;
+	return p->o.model ? p->o.model->set.error : 0;
 }
 
 int vrt_pass_close(struct vrt_pass *p)
 {
 	int error = vrt_pass_finish(p);
-	unsigned long long events = p->o.model ? p->o.model->events : p->events;
+	unsigned long long events = p->o.model ? p->o.model->set.events : p->events;
 	if (!error)
 		return 0;
 	if (error == VRT_E_CHANGED)

@@ -92,7 +92,7 @@ static void visit(void *ctx, const struct vrt_item *it)
 	if (g->slot != -2 && d != g->slot)
 		return;
 	if (g->kind == -1) {
-		if (it->space == VRT_IS_BLOCK) {
+		if (it->space == VRT_SPACE_BLOCK) {
 			g->blocks[d] += (int64_t)it->size;
 			add(g->s, it);
 		} else if (vrt_item_counted(it)) {

@@ -95,7 +95,7 @@ static void died(struct vrt_bands *b, int i, double now)
 static void mark_seen(void *ctx, const struct vrt_item *it)
 {
 	struct vrt_bands *b = ctx;
-	if (it->space != VRT_IS_BLOCK)
+	if (it->space != VRT_SPACE_BLOCK)
 		return;
 	int i = find(b, it, it->size);
 	if (i >= 0)
@@ -119,7 +119,7 @@ void vrt_bands_apply(struct vrt_bands *b, const struct vrt_trace *t, const struc
 		     const struct vrt_effect *e, double now)
 {
 	const struct vrt_item *it = &e->item;
-	if (e->kind != VRT_EFFECT_NONE && it->space == VRT_IS_BLOCK) {
+	if (e->kind != VRT_EFFECT_NONE && it->space == VRT_SPACE_BLOCK) {
 		if (e->kind == VRT_EFFECT_BORN) {
 			offer(b, t, it);
 		} else if (e->kind == VRT_EFFECT_DIED) {

@@ -64,7 +64,7 @@ static void test_a_free_older_than_the_item_it_names_is_stale(void)
 	VT_EQ(e.kind, VRT_EFFECT_NONE);
 	VT_EQ(e.delta, 0);
 	VT_EQ(live_device_bytes(&m), 300);
-	VT_EQ(m.used, 1);
+	VT_EQ(m.set.used, 1);
 	r = free_at(30, 0x1000); /* same time stamp: the release of this one */
 	vrt_model_apply(&m, &r, &e);
 	VT_EQ(e.kind, VRT_EFFECT_DIED);
@@ -103,7 +103,7 @@ static void test_deltas_sum_to_the_live_total(void)
 	size_t live = 0;
 	for (size_t k = 0; k < ADDRS; k++)
 		live += size_at[k] != 0;
-	VT_EQ(m.used, live);
+	VT_EQ(m.set.used, live);
 	vrt_model_free(&m);
 }
 
@@ -128,7 +128,7 @@ static void test_table_keeps_every_item_across_growth_and_deletion(void)
 		struct vrt_record r = alloc_at(i + 1, 0x10000000ull + i * 4096, 4096);
 		vrt_model_apply(&m, &r, NULL);
 	}
-	VT_EQ(m.used, (size_t)N);
+	VT_EQ(m.set.used, (size_t)N);
 	for (uint64_t j = 0; j < N; j++) {
 		uint64_t i = (j * 7919) % N; /* a permutation: 7919 is prime and does not divide N */
 		if (i % 10 == 0)
@@ -136,8 +136,8 @@ static void test_table_keeps_every_item_across_growth_and_deletion(void)
 		struct vrt_record r = free_at(N + j + 1, 0x10000000ull + i * 4096);
 		vrt_model_apply(&m, &r, NULL);
 	}
-	VT_EQ(m.unknown_frees, 0u);
-	VT_EQ(m.used, (size_t)N / 10);
+	VT_EQ(m.set.unknown_releases, 0u);
+	VT_EQ(m.set.used, (size_t)N / 10);
 	seen_bytes = 0, seen_items = 0;
 	vrt_model_each(&m, visit, NULL);
 	VT_EQ(seen_items, (size_t)N / 10);
@@ -165,24 +165,24 @@ static void test_sizes_no_machine_holds_are_left_out(void)
 	VT_EQ(e.delta, (int64_t)(VRT_HELD_MAX - 2));
 	r = alloc_at(50, 0x5000, 1);
 	vrt_model_apply(&m, &r, &e);
-	VT_EQ(m.implausible, 3u);
+	VT_EQ(m.set.implausible, 3u);
 	VT_EQ(live_device_bytes(&m), (int64_t)VRT_HELD_MAX);
 	r = free_at(60, 0x4000);
 	vrt_model_apply(&m, &r, &e);
 	VT_EQ(live_device_bytes(&m), 2);
-	VT_EQ(m.held, 2u);
+	VT_EQ(m.set.held, 2u);
 
 	/* A tensor resized past the limit keeps its size. */
 	r = (struct vrt_record){ .op = VRT_OP_BLOCK_ALLOC, .ts = 70, .addr = 0x9000, .size = 512, .device = 0 };
 	vrt_model_apply(&m, &r, &e);
 	r = (struct vrt_record){ .op = VRT_OP_BLOCK_SIZE, .ts = 80, .addr = 0x9000, .size = UINT64_MAX, .device = 0 };
 	vrt_model_apply(&m, &r, &e);
-	VT_EQ(m.implausible, 4u);
+	VT_EQ(m.set.implausible, 4u);
 	VT_EQ(m.tensors[0], 512);
 	r = (struct vrt_record){ .op = VRT_OP_BLOCK_SIZE, .ts = 90, .addr = 0x9000, .size = 256, .device = 0 };
 	vrt_model_apply(&m, &r, &e);
 	VT_EQ(e.delta, -256);
-	VT_EQ(m.held, 258u);
+	VT_EQ(m.set.held, 258u);
 	vrt_model_free(&m);
 }
 
@@ -229,35 +229,67 @@ static void test_an_item_shows_what_its_records_said(void)
 	};
 	for (size_t i = 0; i < sizeof(rs) / sizeof(rs[0]); i++)
 		vrt_model_apply(&m, &rs[i], NULL);
-	VT_EQ(m.used, 5u);
-	VT_EQ(item_at(&m, VRT_IS_ADDR, 0xa000).space, 0);
-	struct vrt_item it = item_at(&m, VRT_IS_ADDR, 0xb000);
+	VT_EQ(m.set.used, 5u);
+	VT_EQ(item_at(&m, VRT_SPACE_ADDR, 0xa000).space, 0);
+	struct vrt_item it = item_at(&m, VRT_SPACE_ADDR, 0xb000);
 	VT_EQ(it.device, -1);
 	VT_EQ(it.kind, VRT_KIND_HOST_PINNED);
 	VT_EQ(it.api, VRT_API_CUDA_HOST_ALLOC);
 	VT_EQ(it.born_event, 2u); /* the count of events, its own included */
 	VT_EQ(it.stack, 8u);
-	it = item_at(&m, VRT_IS_HANDLE, 0x77);
+	it = item_at(&m, VRT_SPACE_HANDLE, 0x77);
 	VT_EQ(it.refs, 2u);
 	VT_EQ(it.maps, 1u);
 	VT_EQ(it.size, 2u << 20);
 	VT_EQ(it.device, 1);
 	VT_EQ(it.stream, 0u);
-	it = item_at(&m, VRT_IS_MAP, 0x7f0000000000ull);
+	it = item_at(&m, VRT_SPACE_MAP, 0x7f0000000000ull);
 	VT_EQ(it.aux, 0x77u);
 	VT_EQ(it.aux2, 1u << 20);
 	VT_EQ(it.device, 1); /* the handle's */
 	VT_EQ(it.kind, VRT_KIND_DEVICE);
-	it = item_at(&m, VRT_IS_BLOCK, 0x7f0000000000ull);
+	it = item_at(&m, VRT_SPACE_BLOCK, 0x7f0000000000ull);
 	VT_EQ(it.aux, 500u);
 	VT_EQ(it.stream, 5u);
 	VT_EQ(it.ts, 6u);
 	VT_EQ(it.stack, 11u);
-	it = item_at(&m, VRT_IS_ADDR, 0xc000);
+	it = item_at(&m, VRT_SPACE_ADDR, 0xc000);
 	VT_EQ(it.seeded, 1);
 	VT_EQ(it.op, VRT_OP_ALLOC);
 	VT_EQ(it.born_phase, 1u);
 	VT_EQ(it.born_event, 8u);
+	vrt_model_free(&m);
+}
+
+/* A ring replayed from a checkpoint that lists a mapping before its handle, and a handle released
+ * while still mapped (y = 0 references): the mapping joins the handle at the checkpoint's end, and
+ * the unmap ends both (docs/trace-format.md, "Replay semantics": seeding). */
+static void test_a_checkpoint_seeds_handles_and_their_mappings_in_any_order(void)
+{
+	struct vrt_model m;
+	VT_REQUIRE(vrt_model_init(&m) == 0);
+	const uint64_t va = 0x7f0000000000ull, mib2 = 2u << 20;
+	struct vrt_record rs[] = {
+		{ .op = VRT_OP_CP_BEGIN, .ts = 1, .id = VRT_CP_PERIODIC },
+		{ .op = VRT_OP_CP_LIVE, .id2 = VRT_OP_MAP, .ts = 3, .device = 1, .kind = VRT_KIND_DEVICE, .addr = va,
+		  .size = mib2, .aux = 0x77, .aux2 = 0 },
+		{ .op = VRT_OP_CP_LIVE, .id2 = VRT_OP_PHYS_CREATE, .ts = 2, .device = 1, .kind = VRT_KIND_DEVICE,
+		  .addr = 0x77, .size = mib2, .aux2 = 0 },
+		{ .op = VRT_OP_CP_END, .id = 2 },
+	};
+	for (size_t i = 0; i < sizeof(rs) / sizeof(rs[0]); i++)
+		vrt_model_apply(&m, &rs[i], NULL);
+	struct vrt_item h = item_at(&m, VRT_SPACE_HANDLE, 0x77);
+	VT_EQ(h.refs, 0u);
+	VT_EQ(h.maps, 1u);
+	VT_EQ(m.live[1][VRT_KIND_DEVICE], (int64_t)mib2);
+	struct vrt_record unmap = { .op = VRT_OP_UNMAP, .ts = 5, .addr = va, .size = mib2 };
+	struct vrt_effect e;
+	vrt_model_apply(&m, &unmap, &e);
+	VT_EQ(e.kind, VRT_EFFECT_DIED);
+	VT_EQ(e.delta, -(int64_t)mib2); /* the handle went with its last mapping */
+	VT_EQ(m.live[1][VRT_KIND_DEVICE], 0);
+	VT_EQ(m.set.used, 0u);
 	vrt_model_free(&m);
 }
 
@@ -269,5 +301,6 @@ int main(void)
 	VT_RUN(test_table_keeps_every_item_across_growth_and_deletion);
 	VT_RUN(test_sizes_no_machine_holds_are_left_out);
 	VT_RUN(test_an_item_shows_what_its_records_said);
+	VT_RUN(test_a_checkpoint_seeds_handles_and_their_mappings_in_any_order);
 	return vt_summary();
 }

@@ -62,7 +62,7 @@ struct vt_collect {
 static void vt_collect_item(void *ctx, const struct vrt_item *it)
 {
 	struct vt_collect *c = ctx;
-	if (it->space != VRT_IS_ADDR)
+	if (it->space != VRT_SPACE_ADDR)
 		return;
 	if (c->n == c->cap) {
 		c->cap = c->cap ? 2 * c->cap : 256;
