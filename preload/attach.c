@@ -210,28 +210,23 @@ static uint64_t to_units(const struct collector *c, uint64_t ns)
 static uint64_t known_device_bytes(struct collector *c, int dev, uint64_t measured_ns)
 {
 	uint64_t sum = 0, limit = to_units(c, measured_ns);
-	for (size_t i = 0; i < c->live.cap; i++) {
-		const struct vrt_live *e = &c->live.slots[i];
-		if ((e->space == VRT_SPACE_ADDR || e->space == VRT_SPACE_HANDLE) && e->kind == VRT_KIND_DEVICE &&
-		    e->device == dev && e->ts <= limit)
-			sum += e->size;
+	for (size_t i = 0; i < c->live.used; i++) {
+		struct vrt_item e;
+		vrt_live_at(&c->live, i, &e);
+		if (vrt_item_counted(&e) && e.kind == VRT_KIND_DEVICE && e.device == dev && e.ts <= limit)
+			sum += e.size;
 	}
 	return sum;
 }
 
 /* One SEED record, kept in the live set too so later checkpoints (ring wrap, exit) carry it. A
- * second one for the device replaces the first (analyzer/model.c, born). */
+ * second one for the device replaces the first (the rules' "Birth", format/live.c). */
 static void emit_seed(struct collector *c, int dev, uint64_t size, uint64_t ts)
 {
 	struct vrt_record r = { .op = VRT_OP_SEED, .ts = ts, .api = VRT_API_UNKNOWN, .device = dev,
 				.kind = VRT_KIND_DEVICE, .addr = SEED_ADDRESS(dev), .size = size,
 				.stack = vrt_output_label_stack(c, SEED_LABEL) };
-	bool created;
-	struct vrt_live *e = vrt_live_upsert(&c->live, VRT_SPACE_ADDR, r.addr, &created);
-	if (e)
-		*e = (struct vrt_live){ .addr = r.addr, .size = size, .ts = ts, .stack = r.stack, .refs = 1,
-					.api = VRT_API_UNKNOWN, .device = (int16_t)dev, .space = VRT_SPACE_ADDR,
-					.op = VRT_OP_SEED, .kind = VRT_KIND_DEVICE };
+	vrt_live_apply(&c->live, &r, NULL);
 	vrt_output_event(c, 0, &r);
 }
 
@@ -256,11 +251,11 @@ static struct seed *seed_of(int device)
 }
 
 /* The seed ends: everything it stood for is named now. */
-static void end_seed(struct collector *c, struct vrt_live *e, uint64_t ts)
+static void end_seed(struct collector *c, const struct vrt_item *e, uint64_t ts)
 {
 	struct vrt_record r = { .op = VRT_OP_FREE, .ts = ts, .api = VRT_API_UNKNOWN, .device = e->device,
 				.kind = VRT_KIND_DEVICE, .addr = e->addr, .size = e->size, .stack2 = e->stack };
-	vrt_live_remove(&c->live, e);
+	vrt_live_apply(&c->live, &r, NULL);
 	vrt_output_event(c, 0, &r);
 }
 
@@ -272,15 +267,16 @@ void vrt_attach_seed_adjust(struct collector *c, int dev, int64_t delta, uint64_
 	s->unattributed += delta;
 	if (!c->writer || atomic_load(&vrt_mode) != VRT_MODE_FULL)
 		return; /* armed again: nothing is written (the next ATTACH checkpoint has the live set) */
-	struct vrt_live *e = vrt_live_find(&c->live, VRT_SPACE_ADDR, SEED_ADDRESS(dev));
-	uint64_t was = e ? e->size : 0;
+	struct vrt_item seed;
+	bool live = vrt_live_lookup(&c->live, VRT_SPACE_ADDR, SEED_ADDRESS(dev), &seed);
+	uint64_t was = live ? seed.size : 0;
 	uint64_t now = s->unattributed > 0 ? (uint64_t)s->unattributed : 0;
-	if (e && e->ts > ts)
-		ts = e->ts; /* an older one would not replace it */
+	if (live && seed.ts > ts)
+		ts = seed.ts; /* an older one would not replace it */
 	if (now && now != was)
 		emit_seed(c, dev, now, ts);
-	else if (!now && e)
-		end_seed(c, e, ts);
+	else if (!now && live)
+		end_seed(c, &seed, ts);
 }
 
 /* ---- PyTorch's driver table ------------------------------------------------------------- */

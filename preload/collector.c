@@ -211,52 +211,30 @@ static struct phase_state *phase(struct collector *c, uint32_t name_id)
 	return &c->phases[c->n_phases++];
 }
 
-/* ---- live set --------------------------------------------------------------------------- */
-
-static uint8_t space_of(uint8_t op)
-{
-	switch (op) {
-	case VRT_OP_ALLOC: case VRT_OP_FREE: case VRT_OP_SEED: return VRT_SPACE_ADDR;
-	case VRT_OP_PHYS_CREATE: case VRT_OP_PHYS_RELEASE: return VRT_SPACE_HANDLE;
-	case VRT_OP_MAP: case VRT_OP_UNMAP: return VRT_SPACE_MAP;
-	case VRT_OP_VA_RESERVE: case VRT_OP_VA_FREE: return VRT_SPACE_VA;
-	case VRT_OP_BLOCK_ALLOC: case VRT_OP_BLOCK_FREE: case VRT_OP_BLOCK_SIZE: return VRT_SPACE_BLOCK;
-	case VRT_OP_IMPORT: case VRT_OP_IMPORT_CLOSE: return VRT_SPACE_IMPORT;
-	}
-	return 0;
-}
-
-static void live_fill(struct vrt_live *e, const struct vrt_record *r)
-{
-	e->size = r->size;
-	e->ts = r->ts;
-	e->aux = r->aux;
-	e->aux2 = r->aux2;
-	e->stream = r->stream;
-	e->stack = r->stack;
-	e->api = (uint16_t)r->api;
-	e->device = (int16_t)r->device;
-	e->op = r->op;
-	e->kind = (uint8_t)r->kind;
-	e->refs = 1;
-	e->maps = 0;
-}
+/* ---- live set (format/live.c: the rules the analyzer replays) ------------------------------ */
 
 /*
  * Releases that arrive after their address was given out again. A release is stamped before its
  * real call and published after it; in between, another thread may get the same address from
  * the driver and publish its allocation first, and a drain may fall between the two. That
- * birth then replaces an incarnation whose release is still on its way (the analyzer's model
- * does the same, see born() in analyzer/model.c). The replaced incarnations wait here, so the
- * late release is still written, with the size and the allocating stack of what it freed.
+ * birth then replaces an incarnation whose release is still on its way (the rules' "Birth").
+ * The replaced incarnations wait here, so the late release is still written, with the size and
+ * the allocating stack of what it freed.
  */
 #define REPLACED_SLOTS 256u
-static struct vrt_live replaced[REPLACED_SLOTS];
+static struct vrt_item replaced[REPLACED_SLOTS];
 static size_t replaced_next;
+/* A snapshot seed (torch_seed.c) the birth under way replaced: traced now, not from before. */
+static struct vrt_item replaced_seed;
 
-static void remember_replaced(const struct vrt_live *e)
+static void on_live_end(void *ctx, const struct vrt_item *it, enum vrt_live_end why)
 {
-	replaced[replaced_next++ % REPLACED_SLOTS] = *e;
+	(void)ctx;
+	if (why != VRT_END_REPLACED)
+		return;
+	replaced[replaced_next++ % REPLACED_SLOTS] = *it;
+	if (it->api == VRT_API_TORCH_SNAPSHOT && it->seeded && it->space == VRT_SPACE_ADDR)
+		replaced_seed = *it;
 }
 
 /*
@@ -289,10 +267,10 @@ static bool released_since(uint8_t space, uint64_t addr, uint64_t ts)
 }
 
 /* Takes out the newest replaced incarnation of (space, addr) born by ts; false if none. */
-static bool take_replaced(uint8_t space, uint64_t addr, uint64_t ts, struct vrt_live *out)
+static bool take_replaced(uint8_t space, uint64_t addr, uint64_t ts, struct vrt_item *out)
 {
 	for (size_t k = 0; k < REPLACED_SLOTS; k++) {
-		struct vrt_live *e = &replaced[(replaced_next - 1 - k) % REPLACED_SLOTS];
+		struct vrt_item *e = &replaced[(replaced_next - 1 - k) % REPLACED_SLOTS];
 		if (e->space == space && e->addr == addr && e->ts <= ts) {
 			*out = *e;
 			e->space = 0;
@@ -302,112 +280,47 @@ static bool take_replaced(uint8_t space, uint64_t addr, uint64_t ts, struct vrt_
 	return false;
 }
 
-/* Something became live. Returns false if the record should not be written. */
-static bool apply_birth(struct collector *c, struct vrt_record *r)
+/* Something became live; a mapping is written with its handle's kind and device. */
+static void apply_birth(struct collector *c, struct vrt_record *r)
 {
-	bool created;
-	if (r->op == VRT_OP_PHYS_CREATE && r->api == VRT_API_CU_MEM_RETAIN_HANDLE) {
-		struct vrt_live *h = vrt_live_find(&c->live, VRT_SPACE_HANDLE, r->addr);
-		if (h)
-			h->refs++;
-		return true;
+	struct vrt_live_change ch;
+	replaced_seed.size = 0;
+	vrt_live_apply(&c->live, r, &ch);
+	if (replaced_seed.size)
+		vrt_attach_seed_adjust(c, replaced_seed.device, (int64_t)replaced_seed.size, r->ts);
+	if (ch.outcome == VRT_LIVE_BORN && r->op == VRT_OP_MAP) {
+		r->kind = ch.item.kind;
+		r->device = ch.item.device;
 	}
-	struct vrt_live *e = vrt_live_upsert(&c->live, space_of(r->op), r->addr, &created);
-	if (!e)
-		return true;
-	if (!created && e->ts > r->ts)
-		return true; /* a newer incarnation is already known; keep it */
-	if (!created)
-		remember_replaced(e); /* its release comes late, or was lost */
-	if (!created && e->api == VRT_API_TORCH_SNAPSHOT && e->op == VRT_OP_SEED && e->space == VRT_SPACE_ADDR)
-		vrt_attach_seed_adjust(c, e->device, (int64_t)e->size, r->ts); /* traced: not from before */
-	live_fill(e, r);
-	if (r->op == VRT_OP_MAP) {
-		struct vrt_live *h = vrt_live_find(&c->live, VRT_SPACE_HANDLE, r->aux);
-		if (h) {
-			h->maps++;
-			r->kind = h->kind;
-			r->device = h->device;
-			e->kind = h->kind;
-			e->device = h->device;
-		}
-	}
-	return true;
 }
 
-static void release_handle(struct collector *c, uint64_t handle, bool drop_ref, bool drop_map)
+/* Something ended: the record gets size and allocating stack from the live set. */
+static void apply_death(struct collector *c, struct vrt_record *r)
 {
-	struct vrt_live *h = vrt_live_find(&c->live, VRT_SPACE_HANDLE, handle);
-	if (!h)
+	struct vrt_live_change ch;
+	vrt_live_apply(&c->live, r, &ch);
+	if (ch.outcome == VRT_LIVE_ENDED || ch.outcome == VRT_LIVE_DEREFERENCED) {
+		r->stack2 = ch.item.stack;
+		r->device = ch.item.device;
+		r->kind = ch.item.kind;
+		if (r->op != VRT_OP_UNMAP || r->size == 0 || r->size == ch.item.size)
+			r->size = ch.item.size; /* an unmap's own size may cover more mappings */
 		return;
-	if (drop_ref && h->refs)
-		h->refs--;
-	if (drop_map && h->maps)
-		h->maps--;
-	if (!h->refs && !h->maps)
-		vrt_live_remove(&c->live, h);
-}
-
-/* Something ended: fill size and allocating stack from the live set. */
-static bool apply_death(struct collector *c, struct vrt_record *r)
-{
-	uint8_t space = space_of(r->op);
-	struct vrt_live *e = vrt_live_find(&c->live, space, r->addr);
-	if (!e || e->ts > r->ts) {
-		/* Late: it ended an earlier incarnation, already replaced (see remember_replaced),
-		 * and the replacement may be gone too. Or unknown to us: allocated before tracing,
-		 * or not ours. Still an event: write it, with what it freed when we know; readers
-		 * see a late one is older than the live incarnation and leave that alone. */
-		struct vrt_live old;
-		r->stack2 = 0;
-		if (!e)
-			remember_unknown_release(space, r->addr, r->ts);
-		if (take_replaced(space, r->addr, r->ts, &old)) {
-			r->stack2 = old.stack;
-			r->device = old.device;
-			r->kind = old.kind;
-			r->size = old.size;
-		}
-		return true;
 	}
-	r->stack2 = e->stack;
-	r->device = e->device;
-	r->kind = e->kind;
-	if (space == VRT_SPACE_HANDLE) {
-		r->size = e->size;
-		release_handle(c, r->addr, true, false);
-		return true;
-	}
-	uint64_t handle = e->aux, size = e->size, end = r->addr + (r->size ? r->size : size);
-	if (r->op != VRT_OP_UNMAP || r->size == 0 || r->size == size)
-		r->size = size;
-	vrt_live_remove(&c->live, e);
-	if (space != VRT_SPACE_MAP)
-		return true;
-	release_handle(c, handle, false, true);
-	/* One unmap may cover several consecutive mappings. */
-	for (uint64_t p = r->addr + size; p < end;) {
-		struct vrt_live *m = vrt_live_find(&c->live, VRT_SPACE_MAP, p);
-		if (!m)
-			break;
-		uint64_t h = m->aux, n = m->size;
-		vrt_live_remove(&c->live, m);
-		release_handle(c, h, false, true);
-		p += n;
-	}
-	return true;
-}
-
-static void apply_context_reset(struct collector *c, int device)
-{
-	for (size_t i = 0; i < c->live.cap;) {
-		struct vrt_live *e = &c->live.slots[i];
-		bool gone = e->space && e->device == device && e->kind != VRT_KIND_HOST_PINNED &&
-			    (e->space == VRT_SPACE_ADDR || e->space == VRT_SPACE_BLOCK);
-		if (gone)
-			vrt_live_remove(&c->live, e); /* slot i now holds a shifted entry: look again */
-		else
-			i++;
+	/* Late: it ended an earlier incarnation, already replaced (see replaced[]), and the
+	 * replacement may be gone too. Or unknown to us: allocated before tracing, or not ours.
+	 * Still an event: write it, with what it freed when we know; readers see a late one is
+	 * older than the live incarnation and leave that alone. */
+	uint8_t space = vrt_space_of(r->op);
+	struct vrt_item old;
+	r->stack2 = 0;
+	if (ch.outcome == VRT_LIVE_UNKNOWN)
+		remember_unknown_release(space, r->addr, r->ts);
+	if (take_replaced(space, r->addr, r->ts, &old)) {
+		r->stack2 = old.stack;
+		r->device = old.device;
+		r->kind = old.kind;
+		r->size = old.size;
 	}
 }
 
@@ -432,10 +345,10 @@ static bool seed_from_snapshot(struct collector *c, const struct vrt_raw *raw, s
 {
 	const char *label;
 	size_t len;
-	uint8_t space = space_of(r->op);
+	uint8_t space = vrt_space_of(r->op);
 	label_of(raw, &label, &len);
 	if (!(raw->flags & VRT_RAW_LABEL) || !len || atomic_load(&vrt_mode) != VRT_MODE_FULL ||
-	    vrt_live_find(&c->live, space, r->addr))
+	    vrt_live_lookup(&c->live, space, r->addr, NULL))
 		return false;
 	bool gone = released_since(space, r->addr, r->ts);
 	/* before the segment's own record, so that no reader sees its bytes twice */
@@ -505,20 +418,17 @@ static void process(struct collector *c, struct vrt_tbuf *b, const struct vrt_ra
 	switch (raw->op) {
 	case VRT_OP_ALLOC: case VRT_OP_SEED: case VRT_OP_PHYS_CREATE: case VRT_OP_MAP: case VRT_OP_VA_RESERVE:
 	case VRT_OP_IMPORT: case VRT_OP_BLOCK_ALLOC:
-		write = raw->api == VRT_API_TORCH_SNAPSHOT ? seed_from_snapshot(c, raw, &r) : apply_birth(c, &r);
+		if (raw->api == VRT_API_TORCH_SNAPSHOT)
+			write = seed_from_snapshot(c, raw, &r);
+		else
+			apply_birth(c, &r);
 		break;
 	case VRT_OP_FREE: case VRT_OP_PHYS_RELEASE: case VRT_OP_UNMAP: case VRT_OP_VA_FREE: case VRT_OP_IMPORT_CLOSE:
 	case VRT_OP_BLOCK_FREE:
-		write = apply_death(c, &r);
+		apply_death(c, &r);
 		break;
-	case VRT_OP_BLOCK_SIZE: {
-		struct vrt_live *e = vrt_live_find(&c->live, VRT_SPACE_BLOCK, r.addr);
-		if (e)
-			e->size = r.size;
-		break;
-	}
-	case VRT_OP_CONTEXT:
-		apply_context_reset(c, r.device);
+	case VRT_OP_BLOCK_SIZE: case VRT_OP_CONTEXT: /* a CONTEXT from the hooks is a reset (i = 0) */
+		vrt_live_apply(&c->live, &r, NULL);
 		break;
 	case VRT_OP_LOST:
 		r.id = raw->size;
@@ -695,7 +605,7 @@ struct live_query {
 
 static _Atomic(struct live_query *) pending_query;
 
-static bool queried_item(const struct vrt_live *e)
+static bool queried_item(const struct vrt_item *e)
 {
 	bool buffer = e->space == VRT_SPACE_ADDR || e->space == VRT_SPACE_BLOCK || e->space == VRT_SPACE_MAP;
 	return buffer && (e->kind == VRT_KIND_DEVICE || e->kind == VRT_KIND_HOST_PINNED || e->kind == VRT_KIND_MANAGED);
@@ -710,15 +620,16 @@ void vrt_collector_answer_query(struct collector *c)
 	if (!q)
 		return;
 	size_t n = 0;
-	for (size_t i = 0; i < c->live.cap; i++) {
-		const struct vrt_live *e = &c->live.slots[i];
-		if (!e->space || !queried_item(e) || e->ts < q->born_after)
+	for (size_t i = 0; i < c->live.used; i++) {
+		struct vrt_item e;
+		vrt_live_at(&c->live, i, &e);
+		if (!queried_item(&e) || e.ts < q->born_after)
 			continue;
 		if (n < q->cap)
 			q->out[n] = (struct vramtrace_live_item){
-				.addr = e->addr, .size = e->size, .device = e->device, .kind = e->kind,
-				.tensor = e->space == VRT_SPACE_BLOCK,
-				.born_ns = c->t0_ns + e->ts * (uint64_t)vrt_cfg.ts_unit_ns };
+				.addr = e.addr, .size = e.size, .device = e.device, .kind = e.kind,
+				.tensor = e.space == VRT_SPACE_BLOCK,
+				.born_ns = c->t0_ns + e.ts * (uint64_t)vrt_cfg.ts_unit_ns };
 		n++;
 	}
 	q->n = n;
@@ -814,11 +725,12 @@ static void reopen_file(struct collector *c)
 static void say_armed_at_exit(const struct collector *c)
 {
 	uint64_t n = 0, bytes = 0;
-	for (size_t i = 0; i < c->live.cap; i++) {
-		const struct vrt_live *e = &c->live.slots[i];
-		if (e->space == VRT_SPACE_ADDR || e->space == VRT_SPACE_HANDLE) {
+	for (size_t i = 0; i < c->live.used; i++) {
+		struct vrt_item e;
+		vrt_live_at(&c->live, i, &e);
+		if (vrt_item_counted(&e)) {
 			n++;
-			bytes += e->size;
+			bytes += e.size;
 		}
 	}
 	vrt_log("armed and never attached: %llu allocations (%llu bytes) were live at exit; no trace was written "
@@ -892,6 +804,7 @@ static int collector_init(struct collector *c)
 	if (c->wake_fd < 0 || vrt_live_init(&c->live) ||
 	    vrt_intern_init(&c->intern, &c->pending_tables, c->writer || vrt_cfg.ring_bytes ? &c->all_tables : NULL))
 		return -1;
+	c->live.on_end = on_live_end;
 	vrt_symbols_init();
 	c->control_fd = vrt_cfg.control ? vrt_control_listen() : -1;
 	return 0;

@@ -7,7 +7,7 @@
 
 #include "intern.h"
 #include "internal.h"
-#include "live_set.h"
+#include "live.h"
 #include "trace_writer.h"
 #include "vramtrace/vramtrace.h"
 

@@ -534,19 +534,20 @@ static uint64_t cp_encode_live(struct collector *c, struct cp_encoder *e)
 {
 	uint32_t unknown = 0;
 	uint64_t count = 0;
-	for (size_t i = 0; i < c->live.cap; i++) {
-		const struct vrt_live *l = &c->live.slots[i];
-		if (!l->space)
-			continue;
-		uint32_t stack = l->stack;
+	for (size_t i = 0; i < c->live.used; i++) {
+		struct vrt_item l;
+		vrt_live_at(&c->live, i, &l);
+		uint32_t stack = l.stack;
 		if (!stack) {
 			if (!unknown)
 				unknown = vrt_output_label_stack(c, "[allocated before tracing started]");
 			stack = unknown;
 		}
-		struct vrt_record r = { .op = VRT_OP_CP_LIVE, .id2 = l->op, .ts = l->ts, .api = l->api, .device = l->device,
-					.kind = l->kind, .addr = l->addr, .size = l->size, .aux = l->aux,
-					.aux2 = l->space == VRT_SPACE_HANDLE ? l->refs : l->aux2, .stream = l->stream,
+		/* j: the op that made it, a seed as such; y: a handle's references, a mapping's offset */
+		uint32_t made = l.seeded && l.op == VRT_OP_ALLOC ? VRT_OP_SEED : l.op;
+		struct vrt_record r = { .op = VRT_OP_CP_LIVE, .id2 = made, .ts = l.ts, .api = l.api, .device = l.device,
+					.kind = l.kind, .addr = l.addr, .size = l.size, .aux = l.aux,
+					.aux2 = l.space == VRT_SPACE_HANDLE ? l.refs : l.aux2, .stream = l.stream,
 					.stack = stack };
 		cp_encode(e, &r);
 		count++;

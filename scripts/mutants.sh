@@ -100,9 +100,9 @@ m drv-pool-alloc-passthrough preload/hooks_driver.c \
   '\treturn alloc_async(VRT_API_CU_MEM_ALLOC_FROM_POOL_ASYNC, real, d, n, pool, s);' \
   '\treturn ((CUresult (*)(CUdeviceptr *, size_t, CUmemoryPool, CUstream))real)(d, n, pool, s);' \
   test_driver.py::test_rest_exact_totals_a_context_reset_takes_the_device_memory_with_it
-m context-reset-ignored analyzer/model.c \
-  '\t\tif (r->id == 0)\n\t\t\tcontext_reset(m, r->device, e);' \
-  '\t\tif (0)\n\t\t\tcontext_reset(m, r->device, e);' \
+m context-reset-ignored format/live.c \
+  '\t\tif (r->id == 0)\n\t\t\tcontext_reset(s, r->device);' \
+  '\t\tif (0)\n\t\t\tcontext_reset(s, r->device);' \
   test_driver.py::test_rest_exact_totals_a_context_reset_takes_the_device_memory_with_it
 
 # a runtime dlclose'd releases its primary context: the last release takes the memory with it
@@ -125,7 +125,7 @@ m dlclose-asks-an-unloaded-driver preload/hooks_dl.c \
   'bool watched = read_states(&before);' \
   test_coexistence.py::test_dlclose_after_the_driver_was_unloaded_leaves_it_alone
 
-# ---- virtual memory management: preload and the analyzer's model ------------------------------
+# ---- virtual memory management: the preload's hooks and the live-set rules (format/live.c) ------
 m vmm-release-unrecorded preload/hooks_driver.c \
   'vrt_record_release(VRT_OP_PHYS_RELEASE, VRT_API_CU_MEM_RELEASE, ts, h, 0, 0);' \
   '(void)ts;' \
@@ -134,33 +134,33 @@ m vmm-retain-unrecorded preload/hooks_driver.c \
   'if (r == CUDA_SUCCESS) /* one more reference to an existing handle: size 0, see the spec */' \
   'if (0)' \
   test_driver.py::test_vmm_records_in_order
-m vmm-unmap-one-mapping analyzer/model.c \
-  'uint64_t handle = l->aux, size = l->size, end = r->addr + (r->size ? r->size : size);' \
-  'uint64_t handle = l->aux, size = l->size, end = r->addr + size;' \
+m vmm-unmap-one-mapping format/live.c \
+  'uint64_t handle = l->aux, size = l->size, end_addr = r->addr + (r->size ? r->size : size);' \
+  'uint64_t handle = l->aux, size = l->size, end_addr = r->addr + size;' \
   test_driver.py::test_driver_exact_totals
-m vmm-handle-dies-at-release analyzer/model.c \
-  'if (!refs && !maps)\n\t\tdied(m, h, e);' \
-  'if (!refs)\n\t\tdied(m, h, e);' \
+m vmm-handle-dies-at-release format/live.c \
+  '\tif (refs || maps)\n\t\treturn false;' \
+  '\tif (refs)\n\t\treturn false;' \
   test_driver.py::test_driver_exact_totals
-m vmm-map-not-counted analyzer/model.c \
+m vmm-map-not-counted format/live.c \
   'handle_set(h, handle_refs(h), handle_maps(h) + 1);' \
   '(void)0;' \
   test_driver.py::test_driver_exact_totals test_driver.py::test_entry_point_vmm_exact_totals
 
-# ---- frees in the analyzer's model ---------------------------------------------------------
-m analyzer-ignores-cuMemFreeAsync analyzer/model.c \
-  'static void release(struct vrt_model *m, const struct vrt_record *r, struct vrt_effect *e)\n{' \
-  'static void release(struct vrt_model *m, const struct vrt_record *r, struct vrt_effect *e)\n{\n\tif (r->api == VRT_API_CU_MEM_FREE_ASYNC)\n\t\treturn;' \
+# ---- frees in the live-set rules (format/live.c) --------------------------------------------
+m analyzer-ignores-cuMemFreeAsync format/live.c \
+  'static void release(struct vrt_live_set *s, const struct vrt_record *r, struct vrt_live_change *c)\n{' \
+  'static void release(struct vrt_live_set *s, const struct vrt_record *r, struct vrt_live_change *c)\n{\n\tif (r->api == VRT_API_CU_MEM_FREE_ASYNC)\n\t\treturn;' \
   test_driver.py::test_driver_exact_totals
-m analyzer-stale-free-applies analyzer/model.c \
-  '\t\treturn; /* stale: names an earlier incarnation */' \
-  '\t\t; /* stale: names an earlier incarnation */' \
+m analyzer-stale-free-applies format/live.c \
+  '\tif (l->ts > r->ts) { /* stale: names an earlier incarnation */' \
+  '\tif (0) { /* stale: names an earlier incarnation */' \
   meson:model
 
-# ---- the tensor layer (PyTorch blocks, analyzer/model.c; checked against TRUTH.json) ---------
-m tensor-resize-ignored analyzer/model.c \
-  '} else if (l && r->size != l->size) {' \
-  '} else if (0) {' \
+# ---- the tensor layer (PyTorch blocks, format/live.c, analyzer/model.c; checked against TRUTH.json)
+m tensor-resize-ignored format/live.c \
+  '\tif (!l || r->size == l->size)\n\t\treturn;\n\tif (r->size > l->size' \
+  '\tif (1)\n\t\treturn;\n\tif (r->size > l->size' \
   test_h200_traces.py::test_tensor_layer_equals_memory_allocated_at_every_phase_boundary \
   test_h200_traces.py::test_leaks_growth_per_call_equals_pytorch_and_names_every_leaking_line
 m tensor-free-not-counted analyzer/model.c \
@@ -244,15 +244,15 @@ m full-wait-unbounded preload/tbuf.c \
   'while (vrt_collector_alive()) {' \
   test_stress.py::test_a_stopped_collector_costs_one_bounded_wait_then_every_drop_is_counted
 m checkpoint-drops-items preload/trace_output.c \
-  '\t\tif (!l->space)\n\t\t\tcontinue;\n\t\tuint32_t stack = l->stack;' \
-  '\t\tif (!l->space || i % 97 == 0)\n\t\t\tcontinue;\n\t\tuint32_t stack = l->stack;' \
+  '\t\tvrt_live_at(&c->live, i, &l);\n\t\tuint32_t stack = l.stack;' \
+  '\t\tvrt_live_at(&c->live, i, &l);\n\t\tif (i % 97 == 0)\n\t\t\tcontinue;\n\t\tuint32_t stack = l.stack;' \
   test_flight_recorder.py::test_ring_wrapped_twice_keeps_exact_survivors_and_stacks
 m ring-replays-from-the-start format/trace_reader.c \
   '\tif (!t->history_lost)\n\t\treturn 0;' \
   '\treturn 0;' \
   test_flight_recorder.py::test_ring_wrapped_twice_keeps_exact_survivors_and_stacks \
   test_flight_recorder.py::test_a_wrapped_ring_without_a_whole_checkpoint_says_there_is_nothing_to_replay
-m ring-checkpoint-not-seeded analyzer/model.c \
+m ring-checkpoint-not-seeded format/live.c \
   '\t\treturn !events || r->id == VRT_CP_ATTACH;' \
   '\t\treturn r->id == VRT_CP_ATTACH;' \
   test_flight_recorder.py::test_ring_wrapped_twice_keeps_exact_survivors_and_stacks
@@ -496,26 +496,35 @@ m collector-leftovers-unreported preload/collector.c \
   '\treport_leftovers(c);\n' \
   '' \
   test_stress.py::test_events_the_last_drain_cannot_take_are_counted_lost
-# ---- the preload's live set against the spec (preload/collector.c; issue 15's round trip) ------
-m live-unmap-keeps-handle preload/collector.c \
-  '\tif (drop_map && h->maps)\n\t\th->maps--;' \
+# ---- the live-set rules (format/live.c, which the preload and the analyzer both apply) against
+# the spec's third replay (tests/e2e/replay.py; issue 15's round trip), and the preload's use of them
+m live-unmap-keeps-handle format/live.c \
+  '\tif (map && maps)\n\t\tmaps--;' \
   '' \
   test_live_set_agreement.py::test_the_exit_checkpoint_restates_the_replay_of_every_event test_live_set_agreement.py::test_real_traces_exit_checkpoints_restate_the_replay
-m live-unmap-one-mapping-only preload/collector.c \
-  'for (uint64_t p = r->addr + size; p < end;) {' \
-  'for (uint64_t p = r->addr + size; p < r->addr;) {' \
+m live-unmap-one-mapping-only format/live.c \
+  '\twhile (addr < end_addr) {' \
+  '\twhile (addr < end_addr && 0) {' \
   test_live_set_agreement.py::test_the_exit_checkpoint_restates_the_replay_of_every_event test_live_set_agreement.py::test_real_traces_exit_checkpoints_restate_the_replay
 m live-context-reset-ignored preload/collector.c \
-  '\tcase VRT_OP_CONTEXT:\n\t\tapply_context_reset(c, r.device);' \
-  '\tcase VRT_OP_CONTEXT:' \
+  '\tcase VRT_OP_BLOCK_SIZE: case VRT_OP_CONTEXT: /* a CONTEXT from the hooks is a reset (i = 0) */' \
+  '\tcase VRT_OP_BLOCK_SIZE:' \
   test_live_set_agreement.py::test_the_exit_checkpoint_restates_the_replay_of_every_event
-m live-retain-not-counted preload/collector.c \
-  '\t\tif (h)\n\t\t\th->refs++;\n\t\treturn true;' \
-  '\t\treturn true;' \
+m live-retain-not-counted format/live.c \
+  'handle_set(h, handle_refs(h) + 1, handle_maps(h));' \
+  '(void)0;' \
   test_live_set_agreement.py::test_the_exit_checkpoint_restates_the_replay_of_every_event
+m live-seeded-mappings-unlinked format/live.c \
+  '\t\tif (s->seeding)\n\t\t\tlink_seeded(s);' \
+  '' \
+  meson:model
+m live-restated-unreferenced-handle-gets-a-reference format/live.c \
+  'handle_set(l, restated ? (uint32_t)r->aux2 : 1, 0);' \
+  'handle_set(l, restated && r->aux2 ? (uint32_t)r->aux2 : 1, 0);' \
+  meson:model
 m live-checkpoint-misses-an-item preload/trace_output.c \
-  '\t\tif (!l->space)\n\t\t\tcontinue;\n\t\tuint32_t stack = l->stack;' \
-  '\t\tif (!l->space || i % 997 == 5)\n\t\t\tcontinue;\n\t\tuint32_t stack = l->stack;' \
+  '\t\tvrt_live_at(&c->live, i, &l);\n\t\tuint32_t stack = l.stack;' \
+  '\t\tvrt_live_at(&c->live, i, &l);\n\t\tif (i % 997 == 5)\n\t\t\tcontinue;\n\t\tuint32_t stack = l.stack;' \
   test_live_set_agreement.py::test_ring_checkpoints_follow_from_each_other_and_from_the_start
 m python-directory-list-not-unwrapped python/vramtrace/_reports.py \
   '    if isinstance(processes, list):  # a run' \
@@ -1018,7 +1027,7 @@ m torch-seed-seed-not-shrunk preload/collector.c \
   '\t\t(void)0;' \
   test_attach.py::test_torch_seed_takes_each_segment_out_of_the_unattributed_seed
 m torch-seed-traced-seeded-again preload/collector.c \
-  '\t    vrt_live_find(&c->live, space, r->addr))\n\t\treturn false;' \
+  '\t    vrt_live_lookup(&c->live, space, r->addr, NULL))\n\t\treturn false;' \
   '\t    false)\n\t\treturn false;' \
   test_attach.py::test_torch_seed_never_counts_a_traced_segment_twice
 m torch-seed-released-seeded preload/collector.c \
@@ -1026,11 +1035,11 @@ m torch-seed-released-seeded preload/collector.c \
   'bool gone = false;' \
   test_attach.py::test_torch_seed_takes_each_segment_out_of_the_unattributed_seed
 m torch-seed-no-regrow preload/collector.c \
-  'vrt_attach_seed_adjust(c, e->device, (int64_t)e->size, r->ts); /* traced: not from before */' \
+  'vrt_attach_seed_adjust(c, replaced_seed.device, (int64_t)replaced_seed.size, r->ts);' \
   '(void)0;' \
   test_attach.py::test_torch_seed_gives_back_a_segment_its_traced_allocation_replaces
 m torch-seed-kept-at-zero preload/attach.c \
-  '	else if (!now && e)\n		end_seed(c, e, ts);' \
+  '	else if (!now && live)\n		end_seed(c, &seed, ts);' \
   '' \
   test_attach.py::test_torch_seed_ends_the_unattributed_seed_when_the_allocator_holds_everything
 m torch-seed-unlabelled preload/collector.c \

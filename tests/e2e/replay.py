@@ -3,7 +3,7 @@ for what its own model computes.
 
 It reads the records `vramtrace dump --stacks` prints (one line per record, the same fields as
 the format's record table) and applies the rules of docs/trace-format.md, written again here
-from the spec rather than from analyzer/model.c: an allocation replaces an older item at its
+from the spec rather than from format/live.c (which the preload and the analyzer share): an allocation replaces an older item at its
 address; a release older than the item it names is stale; a VMM handle holds its memory until
 its last reference (cuMemCreate, cuMemRetainAllocationHandle) is released and its last mapping
 (one unmap may cover several consecutive mappings) is gone; BLOCK_SIZE gives a block its real

@@ -1,9 +1,11 @@
-"""The live-set rules are written twice: in the preload (preload/live_set.c, whose state every
-checkpoint restates) and in the analyzer (analyzer/model.c, which replays the events). Both
-must follow docs/trace-format.md ("Checkpoints" and the record table): an allocation replaces an
+"""The live-set rules exist once (format/live.c): the preload applies them to what it writes, and
+every checkpoint restates the result; the analyzer's model applies them to the events it reads.
+They must follow docs/trace-format.md ("Replay semantics"): an allocation replaces an
 older item at its address, a release older than its item is stale, a physical handle lives while
 it is referenced or mapped, a reservation until it is freed. This holds the preload to that
-spec through tests/e2e/replay.py (the rules written a third time, from the spec alone):
+spec through tests/e2e/replay.py (the rules written again, from the spec alone: a fault in
+format/live.c changes the preload and the analyzer alike, so only an independent statement of
+the rules can see it):
 
 - every process's exit checkpoint equals the replay of its events from the start;
 - in a ring, each periodic checkpoint equals the previous one replayed on through the events
@@ -166,7 +168,8 @@ def test_the_exit_checkpoint_restates_the_replay_of_every_event(tmp_path, name):
         s.apply(r, f)
     assert_equal_states(s.state(), restated(items), f"{name}: exit checkpoint")
     assert items, "a checkpoint with nothing in it proves nothing"
-    # and the analyzer's replay (analyzer/model.c) holds what the spec's does, per device and kind
+    # and the analyzer's replay (analyzer/model.c over format/live.c) holds what the spec's does,
+    # per device and kind
     report = json.loads(analyze("report", "--json", "-q", t.trace).stdout)
     held = {(d["device"], d["kind"]): d["live_bytes_at_end"] for d in report["devices"] if d["live_bytes_at_end"]}
     assert held == {k: v for k, v in s.live.items() if v}, (held, s.live)
