@@ -31,6 +31,7 @@
 
 #include "cli.h"
 #include "recover.h"
+#include "buf.h"
 #include "trace_reader.h"
 #include "vramtrace/error.h"
 #include "vramtrace/record.h"
@@ -45,30 +46,10 @@ struct event_ref {
 	uint32_t thread;
 };
 
-struct growbuf {
-	uint8_t *data;
-	size_t len, cap;
-};
-
-static bool grow(struct growbuf *b, size_t more)
-{
-	if (b->len + more <= b->cap)
-		return true;
-	size_t cap = b->cap ? b->cap * 2 : 65536;
-	while (cap < b->len + more)
-		cap *= 2;
-	uint8_t *d = realloc(b->data, cap);
-	if (!d)
-		return false;
-	b->data = d;
-	b->cap = cap;
-	return true;
-}
-
 /* Definitions made by the recovery: strings, stack nodes (deduplicated), stacks by hash. */
 struct defs {
 	const struct vrt_trace *t;
-	struct growbuf tables;
+	struct vrt_buf tables;
 	struct vrt_delta tdelta;
 	uint64_t next_string, next_node;
 	char **strings;
@@ -85,11 +66,8 @@ struct defs {
 
 static void emit_table(struct defs *d, const struct vrt_record *r)
 {
-	if (!grow(&d->tables, VRT_RECORD_MAX_FIXED + r->bytes_len)) {
+	if (!vrt_buf_put_record(&d->tables, r, &d->tdelta))
 		d->failed = true;
-		return;
-	}
-	d->tables.len = (size_t)(vrt_record_encode(d->tables.data + d->tables.len, r, &d->tdelta) - d->tables.data);
 }
 
 static uint32_t string_id(struct defs *d, const char *s)
@@ -497,7 +475,7 @@ static int write_tables(struct placement *p, const struct vrt_trace *t, struct d
 }
 
 /* One EVENTS chunk, after the definitions its records use. */
-static int put_events_part(struct placement *p, const struct vrt_trace *t, struct defs *d, struct growbuf *b)
+static int put_events_part(struct placement *p, const struct vrt_trace *t, struct defs *d, struct vrt_buf *b)
 {
 	int rc = d->tables.len ? write_tables(p, t, d) : 0;
 	if (!rc)
@@ -511,7 +489,7 @@ static int put_events_part(struct placement *p, const struct vrt_trace *t, struc
 static int write_events(struct placement *p, const struct vrt_trace *t, struct defs *d, const struct event_ref *refs,
 			size_t n, uint64_t *written, uint64_t *skipped)
 {
-	struct growbuf b = { 0 };
+	struct vrt_buf b = { 0 };
 	struct vrt_delta delta = { 0, 0 };
 	uint32_t thread = 0;
 	int rc = 0;
@@ -523,14 +501,12 @@ static int write_events(struct placement *p, const struct vrt_trace *t, struct d
 			(*skipped)++;
 			continue;
 		}
-		if (!grow(&b, 2 * VRT_RECORD_MAX_FIXED))
+		struct vrt_record tr = { .op = VRT_OP_THREAD, .id = refs[i].thread };
+		if ((refs[i].thread != thread && !vrt_buf_put_record(&b, &tr, &delta)) || !vrt_buf_put_record(&b, &r, &delta)) {
+			vrt_buf_free(&b);
 			return VRT_E_NOMEM;
-		if (refs[i].thread != thread) {
-			struct vrt_record tr = { .op = VRT_OP_THREAD, .id = refs[i].thread };
-			b.len = (size_t)(vrt_record_encode(b.data + b.len, &tr, &delta) - b.data);
-			thread = refs[i].thread;
 		}
-		b.len = (size_t)(vrt_record_encode(b.data + b.len, &r, &delta) - b.data);
+		thread = refs[i].thread;
 		(*written)++;
 		if (b.len >= part) {
 			rc = put_events_part(p, t, d, &b);
@@ -542,7 +518,7 @@ static int write_events(struct placement *p, const struct vrt_trace *t, struct d
 		rc = put_events_part(p, t, d, &b);
 	if (!rc && d->tables.len)
 		rc = write_tables(p, t, d);
-	free(b.data);
+	vrt_buf_free(&b);
 	return d->failed ? VRT_E_NOMEM : rc;
 }
 
@@ -697,7 +673,7 @@ int vrt_recover(const char *path, int end_signal, int signal_pid, struct vrt_rec
 	for (size_t i = 0; i < d.n_strings; i++)
 		free(d.strings[i]);
 	free(d.strings);
-	free(d.tables.data);
+	vrt_buf_free(&d.tables);
 	free(d.node_keys);
 	free(d.node_ids);
 	free(d.hash_keys);

@@ -6,27 +6,6 @@
 
 #include "vramtrace/error.h"
 
-bool vrt_buf_reserve(struct vrt_buf *b, size_t n)
-{
-	if (b->len + n <= b->cap)
-		return true;
-	size_t cap = b->cap ? b->cap : 4096;
-	while (cap < b->len + n)
-		cap *= 2;
-	uint8_t *d = realloc(b->data, cap);
-	if (!d)
-		return false;
-	b->data = d;
-	b->cap = cap;
-	return true;
-}
-
-void vrt_buf_free(struct vrt_buf *b)
-{
-	free(b->data);
-	memset(b, 0, sizeof(*b));
-}
-
 static uint64_t hash_bytes(const void *p, size_t n)
 {
 	const uint8_t *s = p;
@@ -126,11 +105,9 @@ void vrt_intern_emit(struct vrt_intern *in, const struct vrt_record *r)
 {
 	struct vrt_buf *bufs[2] = { in->pending, in->all };
 	for (int i = 0; i < 2; i++) {
-		struct vrt_buf *b = bufs[i];
-		if (!b || !vrt_buf_reserve(b, VRT_RECORD_MAX_FIXED + r->bytes_len))
-			continue;
 		struct vrt_delta d = { 0, 0 }; /* table records carry no delta fields */
-		b->len = (size_t)(vrt_record_encode(b->data + b->len, r, &d) - b->data);
+		if (bufs[i])
+			vrt_buf_put_record(bufs[i], r, &d);
 	}
 }
 

@@ -11,16 +11,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "buf.h"
 #include "vramtrace/record.h"
-
-struct vrt_buf {
-	uint8_t *data;
-	size_t len, cap;
-};
-
-/* Room for n more bytes; false when out of memory. */
-bool vrt_buf_reserve(struct vrt_buf *b, size_t n);
-void vrt_buf_free(struct vrt_buf *b);
 
 struct vrt_node {
 	uint32_t parent;

@@ -522,11 +522,8 @@ static void cp_encode(struct cp_encoder *e, const struct vrt_record *r)
 {
 	if (e->buf.len - e->part_start + VRT_RECORD_MAX_FIXED > e->part_max && e->buf.len > e->part_start)
 		cp_cut(e);
-	if (e->failed || !vrt_buf_reserve(&e->buf, VRT_RECORD_MAX_FIXED)) {
+	if (!e->failed && !vrt_buf_put_record(&e->buf, r, &e->delta))
 		e->failed = true;
-		return;
-	}
-	e->buf.len = (size_t)(vrt_record_encode(e->buf.data + e->buf.len, r, &e->delta) - e->buf.data);
 }
 
 /* Encodes every live item; returns how many. */
