@@ -21,6 +21,7 @@
  * recording where a cudaMalloc of the same size happened at the same request.
  */
 #include "alloc_replay.h"
+#include "pass.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -875,16 +876,16 @@ static void apply(struct engine *e, const struct vrt_record *r, uint32_t thread)
 /* Tensor events change no device memory in the live-set model: it is kept for the rest. */
 static bool tensor_event(uint32_t op) { return op == VRT_OP_BLOCK_ALLOC || op == VRT_OP_BLOCK_FREE || op == VRT_OP_BLOCK_SIZE; }
 
-static int pass(struct engine *e)
+static int replay_once(struct engine *e)
 {
-	struct vrt_replay rp;
+	struct vrt_pass p; /* the model leaves tensor events out: it is applied here */
 	struct vrt_record r;
-	vrt_replay_begin(&rp, e->t);
-	while (!e->error && !e->r->stopped && vrt_replay_next(&rp, &r)) {
+	vrt_pass_open(&p, e->t, &(struct vrt_pass_options){ .label = "whatif", .quiet = true, .simulation = true });
+	while (!e->error && !e->r->stopped && vrt_pass_next(&p, &r, NULL)) {
 		if (!tensor_event(r.op))
 			vrt_model_apply(&e->m, &r, NULL);
-		track_segments(e, &r, rp.thread);
-		apply(e, &r, rp.thread);
+		track_segments(e, &r, p.rp.thread);
+		apply(e, &r, p.rp.thread);
 		if (r.op >= VRT_OP_CP_BEGIN)
 			continue;
 		if (e->replaying)
@@ -895,7 +896,8 @@ static int pass(struct engine *e)
 		}
 		e->ev_index++;
 	}
-	return e->error ? e->error : rp.error;
+	int rc = vrt_pass_finish(&p);
+	return e->error ? e->error : rc;
 }
 
 /* Back to the start of the trace; what the survey found is kept. */
@@ -1012,20 +1014,20 @@ int vrt_alloc_replay_run(struct vrt_trace *t, const struct vrt_alloc_replay_opti
 	r->as_recorded = same;
 	e->replaying = true;
 	if (!rcode)
-		rcode = pass(e);
+		rcode = replay_once(e);
 	if (!rcode && e->restart) {
 		/* the limits replayed under changed: survey the whole trace first */
 		e->replaying = false;
 		rcode = reset(e);
 		if (!rcode)
-			rcode = pass(e);
+			rcode = replay_once(e);
 		if (!rcode)
 			choose_limits(e, o, r);
 		if (!rcode)
 			rcode = reset(e);
 		e->replaying = true;
 		if (!rcode)
-			rcode = pass(e);
+			rcode = replay_once(e);
 	}
 	if (!rcode && !r->stopped)
 		for (size_t u = 0; u < e->n_pending; u++)

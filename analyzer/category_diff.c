@@ -10,6 +10,7 @@
 #include "json.h"
 #include "model.h"
 #include "owners.h"
+#include "pass.h"
 #include "vramtrace/error.h"
 
 enum moment { AT_OOM, AT_PEAK, AT_TIME };
@@ -31,20 +32,19 @@ struct side {
 
 /* The moment: the last PyTorch out-of-memory error, else the peak of tensors (of device memory
  * without tensor events), on the device it happened on. */
-static int find_moment(struct side *s)
+static int find_moment(struct side *s, bool quiet)
 {
 	struct vrt_model m;
 	int rc = vrt_model_init(&m);
 	if (rc)
 		return rc;
-	struct vrt_replay rp;
+	struct vrt_pass p;
 	struct vrt_record r;
 	uint64_t oom_event = 0;
 	int oom_slot = -1;
 	double oom_s = 0;
-	vrt_replay_begin(&rp, &s->t);
-	while (vrt_replay_next(&rp, &r)) {
-		vrt_model_apply(&m, &r, NULL);
+	vrt_pass_open(&p, &s->t, &(struct vrt_pass_options){ .label = "diff", .quiet = quiet, .model = &m });
+	while (vrt_pass_next(&p, &r, NULL)) {
 		if (r.op == VRT_OP_OOM && r.api == VRT_API_TORCH_OOM) {
 			oom_event = m.set.events - 1; /* the state just before it */
 			oom_slot = vrt_device_slot(r.device);
@@ -71,13 +71,14 @@ static int find_moment(struct side *s)
 		s->event = m.any_blocks ? m.tensor_peak_event[best] : m.peak_event[best][VRT_KIND_DEVICE];
 		s->time_s = vrt_ts_seconds(&s->t, m.any_blocks ? m.tensor_peak_ts[best] : m.peak_ts[best][VRT_KIND_DEVICE]);
 	}
+	rc = vrt_pass_finish(&p);
 	vrt_model_free(&m);
-	return rp.error;
+	return rc;
 }
 
 /* Replays to the moment and sorts what was live there into categories; at an OOM with the
  * retention walk PyTorch's observer ran right after it, by identity. */
-static int categorize_at(struct side *s)
+static int categorize_at(struct side *s, bool quiet)
 {
 	struct vrt_model m;
 	struct vrt_owners owners;
@@ -85,11 +86,11 @@ static int categorize_at(struct side *s)
 	if (rc)
 		return rc;
 	vrt_owners_init(&owners);
-	struct vrt_replay rp;
+	struct vrt_pass p; /* the model follows only up to the moment: it is applied here */
 	struct vrt_record r;
 	bool past = false, oom_seen = false;
-	vrt_replay_begin(&rp, &s->t);
-	while (vrt_replay_next(&rp, &r)) {
+	vrt_pass_open(&p, &s->t, &(struct vrt_pass_options){ .label = "diff", .quiet = quiet });
+	while (vrt_pass_next(&p, &r, NULL)) {
 		bool event = r.op < VRT_OP_CP_BEGIN;
 		if (!past) {
 			if (s->moment == AT_TIME)
@@ -128,9 +129,11 @@ static int categorize_at(struct side *s)
 	s->slot = slot;
 	s->live = m.live[slot][VRT_KIND_DEVICE] + m.live[slot][VRT_KIND_MANAGED];
 	vrt_categorize(&s->t, &m, s->walked ? &owners.last : NULL, slot, m.any_blocks, false, s->cats, &s->n_cats);
+	rc = vrt_pass_finish(&p);
+	rc = rc ? rc : m.set.error;
 	vrt_owners_free(&owners);
 	vrt_model_free(&m);
-	return rp.error;
+	return rc;
 }
 
 static int load(struct side *s, bool quiet)
@@ -142,9 +145,9 @@ static int load(struct side *s, bool quiet)
 	vrt_warn_trace_state(&s->t, quiet);
 	if (s->at >= 0)
 		s->moment = AT_TIME;
-	else if ((rc = find_moment(s)))
+	else if ((rc = find_moment(s, quiet)))
 		return vrt_fail(rc, "%s", s->path);
-	rc = categorize_at(s);
+	rc = categorize_at(s, quiet);
 	return rc ? vrt_fail(rc, "%s", s->path) : 0;
 }
 

@@ -15,6 +15,7 @@
 #include "json.h"
 #include "model.h"
 #include "owners.h"
+#include "pass.h"
 #include "stacks.h"
 
 struct dump_options {
@@ -206,17 +207,18 @@ static int dump_json(struct vrt_trace *t, const char *path)
 	if (!seen.bits)
 		return vrt_fail(VRT_E_NOMEM, "out of memory");
 	json_header(t);
-	struct vrt_replay rp;
+	struct vrt_pass p;
 	struct vrt_record r;
 	uint64_t seq = 0;
-	vrt_replay_begin(&rp, t);
-	while (vrt_replay_next(&rp, &r))
-		json_record(t, &seen, seq++, rp.thread, &r);
-	printf("{\"type\": \"end\", \"events\": %" PRIu64 ", \"complete\": %s}\n", seq, rp.error ? "false" : "true");
+	vrt_pass_open(&p, t, &(struct vrt_pass_options){ .label = "dump", .quiet = true }); /* its own output is the record list */
+	while (vrt_pass_next(&p, &r, NULL))
+		json_record(t, &seen, seq++, p.rp.thread, &r);
+	int error = vrt_pass_finish(&p);
+	printf("{\"type\": \"end\", \"events\": %" PRIu64 ", \"complete\": %s}\n", seq, error ? "false" : "true");
 	free(seen.bits);
 	if (fflush(stdout))
 		return vrt_fail(VRT_E_IO, "cannot write to standard output");
-	return rp.error ? vrt_fail(rp.error, "%s: stopped at a bad record", path) : 0;
+	return error ? vrt_fail(error, "%s: stopped at a bad record", path) : 0;
 }
 
 int vrt_cmd_dump(int argc, char **argv)
@@ -247,12 +249,13 @@ int vrt_cmd_dump(int argc, char **argv)
 	print_header(&t);
 	if (o.tables)
 		print_tables(&t);
-	struct vrt_replay rp;
+	struct vrt_pass p;
 	struct vrt_record r;
-	vrt_replay_begin(&rp, &t);
-	while (vrt_replay_next(&rp, &r))
-		print_record(&t, rp.thread, &r, o.stacks);
-	rc = rp.error ? vrt_fail(rp.error, "%s: stopped at a bad record", o.path) : 0;
+	vrt_pass_open(&p, &t, &(struct vrt_pass_options){ .label = "dump", .quiet = true });
+	while (vrt_pass_next(&p, &r, NULL))
+		print_record(&t, p.rp.thread, &r, o.stacks);
+	rc = vrt_pass_finish(&p);
+	rc = rc ? vrt_fail(rc, "%s: stopped at a bad record", o.path) : 0;
 	vrt_trace_close(&t);
 	return rc;
 }

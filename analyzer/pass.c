@@ -12,14 +12,20 @@
 /* Records between looks at the progress line: cheap next to decoding them. */
 #define PROGRESS_EVERY 0xfffffu
 
-static uint64_t passes;
+static uint64_t passes, simulations;
 /* Traces (by serial) already warned about: every pass over one trace sees the same refusals. */
 static uint64_t warned[16];
 static unsigned n_warned;
 
 uint64_t vrt_pass_count(void) { return passes; }
 
-static void print_pass_count(void) { fprintf(stderr, "vramtrace: debug: %llu passes\n", (unsigned long long)passes); }
+static void print_pass_count(void)
+{
+	fprintf(stderr, "vramtrace: debug: %llu passes", (unsigned long long)passes);
+	if (simulations)
+		fprintf(stderr, ", %llu allocator replays", (unsigned long long)simulations);
+	fputc('\n', stderr);
+}
 
 static bool env_on(const char *name)
 {
@@ -29,8 +35,12 @@ static bool env_on(const char *name)
 
 void vrt_pass_open(struct vrt_pass *p, struct vrt_trace *t, const struct vrt_pass_options *o)
 {
-	if (!passes++ && env_on("VRAMTRACE_DEBUG_PASSES"))
+	if (!passes && !simulations && env_on("VRAMTRACE_DEBUG_PASSES"))
 		atexit(print_pass_count);
+	if (o->simulation)
+		simulations++;
+	else
+		passes++;
 	memset(p, 0, sizeof(*p));
 	p->t = t;
 	p->o = *o;

@@ -28,6 +28,8 @@ struct vrt_pass_options {
 	bool stop_at_teardown;      /* the pass ends before EXITING (teardown_s says when) */
 	bool until_time;            /* the pass ends before the first event after until_s */
 	double until_s;             /* seconds since the trace started */
+	bool simulation;            /* a replay of the caching allocator under changed settings (whatif,
+				     * oom's remedies): counted apart from the reports' passes */
 };
 
 struct vrt_pass {
@@ -59,7 +61,8 @@ int vrt_pass_finish(struct vrt_pass *p);
  * reports them): clears the progress line only. */
 void vrt_pass_abandon(struct vrt_pass *p);
 
-/* Passes opened by this process so far (the test of html's pass budget reads it). */
+/* Passes opened by this process so far, allocator simulations not counted (the test of html's
+ * pass budget reads them: VRAMTRACE_DEBUG_PASSES). */
 uint64_t vrt_pass_count(void);
 
 #endif /* VRAMTRACE_PASS_H */

@@ -18,6 +18,7 @@
 #include "cli.h"
 #include "json.h"
 #include "model.h"
+#include "pass.h"
 
 static struct vrt_remedy *add(struct vrt_remedies *r, const char *name, int64_t frees, enum vrt_fit fits,
 			      const char *decided_by, const char *fmt, ...) __attribute__((format(printf, 6, 7)));
@@ -288,16 +289,15 @@ static void next_mark(struct calls *c, int64_t size, uint64_t live)
 static int call_peaks(struct vrt_trace *t, const struct vrt_remedy_input *in, struct calls *c, uint64_t *now)
 {
 	struct vrt_model m;
-	struct vrt_replay rp;
+	struct vrt_pass p;
 	struct vrt_record r;
 	int rc = vrt_model_init(&m);
 	if (rc)
 		return rc;
 	int slot = vrt_device_slot(in->device);
 	uint64_t events = 0;
-	vrt_replay_begin(&rp, t);
-	while (events < in->event && !c->error && vrt_replay_next(&rp, &r)) {
-		vrt_model_apply(&m, &r, NULL);
+	vrt_pass_open(&p, t, &(struct vrt_pass_options){ .label = "remedies", .quiet = true, .model = &m });
+	while (events < in->event && !c->error && vrt_pass_next(&p, &r, NULL)) {
 		events += r.op < VRT_OP_CP_BEGIN;
 		uint64_t live = m.tensors[slot] > 0 ? (uint64_t)m.tensors[slot] : 0;
 		if (in->phase && r.op == VRT_OP_PHASE_ENTER && r.id == in->phase && !c->depth++) {
@@ -319,8 +319,9 @@ static int call_peaks(struct vrt_trace *t, const struct vrt_remedy_input *in, st
 			c->mark_current = live;
 	}
 	*now = m.tensors[slot] > 0 ? (uint64_t)m.tensors[slot] : 0;
+	rc = vrt_pass_finish(&p);
 	vrt_model_free(&m);
-	return rp.error ? rp.error : c->error;
+	return rc ? rc : c->error;
 }
 
 /*

@@ -4,7 +4,12 @@ exit how many passes it opened. The budgets are what the design needs: one pass,
 peak positions are only known after the first, plus the phase-less leaks analysis's survey and
 low points, independent of how many windows it looks at; html composes leaks and oom on its own
 three passes. A pass that creeps in (a second replay per peak or per window) fails here, not only
-in a benchmark."""
+in a benchmark.
+
+A trace with an out-of-memory error costs more: the remedies (analyzer/remedies.c) replay the
+model once more for the tensor peaks of each call, and replay the caching allocator under each
+candidate setting (whatif's engine). Those simulations are counted apart ("allocator replays"),
+and html may make no more of them than `oom` alone does."""
 import os
 import re
 import subprocess
@@ -21,15 +26,16 @@ def passes(*args):
     env["VRAMTRACE_DEBUG_PASSES"] = "1"
     p = subprocess.run([str(VRAMTRACE), *map(str, args)], capture_output=True, text=True, env=env, timeout=120)
     assert p.returncode in (0, 1), p.stderr
-    found = re.findall(r"^vramtrace: debug: (\d+) passes$", p.stderr, re.M)
+    found = re.findall(r"^vramtrace: debug: (\d+) passes(?:, (\d+) allocator replays)?$", p.stderr, re.M)
     assert len(found) == 1, p.stderr
-    return int(found[0])
+    return int(found[0][0]), int(found[0][1] or 0)
 
 
 @pytest.mark.parametrize("trace,args,budget", [
     ("oom.vrt", ["report"], 2),            # totals, then the live set at each peak (seek, in event order)
     ("oom.vrt", ["timeline"], 1),
-    ("oom.vrt", ["oom"], 2),               # which OOM and what the program said after it; the model up to it
+    # which OOM and what the program said after it; the model up to it; the remedies' call peaks
+    ("oom.vrt", ["oom"], 3),
     # phase-less: survey (which keeps the state where teardown began), low points, then the live
     # sets at the lows (which also time the top site's steps)
     ("oom.vrt", ["leaks"], 3),
@@ -41,14 +47,23 @@ def passes(*args):
     # the OOM and explains it, and, without a phase, to leaks' low points), timeline (with the
     # phase's replay, or the live sets at the low points): leaks rides them, in this process
     ("leak-cycle.vrt", ["html"], 3),
-    ("oom.vrt", ["html"], 3),
+    ("oom.vrt", ["html"], 4),                      # and the remedies' call peaks
     ("attach-ds.vrt", ["html"], 3),
-    ("remedies-ds-oom-offload.vrt", ["html"], 3),  # a phase, and an OOM after the last peak: pass 2 goes on to it
+    ("remedies-ds-oom-offload.vrt", ["html"], 4),  # a phase, and an OOM after the last peak: pass 2 goes on to it
 ])
 def test_each_report_reads_the_trace_a_bounded_number_of_times(tmp_path, trace, args, budget):
     out = ["-o", tmp_path / "out"] if args[0] in ("html", "export") else []
-    n = passes(*args, "-q", *out, H200 / trace)
+    n, _ = passes(*args, "-q", *out, H200 / trace)
     assert 1 <= n <= budget, f"vramtrace {' '.join(args)} {trace}: {n} passes, budget {budget}"
+
+
+@pytest.mark.parametrize("trace", ["oom.vrt", "remedies-ds-oom-offload.vrt"])
+def test_html_replays_the_allocator_no_more_than_oom_does(tmp_path, trace):
+    _, by_oom = passes("oom", "-q", H200 / trace)
+    _, by_html = passes("html", "-q", "-o", tmp_path / "out.html", H200 / trace)
+    assert by_oom >= 1 and by_html == by_oom, (by_oom, by_html)
+    _, without_oom = passes("html", "-q", "-o", tmp_path / "leaks.html", H200 / "leak-cycle.vrt")
+    assert without_oom == 0
 
 
 def test_no_pass_is_counted_without_the_variable():
