@@ -48,8 +48,8 @@ else
 	bin=$bdir/tests/fuzz
 	mkdir -p "$bin"
 	flags=(-g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -I"$root/include" -I"$root/analyzer")
-	clang "${flags[@]}" "$root/tests/fuzz/fuzz_reader.c" "$root/format/trace_reader.c" "$root/analyzer/model.c" -lzstd -lm -o "$bin/fuzz_reader"
-	clang "${flags[@]}" "$root/tests/fuzz/fuzz_chunks.c" "$root/format/trace_reader.c" "$root/analyzer/model.c" -lzstd -lm -o "$bin/fuzz_chunks"
+	clang "${flags[@]}" "$root/tests/fuzz/fuzz_reader.c" "$root/format/trace_reader.c" "$root/format/live.c" "$root/analyzer/model.c" -lzstd -lm -o "$bin/fuzz_reader"
+	clang "${flags[@]}" "$root/tests/fuzz/fuzz_chunks.c" "$root/format/trace_reader.c" "$root/format/live.c" "$root/analyzer/model.c" -lzstd -lm -o "$bin/fuzz_chunks"
 	clang "${flags[@]}" "$root/tests/fuzz/fuzz_ctl.c" -o "$bin/fuzz_ctl"
 	echo "fuzz-smoke: fuzz_reports needs the meson build; skipped"
 	targets=(reader chunks ctl)
