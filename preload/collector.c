@@ -226,6 +226,7 @@ static struct vrt_item replaced[REPLACED_SLOTS];
 static size_t replaced_next;
 /* A snapshot seed (torch_seed.c) the birth under way replaced: traced now, not from before. */
 static struct vrt_item replaced_seed;
+static bool seed_replaced;
 
 static void on_live_end(void *ctx, const struct vrt_item *it, enum vrt_live_end why)
 {
@@ -233,8 +234,10 @@ static void on_live_end(void *ctx, const struct vrt_item *it, enum vrt_live_end 
 	if (why != VRT_END_REPLACED)
 		return;
 	replaced[replaced_next++ % REPLACED_SLOTS] = *it;
-	if (it->api == VRT_API_TORCH_SNAPSHOT && it->seeded && it->space == VRT_SPACE_ADDR)
+	if (it->api == VRT_API_TORCH_SNAPSHOT && it->seeded && it->space == VRT_SPACE_ADDR) {
 		replaced_seed = *it;
+		seed_replaced = true;
+	}
 }
 
 /*
@@ -284,9 +287,9 @@ static bool take_replaced(uint8_t space, uint64_t addr, uint64_t ts, struct vrt_
 static void apply_birth(struct collector *c, struct vrt_record *r)
 {
 	struct vrt_live_change ch;
-	replaced_seed.size = 0;
+	seed_replaced = false;
 	vrt_live_apply(&c->live, r, &ch);
-	if (replaced_seed.size)
+	if (seed_replaced)
 		vrt_attach_seed_adjust(c, replaced_seed.device, (int64_t)replaced_seed.size, r->ts);
 	if (ch.outcome == VRT_LIVE_BORN && r->op == VRT_OP_MAP) {
 		r->kind = ch.item.kind;
