@@ -79,6 +79,7 @@ static int store(struct vrt_config *cfg, int id, const char *s, long long v)
 	case VRT_OPTION_STACK_DEPTH: cfg->stack_depth = (int)v; break;
 	case VRT_OPTION_PYTHON: cfg->python = v; break;
 	case VRT_OPTION_PYTHON_DEPTH: cfg->python_depth = (int)v; break;
+	case VRT_OPTION_FAST_UNWIND: cfg->fast_unwind = v; break;
 	case VRT_OPTION_FREE_STACKS: cfg->free_stacks = v; break;
 	case VRT_OPTION_FLUSH_MS: cfg->flush_ms = (int)v; break;
 	case VRT_OPTION_TS_UNIT_NS: cfg->ts_unit_ns = (int)v; break;

@@ -98,12 +98,14 @@ static void emit_into(struct vrt_tbuf *b, const struct vrt_event *ev, bool with_
 	if (VRT_UNLIKELY(b->lost))
 		flush_lost(b);
 	struct vrt_capture cap;
-	cap.n_native = cap.n_python = 0;
+	cap.n_native = cap.n_python = cap.n_pyraw = 0;
 	cap.hash = 0;
 	uint32_t stack_id = 0;
 	if (with_stack && atomic_load_explicit(&vrt_mode, memory_order_relaxed) == VRT_MODE_FULL) {
 		vrt_stack_capture(&cap);
 		stack_id = vrt_stack_cache_lookup(b, cap.hash);
+		if (!stack_id && !vrt_stack_intern_python(&cap))
+			cap.hash = 0; /* published without its Python frames: not under the stack's name */
 	}
 	bool frames = (cap.n_native || cap.n_python) && !stack_id;
 	size_t len = frames ? raw_length(cap.n_native, cap.n_python, 0) : sizeof(struct vrt_raw);
@@ -197,7 +199,7 @@ static void emit_label(struct vrt_tbuf *b, uint8_t op, const char *label, bool w
 	size_t n = strnlen(label, 255);
 	with_stack = with_stack && op == VRT_OP_PHASE_ENTER && atomic_load(&vrt_mode) == VRT_MODE_FULL;
 	struct vrt_capture cap;
-	cap.n_native = cap.n_python = 0;
+	cap.n_native = cap.n_python = cap.n_pyraw = 0;
 	cap.hash = 0;
 	uint32_t stack_id = 0;
 	if (with_stack) {

@@ -18,6 +18,7 @@
 
 #include "internal.h"
 #include "libc_dl.h"
+#include "unwind.h"
 
 #define MAX_WATCHED_DEVICES 64
 
@@ -81,6 +82,16 @@ static void record_destroyed(const struct context_states *before)
 	}
 }
 
+/* An unloaded object's addresses may come back holding other code: the unwinder's shapes read
+ * before or during the unload are read again (unwind.c), whoever closes what. */
+static int close_object(int (*fn)(void *), void *handle)
+{
+	vrt_unwind_forget();
+	int rc = fn(handle);
+	vrt_unwind_forget();
+	return rc;
+}
+
 VRT_EXPORT int dlclose(void *handle)
 {
 	int (*fn)(void *) = real_dlclose_fn();
@@ -88,12 +99,12 @@ VRT_EXPORT int dlclose(void *handle)
 		return -1;
 	int guard;
 	if (atomic_load(&vrt_state) != VRT_STATE_READY || !(guard = vrt_enter()))
-		return fn(handle);
+		return close_object(fn, handle);
 	struct context_states before;
 	/* the driver's functions are asked only while it is loaded: an earlier dlclose may have
 	 * unloaded it, and the pointers we keep into it with it */
 	bool watched = driver_still_loaded() && read_states(&before);
-	int rc = fn(handle);
+	int rc = close_object(fn, handle);
 	if (rc == 0 && watched)
 		record_destroyed(&before);
 	vrt_leave(guard);

@@ -94,6 +94,7 @@ struct vrt_config {
 	int stack_depth;
 	bool python;
 	int python_depth;
+	bool fast_unwind;
 	bool free_stacks;
 	int flush_ms;
 	int ts_unit_ns;
@@ -200,6 +201,12 @@ struct vrt_tbuf {
 	int32_t slot;          /* its slot in the rings sidecar, or -1: anonymous memory */
 	uint64_t name_checked_ns; /* collector only */
 	uint32_t name_id;      /* collector only */
+	/* Owner only (stacks.c): the memos of its last native and Python walks (one mapping, made
+	 * at its first stack), and the native part of the hash of the walk its memo holds (0: none). */
+	struct vrt_unwind_memo *unwind_memo;
+	struct vrt_python_memo *python_memo;
+	bool no_memo;
+	uint64_t native_hash;
 	struct vrt_stack_cache_entry cache[VRT_STACK_CACHE_SLOTS];
 };
 
@@ -320,16 +327,31 @@ bool vrt_collector_alive(void);
 #define VRT_MAX_NATIVE 128
 #define VRT_MAX_PYTHON 256
 
+/* A Python frame as a walk reads it, before interning; code NULL marks an eval boundary. */
+struct vrt_pyraw {
+	void *code;
+	int32_t lasti;
+};
+
 struct vrt_capture {
 	int n_native;
-	int n_python;
+	int n_pyraw;
+	int n_python; /* interned: set by vrt_stack_intern_python */
 	uint64_t native[VRT_MAX_NATIVE];
+	struct vrt_pyraw pyraw[VRT_MAX_PYTHON];
 	uint32_t python[VRT_MAX_PYTHON];
 	uint64_t hash;
 };
 
 void vrt_stacks_init(void);
+/* Unmaps a dead thread's buffer's memos (tbuf.c, the collector). */
+void vrt_stack_memos_release(struct vrt_tbuf *b);
+/* The calling thread's native and Python frames, and the stack's hash; Python frames not yet
+ * interned (n_python 0). */
 void vrt_stack_capture(struct vrt_capture *c);
+/* Interns the capture's Python frames (for publishing them); false if a fork is being prepared
+ * (then none are, and the hash must not name the stack published). */
+bool vrt_stack_intern_python(struct vrt_capture *c);
 uint32_t vrt_stack_cache_lookup(struct vrt_tbuf *b, uint64_t hash);
 void vrt_stack_cache_fill(struct vrt_tbuf *b, uint64_t hash, uint32_t id);
 uint64_t vrt_hash_frames(const uint64_t *native, int n_native, const uint32_t *python, int n_python);
@@ -352,7 +374,18 @@ struct vrt_pyframe {
 #define VRT_PY_EVAL_BOUNDARY 0xffffffffu
 
 void vrt_python_init(void);
-/* Walks the calling thread's own Python stack into out (innermost first), GIL or not. */
+/* Walks the calling thread's own Python stack (innermost first), GIL or not, into raw (at most
+ * max), adding each frame's key to hash (stack_hash.h). memo: the thread's last walk, which
+ * this one follows where it can and replaces (zeroed memory of vrt_python_memo_size() bytes is
+ * an empty one), or NULL. */
+struct vrt_hash_stream;
+struct vrt_python_memo;
+size_t vrt_python_memo_size(void);
+int vrt_python_walk(struct vrt_python_memo *memo, struct vrt_pyraw *raw, struct vrt_hash_stream *hash, int max);
+/* Interned frame ids (VRT_PY_EVAL_BOUNDARY at boundaries) of a walk's frames, in a fork
+ * section, by the thread that walked them; frames that cannot be interned are left out. */
+int vrt_python_frame_ids(const struct vrt_pyraw *raw, int n, uint32_t *ids);
+/* Both at once (phase entries). */
 int vrt_python_capture(uint32_t *out, int max);
 /* Published tables: the collector reads entries [0, count). */
 uint32_t vrt_python_code_count(void);

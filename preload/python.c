@@ -36,6 +36,7 @@
 #include <sys/mman.h>
 
 #include "internal.h"
+#include "stack_hash.h"
 
 typedef void PyObject;
 
@@ -418,17 +419,101 @@ static int frame_id(PyObject *code, int lasti)
 
 /* ---- the walk --------------------------------------------------------------------------- */
 
-struct walk {
-	uint32_t *out;
+/*
+ * A walk reads frames and names each by its raw key (stack_hash.h: the code object, its guard,
+ * the instruction offset); nothing is interned and no lock is taken, so a stack the thread's
+ * cache already knows costs only the reads. Interning follows on a miss (vrt_python_frame_ids).
+ *
+ * The thread's last walk is kept (the memo): an interpreter frame at the same address running
+ * the same code object at the same instruction, entered the same way, gives what it gave then,
+ * and with the same guard (a code object can die and another take its address), without its key
+ * made again. The memo is
+ * followed from the innermost frame until the first frame that differs; from there the walk
+ * reads everything and writes the memo anew.
+ */
+struct memo_frame {
+	const void *frame, *code; /* code as read, tag bits and all */
+	struct code_guard guard;  /* the code object's, when it gave a frame */
+	uintptr_t where;          /* 3.11+: the instruction pointer; 3.9/3.10: f_lasti */
+	uint32_t how;             /* 3.11+: owner, and entry (3.11), as read */
+	int32_t lasti;
+	bool has_frame, boundary; /* what the frame gave */
+	uint64_t key;
+	struct vrt_hash_stream after; /* the walk's hash once the frame was given */
+};
+
+struct vrt_python_memo {
 	int n, max;
+	struct memo_frame frames[VRT_MAX_PYTHON];
+};
+
+size_t vrt_python_memo_size(void) { return sizeof(struct vrt_python_memo); }
+
+struct walk {
+	struct vrt_pyraw *raw;
+	struct vrt_hash_stream *hash;
+	int n, max;
+	struct vrt_python_memo *memo;
+	int visited;    /* frames visited so far: the memo's index */
+	bool following; /* every frame visited so far was the memo's */
 };
 
 static bool is_code(PyObject *code) { return code && RD(PyObject *, code, OB_TYPE) == py.PyCode_Type; }
 
-static void put(struct walk *w, uint32_t v)
+static void put_key(struct walk *w, PyObject *code, int lasti, uint64_t key)
 {
-	if (w->n < w->max)
-		w->out[w->n++] = v;
+	if (w->n == w->max)
+		return;
+	w->raw[w->n++] = (struct vrt_pyraw){ code, lasti };
+	vrt_hash_stream_add(w->hash, key);
+}
+
+static void put_boundary(struct walk *w)
+{
+	if (w->n == w->max)
+		return;
+	w->raw[w->n++] = (struct vrt_pyraw){ NULL, 0 };
+	vrt_hash_stream_add(w->hash, VRT_HASH_PY_TAG | VRT_PY_EVAL_BOUNDARY);
+}
+
+/* The memo frame's code object is still the one at its address. */
+static bool same_code(const struct memo_frame *m, const void *tagged)
+{
+	struct code_guard g = guard_of((PyObject *)((uintptr_t)tagged & ~(uintptr_t)L->code_tag_bits));
+	return same_guard(&m->guard, &g);
+}
+
+/* What the memo's next frame gave, if the frame visited now is that frame again. */
+static bool follow(struct walk *w, const void *frame, const void *code, uintptr_t where, uint32_t how)
+{
+	const struct memo_frame *m = w->following && w->visited < w->memo->n ? &w->memo->frames[w->visited] : NULL;
+	if (!m || m->frame != frame || m->code != code || m->where != where || m->how != how ||
+	    (m->has_frame && !same_code(m, code))) {
+		w->following = false;
+		return false;
+	}
+	if (m->has_frame)
+		put_key(w, (PyObject *)((uintptr_t)code & ~(uintptr_t)L->code_tag_bits), m->lasti, m->key);
+	if (m->boundary)
+		put_boundary(w);
+	w->visited++;
+	return true;
+}
+
+/* Gives what a frame read in full gives, and keeps it in the memo. */
+static void give(struct walk *w, struct memo_frame f, PyObject *code)
+{
+	if (f.has_frame) {
+		struct code_guard g = f.guard = guard_of(code);
+		f.key = vrt_hash_pyframe((uintptr_t)code, (uintptr_t)g.filename, (uintptr_t)g.name,
+					 (uint32_t)g.firstlineno, f.lasti);
+		put_key(w, code, f.lasti, f.key);
+	}
+	if (f.boundary)
+		put_boundary(w);
+	f.after = *w->hash;
+	if (w->memo && w->visited < VRT_MAX_PYTHON)
+		w->memo->frames[w->visited++] = f;
 }
 
 /* 3.9 / 3.10: a chain of PyFrameObjects, one eval call each. */
@@ -436,13 +521,14 @@ static void walk_frame_objects(struct walk *w, PyObject *f)
 {
 	for (int guard = 0; f && w->n < w->max && guard < 10000; guard++, f = RD(PyObject *, f, L->f_back)) {
 		PyObject *code = RD(PyObject *, f, L->f_code);
+		int lasti = RD(int, f, L->f_lasti);
+		if (follow(w, f, code, (uintptr_t)(uint32_t)lasti, 0))
+			continue;
 		if (!is_code(code))
 			return;
-		int lasti = RD(int, f, L->f_lasti);
-		int id = frame_id(code, lasti < 0 ? -1 : lasti * L->lasti_scale);
-		if (id >= 0)
-			put(w, (uint32_t)id);
-		put(w, VRT_PY_EVAL_BOUNDARY);
+		give(w, (struct memo_frame){ .frame = f, .code = code, .where = (uintptr_t)(uint32_t)lasti,
+					     .lasti = lasti < 0 ? -1 : lasti * L->lasti_scale, .has_frame = true, .boundary = true },
+	     code);
 	}
 }
 
@@ -454,39 +540,88 @@ static bool incomplete(PyObject *f, PyObject *code, int owner)
 	return RD(char *, f, L->if_instr) < start + 2 * RD(int, code, L->co_firsttraceable);
 }
 
+/* An interpreter frame's fields that decide what it gives (3.11+). */
+struct iframe {
+	const void *code; /* tagged (3.14) */
+	uintptr_t instr;
+	uint32_t how;     /* owner | is_entry << 8 */
+};
+
+static struct iframe read_iframe(PyObject *f)
+{
+	int owner = RD(char, f, L->if_owner);
+	bool entry = L->if_is_entry >= 0 && RD(char, f, L->if_is_entry);
+	return (struct iframe){ RD(const void *, f, L->if_code), RD(uintptr_t, f, L->if_instr),
+				(uint32_t)(uint8_t)owner | (uint32_t)entry << 8 };
+}
+
+/*
+ * The memo's frames while the chain is the memo's, from the innermost: only the fields that
+ * decide a frame's output are read and compared, and the hash resumes from the memo's state
+ * after the last frame followed. Returns the first frame that differs (or NULL at the chain's
+ * end); w holds what the followed frames gave.
+ */
+static PyObject *follow_interpreter_frames(struct walk *w, PyObject *f)
+{
+	const ptrdiff_t o_owner = L->if_owner, o_entry = L->if_is_entry, o_code = L->if_code, o_instr = L->if_instr,
+			o_previous = L->if_previous;
+	const uintptr_t untag = ~(uintptr_t)L->code_tag_bits;
+	const struct memo_frame *m = w->memo->frames, *end = m + w->memo->n;
+	struct vrt_pyraw *raw = w->raw + w->n;
+	for (; f && m < end; m++, f = RD(PyObject *, f, o_previous)) {
+		uint32_t how = (uint8_t)RD(char, f, o_owner) | (o_entry >= 0 && RD(char, f, o_entry) ? 1u << 8 : 0);
+		const void *code = RD(const void *, f, o_code);
+		if (m->frame != f || m->code != code || m->where != RD(uintptr_t, f, o_instr) || m->how != how ||
+		    (m->has_frame && !same_code(m, code)))
+			break;
+		if (m->has_frame)
+			*raw++ = (struct vrt_pyraw){ (void *)((uintptr_t)code & untag), m->lasti };
+		if (m->boundary)
+			*raw++ = (struct vrt_pyraw){ NULL, 0 };
+	}
+	int followed = (int)(m - w->memo->frames);
+	if (followed) {
+		*w->hash = m[-1].after;
+		w->n = w->hash->n; /* the memo was walked with the same max: its outputs fit */
+	}
+	w->visited = followed;
+	w->following = false;
+	return f;
+}
+
 /* 3.11+: interpreter frames; eval calls end at is_entry frames (3.11) or shim frames (3.12+). */
 static void walk_interpreter_frames(struct walk *w, PyObject *f)
 {
+	if (w->following)
+		f = follow_interpreter_frames(w, f);
 	for (int guard = 0; f && w->n < w->max && guard < 100000; guard++, f = RD(PyObject *, f, L->if_previous)) {
-		int owner = RD(char, f, L->if_owner);
+		struct iframe i = read_iframe(f);
+		struct memo_frame m = { .frame = f, .code = i.code, .where = i.instr, .how = i.how };
+		int owner = (int)(int8_t)(i.how & 0xff);
 		if (L->owner_cstack >= 0 && owner == L->owner_cstack) {
-			put(w, VRT_PY_EVAL_BOUNDARY);
+			m.boundary = true;
+			give(w, m, NULL);
 			continue;
 		}
-		PyObject *code = (PyObject *)(RD(uintptr_t, f, L->if_code) & ~(uintptr_t)L->code_tag_bits);
+		PyObject *code = (PyObject *)((uintptr_t)i.code & ~(uintptr_t)L->code_tag_bits);
 		if (!is_code(code))
 			return;
-		bool entry = L->if_is_entry >= 0 && RD(char, f, L->if_is_entry);
+		m.boundary = i.how >> 8;
 		if (!incomplete(f, code, owner)) {
-			char *start = (char *)code + L->co_code_adaptive;
-			int lasti = (int)((RD(char *, f, L->if_instr) - start) / 2) * 2;
-			int id = frame_id(code, lasti);
-			if (id >= 0)
-				put(w, (uint32_t)id);
+			m.has_frame = true;
+			m.lasti = (int)((i.instr - (uintptr_t)((char *)code + L->co_code_adaptive)) / 2) * 2;
 		}
-		if (entry)
-			put(w, VRT_PY_EVAL_BOUNDARY);
+		give(w, m, code);
 	}
 }
 
-int vrt_python_capture(uint32_t *out, int max)
+int vrt_python_walk(struct vrt_python_memo *memo, struct vrt_pyraw *raw, struct vrt_hash_stream *hash, int max)
 {
 	void *ts = max > 0 ? python_thread() : NULL;
 	if (!ts)
 		return 0;
-	struct walk w = { out, 0, max };
-	if (!frame_cache)
-		frame_cache = reserve(sizeof(struct frame_cache_entry) * FRAME_CACHE_SLOTS); /* NULL: uncached */
+	bool have_memo = memo && memo->max == max;
+	struct walk w = { raw, hash, 0, max, memo, 0, have_memo };
 	if (L->minor <= 10) {
 		walk_frame_objects(&w, RD(PyObject *, ts, L->ts_frame));
 	} else {
@@ -495,7 +630,36 @@ int vrt_python_capture(uint32_t *out, int max)
 				: cframe ? RD(void *, cframe, L->cframe_current) : NULL;
 		walk_interpreter_frames(&w, start);
 	}
+	if (memo) {
+		memo->n = w.visited;
+		memo->max = max;
+	}
 	return w.n;
+}
+
+int vrt_python_frame_ids(const struct vrt_pyraw *raw, int n, uint32_t *ids)
+{
+	if (!frame_cache)
+		frame_cache = reserve(sizeof(struct frame_cache_entry) * FRAME_CACHE_SLOTS); /* NULL: uncached */
+	int out = 0;
+	for (int i = 0; i < n; i++) {
+		if (!raw[i].code) {
+			ids[out++] = VRT_PY_EVAL_BOUNDARY;
+			continue;
+		}
+		int id = frame_id(raw[i].code, raw[i].lasti);
+		if (id >= 0)
+			ids[out++] = (uint32_t)id;
+	}
+	return out;
+}
+
+int vrt_python_capture(uint32_t *out, int max)
+{
+	struct vrt_pyraw raw[VRT_MAX_PYTHON];
+	struct vrt_hash_stream ignored = vrt_hash_stream_begin();
+	int n = vrt_python_walk(NULL, raw, &ignored, max < VRT_MAX_PYTHON ? max : VRT_MAX_PYTHON);
+	return vrt_python_frame_ids(raw, n, out);
 }
 
 uint32_t vrt_python_code_count(void) { return atomic_load_explicit(&n_codes, memory_order_acquire); }

@@ -1,15 +1,18 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The 64-bit name of a captured stack (native return addresses, then Python frame ids), which
- * the thread's stack cache maps to the id the collector interned: two different stacks would
- * have to collide in 64 bits to be confused, so it must mix every frame, its position and the
- * split between native and Python frames. Two frames per step through a 64x64->128-bit multiply
+ * The 64-bit name of a captured stack (native return addresses, then Python frames: each a key
+ * made of what the walk read, or a tagged interned id), which the thread's stack cache maps to
+ * the id the collector interned: two different stacks would have to collide in 64 bits to be
+ * confused, so it must mix every frame, its position and the split between native and Python
+ * frames. The native part and the Python part are made apart (a walk keeps either part of its
+ * last stack) and joined with both lengths at the end. Two frames per step through a 64x64->128-bit multiply
  * folded to 64 bits (wyhash's mum): one multiply's latency per two frames, where the chained
  * per-frame mix it replaced cost ~3x that (the hash was 15% of a 46-frame event, bench/README.md).
  *
  * A step's product is 0 only when one of its operands is: the first is a frame xor a constant
  * no frame can equal (the constants are non-canonical addresses; Python ids carry a tag in the
- * top 16 bits that differs from every constant's); the second is the next frame xor the
+ * top 16 bits that differs from every constant's; a Python key is itself a product, equal to a
+ * constant with probability 2^-64); the second is the next frame xor the
  * running state, which meet with probability 2^-64, a collision's. Header-only for the unit test.
  */
 #ifndef VRAMTRACE_STACK_HASH_H
@@ -29,22 +32,63 @@ static inline uint64_t vrt_hash_mum(uint64_t a, uint64_t b)
 	return (uint64_t)r ^ (uint64_t)(r >> 64);
 }
 
-static inline uint64_t vrt_hash_frames_inline(const uint64_t *native, int n_native, const uint32_t *python,
-					      int n_python)
+/* The native frames' part: their number, then two frames a step. */
+static inline uint64_t vrt_hash_native(const uint64_t *native, int n_native)
 {
-	uint64_t lengths = (uint64_t)(uint32_t)n_native << 32 | (uint32_t)n_python;
-	uint64_t h = vrt_hash_mum(lengths ^ VRT_HASH_K0, VRT_HASH_K1);
+	uint64_t h = vrt_hash_mum((uint64_t)(uint32_t)n_native ^ VRT_HASH_K0, VRT_HASH_K1);
 	int i = 0;
 	for (; i + 1 < n_native; i += 2)
 		h = vrt_hash_mum(native[i] ^ VRT_HASH_K1, native[i + 1] ^ h);
 	if (i < n_native)
 		h = vrt_hash_mum(native[i] ^ VRT_HASH_K1, VRT_HASH_K2 ^ h);
-	for (i = 0; i + 1 < n_python; i += 2)
-		h = vrt_hash_mum((VRT_HASH_PY_TAG | python[i]) ^ VRT_HASH_K2, (VRT_HASH_PY_TAG | python[i + 1]) ^ h);
-	if (i < n_python)
-		h = vrt_hash_mum((VRT_HASH_PY_TAG | python[i]) ^ VRT_HASH_K2, VRT_HASH_K3 ^ h);
-	h = vrt_hash_mum(h ^ VRT_HASH_K3, lengths ^ VRT_HASH_K1);
+	return h;
+}
+
+/* The Python part, a key at a time as a walk finds them (two keys a step), apart from the
+ * native part so that a walk may keep its state frame by frame and start again from any. */
+struct vrt_hash_stream {
+	uint64_t h, pending;
+	int n;
+};
+
+static inline struct vrt_hash_stream vrt_hash_stream_begin(void) { return (struct vrt_hash_stream){ VRT_HASH_K0, 0, 0 }; }
+
+static inline void vrt_hash_stream_add(struct vrt_hash_stream *s, uint64_t key)
+{
+	if (s->n++ & 1)
+		s->h = vrt_hash_mum(s->pending ^ VRT_HASH_K2, key ^ s->h);
+	else
+		s->pending = key;
+}
+
+/* The whole stack's name: the native part, the Python part, both lengths. */
+static inline uint64_t vrt_hash_stream_end(const struct vrt_hash_stream *s, uint64_t native_part, int n_native)
+{
+	uint64_t lengths = (uint64_t)(uint32_t)n_native << 32 | (uint32_t)s->n;
+	uint64_t h = s->n & 1 ? vrt_hash_mum(s->pending ^ VRT_HASH_K2, VRT_HASH_K3 ^ s->h) : s->h;
+	h = vrt_hash_mum(h ^ VRT_HASH_K3, native_part ^ VRT_HASH_K0);
+	h = vrt_hash_mum(h ^ VRT_HASH_K1, lengths ^ VRT_HASH_K2);
 	return h ? h : 1; /* 0 marks an empty cache slot */
+}
+
+/* A Python frame's key as the hot path sees it before interning: its code object with what
+ * tells a reused address apart (filename and name objects, first line), and the instruction
+ * offset. Interned frames (ids) are keyed VRT_HASH_PY_TAG | id instead. */
+static inline uint64_t vrt_hash_pyframe(uint64_t code, uint64_t filename, uint64_t name, uint32_t firstlineno,
+					int32_t lasti)
+{
+	uint64_t where = vrt_hash_mum(filename ^ VRT_HASH_K1, name ^ VRT_HASH_K0);
+	return vrt_hash_mum(code ^ VRT_HASH_K3, where ^ ((uint64_t)firstlineno << 32 | (uint32_t)lasti));
+}
+
+/* A whole stack of interned frames (a phase entry's, the unit test's). */
+static inline uint64_t vrt_hash_frames_inline(const uint64_t *native, int n_native, const uint32_t *python,
+					      int n_python)
+{
+	struct vrt_hash_stream s = vrt_hash_stream_begin();
+	for (int i = 0; i < n_python; i++)
+		vrt_hash_stream_add(&s, VRT_HASH_PY_TAG | python[i]);
+	return vrt_hash_stream_end(&s, vrt_hash_native(native, n_native), n_native);
 }
 
 #endif

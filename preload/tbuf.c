@@ -328,6 +328,7 @@ void vrt_tbuf_reclaim_dead(void)
 			prev->next = b->next;
 			int slot = b->slot;
 			size_t bytes = tbuf_mapped_bytes(b);
+			vrt_stack_memos_release(b);
 			munmap(b, bytes);
 			slot_release(slot); /* after: its next owner must not find it still mapped here */
 			continue;

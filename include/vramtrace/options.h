@@ -27,6 +27,9 @@ enum vrt_opt_type { VRT_OPT_STRING, VRT_OPT_SIZE, VRT_OPT_INT, VRT_OPT_BOOL, VRT
 	  "capture Python frames of the allocating thread")                             \
 	X(PYTHON_DEPTH, "VRAMTRACE_PYTHON_DEPTH", VRT_OPT_INT, "64", 0, 256,                             \
 	  "Python frames captured per event")                                                            \
+	X(FAST_UNWIND, "VRAMTRACE_FAST_UNWIND", VRT_OPT_BOOL, "1", 0, 1,                                 \
+	  "walk native stacks from the call-frame tables directly; 0 walks each with libunwind "         \
+	  "(same frames, slower)")                                                                       \
 	X(FREE_STACKS, "VRAMTRACE_FREE_STACKS", VRT_OPT_BOOL, "0", 0, 1,                                 \
 	  "also capture a stack for every free (costs as much as an allocation)")                       \
 	X(FLUSH_MS, "VRAMTRACE_FLUSH_MS", VRT_OPT_INT, "100", 1, 10000,                                  \

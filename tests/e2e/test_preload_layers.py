@@ -14,7 +14,7 @@ import pytest
 from conftest import BUILD
 
 OBJECTS = BUILD / "preload" / "libvramtrace.so.p"
-LEAVES = {"base", "config", "intern", "torch_layout"}
+LEAVES = {"base", "config", "intern", "torch_layout", "unwind"}
 
 
 def symbol_graph():
