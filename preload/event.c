@@ -101,9 +101,11 @@ static void emit_into(struct vrt_tbuf *b, const struct vrt_event *ev, bool with_
 	cap.n_native = cap.n_python = cap.n_pyraw = 0;
 	cap.hash = 0;
 	uint32_t stack_id = 0;
-	if (with_stack && atomic_load_explicit(&vrt_mode, memory_order_relaxed) == VRT_MODE_FULL) {
+	bool stacks = vrt_cfg.stack_depth || vrt_cfg.python;
+	if (with_stack && stacks && atomic_load_explicit(&vrt_mode, memory_order_relaxed) == VRT_MODE_FULL) {
 		vrt_stack_capture(&cap);
-		stack_id = vrt_stack_cache_lookup(b, cap.hash);
+		if (cap.n_native || cap.n_pyraw)
+			stack_id = vrt_stack_cache_lookup(b, cap.hash);
 		if (!stack_id && !vrt_stack_intern_python(&cap))
 			cap.hash = 0; /* published without its Python frames: not under the stack's name */
 	}

@@ -218,9 +218,31 @@ extern _Atomic uint64_t vrt_tbuf_unbuffered;
 extern _Atomic uint64_t vrt_tbuf_smallest;
 /* The side buffer after `after` in its thread's chain, created (see enum vrt_busy). */
 struct vrt_tbuf *vrt_tbuf_add_side(struct vrt_tbuf *after);
-/* Reserves len bytes (multiple of 8) for one record; NULL if full (the event is counted lost). */
-struct vrt_raw *vrt_tbuf_reserve(struct vrt_tbuf *b, size_t len);
-void vrt_tbuf_publish(struct vrt_tbuf *b, struct vrt_raw *r);
+struct vrt_raw *vrt_tbuf_reserve_slow(struct vrt_tbuf *b, size_t len);
+/* Wakes the collector now (buffer filling up, OOM, exit). */
+void vrt_collector_wake(void);
+
+/* Reserves len bytes (multiple of 8) for one record; NULL if full (the event is counted lost).
+ * Inline: the common case, room before the ring's end (tbuf.c has the rest). */
+static inline struct vrt_raw *vrt_tbuf_reserve(struct vrt_tbuf *b, size_t len)
+{
+	uint64_t head = atomic_load_explicit(&b->head, memory_order_relaxed);
+	uint64_t tail = atomic_load_explicit(&b->tail, memory_order_acquire);
+	uint64_t pos = head & (b->capacity - 1);
+	if (VRT_LIKELY(len <= b->capacity / 4 && len <= b->capacity - pos && b->capacity - (head - tail) >= len))
+		return (struct vrt_raw *)(b->data + pos);
+	return vrt_tbuf_reserve_slow(b, len);
+}
+
+/* Publishes the record reserved last; wakes the collector once, when the ring crosses half full. */
+static inline void vrt_tbuf_publish(struct vrt_tbuf *b, struct vrt_raw *r)
+{
+	uint64_t head = atomic_load_explicit(&b->head, memory_order_relaxed);
+	uint64_t used = head - atomic_load_explicit(&b->tail, memory_order_relaxed);
+	atomic_store_explicit(&b->head, head + r->len, memory_order_release);
+	if (VRT_UNLIKELY(used < b->capacity / 2 && used + r->len >= b->capacity / 2))
+		vrt_collector_wake();
+}
 /* Collector side. */
 struct vrt_tbuf *vrt_tbuf_list(void);
 /* Durability (issue 22, item 6): before an EVENTS chunk numbered >= seq is written, every
@@ -313,8 +335,6 @@ void vrt_emit_label(uint8_t op, const char *label);
 /* Publishes ev (no stack) with a text payload of at most VRT_TEXT_MAX bytes. */
 #define VRT_TEXT_MAX 4000u
 void vrt_emit_text(const struct vrt_event *ev, const char *text, size_t len);
-/* Wakes the collector now (buffer filling up, OOM, exit). */
-void vrt_collector_wake(void);
 /* From a thread's first event, before it is written: in full mode, asks the collector to make
  * the trace file now (issue 22, item 6) and waits for it, at most a second; returns at once once
  * asked and answered, in armed mode, from a signal handler's hook or without a collector. */

@@ -283,7 +283,7 @@ static struct vrt_raw *wait_for_room(struct vrt_tbuf *b, size_t len)
 	return NULL;
 }
 
-struct vrt_raw *vrt_tbuf_reserve(struct vrt_tbuf *b, size_t len)
+struct vrt_raw *vrt_tbuf_reserve_slow(struct vrt_tbuf *b, size_t len)
 {
 	if (len > b->capacity / 4)
 		return NULL;
@@ -300,16 +300,6 @@ struct vrt_raw *vrt_tbuf_reserve(struct vrt_tbuf *b, size_t len)
 		return r;
 	b->lost++;
 	return NULL;
-}
-
-void vrt_tbuf_publish(struct vrt_tbuf *b, struct vrt_raw *r)
-{
-	uint64_t head = atomic_load_explicit(&b->head, memory_order_relaxed);
-	uint64_t used = head - atomic_load_explicit(&b->tail, memory_order_relaxed);
-	atomic_store_explicit(&b->head, head + r->len, memory_order_release);
-	/* Wake the collector once, when the ring crosses half full. */
-	if (used < b->capacity / 2 && used + r->len >= b->capacity / 2)
-		vrt_collector_wake();
 }
 
 void vrt_tbuf_reclaim_dead(void)
