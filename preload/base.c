@@ -9,6 +9,7 @@
 #include <dlfcn.h>
 #include <link.h>
 #include <linux/futex.h>
+#include <linux/membarrier.h>
 #include <sched.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -22,6 +23,7 @@ struct vrt_config vrt_cfg; /* filled by vrt_config_load (config.c) before any ho
 _Atomic int vrt_state = VRT_STATE_UNINIT;
 _Atomic int vrt_mode = VRT_MODE_OFF;
 _Atomic int vrt_forking;
+bool vrt_fork_fence_light;
 pid_t vrt_pid;
 
 static uintptr_t self_text_start, self_text_end;
@@ -97,6 +99,19 @@ void vrt_locate_self(void)
 }
 
 /* ---- fork (see "Fork safety" in internal.h) ------------------------------------------------ */
+
+bool vrt_fork_fence_init(void)
+{
+	vrt_fork_fence_light = syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0, 0) == 0;
+	return vrt_fork_fence_light;
+}
+
+void vrt_fork_fence_heavy(void)
+{
+	atomic_thread_fence(memory_order_seq_cst);
+	if (vrt_fork_fence_light)
+		syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0);
+}
 
 bool vrt_fork_wait_clear(_Atomic int *mark, uint64_t deadline_ns)
 {

@@ -62,16 +62,30 @@ void vrt_locate_self(void);                 /* finds the two above, once, at sta
  * fork to pass (vrt_fork_park).
  *
  * Dekker: the thread stores its mark, then loads the flag; the forking thread stores the flag,
- * then loads the marks. Both seq_cst, so one of them sees the other's store.
+ * then loads the marks, with a full barrier between each store and load, so one of them sees
+ * the other's store. The forking side pays for both where it can (vrt_fork_fence_heavy: the
+ * membarrier system call makes every running thread of the process pass a full barrier), and an
+ * application thread's section then costs plain stores and a compiler barrier; without
+ * membarrier both sides use seq_cst.
  */
 #define VRT_FORK_WAIT_NS 2000000000ull
 
 extern _Atomic int vrt_forking; /* forks being prepared in this process */
+/* membarrier is registered for this process: the fork side fences for both (set before any
+ * hook records, and in a forked child before it has a second thread). */
+extern bool vrt_fork_fence_light;
+bool vrt_fork_fence_init(void);   /* registers; false: seq_cst on both sides */
+void vrt_fork_fence_heavy(void);  /* the forking side, after raising vrt_forking */
 
 /* An application thread's section: false if a fork is being prepared (skip the section). */
 static inline bool vrt_fork_section_enter(_Atomic int *mark)
 {
-	atomic_store_explicit(mark, 1, memory_order_seq_cst);
+	if (VRT_LIKELY(vrt_fork_fence_light)) {
+		atomic_store_explicit(mark, 1, memory_order_relaxed);
+		atomic_signal_fence(memory_order_seq_cst);
+	} else {
+		atomic_store_explicit(mark, 1, memory_order_seq_cst);
+	}
 	if (VRT_LIKELY(!atomic_load_explicit(&vrt_forking, memory_order_seq_cst)))
 		return true;
 	atomic_store_explicit(mark, 0, memory_order_release);

@@ -63,6 +63,7 @@ static bool python_locked; /* by this fork's prepare handler; forks are serializ
 static void atfork_prepare(void)
 {
 	atomic_fetch_add_explicit(&vrt_forking, 1, memory_order_seq_cst);
+	vrt_fork_fence_heavy();
 	uint64_t deadline = vrt_now_ns() + VRT_FORK_WAIT_NS;
 	/* The collector first: parked, it unlinks no thread buffer while we walk the list (not
 	 * parked in time, it might: the list is not walked then). */
@@ -86,6 +87,7 @@ static void atfork_parent(void)
 static void atfork_child(void)
 {
 	atomic_store(&vrt_forking, 0);
+	vrt_fork_fence_init(); /* membarrier's registration is the parent's process's; this one thread */
 	vrt_python_fork_child(python_locked);
 	vrt_torch_fork_child();
 	vrt_pid = getpid();
@@ -168,6 +170,7 @@ static bool preloaded(void)
 
 int vrt_lifecycle_begin(int initial_mode)
 {
+	vrt_fork_fence_init();
 	vrt_tbuf_init();
 	vrt_stacks_init();
 	vrt_python_init();
