@@ -98,7 +98,7 @@ static void emit_into(struct vrt_tbuf *b, const struct vrt_event *ev, bool with_
 	if (VRT_UNLIKELY(b->lost))
 		flush_lost(b);
 	struct vrt_capture cap;
-	cap.n_native = cap.n_python = cap.n_pyraw = 0;
+	cap.n_native = cap.native_first = cap.n_python = cap.n_pyraw = 0;
 	cap.hash = 0;
 	uint32_t stack_id = 0;
 	bool stacks = vrt_cfg.stack_depth || vrt_cfg.python;
@@ -122,7 +122,7 @@ static void emit_into(struct vrt_tbuf *b, const struct vrt_event *ev, bool with_
 		r->flags = VRT_RAW_HAS_FRAMES;
 		r->n_native = (uint8_t)cap.n_native;
 		r->n_python = (uint8_t)cap.n_python;
-		memcpy(p, cap.native, (size_t)cap.n_native * 8);
+		memcpy(p, cap.native + cap.native_first, (size_t)cap.n_native * 8);
 		memcpy(p + (size_t)cap.n_native * 8, cap.python, (size_t)cap.n_python * 4);
 	}
 	vrt_tbuf_publish(b, r);
@@ -201,7 +201,7 @@ static void emit_label(struct vrt_tbuf *b, uint8_t op, const char *label, bool w
 	size_t n = strnlen(label, 255);
 	with_stack = with_stack && op == VRT_OP_PHASE_ENTER && atomic_load(&vrt_mode) == VRT_MODE_FULL;
 	struct vrt_capture cap;
-	cap.n_native = cap.n_python = cap.n_pyraw = 0;
+	cap.n_native = cap.native_first = cap.n_python = cap.n_pyraw = 0;
 	cap.hash = 0;
 	uint32_t stack_id = 0;
 	if (with_stack) {

@@ -221,6 +221,7 @@ struct vrt_tbuf {
 	struct vrt_python_memo *python_memo;
 	bool no_memo;
 	uint64_t native_hash;
+	int native_first;
 	struct vrt_stack_cache_entry cache[VRT_STACK_CACHE_SLOTS];
 };
 
@@ -368,10 +369,11 @@ struct vrt_pyraw {
 };
 
 struct vrt_capture {
-	int n_native;
+	int n_native;  /* native[native_first .. native_first + n_native) */
+	int native_first;
 	int n_pyraw;
 	int n_python; /* interned: set by vrt_stack_intern_python */
-	uint64_t native[VRT_MAX_NATIVE];
+	uint64_t native[VRT_MAX_NATIVE + 8];
 	struct vrt_pyraw pyraw[VRT_MAX_PYTHON];
 	uint32_t python[VRT_MAX_PYTHON];
 	uint64_t hash;

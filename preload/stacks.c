@@ -63,28 +63,29 @@ enum native_walk {
 };
 
 /*
- * Unwinds straight into out (VRT_MAX_NATIVE slots) when our own frames (at most 8, first) and
- * depth fit, then drops ours; deeper requests go through a larger scratch array.
+ * The walk goes into c->native whole, our own frames (at most 8, first) included; the kept ones
+ * begin at c->native_first. A walk that repeats the thread's last fast walk keeps that walk's
+ * count of our frames (b->native_first, valid with b->native_hash).
  */
-static int capture_native(struct vrt_tbuf *b, uint64_t *out, int depth, enum native_walk *how)
+static int capture_native(struct vrt_tbuf *b, struct vrt_capture *c, int depth, enum native_walk *how)
 {
 	_Static_assert(sizeof(void *) == sizeof(uint64_t), "return addresses are stored as 64 bits");
 	_Static_assert(VRT_MAX_NATIVE + 8 <= VRT_UNWIND_MAX, "the walk takes every frame asked for");
-	void *scratch[VRT_MAX_NATIVE + 8];
-	bool direct = depth + 8 <= VRT_MAX_NATIVE;
-	uint64_t *ips = direct ? out : (uint64_t *)scratch;
 	int want = depth + 8 < VRT_MAX_NATIVE + 8 ? depth + 8 : VRT_MAX_NATIVE + 8;
 	bool same = false;
-	int n = vrt_cfg.fast_unwind ? vrt_unwind(b->unwind_memo, ips, want, &same) : -1;
+	int n = vrt_cfg.fast_unwind ? vrt_unwind(b->unwind_memo, c->native, want, &same) : -1;
 	*how = n < 0 ? WALK_LIBUNWIND : same ? WALK_FAST_SAME : WALK_FAST;
 	if (n < 0)
-		n = unw_backtrace((void **)ips, want);
+		n = unw_backtrace((void **)c->native, want);
 	int skip = 0;
-	while (skip < n && vrt_addr_is_ours((void *)(uintptr_t)ips[skip]))
-		skip++;
+	if (*how == WALK_FAST_SAME && b->native_hash) {
+		skip = b->native_first;
+	} else {
+		while (skip < n && vrt_addr_is_ours((void *)(uintptr_t)c->native[skip]))
+			skip++;
+	}
 	int kept = n - skip < depth ? n - skip : depth;
-	if (kept > 0 && (skip || !direct))
-		memmove(out, ips + skip, (size_t)kept * sizeof(uint64_t));
+	c->native_first = skip;
 	return kept > 0 ? kept : 0;
 }
 
@@ -100,8 +101,9 @@ static uint64_t native_hash(struct vrt_tbuf *b, const struct vrt_capture *c, enu
 {
 	if (how == WALK_FAST_SAME && b->native_hash)
 		return b->native_hash;
-	uint64_t h = vrt_hash_native(c->native, c->n_native);
+	uint64_t h = vrt_hash_native(c->native + c->native_first, c->n_native);
 	b->native_hash = how == WALK_LIBUNWIND ? 0 : h; /* the memo holds the last fast walk only */
+	b->native_first = c->native_first;
 	return h;
 }
 
@@ -113,14 +115,14 @@ void vrt_stack_capture(struct vrt_capture *c)
 {
 	struct vrt_tbuf *b = vrt_tls.buf;
 	enum native_walk how = WALK_LIBUNWIND;
-	c->n_native = c->n_python = c->n_pyraw = 0;
+	c->n_native = c->native_first = c->n_python = c->n_pyraw = 0;
 	/* Without stacks there is nothing to walk: no fork section (its seq_cst store is a full
 	 * barrier), the empty stack's name only. */
 	bool walk = vrt_cfg.stack_depth || vrt_cfg.python;
 	struct vrt_hash_stream python = vrt_hash_stream_begin();
 	if (walk && VRT_LIKELY(b) && vrt_fork_section_enter(&b->in_section)) {
 		memos_of(b);
-		c->n_native = vrt_cfg.stack_depth ? capture_native(b, c->native, vrt_cfg.stack_depth, &how) : 0;
+		c->n_native = vrt_cfg.stack_depth ? capture_native(b, c, vrt_cfg.stack_depth, &how) : 0;
 		c->n_pyraw = vrt_cfg.python ? vrt_python_walk(b->python_memo, c->pyraw, &python, vrt_cfg.python_depth) : 0;
 		vrt_fork_section_leave(&b->in_section);
 	}
