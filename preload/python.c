@@ -564,18 +564,25 @@ static struct iframe read_iframe(PyObject *f)
 static PyObject *follow_interpreter_frames(struct walk *w, PyObject *f)
 {
 	const ptrdiff_t o_owner = L->if_owner, o_entry = L->if_is_entry, o_code = L->if_code, o_instr = L->if_instr,
-			o_previous = L->if_previous;
+			o_previous = L->if_previous, o_filename = L->co_filename, o_firstlineno = L->co_firstlineno,
+			o_name = L->co_qualname >= 0 ? L->co_qualname : L->co_name;
 	const uintptr_t untag = ~(uintptr_t)L->code_tag_bits;
 	const struct memo_frame *m = w->memo->frames, *end = m + w->memo->n;
 	struct vrt_pyraw *raw = w->raw + w->n;
 	for (; f && m < end; m++, f = RD(PyObject *, f, o_previous)) {
-		uint32_t how = (uint8_t)RD(char, f, o_owner) | (o_entry >= 0 && RD(char, f, o_entry) ? 1u << 8 : 0);
 		const void *code = RD(const void *, f, o_code);
-		if (m->frame != f || m->code != code || m->where != RD(uintptr_t, f, o_instr) || m->how != how ||
-		    (m->has_frame && !same_code(m, code)))
+		if (m->frame != f || m->code != code || m->where != RD(uintptr_t, f, o_instr))
 			break;
-		if (m->has_frame)
-			*raw++ = (struct vrt_pyraw){ (void *)((uintptr_t)code & untag), m->lasti };
+		uint32_t how = (uint8_t)RD(char, f, o_owner) | (o_entry >= 0 && RD(char, f, o_entry) ? 1u << 8 : 0);
+		if (m->how != how)
+			break;
+		if (m->has_frame) {
+			PyObject *c = (PyObject *)((uintptr_t)code & untag);
+			if (m->guard.filename != RD(PyObject *, c, o_filename) || m->guard.name != RD(PyObject *, c, o_name) ||
+			    m->guard.firstlineno != RD(int, c, o_firstlineno))
+				break;
+			*raw++ = (struct vrt_pyraw){ c, m->lasti };
+		}
 		if (m->boundary)
 			*raw++ = (struct vrt_pyraw){ NULL, 0 };
 	}
