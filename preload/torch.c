@@ -80,11 +80,11 @@ static void read_stats(int device, struct stats *s)
 static void lock(struct device_state *d)
 {
 	int expected = 0;
-	while (!atomic_compare_exchange_weak(&d->lock, &expected, 1))
+	while (!atomic_compare_exchange_weak_explicit(&d->lock, &expected, 1, memory_order_acquire, memory_order_relaxed))
 		expected = 0;
 }
 
-static void unlock(struct device_state *d) { atomic_store(&d->lock, 0); }
+static void unlock(struct device_state *d) { atomic_store_explicit(&d->lock, 0, memory_order_release); }
 
 static void publish_size(int device, uint64_t addr, uint64_t size)
 {
