@@ -123,6 +123,8 @@ static void *thread_main(void *arg)
 	(void)arg;
 	sink += chain(30, MAX);
 	sink += vla(6, 24);
+	free(memo);
+	memo = NULL;
 	return NULL;
 }
 
@@ -199,5 +201,6 @@ int main(void)
 		failures++, fprintf(stderr, "FAIL: only %d stacks were walked\n", compared);
 	if (repeated < 5)
 		failures++, fprintf(stderr, "FAIL: only %d stacks were known as the last walk's\n", repeated);
+	free(memo);
 	return failures ? 1 : 0;
 }
