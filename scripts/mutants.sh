@@ -263,6 +263,16 @@ m flush-4x preload/collector.c \
   'wait_for_work(c, vrt_cfg.flush_ms * 4);' \
   test_flight_recorder.py::test_the_file_never_lags_the_program_by_more_than_the_flush_interval
 
+# ---- the collector's encoding (include/vramtrace/record.h: the straight-line encoder) ---------
+m encode-hot-stream-as-aux include/vramtrace/record.h \
+  '\tp = vrt_put_uvarint(p, r->stream);\n\tp = vrt_put_uvarint(p, r->stack);' \
+  '\tp = vrt_put_uvarint(p, r->aux);\n\tp = vrt_put_uvarint(p, r->stack);' \
+  meson:encode_hot
+m encode-hot-addr-delta-kept include/vramtrace/record.h \
+  '\td->addr = r->addr;\n\tp = vrt_put_uvarint(p, r->size);\n\tif (op == VRT_OP_BLOCK_SIZE)' \
+  '\tp = vrt_put_uvarint(p, r->size);\n\tif (op == VRT_OP_BLOCK_SIZE)' \
+  meson:encode_hot
+
 # ---- report options that select or count --------------------------------------------------------
 m report-frames-one-short analyzer/sites.c \
   'i >= 0 && i < n && shown < max_frames; i++) {' \
