@@ -223,7 +223,7 @@ static void emit_process_info(struct collector *c)
 	}
 }
 
-void vrt_output_describe_thread(struct collector *c, struct vrt_tbuf *b)
+void vrt_output_name_thread(struct collector *c, struct vrt_tbuf *b, uint64_t ts_ns)
 {
 	if (b->index >= c->cap_threads) {
 		size_t cap = c->cap_threads ? c->cap_threads : 64;
@@ -236,10 +236,7 @@ void vrt_output_describe_thread(struct collector *c, struct vrt_tbuf *b)
 		c->threads_described = t;
 		c->cap_threads = cap;
 	}
-	uint64_t now = vrt_now_ns();
-	if (c->threads_described[b->index] && now - b->name_checked_ns < 2000000000ull)
-		return;
-	b->name_checked_ns = now;
+	b->name_checked_ns = ts_ns;
 	char path[64], name[64] = "?";
 	snprintf(path, sizeof(path), "/proc/self/task/%d/comm", (int)b->tid);
 	int fd = open(path, O_RDONLY | O_CLOEXEC);
@@ -367,7 +364,7 @@ static void ring_too_small(struct collector *c, uint64_t items, uint64_t ring_ne
 	end_output(c, VRT_E_SIZE, why);
 }
 
-int vrt_output_ensure(struct collector *c)
+int vrt_output_open(struct collector *c)
 {
 	if (c->writer)
 		return 0;
@@ -467,12 +464,14 @@ void vrt_output_event(struct collector *c, uint32_t thread, const struct vrt_rec
 {
 	if (!c->writer || !vrt_buf_reserve(&c->events, 2 * VRT_RECORD_MAX_FIXED))
 		return;
+	uint8_t *p = c->events.data + c->events.len;
 	if (thread && thread != c->chunk_thread) {
 		struct vrt_record t = { .op = VRT_OP_THREAD, .id = thread };
-		c->events.len = (size_t)(vrt_record_encode(c->events.data + c->events.len, &t, &c->delta) - c->events.data);
+		p = vrt_record_encode(p, &t, &c->delta);
 		c->chunk_thread = thread;
 	}
-	c->events.len = (size_t)(vrt_record_encode(c->events.data + c->events.len, r, &c->delta) - c->events.data);
+	p = vrt_record_encode(p, r, &c->delta);
+	c->events.len = (size_t)(p - c->events.data);
 	c->events_written++;
 	if (c->events.len >= EVENTS_CHUNK_BYTES) {
 		put_tables(c);

@@ -843,8 +843,8 @@ m file-not-from-first-event preload/collector.c \
   '(void)expected;' \
   test_sigkill.py::test_the_trace_exists_from_the_first_allocation
 m rings-tail-before-write preload/collector.c \
-  'cur[best].b->read_pos = cur[best].pos; /* an EVENTS chunk written from here on holds it */' \
-  'cur[best].b->read_pos = cur[best].pos; atomic_store(&cur[best].b->tail, cur[best].pos);' \
+  'k->b->read_pos = k->pos; /* an EVENTS chunk written from here on holds it */' \
+  'k->b->read_pos = k->pos; atomic_store(&k->b->tail, k->pos);' \
   test_sigkill.py::test_events_the_collector_was_writing_when_killed_are_recovered
 m rings-not-shared preload/tbuf.c \
   'PROT_READ | PROT_WRITE, MAP_SHARED, rings_fd, at)' \
