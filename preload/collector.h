@@ -66,7 +66,29 @@ void vrt_output_flush(struct collector *c);
 void vrt_output_checkpoint(struct collector *c, int reason);
 void vrt_output_finish(struct collector *c, int reason, int detail);
 int vrt_output_snapshot(struct collector *c, const char *path, char *reply, size_t reply_len);
-void vrt_output_event(struct collector *c, uint32_t thread, const struct vrt_record *r);
+
+/* An EVENTS chunk is written once it holds this much (and at every drain). */
+#define VRT_EVENTS_CHUNK_BYTES (1u << 20)
+void vrt_output_events_full(struct collector *c);
+
+/* Encodes r into the EVENTS chunk, after a THREAD record when thread (non-zero) is another than
+ * the last one's. Inline: the collector's per-event path. */
+static inline void vrt_output_event(struct collector *c, uint32_t thread, const struct vrt_record *r)
+{
+	if (VRT_UNLIKELY(!c->writer || !vrt_buf_reserve(&c->events, 2 * VRT_RECORD_MAX_FIXED)))
+		return;
+	uint8_t *p = c->events.data + c->events.len;
+	if (thread && thread != c->chunk_thread) {
+		struct vrt_record t = { .op = VRT_OP_THREAD, .id = thread };
+		p = vrt_record_encode_generic(p, &t, &c->delta);
+		c->chunk_thread = thread;
+	}
+	p = vrt_record_encode(p, r, &c->delta);
+	c->events.len = (size_t)(p - c->events.data);
+	c->events_written++;
+	if (VRT_UNLIKELY(c->events.len >= VRT_EVENTS_CHUNK_BYTES))
+		vrt_output_events_full(c);
+}
 /* A thread's name is read when its first event is written, then again at its first event
  * VRT_THREAD_NAME_RECHECK_NS or more (by the events' clock) after the last read: threads often
  * rename themselves once after they start. */

@@ -22,8 +22,6 @@
 #include "vramtrace/output_place.h"
 #include "vramtrace/rings.h"
 
-#define EVENTS_CHUNK_BYTES (1u << 20)
-
 /* ---- naming ----------------------------------------------------------------------------- */
 
 static int env_int(const char *name)
@@ -460,23 +458,10 @@ void vrt_output_flush(struct collector *c)
 	vrt_tbuf_commit_all();
 }
 
-void vrt_output_event(struct collector *c, uint32_t thread, const struct vrt_record *r)
+void vrt_output_events_full(struct collector *c)
 {
-	if (!c->writer || !vrt_buf_reserve(&c->events, 2 * VRT_RECORD_MAX_FIXED))
-		return;
-	uint8_t *p = c->events.data + c->events.len;
-	if (thread && thread != c->chunk_thread) {
-		struct vrt_record t = { .op = VRT_OP_THREAD, .id = thread };
-		p = vrt_record_encode(p, &t, &c->delta);
-		c->chunk_thread = thread;
-	}
-	p = vrt_record_encode(p, r, &c->delta);
-	c->events.len = (size_t)(p - c->events.data);
-	c->events_written++;
-	if (c->events.len >= EVENTS_CHUNK_BYTES) {
-		put_tables(c);
-		put_events(c);
-	}
+	put_tables(c);
+	put_events(c);
 }
 
 uint32_t vrt_output_label_stack(struct collector *c, const char *label)
@@ -583,7 +568,7 @@ void vrt_output_checkpoint(struct collector *c, int reason)
 		return;
 	/* Parts no larger than event chunks, so that the padding before a wrap stays as small. */
 	size_t max_raw = vrt_writer_max_raw(c->writer);
-	struct cp_encoder e = { .part_max = max_raw < EVENTS_CHUNK_BYTES ? max_raw : EVENTS_CHUNK_BYTES };
+	struct cp_encoder e = { .part_max = max_raw < VRT_EVENTS_CHUNK_BYTES ? max_raw : VRT_EVENTS_CHUNK_BYTES };
 	struct vrt_record begin = { .op = VRT_OP_CP_BEGIN, .ts = now_ts(c), .id = (uint64_t)reason,
 				    .aux = c->events_written, .aux2 = c->events_lost };
 	cp_encode(&e, &begin);

@@ -264,13 +264,17 @@ m flush-4x preload/collector.c \
   test_flight_recorder.py::test_the_file_never_lags_the_program_by_more_than_the_flush_interval
 
 # ---- the collector's encoding (include/vramtrace/record.h: the straight-line encoder) ---------
-m encode-hot-stream-as-aux include/vramtrace/record.h \
-  '\tp = vrt_put_uvarint(p, r->stream);\n\tp = vrt_put_uvarint(p, r->stack);' \
-  '\tp = vrt_put_uvarint(p, r->aux);\n\tp = vrt_put_uvarint(p, r->stack);' \
+m encode-hot-free-stack2-as-stack include/vramtrace/record.h \
+  '\t\treturn vrt_put_uvarint(p, r->stack2);\n\tcase VRT_OP_BLOCK_ALLOC:' \
+  '\t\treturn vrt_put_uvarint(p, r->stack);\n\tcase VRT_OP_BLOCK_ALLOC:' \
+  meson:encode_hot
+m encode-hot-block-alloc-without-aux include/vramtrace/record.h \
+  '/* t p d a s x q S */\n\t\tp = vrt_record_encode_hot_head(p, r, d);\n\t\tp = vrt_record_encode_hot_place(p, r, d);\n\t\tp = vrt_put_uvarint(p, r->aux);' \
+  '/* t p d a s x q S */\n\t\tp = vrt_record_encode_hot_head(p, r, d);\n\t\tp = vrt_record_encode_hot_place(p, r, d);' \
   meson:encode_hot
 m encode-hot-addr-delta-kept include/vramtrace/record.h \
-  '\td->addr = r->addr;\n\tp = vrt_put_uvarint(p, r->size);\n\tif (op == VRT_OP_BLOCK_SIZE)' \
-  '\tp = vrt_put_uvarint(p, r->size);\n\tif (op == VRT_OP_BLOCK_SIZE)' \
+  '\td->addr = r->addr;\n\treturn vrt_put_uvarint(p, r->size);' \
+  '\treturn vrt_put_uvarint(p, r->size);' \
   meson:encode_hot
 
 # ---- report options that select or count --------------------------------------------------------
@@ -846,6 +850,11 @@ m rings-tail-before-write preload/collector.c \
   'k->b->read_pos = k->pos; /* an EVENTS chunk written from here on holds it */' \
   'k->b->read_pos = k->pos; atomic_store(&k->b->tail, k->pos);' \
   test_sigkill.py::test_events_the_collector_was_writing_when_killed_are_recovered
+# a drain takes a buffer's events in a run only until another buffer's next event is older
+m drain-run-ignores-other-buffers preload/collector.c \
+  '\t\t*until = second < best ? second_ts : second_ts + 1;' \
+  '\t\t*until = horizon + 1;' \
+  test_static_and_threads.py::test_threads_each_free_names_what_its_thread_allocated
 m rings-not-shared preload/tbuf.c \
   'PROT_READ | PROT_WRITE, MAP_SHARED, rings_fd, at)' \
   'PROT_READ | PROT_WRITE, MAP_PRIVATE, rings_fd, at)' \

@@ -132,39 +132,65 @@ static inline uint8_t *vrt_record_encode_generic(uint8_t *p, const struct vrt_re
 
 static inline bool vrt_record_encode_is_hot(unsigned op) { return op < 64 && (VRT_RECORD_HOT_ENCODE_OPS >> op & 1); }
 
-/*
- * Straight-line encoding of the ops that make up nearly every event chunk, whose layouts are
- *   ALLOC, SEED   t p d k a s x q S
- *   FREE          t p d k a s q S T
- *   BLOCK_ALLOC   t p d a s x q S
- *   BLOCK_FREE    t p d a s q S T
- *   BLOCK_SIZE    t p d a s
- * (format.h, VRT_RECORD_LAYOUTS): for those ops (vrt_record_encode_is_hot), the very bytes and
- * delta state of vrt_record_encode_generic. tests/unit/test_encode_hot.c holds the two equal.
- */
-static inline uint8_t *vrt_record_encode_hot(uint8_t *p, const struct vrt_record *r, struct vrt_delta *d)
+/* The opcode and t p d, which every hot op begins with. */
+static inline uint8_t *vrt_record_encode_hot_head(uint8_t *p, const struct vrt_record *r, struct vrt_delta *d)
 {
-	uint8_t op = r->op;
-	bool blocks = op == VRT_OP_BLOCK_ALLOC || op == VRT_OP_BLOCK_FREE || op == VRT_OP_BLOCK_SIZE;
-	bool ends = op == VRT_OP_FREE || op == VRT_OP_BLOCK_FREE; /* T instead of x */
-	*p++ = op;
+	*p++ = r->op;
 	p = vrt_put_uvarint(p, vrt_zigzag((int64_t)(r->ts - d->ts)));
 	d->ts = r->ts;
 	p = vrt_put_uvarint(p, r->api);
-	p = vrt_put_uvarint(p, vrt_zigzag(r->device));
-	if (!blocks)
-		p = vrt_put_uvarint(p, r->kind);
+	return vrt_put_uvarint(p, vrt_zigzag(r->device));
+}
+
+/* a s */
+static inline uint8_t *vrt_record_encode_hot_place(uint8_t *p, const struct vrt_record *r, struct vrt_delta *d)
+{
 	p = vrt_put_uvarint(p, vrt_zigzag((int64_t)(r->addr - d->addr)));
 	d->addr = r->addr;
-	p = vrt_put_uvarint(p, r->size);
-	if (op == VRT_OP_BLOCK_SIZE)
-		return p;
-	if (!ends)
+	return vrt_put_uvarint(p, r->size);
+}
+
+/*
+ * Straight-line encoding of the ops that make up nearly every event chunk, one layout per case
+ * (format.h, VRT_RECORD_LAYOUTS): for those ops (vrt_record_encode_is_hot), the very bytes and
+ * delta state of vrt_record_encode_generic; any other op is written as its opcode alone.
+ * tests/unit/test_encode_hot.c holds the two equal.
+ */
+static inline uint8_t *vrt_record_encode_hot(uint8_t *p, const struct vrt_record *r, struct vrt_delta *d)
+{
+	switch (r->op) {
+	case VRT_OP_ALLOC: /* t p d k a s x q S */
+	case VRT_OP_SEED:
+		p = vrt_record_encode_hot_head(p, r, d);
+		p = vrt_put_uvarint(p, r->kind);
+		p = vrt_record_encode_hot_place(p, r, d);
 		p = vrt_put_uvarint(p, r->aux);
-	p = vrt_put_uvarint(p, r->stream);
-	p = vrt_put_uvarint(p, r->stack);
-	if (ends)
-		p = vrt_put_uvarint(p, r->stack2);
+		p = vrt_put_uvarint(p, r->stream);
+		return vrt_put_uvarint(p, r->stack);
+	case VRT_OP_FREE: /* t p d k a s q S T */
+		p = vrt_record_encode_hot_head(p, r, d);
+		p = vrt_put_uvarint(p, r->kind);
+		p = vrt_record_encode_hot_place(p, r, d);
+		p = vrt_put_uvarint(p, r->stream);
+		p = vrt_put_uvarint(p, r->stack);
+		return vrt_put_uvarint(p, r->stack2);
+	case VRT_OP_BLOCK_ALLOC: /* t p d a s x q S */
+		p = vrt_record_encode_hot_head(p, r, d);
+		p = vrt_record_encode_hot_place(p, r, d);
+		p = vrt_put_uvarint(p, r->aux);
+		p = vrt_put_uvarint(p, r->stream);
+		return vrt_put_uvarint(p, r->stack);
+	case VRT_OP_BLOCK_FREE: /* t p d a s q S T */
+		p = vrt_record_encode_hot_head(p, r, d);
+		p = vrt_record_encode_hot_place(p, r, d);
+		p = vrt_put_uvarint(p, r->stream);
+		p = vrt_put_uvarint(p, r->stack);
+		return vrt_put_uvarint(p, r->stack2);
+	case VRT_OP_BLOCK_SIZE: /* t p d a s */
+		p = vrt_record_encode_hot_head(p, r, d);
+		return vrt_record_encode_hot_place(p, r, d);
+	}
+	*p++ = r->op;
 	return p;
 }
 
