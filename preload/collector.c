@@ -412,11 +412,32 @@ static void retention_fields(struct collector *c, const struct vrt_raw *raw, str
 	}
 }
 
+/* Field by field: an initializer zeroes the whole record first (rep stos: tens of cycles). */
+static void record_of(const struct collector *c, const struct vrt_raw *raw, struct vrt_record *r)
+{
+	r->op = raw->op;
+	r->ts = to_units(c, raw->ts_ns);
+	r->addr = raw->addr;
+	r->size = raw->size;
+	r->aux = raw->aux;
+	r->aux2 = raw->aux2;
+	r->stream = raw->stream;
+	r->id = 0;
+	r->id2 = 0;
+	r->api = raw->api;
+	r->device = raw->device;
+	r->kind = raw->kind;
+	r->stack = 0;
+	r->stack2 = 0;
+	r->result = raw->result;
+	r->bytes_len = 0;
+	r->bytes = NULL;
+}
+
 static void process(struct collector *c, struct vrt_tbuf *b, const struct vrt_raw *raw)
 {
-	struct vrt_record r = { .op = raw->op, .ts = to_units(c, raw->ts_ns), .addr = raw->addr, .size = raw->size,
-				.aux = raw->aux, .aux2 = raw->aux2, .stream = raw->stream, .api = raw->api,
-				.device = raw->device, .kind = raw->kind, .result = raw->result };
+	struct vrt_record r;
+	record_of(c, raw, &r);
 	bool full = atomic_load(&vrt_mode) == VRT_MODE_FULL;
 	r.stack = full ? resolve_stack(c, b, raw) : 0;
 	bool write = true;

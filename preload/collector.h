@@ -79,8 +79,7 @@ static inline void vrt_output_event(struct collector *c, uint32_t thread, const 
 		return;
 	uint8_t *p = c->events.data + c->events.len;
 	if (thread && thread != c->chunk_thread) {
-		struct vrt_record t = { .op = VRT_OP_THREAD, .id = thread };
-		p = vrt_record_encode_generic(p, &t, &c->delta);
+		p = vrt_record_encode_thread(p, thread);
 		c->chunk_thread = thread;
 	}
 	p = vrt_record_encode(p, r, &c->delta);

@@ -194,6 +194,13 @@ static inline uint8_t *vrt_record_encode_hot(uint8_t *p, const struct vrt_record
 	return p;
 }
 
+/* A THREAD record, "i": what vrt_record_encode writes for { .op = VRT_OP_THREAD, .id = thread }. */
+static inline uint8_t *vrt_record_encode_thread(uint8_t *p, uint32_t thread)
+{
+	*p++ = VRT_OP_THREAD;
+	return vrt_put_uvarint(p, thread);
+}
+
 /*
  * Encodes r into p (which must hold VRT_RECORD_MAX_FIXED + r->bytes_len bytes).
  * Returns the end of the encoded record.

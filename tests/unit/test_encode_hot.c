@@ -4,7 +4,8 @@
  * layout interpreter (vrt_record_encode_generic): for records of every op with values at every
  * magnitude and at the edges of their fields, one by one and in long streams that carry the
  * chunk's delta state, vrt_record_encode must write the very bytes the interpreter writes and
- * leave the same delta state; the hot ops must take the straight-line path.
+ * leave the same delta state; the hot ops must take the straight-line path. So must a THREAD
+ * record written by vrt_record_encode_thread.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -115,8 +116,23 @@ static void test_edges(void)
 	VT_CHECK(cases == N_HOT * N_EDGES * N_EDGES);
 }
 
+static void test_thread_records(void)
+{
+	static const uint32_t threads[] = { 0, 1, 127, 128, 300, 16384, 0x7fffffffu, UINT32_MAX };
+	for (size_t i = 0; i < sizeof(threads) / sizeof(threads[0]); i++) {
+		struct vrt_record r = { .op = VRT_OP_THREAD, .id = threads[i] };
+		struct vrt_delta d = { 3, 4 };
+		uint8_t g[VRT_RECORD_MAX_FIXED], f[VRT_RECORD_MAX_FIXED];
+		size_t glen = (size_t)(vrt_record_encode_generic(g, &r, &d) - g);
+		size_t flen = (size_t)(vrt_record_encode_thread(f, threads[i]) - f);
+		VT_CHECKF(flen == glen && !memcmp(f, g, glen), "thread %u: bytes differ", threads[i]);
+		VT_CHECK(d.ts == 3 && d.addr == 4);
+	}
+}
+
 int main(void)
 {
+	VT_RUN(test_thread_records);
 	VT_RUN(test_hot_ops_take_the_straight_line);
 	VT_RUN(test_random_streams);
 	VT_RUN(test_edges);
