@@ -263,7 +263,15 @@ m flush-4x preload/collector.c \
   'wait_for_work(c, vrt_cfg.flush_ms * 4);' \
   test_flight_recorder.py::test_the_file_never_lags_the_program_by_more_than_the_flush_interval
 
-# ---- the collector's encoding (include/vramtrace/record.h: the straight-line encoder) ---------
+# ---- the collector's per-event path (include/vramtrace/record.h's straight-line encoder, a thread's name)
+m thread-name-never-read-again preload/collector.h \
+  'if (VRT_UNLIKELY(!named || ts_ns - b->name_checked_ns >= VRT_THREAD_NAME_RECHECK_NS))' \
+  'if (VRT_UNLIKELY(!named))' \
+  "test_static_and_threads.py::test_a_thread_is_named_again_2_s_after_its_name_was_read[3-renamed]"
+m thread-name-read-at-every-event preload/collector.h \
+  'if (VRT_UNLIKELY(!named || ts_ns - b->name_checked_ns >= VRT_THREAD_NAME_RECHECK_NS))' \
+  'if (1)' \
+  "test_static_and_threads.py::test_a_thread_is_named_again_2_s_after_its_name_was_read[0-thread_rename]"
 m encode-hot-free-stack2-as-stack include/vramtrace/record.h \
   '\t\treturn vrt_put_uvarint(p, r->stack2);\n\tcase VRT_OP_BLOCK_ALLOC:' \
   '\t\treturn vrt_put_uvarint(p, r->stack);\n\tcase VRT_OP_BLOCK_ALLOC:' \
