@@ -88,6 +88,7 @@ static inline void vrt_output_event(struct collector *c, uint32_t thread, const 
 	if (VRT_UNLIKELY(c->events.len >= VRT_EVENTS_CHUNK_BYTES))
 		vrt_output_events_full(c);
 }
+
 /* A thread's name is read when its first event is written, then again at its first event
  * VRT_THREAD_NAME_RECHECK_NS or more (by the events' clock) after the last read: threads often
  * rename themselves once after they start. */
