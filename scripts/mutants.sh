@@ -862,7 +862,7 @@ m rings-tail-before-write preload/collector.c \
 m drain-run-ignores-other-buffers preload/collector.c \
   '\t\t*until = second < best ? second_ts : second_ts + 1;' \
   '\t\t*until = horizon + 1;' \
-  test_static_and_threads.py::test_threads_each_free_names_what_its_thread_allocated
+  test_static_and_threads.py::test_threads_events_are_written_oldest_first
 m rings-not-shared preload/tbuf.c \
   'PROT_READ | PROT_WRITE, MAP_SHARED, rings_fd, at)' \
   'PROT_READ | PROT_WRITE, MAP_PRIVATE, rings_fd, at)' \
