@@ -201,10 +201,12 @@ static void erase(struct vrt_live_set *s, struct vrt_live_slot *l)
 /* l ends: on_end is told, then it is gone. */
 static void end(struct vrt_live_set *s, struct vrt_live_slot *l, enum vrt_live_end why, struct vrt_item *out)
 {
-	struct vrt_item scratch, *it = out ? out : &scratch;
-	unpack(l, it);
+	struct vrt_item it;
+	unpack(l, &it);
 	if (s->on_end)
-		s->on_end(s->ctx, it, why);
+		s->on_end(s->ctx, &it, why);
+	if (out)
+		*out = it;
 	erase(s, l);
 }
 
