@@ -4,10 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-bool vrt_buf_reserve(struct vrt_buf *b, size_t n)
+bool vrt_buf_grow(struct vrt_buf *b, size_t n)
 {
-	if (b->len + n <= b->cap)
-		return true;
 	size_t cap = b->cap ? b->cap : 4096;
 	while (cap < b->len + n)
 		cap *= 2;

@@ -17,8 +17,10 @@ struct vrt_buf {
 	size_t len, cap;
 };
 
-/* Room for n more bytes; false when out of memory (the buffer is as it was). */
-bool vrt_buf_reserve(struct vrt_buf *b, size_t n);
+/* Room for n more bytes; false when out of memory (the buffer is as it was). Inline: the
+ * collector asks once per event; vrt_buf_grow is the rare rest. */
+bool vrt_buf_grow(struct vrt_buf *b, size_t n);
+static inline bool vrt_buf_reserve(struct vrt_buf *b, size_t n) { return b->len + n <= b->cap || vrt_buf_grow(b, n); }
 void vrt_buf_free(struct vrt_buf *b);
 /* Encodes r at the end of b with the chunk's delta state d; false when out of memory. */
 bool vrt_buf_put_record(struct vrt_buf *b, const struct vrt_record *r, struct vrt_delta *d);

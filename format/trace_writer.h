@@ -25,7 +25,7 @@ struct vrt_writer_options {
 	int32_t pid, ppid, rank, local_rank, world_size;
 	uint64_t start_realtime_ns;
 	uint64_t start_monotonic_ns;
-	int zstd_level;
+	int zstd_level;          /* 0: the writer's default (1) */
 	vrt_tables_dump_fn dump_tables; /* required with a ring */
 	void *dump_ctx;
 };

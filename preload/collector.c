@@ -107,7 +107,9 @@ bool vrt_collector_wait_parked(uint64_t deadline_ns) { return vrt_fork_wait_clea
 
 static uint64_t to_units(const struct collector *c, uint64_t ns)
 {
-	return ns > c->t0_ns ? (ns - c->t0_ns) / (uint64_t)vrt_cfg.ts_unit_ns : 0;
+	uint64_t since = ns > c->t0_ns ? ns - c->t0_ns : 0;
+	/* The default unit as a constant: a multiply, not a 64-bit division, per event. */
+	return vrt_cfg.ts_unit_ns == 1000 ? since / 1000 : since / (uint64_t)vrt_cfg.ts_unit_ns;
 }
 
 /* ---- stacks ----------------------------------------------------------------------------- */
@@ -410,11 +412,32 @@ static void retention_fields(struct collector *c, const struct vrt_raw *raw, str
 	}
 }
 
+/* Field by field: an initializer zeroes the whole record first (rep stos: tens of cycles). */
+static void record_of(const struct collector *c, const struct vrt_raw *raw, struct vrt_record *r)
+{
+	r->op = raw->op;
+	r->ts = to_units(c, raw->ts_ns);
+	r->addr = raw->addr;
+	r->size = raw->size;
+	r->aux = raw->aux;
+	r->aux2 = raw->aux2;
+	r->stream = raw->stream;
+	r->id = 0;
+	r->id2 = 0;
+	r->api = raw->api;
+	r->device = raw->device;
+	r->kind = raw->kind;
+	r->stack = 0;
+	r->stack2 = 0;
+	r->result = raw->result;
+	r->bytes_len = 0;
+	r->bytes = NULL;
+}
+
 static void process(struct collector *c, struct vrt_tbuf *b, const struct vrt_raw *raw)
 {
-	struct vrt_record r = { .op = raw->op, .ts = to_units(c, raw->ts_ns), .addr = raw->addr, .size = raw->size,
-				.aux = raw->aux, .aux2 = raw->aux2, .stream = raw->stream, .api = raw->api,
-				.device = raw->device, .kind = raw->kind, .result = raw->result };
+	struct vrt_record r;
+	record_of(c, raw, &r);
 	bool full = atomic_load(&vrt_mode) == VRT_MODE_FULL;
 	r.stack = full ? resolve_stack(c, b, raw) : 0;
 	bool write = true;
@@ -464,7 +487,7 @@ static void process(struct collector *c, struct vrt_tbuf *b, const struct vrt_ra
 		return;
 	if (vrt_output_ensure(c))
 		return;
-	vrt_output_describe_thread(c, b);
+	vrt_output_describe_thread(c, b, raw->ts_ns);
 	vrt_output_event(c, b->index, &r);
 	if (raw->op == VRT_OP_OOM) {
 		uint64_t now = vrt_now_ns();
@@ -495,6 +518,49 @@ static const struct vrt_raw *peek(struct cursor *k)
 }
 
 #define MAX_CURSORS 512
+
+/*
+ * A drain takes the events of all buffers in (timestamp, buffer) order: the next event is the
+ * oldest one stamped by the horizon, the first buffer's on a tie. It goes in runs: the cursor
+ * with that event, and how far it may go before another buffer's next event comes first
+ * (*until: it takes events stamped before it; the ones stamped at it too if it comes before the
+ * other buffer). Returns the cursor, or -1 when none has an event stamped by the horizon.
+ */
+static int next_run(struct cursor *cur, int n, uint64_t horizon, uint64_t *until)
+{
+	int best = -1, second = -1;
+	uint64_t best_ts = 0, second_ts = 0;
+	for (int i = 0; i < n; i++) {
+		const struct vrt_raw *r = peek(&cur[i]);
+		if (!r || r->ts_ns > horizon)
+			continue;
+		if (best < 0 || r->ts_ns < best_ts) {
+			second = best;
+			second_ts = best_ts;
+			best = i;
+			best_ts = r->ts_ns;
+		} else if (second < 0 || r->ts_ns < second_ts) {
+			second = i;
+			second_ts = r->ts_ns;
+		}
+	}
+	if (second < 0)
+		*until = horizon + 1;
+	else
+		*until = second < best ? second_ts : second_ts + 1;
+	return best;
+}
+
+/* Processes the cursor's events stamped before until (its first one is). */
+static void take_run(struct collector *c, struct cursor *k, uint64_t until)
+{
+	const struct vrt_raw *r = peek(k);
+	do {
+		process(c, k->b, r);
+		k->pos += r->len;
+		k->b->read_pos = k->pos; /* an EVENTS chunk written from here on holds it */
+	} while ((r = peek(k)) && r->ts_ns < until);
+}
 
 /* The thread now in vrt_collector_stop: blocked joining us, so its buffer is as still as a
  * dead thread's for the final drain. */
@@ -563,22 +629,10 @@ void vrt_collector_drain(struct collector *c)
 		if (head != b->read_pos)
 			cur[n++] = (struct cursor){ b, b->read_pos, head };
 	}
-	for (;;) {
-		int best = -1;
-		const struct vrt_raw *best_r = NULL;
-		for (int i = 0; i < n; i++) {
-			const struct vrt_raw *r = peek(&cur[i]);
-			if (r && r->ts_ns <= horizon && (!best_r || r->ts_ns < best_r->ts_ns)) {
-				best = i;
-				best_r = r;
-			}
-		}
-		if (best < 0)
-			break;
-		process(c, cur[best].b, best_r);
-		cur[best].pos += best_r->len;
-		cur[best].b->read_pos = cur[best].pos; /* an EVENTS chunk written from here on holds it */
-	}
+	int best;
+	uint64_t until;
+	while ((best = next_run(cur, n, horizon, &until)) >= 0)
+		take_run(c, &cur[best], until);
 	for (int i = 0; i < n; i++)
 		cur[i].b->read_pos = cur[i].pos;
 	report_unflushed_losses(c);

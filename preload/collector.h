@@ -59,13 +59,47 @@ struct collector {
 extern struct collector vrt_collector;
 
 /* trace_output.c */
-int vrt_output_ensure(struct collector *c);
+int vrt_output_open(struct collector *c);
+/* The file is open, or made now: 0, or an error (tracing has ended, its one line said why). */
+static inline int vrt_output_ensure(struct collector *c) { return VRT_LIKELY(c->writer != NULL) ? 0 : vrt_output_open(c); }
 void vrt_output_flush(struct collector *c);
 void vrt_output_checkpoint(struct collector *c, int reason);
 void vrt_output_finish(struct collector *c, int reason, int detail);
 int vrt_output_snapshot(struct collector *c, const char *path, char *reply, size_t reply_len);
-void vrt_output_event(struct collector *c, uint32_t thread, const struct vrt_record *r);
-void vrt_output_describe_thread(struct collector *c, struct vrt_tbuf *b);
+
+/* An EVENTS chunk is written once it holds this much (and at every drain). */
+#define VRT_EVENTS_CHUNK_BYTES (1u << 20)
+void vrt_output_events_full(struct collector *c);
+
+/* Encodes r into the EVENTS chunk, after a THREAD record when thread (non-zero) is another than
+ * the last one's. Inline: the collector's per-event path. */
+static inline void vrt_output_event(struct collector *c, uint32_t thread, const struct vrt_record *r)
+{
+	if (VRT_UNLIKELY(!c->writer || !vrt_buf_reserve(&c->events, 2 * VRT_RECORD_MAX_FIXED)))
+		return;
+	uint8_t *p = c->events.data + c->events.len;
+	if (thread && thread != c->chunk_thread) {
+		p = vrt_record_encode_thread(p, thread);
+		c->chunk_thread = thread;
+	}
+	p = vrt_record_encode(p, r, &c->delta);
+	c->events.len = (size_t)(p - c->events.data);
+	c->events_written++;
+	if (VRT_UNLIKELY(c->events.len >= VRT_EVENTS_CHUNK_BYTES))
+		vrt_output_events_full(c);
+}
+
+/* A thread's name is read when its first event is written, then again at its first event
+ * VRT_THREAD_NAME_RECHECK_NS or more (by the events' clock) after the last read: threads often
+ * rename themselves once after they start. */
+#define VRT_THREAD_NAME_RECHECK_NS 2000000000ull
+void vrt_output_name_thread(struct collector *c, struct vrt_tbuf *b, uint64_t ts_ns);
+static inline void vrt_output_describe_thread(struct collector *c, struct vrt_tbuf *b, uint64_t ts_ns)
+{
+	bool named = b->index < c->cap_threads && c->threads_described[b->index];
+	if (VRT_UNLIKELY(!named || ts_ns - b->name_checked_ns >= VRT_THREAD_NAME_RECHECK_NS))
+		vrt_output_name_thread(c, b, ts_ns);
+}
 uint32_t vrt_output_label_stack(struct collector *c, const char *label);
 /* One more INFO fact about the process (its tables; later values of a key win). */
 void vrt_output_info(struct collector *c, const char *key, const char *value);

@@ -22,8 +22,6 @@
 #include "vramtrace/output_place.h"
 #include "vramtrace/rings.h"
 
-#define EVENTS_CHUNK_BYTES (1u << 20)
-
 /* ---- naming ----------------------------------------------------------------------------- */
 
 static int env_int(const char *name)
@@ -223,7 +221,7 @@ static void emit_process_info(struct collector *c)
 	}
 }
 
-void vrt_output_describe_thread(struct collector *c, struct vrt_tbuf *b)
+void vrt_output_name_thread(struct collector *c, struct vrt_tbuf *b, uint64_t ts_ns)
 {
 	if (b->index >= c->cap_threads) {
 		size_t cap = c->cap_threads ? c->cap_threads : 64;
@@ -236,10 +234,7 @@ void vrt_output_describe_thread(struct collector *c, struct vrt_tbuf *b)
 		c->threads_described = t;
 		c->cap_threads = cap;
 	}
-	uint64_t now = vrt_now_ns();
-	if (c->threads_described[b->index] && now - b->name_checked_ns < 2000000000ull)
-		return;
-	b->name_checked_ns = now;
+	b->name_checked_ns = ts_ns;
 	char path[64], name[64] = "?";
 	snprintf(path, sizeof(path), "/proc/self/task/%d/comm", (int)b->tid);
 	int fd = open(path, O_RDONLY | O_CLOEXEC);
@@ -367,7 +362,7 @@ static void ring_too_small(struct collector *c, uint64_t items, uint64_t ring_ne
 	end_output(c, VRT_E_SIZE, why);
 }
 
-int vrt_output_ensure(struct collector *c)
+int vrt_output_open(struct collector *c)
 {
 	if (c->writer)
 		return 0;
@@ -463,21 +458,10 @@ void vrt_output_flush(struct collector *c)
 	vrt_tbuf_commit_all();
 }
 
-void vrt_output_event(struct collector *c, uint32_t thread, const struct vrt_record *r)
+void vrt_output_events_full(struct collector *c)
 {
-	if (!c->writer || !vrt_buf_reserve(&c->events, 2 * VRT_RECORD_MAX_FIXED))
-		return;
-	if (thread && thread != c->chunk_thread) {
-		struct vrt_record t = { .op = VRT_OP_THREAD, .id = thread };
-		c->events.len = (size_t)(vrt_record_encode(c->events.data + c->events.len, &t, &c->delta) - c->events.data);
-		c->chunk_thread = thread;
-	}
-	c->events.len = (size_t)(vrt_record_encode(c->events.data + c->events.len, r, &c->delta) - c->events.data);
-	c->events_written++;
-	if (c->events.len >= EVENTS_CHUNK_BYTES) {
-		put_tables(c);
-		put_events(c);
-	}
+	put_tables(c);
+	put_events(c);
 }
 
 uint32_t vrt_output_label_stack(struct collector *c, const char *label)
@@ -584,7 +568,7 @@ void vrt_output_checkpoint(struct collector *c, int reason)
 		return;
 	/* Parts no larger than event chunks, so that the padding before a wrap stays as small. */
 	size_t max_raw = vrt_writer_max_raw(c->writer);
-	struct cp_encoder e = { .part_max = max_raw < EVENTS_CHUNK_BYTES ? max_raw : EVENTS_CHUNK_BYTES };
+	struct cp_encoder e = { .part_max = max_raw < VRT_EVENTS_CHUNK_BYTES ? max_raw : VRT_EVENTS_CHUNK_BYTES };
 	struct vrt_record begin = { .op = VRT_OP_CP_BEGIN, .ts = now_ts(c), .id = (uint64_t)reason,
 				    .aux = c->events_written, .aux2 = c->events_lost };
 	cp_encode(&e, &begin);

@@ -283,6 +283,28 @@ m flush-4x preload/collector.c \
   'wait_for_work(c, vrt_cfg.flush_ms * 4);' \
   test_flight_recorder.py::test_the_file_never_lags_the_program_by_more_than_the_flush_interval
 
+# ---- the collector's per-event path (include/vramtrace/record.h's straight-line encoder, a thread's name)
+m thread-name-never-read-again preload/collector.h \
+  'if (VRT_UNLIKELY(!named || ts_ns - b->name_checked_ns >= VRT_THREAD_NAME_RECHECK_NS))' \
+  'if (VRT_UNLIKELY(!named))' \
+  "test_static_and_threads.py::test_a_thread_is_named_again_2_s_after_its_name_was_read[3-renamed]"
+m thread-name-read-at-every-event preload/collector.h \
+  'if (VRT_UNLIKELY(!named || ts_ns - b->name_checked_ns >= VRT_THREAD_NAME_RECHECK_NS))' \
+  'if (1)' \
+  "test_static_and_threads.py::test_a_thread_is_named_again_2_s_after_its_name_was_read[0-thread_rename]"
+m encode-hot-free-stack2-as-stack include/vramtrace/record.h \
+  '\t\treturn vrt_put_uvarint(p, r->stack2);\n\tcase VRT_OP_BLOCK_ALLOC:' \
+  '\t\treturn vrt_put_uvarint(p, r->stack);\n\tcase VRT_OP_BLOCK_ALLOC:' \
+  meson:encode_hot
+m encode-hot-block-alloc-without-aux include/vramtrace/record.h \
+  '/* t p d a s x q S */\n\t\tp = vrt_record_encode_hot_head(p, r, d);\n\t\tp = vrt_record_encode_hot_place(p, r, d);\n\t\tp = vrt_put_uvarint(p, r->aux);' \
+  '/* t p d a s x q S */\n\t\tp = vrt_record_encode_hot_head(p, r, d);\n\t\tp = vrt_record_encode_hot_place(p, r, d);' \
+  meson:encode_hot
+m encode-hot-addr-delta-kept include/vramtrace/record.h \
+  '\td->addr = r->addr;\n\treturn vrt_put_uvarint(p, r->size);' \
+  '\treturn vrt_put_uvarint(p, r->size);' \
+  meson:encode_hot
+
 # ---- report options that select or count --------------------------------------------------------
 m report-frames-one-short analyzer/sites.c \
   'i >= 0 && i < n && shown < max_frames; i++) {' \
@@ -853,9 +875,14 @@ m file-not-from-first-event preload/collector.c \
   '(void)expected;' \
   test_sigkill.py::test_the_trace_exists_from_the_first_allocation
 m rings-tail-before-write preload/collector.c \
-  'cur[best].b->read_pos = cur[best].pos; /* an EVENTS chunk written from here on holds it */' \
-  'cur[best].b->read_pos = cur[best].pos; atomic_store(&cur[best].b->tail, cur[best].pos);' \
+  'k->b->read_pos = k->pos; /* an EVENTS chunk written from here on holds it */' \
+  'k->b->read_pos = k->pos; atomic_store(&k->b->tail, k->pos);' \
   test_sigkill.py::test_events_the_collector_was_writing_when_killed_are_recovered
+# a drain takes a buffer's events in a run only until another buffer's next event is older
+m drain-run-ignores-other-buffers preload/collector.c \
+  '\t\t*until = second < best ? second_ts : second_ts + 1;' \
+  '\t\t*until = horizon + 1;' \
+  test_static_and_threads.py::test_threads_events_are_written_oldest_first
 m rings-not-shared preload/tbuf.c \
   'PROT_READ | PROT_WRITE, MAP_SHARED, rings_fd, at)' \
   'PROT_READ | PROT_WRITE, MAP_PRIVATE, rings_fd, at)' \

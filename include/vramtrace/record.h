@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Record codec shared by the writer (preload) and the reader (analyzer): LEB128 varints and the
- * generic, layout-driven encoding of one record (see format.h, VRT_RECORD_LAYOUTS); decoding
- * also has a straight-line path for the hot event ops.
+ * generic, layout-driven encoding of one record (see format.h, VRT_RECORD_LAYOUTS); encoding and
+ * decoding also have a straight-line path for the hot event ops.
  * Header-only so both sides compile the exact same code.
  */
 #ifndef VRAMTRACE_RECORD_H
@@ -90,10 +90,10 @@ static inline size_t vrt_get_uvarint(const uint8_t *p, const uint8_t *end, uint6
 }
 
 /*
- * Encodes r into p (which must hold VRT_RECORD_MAX_FIXED + r->bytes_len bytes).
- * Returns the end of the encoded record.
+ * The layout interpreter behind vrt_record_encode, for every op: encodes r into p (which must
+ * hold VRT_RECORD_MAX_FIXED + r->bytes_len bytes). Returns the end of the encoded record.
  */
-static inline uint8_t *vrt_record_encode(uint8_t *p, const struct vrt_record *r, struct vrt_delta *d)
+static inline uint8_t *vrt_record_encode_generic(uint8_t *p, const struct vrt_record *r, struct vrt_delta *d)
 {
 	const char *layout = vrt_record_layout(r->op);
 	*p++ = r->op;
@@ -123,6 +123,93 @@ static inline uint8_t *vrt_record_encode(uint8_t *p, const struct vrt_record *r,
 		}
 	}
 	return p;
+}
+
+/* The ops vrt_record_encode_hot writes, as a mask of 1 << op. */
+#define VRT_RECORD_HOT_ENCODE_OPS                                                                       \
+	(1ull << VRT_OP_ALLOC | 1ull << VRT_OP_SEED | 1ull << VRT_OP_FREE | 1ull << VRT_OP_BLOCK_ALLOC | \
+	 1ull << VRT_OP_BLOCK_FREE | 1ull << VRT_OP_BLOCK_SIZE)
+
+static inline bool vrt_record_encode_is_hot(unsigned op) { return op < 64 && (VRT_RECORD_HOT_ENCODE_OPS >> op & 1); }
+
+/* The opcode and t p d, which every hot op begins with. */
+static inline uint8_t *vrt_record_encode_hot_head(uint8_t *p, const struct vrt_record *r, struct vrt_delta *d)
+{
+	*p++ = r->op;
+	p = vrt_put_uvarint(p, vrt_zigzag((int64_t)(r->ts - d->ts)));
+	d->ts = r->ts;
+	p = vrt_put_uvarint(p, r->api);
+	return vrt_put_uvarint(p, vrt_zigzag(r->device));
+}
+
+/* a s */
+static inline uint8_t *vrt_record_encode_hot_place(uint8_t *p, const struct vrt_record *r, struct vrt_delta *d)
+{
+	p = vrt_put_uvarint(p, vrt_zigzag((int64_t)(r->addr - d->addr)));
+	d->addr = r->addr;
+	return vrt_put_uvarint(p, r->size);
+}
+
+/*
+ * Straight-line encoding of the ops that make up nearly every event chunk, one layout per case
+ * (format.h, VRT_RECORD_LAYOUTS): for those ops (vrt_record_encode_is_hot), the very bytes and
+ * delta state of vrt_record_encode_generic; any other op is written as its opcode alone.
+ * tests/unit/test_encode_hot.c holds the two equal.
+ */
+static inline uint8_t *vrt_record_encode_hot(uint8_t *p, const struct vrt_record *r, struct vrt_delta *d)
+{
+	switch (r->op) {
+	case VRT_OP_ALLOC: /* t p d k a s x q S */
+	case VRT_OP_SEED:
+		p = vrt_record_encode_hot_head(p, r, d);
+		p = vrt_put_uvarint(p, r->kind);
+		p = vrt_record_encode_hot_place(p, r, d);
+		p = vrt_put_uvarint(p, r->aux);
+		p = vrt_put_uvarint(p, r->stream);
+		return vrt_put_uvarint(p, r->stack);
+	case VRT_OP_FREE: /* t p d k a s q S T */
+		p = vrt_record_encode_hot_head(p, r, d);
+		p = vrt_put_uvarint(p, r->kind);
+		p = vrt_record_encode_hot_place(p, r, d);
+		p = vrt_put_uvarint(p, r->stream);
+		p = vrt_put_uvarint(p, r->stack);
+		return vrt_put_uvarint(p, r->stack2);
+	case VRT_OP_BLOCK_ALLOC: /* t p d a s x q S */
+		p = vrt_record_encode_hot_head(p, r, d);
+		p = vrt_record_encode_hot_place(p, r, d);
+		p = vrt_put_uvarint(p, r->aux);
+		p = vrt_put_uvarint(p, r->stream);
+		return vrt_put_uvarint(p, r->stack);
+	case VRT_OP_BLOCK_FREE: /* t p d a s q S T */
+		p = vrt_record_encode_hot_head(p, r, d);
+		p = vrt_record_encode_hot_place(p, r, d);
+		p = vrt_put_uvarint(p, r->stream);
+		p = vrt_put_uvarint(p, r->stack);
+		return vrt_put_uvarint(p, r->stack2);
+	case VRT_OP_BLOCK_SIZE: /* t p d a s */
+		p = vrt_record_encode_hot_head(p, r, d);
+		return vrt_record_encode_hot_place(p, r, d);
+	}
+	*p++ = r->op;
+	return p;
+}
+
+/* A THREAD record, "i": what vrt_record_encode writes for { .op = VRT_OP_THREAD, .id = thread }. */
+static inline uint8_t *vrt_record_encode_thread(uint8_t *p, uint32_t thread)
+{
+	*p++ = VRT_OP_THREAD;
+	return vrt_put_uvarint(p, thread);
+}
+
+/*
+ * Encodes r into p (which must hold VRT_RECORD_MAX_FIXED + r->bytes_len bytes).
+ * Returns the end of the encoded record.
+ */
+static inline uint8_t *vrt_record_encode(uint8_t *p, const struct vrt_record *r, struct vrt_delta *d)
+{
+	if (vrt_record_encode_is_hot(r->op))
+		return vrt_record_encode_hot(p, r, d);
+	return vrt_record_encode_generic(p, r, d);
 }
 
 static inline bool vrt_fits_u32(uint64_t v) { return v <= UINT32_MAX; }

@@ -1,8 +1,11 @@
-"""A statically linked runtime (tests/programs/static_rt.c) and many threads allocating at once
-(tests/programs/mt_alloc.c)."""
+"""A statically linked runtime (tests/programs/static_rt.c), many threads allocating at once
+(tests/programs/mt_alloc.c), and a thread's name (tests/programs/thread_rename.c)."""
+import re
+
 import pytest
 
-from conftest import MiB, assert_nothing_lost, assert_unchanged_behaviour, frame_functions, program, trace
+from conftest import MiB, analyze, assert_nothing_lost, assert_unchanged_behaviour, frame_functions, program, trace
+from stress_helpers import STEP_CLOCKSHIM, run
 
 # ---- libcudart_static.a ---------------------------------------------------------------------
 
@@ -109,6 +112,17 @@ def test_threads_each_free_names_what_its_thread_allocated(mt):
             assert (f["addr"], f["size"], f["alloc_stack"]) == (a["addr"], a["size"], a["stack"]), f.text
 
 
+def test_threads_events_are_written_oldest_first(mt):
+    """A drain merges the threads' buffers by timestamp (preload/collector.c): a record older than
+    one written before it was published after a drain had read its thread's buffer, which a
+    thread's events can be once per drain at most; here, a few in 16008."""
+    late, newest = 0, 0.0
+    for r in mt.events():
+        late += r.ts < newest
+        newest = max(newest, r.ts)
+    assert late <= len(mt.events()) // 100, f"{late} of {len(mt.events())} records older than one before them"
+
+
 def test_threads_nothing_lost(mt):
     assert_nothing_lost(mt)
 
@@ -124,3 +138,18 @@ def test_threads_lossy_buffers_account_for_every_event(tmp_path):
     assert written + t.info["events_lost"] == made
     assert sum(r["id"] for r in t.events("lost")) == t.info["events_lost"]
     assert t.info["events_written"] == written + len(t.events("lost"))
+
+
+# ---- a thread's name -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("seconds, name", [(0, "thread_rename"), (3, "renamed")])
+def test_a_thread_is_named_again_2_s_after_its_name_was_read(tmp_path, seconds, name):
+    """thread_rename renames itself once its first event is written under its first name; the
+    collector reads a thread's name again at its first event 2 s or more after the last read (by
+    the events' clock, which libstep_clockshim.so moves), and not before."""
+    p, out = run(tmp_path, [program("thread_rename"), seconds], "t.vrt", extra_preload=STEP_CLOCKSHIM)
+    assert p.returncode == 0, p.stderr
+    tid = int(re.search(r"tid=(\d+)", p.stdout)[1])
+    tables = analyze("dump", "--tables", "-q", out).stdout
+    assert [n for t, n in re.findall(r'^thread \d+ tid=(\d+) "(.*)"$', tables, re.M) if int(t) == tid] == [name]
