@@ -23,7 +23,7 @@ struct vrt_live_slot {
 	uint8_t flags;   /* kind (bits 0-1), seeded (bit 2), a seeded mapping not yet linked (bit 3) */
 };
 _Static_assert(sizeof(struct vrt_live_slot) == 64, "a live item is one cache line");
-_Static_assert(sizeof(struct vrt_live_slot) + 24 <= VRT_LIVE_BYTES_PER_ITEM, "the bound covers an item");
+_Static_assert(sizeof(struct vrt_live_slot) + 48 <= VRT_LIVE_BYTES_PER_ITEM, "the bound covers an item");
 
 #define BORN_EVENT_MASK ((1ull << 48) - 1)
 #define FLAG_SEEDED 4
@@ -63,25 +63,45 @@ uint8_t vrt_space_of(uint32_t op)
 	return 0;
 }
 
-/* ---- the index: linear probing over item positions, at most half full, so that a probe
- * rarely touches an item that is not the one looked for ------------------------------------- */
+/* ---- the index: linear probing over item positions, at most half full. Each slot keeps its
+ * key's hash beside the position: a probe compares hashes in the index and touches an item only
+ * when they match, and a deletion finds the home of every slot it moves without touching items. */
 
-static uint64_t key_hash(uint8_t space, uint64_t addr) { return (addr ^ ((uint64_t)space << 59)) * 0x9e3779b97f4a7c15ull; }
+struct vrt_live_entry {
+	uint32_t pos1; /* item position + 1; 0: empty */
+	uint32_t hash; /* key_hash of the item's (space, address) */
+};
 
-static size_t home_of(size_t cap, uint8_t space, uint64_t addr)
+static uint32_t key_hash(uint8_t space, uint64_t addr)
 {
-	uint64_t h = key_hash(space, addr);
-	return (size_t)(h ^ (h >> 31)) & (cap - 1);
+	uint64_t h = (addr ^ ((uint64_t)space << 59)) * 0x9e3779b97f4a7c15ull;
+	return (uint32_t)(h ^ (h >> 31));
+}
+
+/* Items start at a cache line (malloc aligns to 16 bytes): an item is read from one line, not
+ * two. Room for cap items in the block at *mem, whose first `used` items stay: realloc keeps the
+ * bytes, and they move to the block's first line boundary if it lies elsewhere now. */
+static bool items_resize(struct vrt_live_set *s, size_t cap)
+{
+	size_t before = s->items ? (size_t)((char *)s->items - (char *)s->items_mem) : 0;
+	char *mem = realloc(s->items_mem, cap * sizeof(*s->items) + 64);
+	if (!mem)
+		return false;
+	size_t at = (64 - ((uintptr_t)mem & 63)) & 63;
+	if (at != before)
+		memmove(mem + at, mem + before, s->used * sizeof(*s->items));
+	s->items_mem = mem;
+	s->items = (struct vrt_live_slot *)(mem + at);
+	s->items_cap = cap;
+	return true;
 }
 
 int vrt_live_init(struct vrt_live_set *s)
 {
 	memset(s, 0, sizeof(*s));
 	s->cap = 4096;
-	s->items_cap = 1024;
 	s->index = calloc(s->cap, sizeof(*s->index));
-	s->items = malloc(s->items_cap * sizeof(*s->items));
-	if (s->index && s->items)
+	if (s->index && items_resize(s, 1024))
 		return 0;
 	vrt_live_free(s);
 	return VRT_E_NOMEM;
@@ -89,8 +109,9 @@ int vrt_live_init(struct vrt_live_set *s)
 
 void vrt_live_free(struct vrt_live_set *s)
 {
-	free(s->items);
+	free(s->items_mem);
 	free(s->index);
+	s->items_mem = NULL;
 	s->items = NULL;
 	s->index = NULL;
 	s->cap = s->items_cap = s->used = 0;
@@ -100,37 +121,47 @@ void vrt_live_free(struct vrt_live_set *s)
 static size_t slot_of_item(const struct vrt_live_set *s, size_t pos)
 {
 	const struct vrt_live_slot *l = &s->items[pos];
-	size_t i = home_of(s->cap, l->space, l->addr);
-	while (s->index[i] != pos + 1)
-		i = (i + 1) & (s->cap - 1);
+	size_t mask = s->cap - 1, i = key_hash(l->space, l->addr) & mask;
+	while (s->index[i].pos1 != pos + 1)
+		i = (i + 1) & mask;
 	return i;
+}
+
+/* The slot of (space, addr), or the empty slot where its probe ends. */
+static size_t probe(const struct vrt_live_set *s, uint8_t space, uint64_t addr, uint32_t hash)
+{
+	size_t mask = s->cap - 1;
+	for (size_t i = hash & mask;; i = (i + 1) & mask) {
+		struct vrt_live_entry e = s->index[i];
+		if (!e.pos1)
+			return i;
+		if (e.hash == hash && s->items[e.pos1 - 1].addr == addr && s->items[e.pos1 - 1].space == space)
+			return i;
+	}
 }
 
 static struct vrt_live_slot *find(const struct vrt_live_set *s, uint8_t space, uint64_t addr)
 {
 	if (!s->cap)
 		return NULL;
-	for (size_t i = home_of(s->cap, space, addr);; i = (i + 1) & (s->cap - 1)) {
-		uint32_t v = s->index[i];
-		if (!v)
-			return NULL;
-		struct vrt_live_slot *l = &s->items[v - 1];
-		if (l->addr == addr && l->space == space)
-			return l;
-	}
+	uint32_t pos1 = s->index[probe(s, space, addr, key_hash(space, addr))].pos1;
+	return pos1 ? &s->items[pos1 - 1] : NULL;
 }
 
+/* Rehashed from the slots themselves: no item is read. */
 static bool grow_index(struct vrt_live_set *s)
 {
-	size_t cap = s->cap * 2;
-	uint32_t *index = calloc(cap, sizeof(*index));
+	size_t cap = s->cap * 2, mask = cap - 1;
+	struct vrt_live_entry *index = calloc(cap, sizeof(*index));
 	if (!index)
 		return false;
-	for (size_t pos = 0; pos < s->used; pos++) {
-		size_t i = home_of(cap, s->items[pos].space, s->items[pos].addr);
-		while (index[i])
-			i = (i + 1) & (cap - 1);
-		index[i] = (uint32_t)pos + 1;
+	for (size_t k = 0; k < s->cap; k++) {
+		if (!s->index[k].pos1)
+			continue;
+		size_t i = s->index[k].hash & mask;
+		while (index[i].pos1)
+			i = (i + 1) & mask;
+		index[i] = s->index[k];
 	}
 	free(s->index);
 	s->index = index;
@@ -150,22 +181,17 @@ static struct vrt_live_slot *insert(struct vrt_live_set *s, uint8_t space, uint6
 		s->error = VRT_E_NOMEM;
 		return NULL;
 	}
-	if (s->used == s->items_cap) {
-		/* Large arrays are their own mappings, which realloc moves without copying: resident
-		 * memory stays what the items use. */
-		size_t ncap = s->items_cap * 2;
-		struct vrt_live_slot *items = realloc(s->items, ncap * sizeof(*items));
-		if (!items) {
-			s->error = VRT_E_NOMEM;
-			return NULL;
-		}
-		s->items = items;
-		s->items_cap = ncap;
+	/* Large arrays are their own mappings, which realloc moves without copying (and whose
+	 * alignment it keeps): resident memory stays what the items use. */
+	if (s->used == s->items_cap && !items_resize(s, s->items_cap * 2)) {
+		s->error = VRT_E_NOMEM;
+		return NULL;
 	}
-	size_t i = home_of(s->cap, space, addr);
-	while (s->index[i])
-		i = (i + 1) & (s->cap - 1);
-	s->index[i] = (uint32_t)(s->used + 1);
+	uint32_t hash = key_hash(space, addr);
+	size_t mask = s->cap - 1, i = hash & mask;
+	while (s->index[i].pos1)
+		i = (i + 1) & mask;
+	s->index[i] = (struct vrt_live_entry){ (uint32_t)(s->used + 1), hash };
 	struct vrt_live_slot *l = &s->items[s->used++];
 	l->space = space;
 	l->addr = addr;
@@ -178,19 +204,18 @@ static void erase(struct vrt_live_set *s, struct vrt_live_slot *l)
 	s->held -= l->size;
 	size_t pos = (size_t)(l - s->items), mask = s->cap - 1;
 	size_t hole = slot_of_item(s, pos);
-	for (size_t i = (hole + 1) & mask; s->index[i]; i = (i + 1) & mask) {
-		const struct vrt_live_slot *x = &s->items[s->index[i] - 1];
-		size_t home = home_of(s->cap, x->space, x->addr);
+	for (size_t i = (hole + 1) & mask; s->index[i].pos1; i = (i + 1) & mask) {
+		size_t home = s->index[i].hash & mask;
 		bool stays = hole <= i ? (home > hole && home <= i) : (home > hole || home <= i);
 		if (stays)
 			continue;
 		s->index[hole] = s->index[i];
 		hole = i;
 	}
-	s->index[hole] = 0;
+	s->index[hole] = (struct vrt_live_entry){ 0, 0 };
 	size_t last = s->used - 1;
 	if (pos != last) {
-		s->index[slot_of_item(s, last)] = (uint32_t)pos + 1;
+		s->index[slot_of_item(s, last)].pos1 = (uint32_t)pos + 1;
 		s->items[pos] = s->items[last];
 	}
 	s->used--;
@@ -441,6 +466,20 @@ void vrt_live_apply(struct vrt_live_set *s, const struct vrt_record *r, struct v
 		s->phase_seq++;
 		break;
 	}
+}
+
+void vrt_live_prefetch(const struct vrt_live_set *s, const struct vrt_record *soon, const struct vrt_record *later)
+{
+	uint8_t space = soon ? vrt_space_of(soon->op) : 0;
+	size_t mask = s->cap - 1;
+	if (space && s->cap) {
+		struct vrt_live_entry e = s->index[key_hash(space, soon->addr) & mask];
+		if (e.pos1)
+			__builtin_prefetch(&s->items[e.pos1 - 1]);
+	}
+	space = later ? vrt_space_of(later->op) : 0;
+	if (space && s->cap)
+		__builtin_prefetch(&s->index[key_hash(space, later->addr) & mask]);
 }
 
 bool vrt_live_lookup(const struct vrt_live_set *s, uint8_t space, uint64_t addr, struct vrt_item *out)

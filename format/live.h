@@ -30,7 +30,7 @@
  * would cross it come from a damaged trace and are refused, so that every sum of live sizes (the
  * analyzer's totals, its reports' per-site sums) fits an int64_t with room to scale. */
 #define VRT_HELD_MAX (1ull << 56)
-#define VRT_LIVE_BYTES_PER_ITEM 88
+#define VRT_LIVE_BYTES_PER_ITEM 112
 
 /* What an item's address names; the key of the live set is (space, address). */
 enum vrt_space {
@@ -89,10 +89,12 @@ struct vrt_live_change {
 };
 
 struct vrt_live_slot;
+struct vrt_live_entry;
 
 struct vrt_live_set {
-	struct vrt_live_slot *items;
-	uint32_t *index;        /* item position + 1; 0: empty */
+	struct vrt_live_slot *items; /* in items_mem, from its first cache line boundary */
+	void *items_mem;
+	struct vrt_live_entry *index; /* item positions by (space, address), with their hashes */
 	size_t cap;             /* index slots, a power of two */
 	size_t used, items_cap; /* live items; room in items */
 	int error;              /* VRT_E_NOMEM once an item could not be stored: the set is incomplete */
@@ -121,6 +123,11 @@ uint8_t vrt_space_of(uint32_t op);
 bool vrt_live_seeding_after(bool seeding, uint64_t events, const struct vrt_record *r);
 /* Holds memory of its own (an allocation or a VMM handle; not a mapping, a range or a block). */
 bool vrt_item_counted(const struct vrt_item *it);
+
+/* Brings what applying a record will read into the caches ahead of it, the set unchanged: the
+ * item that `soon` names (its index slot read now, which `later` should have brought in a few
+ * records earlier), and the index slot of `later`. Either may be NULL. */
+void vrt_live_prefetch(const struct vrt_live_set *s, const struct vrt_record *soon, const struct vrt_record *later);
 
 bool vrt_live_lookup(const struct vrt_live_set *s, uint8_t space, uint64_t addr, struct vrt_item *out);
 /* Item i of 0..used-1, in the set's order (which an ending changes). */
