@@ -168,50 +168,110 @@ static bool next_chunk(struct vrt_replay *rp)
 			continue;
 		rp->end = rp->p + len;
 		rp->delta = (struct vrt_delta){ 0, 0 };
-		rp->thread = 0;
+		rp->decode_thread = 0;
 		rp->chunk_type = type;
 		return true;
 	}
 	return false;
 }
 
-bool vrt_replay_next(struct vrt_replay *rp, struct vrt_record *r)
+/* The verdict on a record decoded by the generic path: 0 to hand it out, 1 to skip it (THREAD),
+ * 2 for the end mark, or an error. */
+static int judge(struct vrt_replay *rp, const struct vrt_record *r, uint32_t *thread)
+{
+	if (r->op == VRT_OP_THREAD) {
+		*thread = (uint32_t)r->id;
+		return 1;
+	}
+	if (r->op == VRT_OP_MARK && rp->trace->end_mark && !strcmp(vrt_string(rp->trace, r->id), rp->trace->end_mark))
+		return 2;
+	bool is_cp = r->op >= VRT_OP_CP_BEGIN && r->op <= VRT_OP_CP_END;
+	bool in_cp = rp->chunk_type == VRT_CHUNK_CHECKPOINT;
+	if (is_cp != in_cp || (r->op >= VRT_OP_STRING && r->op <= VRT_OP_INFO))
+		return VRT_E_RECORD; /* a record in the wrong kind of chunk */
+	if ((r->stack && !vrt_stack_valid(rp->trace, r->stack)) || (r->stack2 && !vrt_stack_valid(rp->trace, r->stack2)))
+		return VRT_E_RANGE;
+	return 0;
+}
+
+/*
+ * Decodes the current chunk's next records into the batch. The hot event ops take the
+ * straight-line decoder and one compare for their stacks (no THREAD, mark or checkpoint record
+ * is one of them); every other record the generic decoder and judge().
+ */
+static void fill_batch(struct vrt_replay *rp)
+{
+	const uint8_t *p = rp->p, *end = rp->end;
+	struct vrt_delta d = rp->delta;
+	uint32_t thread = rp->decode_thread, n = 0;
+	/* A stack id is valid when it is 0 or below n_nodes: below stacks_end either way. */
+	uint64_t stacks_end = rp->trace->tables.n_nodes ? rp->trace->tables.n_nodes : 1;
+	bool in_cp = rp->chunk_type == VRT_CHUNK_CHECKPOINT;
+	int verdict = 0;
+	while (n < VRT_REPLAY_BATCH && p < end) {
+		struct vrt_record *r = &rp->batch[n];
+		if (vrt_record_decode_hot(&p, end, r, &d)) {
+			if (in_cp) {
+				verdict = VRT_E_RECORD;
+				break;
+			}
+			if (r->stack >= stacks_end || r->stack2 >= stacks_end) {
+				verdict = VRT_E_RANGE;
+				break;
+			}
+			rp->threads[n++] = thread;
+			continue;
+		}
+		if ((verdict = vrt_record_decode_generic(&p, end, r, &d)))
+			break;
+		verdict = judge(rp, r, &thread);
+		if (verdict == 1) {
+			verdict = 0;
+			continue;
+		}
+		if (verdict)
+			break;
+		rp->threads[n++] = thread;
+	}
+	rp->p = p;
+	rp->delta = d;
+	rp->decode_thread = thread;
+	rp->next = 0;
+	rp->n = n;
+	if (verdict == 2)
+		rp->ended = true;
+	else if (verdict)
+		rp->batch_error = verdict;
+}
+
+/* Refills an empty batch; false at the end, at the end mark or at an error. */
+static bool refill(struct vrt_replay *rp)
 {
 	for (;;) {
-		if (rp->error)
+		if (rp->error || rp->ended)
 			return false;
+		if (rp->batch_error) {
+			rp->error = rp->batch_error;
+			return false;
+		}
 		if (!rp->p || rp->p >= rp->end) {
 			if (!next_chunk(rp))
 				return false;
 			continue;
 		}
-		int rc = vrt_record_decode(&rp->p, rp->end, r, &rp->delta);
-		if (rc) {
-			rp->error = rc;
-			return false;
-		}
-		if (r->op == VRT_OP_THREAD) {
-			rp->thread = (uint32_t)r->id;
-			continue;
-		}
-		if (r->op == VRT_OP_MARK && rp->trace->end_mark && !strcmp(vrt_string(rp->trace, r->id), rp->trace->end_mark)) {
-			rp->p = rp->end = NULL; /* the end of this trace, for every reader */
-			rp->chunk = rp->trace->n_chunks;
-			return false;
-		}
-		bool is_cp = r->op >= VRT_OP_CP_BEGIN && r->op <= VRT_OP_CP_END;
-		bool in_cp = rp->chunk_type == VRT_CHUNK_CHECKPOINT;
-		if (is_cp != in_cp || (r->op >= VRT_OP_STRING && r->op <= VRT_OP_INFO)) {
-			rp->error = VRT_E_RECORD; /* a record in the wrong kind of chunk */
-			return false;
-		}
-		if ((r->stack && !vrt_stack_valid(rp->trace, r->stack)) ||
-		    (r->stack2 && !vrt_stack_valid(rp->trace, r->stack2))) {
-			rp->error = VRT_E_RANGE;
-			return false;
-		}
-		return true;
+		fill_batch(rp);
+		if (rp->n)
+			return true;
 	}
+}
+
+bool vrt_replay_next(struct vrt_replay *rp, struct vrt_record *r)
+{
+	if (rp->next == rp->n && !refill(rp))
+		return false;
+	*r = rp->batch[rp->next];
+	rp->thread = rp->threads[rp->next++];
+	return true;
 }
 
 double vrt_ts_seconds(const struct vrt_trace *t, uint64_t ts) { return (double)ts * t->hdr.ts_unit_ns / 1e9; }

@@ -12,6 +12,9 @@
 /* Records between looks at the progress line: cheap next to decoding them. */
 #define PROGRESS_EVERY 0xfffffu
 
+/* Records between a prefetch and its use: the model's work on them hides the cache miss. */
+#define PREFETCH_NEAR 4
+
 static uint64_t passes, simulations;
 /* Traces (by serial) already warned about: every pass over one trace sees the same refusals. */
 static uint64_t warned[16];
@@ -63,8 +66,13 @@ bool vrt_pass_next(struct vrt_pass *p, struct vrt_record *r, struct vrt_effect *
 		p->stopped = true;
 		return false;
 	}
-	if (p->o.model)
+	if (p->o.model) {
+		/* An item is read about PREFETCH_NEAR records after its index slot was prefetched,
+		 * and applied PREFETCH_NEAR records after that. */
+		vrt_live_prefetch(&p->o.model->set, vrt_replay_ahead(&p->rp, PREFETCH_NEAR),
+				  vrt_replay_ahead(&p->rp, 2 * PREFETCH_NEAR));
 		vrt_model_apply(p->o.model, r, e);
+	}
 	else if (e)
 		*e = (struct vrt_effect){ .kind = VRT_EFFECT_NONE };
 	p->events += !(r->op >= VRT_OP_CP_BEGIN && r->op <= VRT_OP_CP_END);
