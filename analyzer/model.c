@@ -10,7 +10,6 @@
 
 #include "vramtrace/error.h"
 
-int vrt_device_slot(int device) { return device >= 0 && device < VRT_MAX_DEVICES ? device : VRT_HOST_SLOT; }
 
 bool vrt_effect_only_own(const struct vrt_effect *e)
 {
@@ -199,7 +198,7 @@ static int judge(struct vrt_replay *rp, const struct vrt_record *r, uint32_t *th
  * straight-line decoder and one compare for their stacks (no THREAD, mark or checkpoint record
  * is one of them); every other record the generic decoder and judge().
  */
-static void fill_batch(struct vrt_replay *rp)
+static __attribute__((noinline)) void fill_batch(struct vrt_replay *rp)
 {
 	const uint8_t *p = rp->p, *end = rp->end;
 	struct vrt_delta d = rp->delta;
@@ -244,8 +243,7 @@ static void fill_batch(struct vrt_replay *rp)
 		rp->batch_error = verdict;
 }
 
-/* Refills an empty batch; false at the end, at the end mark or at an error. */
-static bool refill(struct vrt_replay *rp)
+bool vrt_replay_refill(struct vrt_replay *rp)
 {
 	for (;;) {
 		if (rp->error || rp->ended)
@@ -263,15 +261,6 @@ static bool refill(struct vrt_replay *rp)
 		if (rp->n)
 			return true;
 	}
-}
-
-bool vrt_replay_next(struct vrt_replay *rp, struct vrt_record *r)
-{
-	if (rp->next == rp->n && !refill(rp))
-		return false;
-	*r = rp->batch[rp->next];
-	rp->thread = rp->threads[rp->next++];
-	return true;
 }
 
 double vrt_ts_seconds(const struct vrt_trace *t, uint64_t ts) { return (double)ts * t->hdr.ts_unit_ns / 1e9; }

@@ -39,16 +39,25 @@ static void unpack(const struct vrt_live_slot *l, struct vrt_item *it)
 {
 	bool handle = l->space == VRT_SPACE_HANDLE, map = l->space == VRT_SPACE_MAP;
 	bool streams = l->space == VRT_SPACE_ADDR || l->space == VRT_SPACE_BLOCK;
-	*it = (struct vrt_item){
-		.addr = l->addr, .size = l->size, .ts = l->ts, .aux = l->aux, .aux2 = map ? l->extra : 0,
-		.stream = streams ? l->extra : 0, .born_event = l->born & BORN_EVENT_MASK, .born_phase = l->born_phase,
-		.stack = l->stack, .refs = handle ? handle_refs(l) : 1, .maps = handle ? handle_maps(l) : 0,
-		.api = l->api, .device = slot_device(l), .space = l->space, .op = l->op, .kind = slot_kind(l),
-		.seeded = (l->flags & FLAG_SEEDED) != 0,
-	};
+	/* Field by field: a compound literal zeroes the whole item first. */
+	it->addr = l->addr;
+	it->size = l->size;
+	it->ts = l->ts;
+	it->aux = l->aux;
+	it->aux2 = map ? l->extra : 0;
+	it->stream = streams ? l->extra : 0;
+	it->born_event = l->born & BORN_EVENT_MASK;
+	it->born_phase = l->born_phase;
+	it->stack = l->stack;
+	it->refs = handle ? handle_refs(l) : 1;
+	it->maps = handle ? handle_maps(l) : 0;
+	it->api = l->api;
+	it->device = slot_device(l);
+	it->space = l->space;
+	it->op = l->op;
+	it->kind = slot_kind(l);
+	it->seeded = (l->flags & FLAG_SEEDED) != 0;
 }
-
-bool vrt_item_counted(const struct vrt_item *it) { return it->space == VRT_SPACE_ADDR || it->space == VRT_SPACE_HANDLE; }
 
 uint8_t vrt_space_of(uint32_t op)
 {
@@ -169,17 +178,21 @@ static bool grow_index(struct vrt_live_set *s)
 	return true;
 }
 
-/* Room for one more item, indexed under (space, addr); the caller fills it. NULL (and the set's
+/* Room for one more item, indexed under (space, addr) of hash `hash`, in the empty index slot
+ * `at` where its probe ended (SIZE_MAX: not known); the caller fills it. NULL (and the set's
  * error set) when memory runs out. */
-static struct vrt_live_slot *insert(struct vrt_live_set *s, uint8_t space, uint64_t addr)
+static struct vrt_live_slot *insert(struct vrt_live_set *s, uint8_t space, uint64_t addr, uint32_t hash, size_t at)
 {
 	if (!s->cap || s->used >= UINT32_MAX - 1) {
 		s->error = VRT_E_NOMEM;
 		return NULL;
 	}
-	if ((s->used + 1) * 2 > s->cap && !grow_index(s)) {
-		s->error = VRT_E_NOMEM;
-		return NULL;
+	if ((s->used + 1) * 2 > s->cap) {
+		if (!grow_index(s)) {
+			s->error = VRT_E_NOMEM;
+			return NULL;
+		}
+		at = SIZE_MAX;
 	}
 	/* Large arrays are their own mappings, which realloc moves without copying (and whose
 	 * alignment it keeps): resident memory stays what the items use. */
@@ -187,11 +200,9 @@ static struct vrt_live_slot *insert(struct vrt_live_set *s, uint8_t space, uint6
 		s->error = VRT_E_NOMEM;
 		return NULL;
 	}
-	uint32_t hash = key_hash(space, addr);
-	size_t mask = s->cap - 1, i = hash & mask;
-	while (s->index[i].pos1)
-		i = (i + 1) & mask;
-	s->index[i] = (struct vrt_live_entry){ (uint32_t)(s->used + 1), hash };
+	if (at == SIZE_MAX)
+		at = probe(s, space, addr, hash);
+	s->index[at] = (struct vrt_live_entry){ (uint32_t)(s->used + 1), hash };
 	struct vrt_live_slot *l = &s->items[s->used++];
 	l->space = space;
 	l->addr = addr;
@@ -226,12 +237,10 @@ static void erase(struct vrt_live_set *s, struct vrt_live_slot *l)
 /* l ends: on_end is told, then it is gone. */
 static void end(struct vrt_live_set *s, struct vrt_live_slot *l, enum vrt_live_end why, struct vrt_item *out)
 {
-	struct vrt_item it;
-	unpack(l, &it);
+	struct vrt_item scratch, *it = out ? out : &scratch;
+	unpack(l, it);
 	if (s->on_end)
-		s->on_end(s->ctx, &it, why);
-	if (out)
-		*out = it;
+		s->on_end(s->ctx, it, why);
 	erase(s, l);
 }
 
@@ -289,20 +298,24 @@ static void born(struct vrt_live_set *s, const struct vrt_record *r, uint8_t op,
 		}
 		return;
 	}
-	struct vrt_live_slot *old = find(s, space, r->addr);
+	uint32_t hash = key_hash(space, r->addr);
+	size_t at = s->cap ? probe(s, space, r->addr, hash) : SIZE_MAX;
+	struct vrt_live_slot *old = at != SIZE_MAX && s->index[at].pos1 ? &s->items[s->index[at].pos1 - 1] : NULL;
 	if (old && old->ts > r->ts) {
 		c->outcome = VRT_LIVE_STALE;
 		unpack(old, &c->item);
 		return;
 	}
-	if (old)
+	if (old) {
 		end(s, old, VRT_END_REPLACED, NULL);
+		at = SIZE_MAX; /* the index changed */
+	}
 	c->outcome = VRT_LIVE_REFUSED;
 	if (r->size > VRT_HELD_MAX - s->held) {
 		s->implausible++;
 		return;
 	}
-	struct vrt_live_slot *l = insert(s, space, r->addr);
+	struct vrt_live_slot *l = insert(s, space, r->addr, hash, at);
 	if (!l)
 		return;
 	s->held += r->size;

@@ -122,7 +122,10 @@ uint8_t vrt_space_of(uint32_t op);
  * events came first: from a checkpoint that opens the replay or an attach's, to its end. */
 bool vrt_live_seeding_after(bool seeding, uint64_t events, const struct vrt_record *r);
 /* Holds memory of its own (an allocation or a VMM handle; not a mapping, a range or a block). */
-bool vrt_item_counted(const struct vrt_item *it);
+static inline bool vrt_item_counted(const struct vrt_item *it)
+{
+	return it->space == VRT_SPACE_ADDR || it->space == VRT_SPACE_HANDLE;
+}
 
 /* Brings what applying a record will read into the caches ahead of it, the set unchanged: the
  * item that `soon` names (its index slot read now, which `later` should have brought in a few
