@@ -143,17 +143,28 @@ void vrt_replay_begin(struct vrt_replay *rp, struct vrt_trace *t)
 		rp->bytes_total += t->chunks[i].stored;
 }
 
+static bool replayed(const struct vrt_trace *t, size_t i)
+{
+	return t->chunks[i].type == VRT_CHUNK_EVENTS || t->chunks[i].type == VRT_CHUNK_CHECKPOINT;
+}
+
 static bool next_chunk(struct vrt_replay *rp)
 {
 	struct vrt_trace *t = rp->trace;
 	while (rp->chunk < t->n_chunks) {
 		size_t i = rp->chunk++;
 		uint8_t type = t->chunks[i].type;
-		if (type != VRT_CHUNK_EVENTS && type != VRT_CHUNK_CHECKPOINT)
+		if (!replayed(t, i))
 			continue;
 		size_t len;
 		rp->bytes_done += t->chunks[i].stored;
 		int rc = vrt_trace_chunk(t, i, &rp->p, &len);
+		/* The next chunk is decompressed on the reader's second thread while this one is
+		 * decoded and applied here. */
+		size_t next = rp->chunk;
+		while (next < t->n_chunks && !replayed(t, next))
+			next++;
+		vrt_trace_chunk_ahead(t, next);
 		if (rc == VRT_E_CHANGED || rc == VRT_E_NOMEM || rc == VRT_E_IO) {
 			rp->error = rc; /* what the file held is no longer there: nothing after it is sound */
 			rp->p = rp->end = NULL;

@@ -22,7 +22,7 @@ struct vrt_live_slot {
 	uint8_t api, op, space;
 	uint8_t flags;   /* kind (bits 0-1), seeded (bit 2), a seeded mapping not yet linked (bit 3) */
 };
-_Static_assert(sizeof(struct vrt_live_slot) == 64, "a live item is one cache line");
+_Static_assert(sizeof(struct vrt_live_slot) == VRT_LIVE_ITEM_BYTES, "a live item is one cache line");
 _Static_assert(sizeof(struct vrt_live_slot) + 48 <= VRT_LIVE_BYTES_PER_ITEM, "the bound covers an item");
 
 #define BORN_EVENT_MASK ((1ull << 48) - 1)
@@ -59,33 +59,11 @@ static void unpack(const struct vrt_live_slot *l, struct vrt_item *it)
 	it->seeded = (l->flags & FLAG_SEEDED) != 0;
 }
 
-uint8_t vrt_space_of(uint32_t op)
-{
-	switch (op) {
-	case VRT_OP_ALLOC: case VRT_OP_FREE: case VRT_OP_SEED: return VRT_SPACE_ADDR;
-	case VRT_OP_PHYS_CREATE: case VRT_OP_PHYS_RELEASE: return VRT_SPACE_HANDLE;
-	case VRT_OP_MAP: case VRT_OP_UNMAP: return VRT_SPACE_MAP;
-	case VRT_OP_VA_RESERVE: case VRT_OP_VA_FREE: return VRT_SPACE_VA;
-	case VRT_OP_BLOCK_ALLOC: case VRT_OP_BLOCK_FREE: case VRT_OP_BLOCK_SIZE: return VRT_SPACE_BLOCK;
-	case VRT_OP_IMPORT: case VRT_OP_IMPORT_CLOSE: return VRT_SPACE_IMPORT;
-	}
-	return 0;
-}
-
 /* ---- the index: linear probing over item positions, at most half full. Each slot keeps its
  * key's hash beside the position: a probe compares hashes in the index and touches an item only
  * when they match, and a deletion finds the home of every slot it moves without touching items. */
 
-struct vrt_live_entry {
-	uint32_t pos1; /* item position + 1; 0: empty */
-	uint32_t hash; /* key_hash of the item's (space, address) */
-};
-
-static uint32_t key_hash(uint8_t space, uint64_t addr)
-{
-	uint64_t h = (addr ^ ((uint64_t)space << 59)) * 0x9e3779b97f4a7c15ull;
-	return (uint32_t)(h ^ (h >> 31));
-}
+static uint32_t key_hash(uint8_t space, uint64_t addr) { return vrt_live_key_hash(space, addr); }
 
 /* Items start at a cache line (malloc aligns to 16 bytes): an item is read from one line, not
  * two. Room for cap items in the block at *mem, whose first `used` items stay: realloc keeps the
@@ -479,20 +457,6 @@ void vrt_live_apply(struct vrt_live_set *s, const struct vrt_record *r, struct v
 		s->phase_seq++;
 		break;
 	}
-}
-
-void vrt_live_prefetch(const struct vrt_live_set *s, const struct vrt_record *soon, const struct vrt_record *later)
-{
-	uint8_t space = soon ? vrt_space_of(soon->op) : 0;
-	size_t mask = s->cap - 1;
-	if (space && s->cap) {
-		struct vrt_live_entry e = s->index[key_hash(space, soon->addr) & mask];
-		if (e.pos1)
-			__builtin_prefetch(&s->items[e.pos1 - 1]);
-	}
-	space = later ? vrt_space_of(later->op) : 0;
-	if (space && s->cap)
-		__builtin_prefetch(&s->index[key_hash(space, later->addr) & mask]);
 }
 
 bool vrt_live_lookup(const struct vrt_live_set *s, uint8_t space, uint64_t addr, struct vrt_item *out)
