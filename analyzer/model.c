@@ -65,7 +65,8 @@ static void ended(void *ctx, const struct vrt_item *it, enum vrt_live_end why)
 	struct vrt_model *m = ctx;
 	if (why == VRT_END_RELEASED) {
 		m->effect->kind = VRT_EFFECT_DIED;
-		m->effect->item = *it;
+		if (it != &m->effect->item) /* the set unpacks the record's own item there */
+			m->effect->item = *it;
 	}
 	count(m, it, -(int64_t)it->size);
 }
@@ -95,16 +96,14 @@ void vrt_model_apply(struct vrt_model *m, const struct vrt_record *r, struct vrt
 	struct vrt_live_change c;
 	m->set.ctx = m; /* a model may have been moved (copied whole) since the last record */
 	m->effect = e;
-	vrt_live_apply(&m->set, r, &c);
+	vrt_live_apply_into(&m->set, r, &c, &e->item);
 	if (c.outcome == VRT_LIVE_BORN) {
 		e->kind = VRT_EFFECT_BORN;
-		e->item = c.item;
-		count(m, &c.item, (int64_t)c.item.size);
-		m->any_blocks |= c.item.space == VRT_SPACE_BLOCK;
+		count(m, &e->item, (int64_t)e->item.size);
+		m->any_blocks |= e->item.space == VRT_SPACE_BLOCK;
 	} else if (c.outcome == VRT_LIVE_RESIZED) {
 		e->kind = VRT_EFFECT_RESIZED;
-		e->item = c.item;
-		count(m, &c.item, c.resize);
+		count(m, &e->item, c.resize);
 	}
 	if (r->op == VRT_OP_LOST)
 		m->lost += r->id;

@@ -262,7 +262,8 @@ static void link_seeded(struct vrt_live_set *s)
 	}
 }
 
-static void born(struct vrt_live_set *s, const struct vrt_record *r, uint8_t op, bool seeded, struct vrt_live_change *c)
+static void born(struct vrt_live_set *s, const struct vrt_record *r, uint8_t op, bool seeded, struct vrt_live_change *c,
+		 struct vrt_item *item)
 {
 	uint8_t space = vrt_space_of(op);
 	if (!space)
@@ -272,7 +273,7 @@ static void born(struct vrt_live_set *s, const struct vrt_record *r, uint8_t op,
 		if (h) {
 			handle_set(h, handle_refs(h) + 1, handle_maps(h));
 			c->outcome = VRT_LIVE_RETAINED;
-			unpack(h, &c->item);
+			unpack(h, item);
 		}
 		return;
 	}
@@ -281,7 +282,7 @@ static void born(struct vrt_live_set *s, const struct vrt_record *r, uint8_t op,
 	struct vrt_live_slot *old = at != SIZE_MAX && s->index[at].pos1 ? &s->items[s->index[at].pos1 - 1] : NULL;
 	if (old && old->ts > r->ts) {
 		c->outcome = VRT_LIVE_STALE;
-		unpack(old, &c->item);
+		unpack(old, item);
 		return;
 	}
 	if (old) {
@@ -315,7 +316,7 @@ static void born(struct vrt_live_set *s, const struct vrt_record *r, uint8_t op,
 	else if (space == VRT_SPACE_MAP)
 		link_to_handle(s, l);
 	c->outcome = VRT_LIVE_BORN;
-	unpack(l, &c->item);
+	unpack(l, item);
 }
 
 /* The mappings an unmap of [addr, end) covers after the first (ending at addr): each ends, and
@@ -335,7 +336,7 @@ static void unmap_rest(struct vrt_live_set *s, uint64_t addr, uint64_t end_addr)
 	}
 }
 
-static void release(struct vrt_live_set *s, const struct vrt_record *r, struct vrt_live_change *c)
+static void release(struct vrt_live_set *s, const struct vrt_record *r, struct vrt_live_change *c, struct vrt_item *item)
 {
 	uint8_t space = vrt_space_of(r->op);
 	struct vrt_live_slot *l = find(s, space, r->addr);
@@ -346,17 +347,17 @@ static void release(struct vrt_live_set *s, const struct vrt_record *r, struct v
 	}
 	if (l->ts > r->ts) { /* stale: names an earlier incarnation */
 		c->outcome = VRT_LIVE_STALE;
-		unpack(l, &c->item);
+		unpack(l, item);
 		return;
 	}
 	if (space == VRT_SPACE_HANDLE) {
-		unpack(l, &c->item);
-		c->outcome = handle_unref(s, l, true, false, VRT_END_RELEASED, &c->item) ? VRT_LIVE_ENDED
+		unpack(l, item);
+		c->outcome = handle_unref(s, l, true, false, VRT_END_RELEASED, item) ? VRT_LIVE_ENDED
 										       : VRT_LIVE_DEREFERENCED;
 		return;
 	}
 	uint64_t handle = l->aux, size = l->size, end_addr = r->addr + (r->size ? r->size : size);
-	end(s, l, VRT_END_RELEASED, &c->item);
+	end(s, l, VRT_END_RELEASED, item);
 	c->outcome = VRT_LIVE_ENDED;
 	if (space != VRT_SPACE_MAP)
 		return;
@@ -366,7 +367,7 @@ static void release(struct vrt_live_set *s, const struct vrt_record *r, struct v
 	unmap_rest(s, r->addr + size, end_addr);
 }
 
-static void resize(struct vrt_live_set *s, const struct vrt_record *r, struct vrt_live_change *c)
+static void resize(struct vrt_live_set *s, const struct vrt_record *r, struct vrt_live_change *c, struct vrt_item *item)
 {
 	struct vrt_live_slot *l = find(s, VRT_SPACE_BLOCK, r->addr);
 	if (!l || r->size == l->size)
@@ -380,7 +381,7 @@ static void resize(struct vrt_live_set *s, const struct vrt_record *r, struct vr
 	c->resize = (int64_t)r->size - (int64_t)l->size;
 	l->size = r->size;
 	c->outcome = VRT_LIVE_RESIZED;
-	unpack(l, &c->item);
+	unpack(l, item);
 }
 
 static void context_reset(struct vrt_live_set *s, int device)
@@ -403,13 +404,14 @@ bool vrt_live_seeding_after(bool seeding, uint64_t events, const struct vrt_reco
 	return r->op == VRT_OP_CP_END ? false : seeding;
 }
 
-static void apply_checkpoint(struct vrt_live_set *s, const struct vrt_record *r, struct vrt_live_change *c)
+static void apply_checkpoint(struct vrt_live_set *s, const struct vrt_record *r, struct vrt_live_change *c,
+			     struct vrt_item *item)
 {
 	switch (r->op) {
 	case VRT_OP_CP_LIVE: {
 		uint8_t space = vrt_space_of((uint32_t)r->id2);
 		if (s->seeding && space && !find(s, space, r->addr))
-			born(s, r, (uint8_t)r->id2, true, c);
+			born(s, r, (uint8_t)r->id2, true, c, item);
 		return;
 	}
 	case VRT_OP_CP_PHASE:
@@ -427,27 +429,27 @@ static void apply_checkpoint(struct vrt_live_set *s, const struct vrt_record *r,
 	}
 }
 
-void vrt_live_apply(struct vrt_live_set *s, const struct vrt_record *r, struct vrt_live_change *out)
+void vrt_live_apply_into(struct vrt_live_set *s, const struct vrt_record *r, struct vrt_live_change *c,
+			 struct vrt_item *item)
 {
-	struct vrt_live_change scratch, *c = out ? out : &scratch;
-	c->outcome = VRT_LIVE_NONE; /* c->item is written with the outcome that makes it valid */
+	c->outcome = VRT_LIVE_NONE; /* *item is written with the outcome that makes it valid */
 	c->resize = 0;
 	if (r->op >= VRT_OP_CP_BEGIN && r->op <= VRT_OP_CP_END) {
-		apply_checkpoint(s, r, c);
+		apply_checkpoint(s, r, c, item);
 		return;
 	}
 	s->events++;
 	switch (r->op) {
 	case VRT_OP_ALLOC: case VRT_OP_PHYS_CREATE: case VRT_OP_MAP: case VRT_OP_VA_RESERVE: case VRT_OP_IMPORT:
 	case VRT_OP_BLOCK_ALLOC: case VRT_OP_SEED:
-		born(s, r, r->op, r->op == VRT_OP_SEED, c);
+		born(s, r, r->op, r->op == VRT_OP_SEED, c, item);
 		break;
 	case VRT_OP_FREE: case VRT_OP_PHYS_RELEASE: case VRT_OP_UNMAP: case VRT_OP_VA_FREE: case VRT_OP_IMPORT_CLOSE:
 	case VRT_OP_BLOCK_FREE:
-		release(s, r, c);
+		release(s, r, c, item);
 		break;
 	case VRT_OP_BLOCK_SIZE:
-		resize(s, r, c);
+		resize(s, r, c, item);
 		break;
 	case VRT_OP_CONTEXT:
 		if (r->id == 0)
@@ -457,6 +459,12 @@ void vrt_live_apply(struct vrt_live_set *s, const struct vrt_record *r, struct v
 		s->phase_seq++;
 		break;
 	}
+}
+
+void vrt_live_apply(struct vrt_live_set *s, const struct vrt_record *r, struct vrt_live_change *out)
+{
+	struct vrt_live_change scratch, *c = out ? out : &scratch;
+	vrt_live_apply_into(s, r, c, &c->item);
 }
 
 bool vrt_live_lookup(const struct vrt_live_set *s, uint8_t space, uint64_t addr, struct vrt_item *out)

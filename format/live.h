@@ -121,6 +121,10 @@ int vrt_live_init(struct vrt_live_set *s);
 void vrt_live_free(struct vrt_live_set *s);
 /* Applies one record (any op; those outside the live set count as events or do nothing). */
 void vrt_live_apply(struct vrt_live_set *s, const struct vrt_record *r, struct vrt_live_change *out);
+/* vrt_live_apply with the change's item written to *item instead of out->item (a caller that
+ * keeps it elsewhere saves a copy); the item on_end is told of may be *item itself. */
+void vrt_live_apply_into(struct vrt_live_set *s, const struct vrt_record *r, struct vrt_live_change *c,
+			 struct vrt_item *item);
 
 /* The space a live-set op names, 0 for other ops. */
 static inline uint8_t vrt_space_of(uint32_t op)

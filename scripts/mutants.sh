@@ -149,8 +149,8 @@ m vmm-map-not-counted format/live.c \
 
 # ---- frees in the live-set rules (format/live.c) --------------------------------------------
 m analyzer-ignores-cuMemFreeAsync format/live.c \
-  'static void release(struct vrt_live_set *s, const struct vrt_record *r, struct vrt_live_change *c)\n{' \
-  'static void release(struct vrt_live_set *s, const struct vrt_record *r, struct vrt_live_change *c)\n{\n\tif (r->api == VRT_API_CU_MEM_FREE_ASYNC)\n\t\treturn;' \
+  'static void release(struct vrt_live_set *s, const struct vrt_record *r, struct vrt_live_change *c, struct vrt_item *item)\n{' \
+  'static void release(struct vrt_live_set *s, const struct vrt_record *r, struct vrt_live_change *c, struct vrt_item *item)\n{\n\tif (r->api == VRT_API_CU_MEM_FREE_ASYNC)\n\t\treturn;' \
   test_driver.py::test_driver_exact_totals
 m analyzer-stale-free-applies format/live.c \
   '\tif (l->ts > r->ts) { /* stale: names an earlier incarnation */' \
