@@ -14,8 +14,9 @@
  *
  * Memory is bounded by what is live: 64 bytes per item in one dense array (the order items are
  * visited in; an ending moves the last item into its place) plus an open-addressing index of
- * item positions by (space, address), at most half full: 8 to 16 bytes per item, 24 while it
- * doubles (VRT_LIVE_BYTES_PER_ITEM bounds the lot). One thread at a time.
+ * item positions by (space, address) with their hashes, 8-byte slots at most half full: 16 to 32
+ * bytes per item, 48 while it doubles (VRT_LIVE_BYTES_PER_ITEM bounds the lot). One thread at a
+ * time.
  */
 #ifndef VRAMTRACE_LIVE_H
 #define VRAMTRACE_LIVE_H
