@@ -14,6 +14,9 @@
 
 /* Records between a prefetch and its use: the model's work on them hides the cache miss. */
 #define PREFETCH_NEAR 4
+/* Live items from which the live set outgrows a core's private caches (about 100 bytes each
+ * with the index): below, a prefetch costs more than the misses it saves. */
+#define PREFETCH_MIN_ITEMS 16384
 
 static uint64_t passes, simulations;
 /* Traces (by serial) already warned about: every pass over one trace sees the same refusals. */
@@ -70,8 +73,9 @@ const struct vrt_record *vrt_pass_take(struct vrt_pass *p, struct vrt_effect *e)
 	if (p->o.model) {
 		/* An item is read about PREFETCH_NEAR records after its index slot was prefetched,
 		 * and applied PREFETCH_NEAR records after that. */
-		vrt_live_prefetch(&p->o.model->set, vrt_replay_ahead(&p->rp, PREFETCH_NEAR),
-				  vrt_replay_ahead(&p->rp, 2 * PREFETCH_NEAR));
+		if (p->o.model->set.used >= PREFETCH_MIN_ITEMS)
+			vrt_live_prefetch(&p->o.model->set, vrt_replay_ahead(&p->rp, PREFETCH_NEAR),
+					  vrt_replay_ahead(&p->rp, 2 * PREFETCH_NEAR));
 		vrt_model_apply(p->o.model, r, e);
 	} else if (e) {
 		*e = (struct vrt_effect){ .kind = VRT_EFFECT_NONE };
