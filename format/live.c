@@ -187,12 +187,12 @@ static struct vrt_live_slot *insert(struct vrt_live_set *s, uint8_t space, uint6
 	return l;
 }
 
-/* Removes l: backward-shift deletion in the index, and the last item moves into l's place. */
-static void erase(struct vrt_live_set *s, struct vrt_live_slot *l)
+/* Removes l, which index slot `hole` holds: backward-shift deletion in the index, and the last
+ * item moves into l's place. */
+static void erase(struct vrt_live_set *s, struct vrt_live_slot *l, size_t hole)
 {
 	s->held -= l->size;
 	size_t pos = (size_t)(l - s->items), mask = s->cap - 1;
-	size_t hole = slot_of_item(s, pos);
 	for (size_t i = (hole + 1) & mask; s->index[i].pos1; i = (i + 1) & mask) {
 		size_t home = s->index[i].hash & mask;
 		bool stays = hole <= i ? (home > hole && home <= i) : (home > hole || home <= i);
@@ -212,14 +212,21 @@ static void erase(struct vrt_live_set *s, struct vrt_live_slot *l)
 
 /* ---- the rules ---------------------------------------------------------------------------- */
 
-/* l ends: on_end is told, then it is gone. */
-static void end(struct vrt_live_set *s, struct vrt_live_slot *l, enum vrt_live_end why, struct vrt_item *out)
+/* l, which index slot `at` holds, ends: on_end is told (it leaves the set alone), then it is
+ * gone. */
+static void end_at(struct vrt_live_set *s, struct vrt_live_slot *l, size_t at, enum vrt_live_end why,
+		   struct vrt_item *out)
 {
 	struct vrt_item scratch, *it = out ? out : &scratch;
 	unpack(l, it);
 	if (s->on_end)
 		s->on_end(s->ctx, it, why);
-	erase(s, l);
+	erase(s, l, at);
+}
+
+static void end(struct vrt_live_set *s, struct vrt_live_slot *l, enum vrt_live_end why, struct vrt_item *out)
+{
+	end_at(s, l, slot_of_item(s, (size_t)(l - s->items)), why, out);
 }
 
 /* A handle loses a reference or a mapping; it ends when it has neither. */
@@ -286,7 +293,7 @@ static void born(struct vrt_live_set *s, const struct vrt_record *r, uint8_t op,
 		return;
 	}
 	if (old) {
-		end(s, old, VRT_END_REPLACED, NULL);
+		end_at(s, old, at, VRT_END_REPLACED, NULL);
 		at = SIZE_MAX; /* the index changed */
 	}
 	c->outcome = VRT_LIVE_REFUSED;
@@ -339,7 +346,8 @@ static void unmap_rest(struct vrt_live_set *s, uint64_t addr, uint64_t end_addr)
 static void release(struct vrt_live_set *s, const struct vrt_record *r, struct vrt_live_change *c, struct vrt_item *item)
 {
 	uint8_t space = vrt_space_of(r->op);
-	struct vrt_live_slot *l = find(s, space, r->addr);
+	size_t at = s->cap ? probe(s, space, r->addr, key_hash(space, r->addr)) : 0;
+	struct vrt_live_slot *l = s->cap && s->index[at].pos1 ? &s->items[s->index[at].pos1 - 1] : NULL;
 	if (!l) {
 		s->unknown_releases++;
 		c->outcome = VRT_LIVE_UNKNOWN;
@@ -357,7 +365,7 @@ static void release(struct vrt_live_set *s, const struct vrt_record *r, struct v
 		return;
 	}
 	uint64_t handle = l->aux, size = l->size, end_addr = r->addr + (r->size ? r->size : size);
-	end(s, l, VRT_END_RELEASED, item);
+	end_at(s, l, at, VRT_END_RELEASED, item);
 	c->outcome = VRT_LIVE_ENDED;
 	if (space != VRT_SPACE_MAP)
 		return;
