@@ -437,7 +437,7 @@ static void apply_checkpoint(struct vrt_live_set *s, const struct vrt_record *r,
 	}
 }
 
-void vrt_live_apply_into(struct vrt_live_set *s, const struct vrt_record *r, struct vrt_live_change *c,
+__attribute__((flatten)) void vrt_live_apply_into(struct vrt_live_set *s, const struct vrt_record *r, struct vrt_live_change *c,
 			 struct vrt_item *item)
 {
 	c->outcome = VRT_LIVE_NONE; /* *item is written with the outcome that makes it valid */

@@ -248,9 +248,11 @@ static inline const uint8_t *vrt_get_uvarint_wide(const uint8_t *p, uint64_t *ou
 		return vrt_get_uvarint_unchecked(p, out);
 	unsigned bits = (unsigned)__builtin_ctzll(stops) + 1; /* 8 x the varint's length */
 	uint64_t x = w & (~0ull >> (64 - bits)) & 0x7f7f7f7f7f7f7f7full;
-	x = (x & 0x007f007f007f007full) | ((x & 0x7f007f007f007f00ull) >> 1);
-	x = (x & 0x00003fff00003fffull) | ((x & 0x3fff00003fff0000ull) >> 2);
-	x = (x & 0x000000000fffffffull) | ((x & 0x0fffffff00000000ull) >> 4);
+	/* Each step halves the number of groups: 7-bit groups in bytes, 14 in 16-bit lanes, 28 in
+	 * 32-bit lanes, then one value of up to 56 bits. */
+	x = (x & 0x00ff00ff00ff00ffull) | ((x >> 8) & 0x00ff00ff00ff00ffull) << 7;
+	x = (x & 0x0000ffff0000ffffull) | ((x >> 16) & 0x0000ffff0000ffffull) << 14;
+	x = (x & 0x00000000ffffffffull) | (x >> 32) << 28;
 	*out = x;
 	return p + bits / 8;
 #else
