@@ -82,6 +82,7 @@ int vrt_model_init(struct vrt_model *m)
 /* Frees the live set; the totals stay readable. */
 void vrt_model_free(struct vrt_model *m) { vrt_live_free(&m->set); }
 
+/* Flattened, as vrt_live_apply_into: the one call per record. */
 __attribute__((flatten)) void vrt_model_apply(struct vrt_model *m, const struct vrt_record *r, struct vrt_effect *out)
 {
 	struct vrt_effect scratch, *e = out ? out : &scratch;

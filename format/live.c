@@ -437,6 +437,7 @@ static void apply_checkpoint(struct vrt_live_set *s, const struct vrt_record *r,
 	}
 }
 
+/* Flattened: the one call per record, its helpers inlined (about 5% of a replay). */
 __attribute__((flatten)) void vrt_live_apply_into(struct vrt_live_set *s, const struct vrt_record *r, struct vrt_live_change *c,
 			 struct vrt_item *item)
 {
