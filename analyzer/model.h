@@ -60,7 +60,10 @@ struct vrt_blocks_probe {
 void vrt_blocks_probe_apply(struct vrt_blocks_probe *p, const struct vrt_record *r);
 /* Calls fn for every live item. */
 void vrt_model_each(const struct vrt_model *m, void (*fn)(void *ctx, const struct vrt_item *it), void *ctx);
-static inline int vrt_device_slot(int device) { return device >= 0 && device < VRT_MAX_DEVICES ? device : VRT_HOST_SLOT; }
+static inline int vrt_device_slot(int device)
+{
+	return device >= 0 && device < VRT_MAX_DEVICES ? device : VRT_HOST_SLOT;
+}
 /* Whether an effect's delta is its own item's change alone; false when other items moved too
  * (a replaced allocation, a context reset, an unmap that ended a VMM handle). */
 bool vrt_effect_only_own(const struct vrt_effect *e);

@@ -343,7 +343,8 @@ static void unmap_rest(struct vrt_live_set *s, uint64_t addr, uint64_t end_addr)
 	}
 }
 
-static void release(struct vrt_live_set *s, const struct vrt_record *r, struct vrt_live_change *c, struct vrt_item *item)
+static void release(struct vrt_live_set *s, const struct vrt_record *r, struct vrt_live_change *c,
+		    struct vrt_item *item)
 {
 	uint8_t space = vrt_space_of(r->op);
 	size_t at = s->cap ? probe(s, space, r->addr, key_hash(space, r->addr)) : 0;
@@ -375,7 +376,8 @@ static void release(struct vrt_live_set *s, const struct vrt_record *r, struct v
 	unmap_rest(s, r->addr + size, end_addr);
 }
 
-static void resize(struct vrt_live_set *s, const struct vrt_record *r, struct vrt_live_change *c, struct vrt_item *item)
+static void resize(struct vrt_live_set *s, const struct vrt_record *r, struct vrt_live_change *c,
+		   struct vrt_item *item)
 {
 	struct vrt_live_slot *l = find(s, VRT_SPACE_BLOCK, r->addr);
 	if (!l || r->size == l->size)
@@ -438,8 +440,8 @@ static void apply_checkpoint(struct vrt_live_set *s, const struct vrt_record *r,
 }
 
 /* Flattened: the one call per record, its helpers inlined (about 5% of a replay). */
-__attribute__((flatten)) void vrt_live_apply_into(struct vrt_live_set *s, const struct vrt_record *r, struct vrt_live_change *c,
-			 struct vrt_item *item)
+__attribute__((flatten)) void vrt_live_apply_into(struct vrt_live_set *s, const struct vrt_record *r,
+						  struct vrt_live_change *c, struct vrt_item *item)
 {
 	c->outcome = VRT_LIVE_NONE; /* *item is written with the outcome that makes it valid */
 	c->resize = 0;

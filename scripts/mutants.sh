@@ -149,8 +149,8 @@ m vmm-map-not-counted format/live.c \
 
 # ---- frees in the live-set rules (format/live.c) --------------------------------------------
 m analyzer-ignores-cuMemFreeAsync format/live.c \
-  'static void release(struct vrt_live_set *s, const struct vrt_record *r, struct vrt_live_change *c, struct vrt_item *item)\n{' \
-  'static void release(struct vrt_live_set *s, const struct vrt_record *r, struct vrt_live_change *c, struct vrt_item *item)\n{\n\tif (r->api == VRT_API_CU_MEM_FREE_ASYNC)\n\t\treturn;' \
+  '\t\t    struct vrt_item *item)\n{\n\tuint8_t space = vrt_space_of(r->op);' \
+  '\t\t    struct vrt_item *item)\n{\n\tif (r->api == VRT_API_CU_MEM_FREE_ASYNC)\n\t\treturn;\n\tuint8_t space = vrt_space_of(r->op);' \
   test_driver.py::test_driver_exact_totals
 m analyzer-stale-free-applies format/live.c \
   '\tif (l->ts > r->ts) { /* stale: names an earlier incarnation */' \
