@@ -184,17 +184,17 @@ static int survey(struct vrt_trace *t, const struct leaks_options *o, bool want_
 {
 	bool want_blocks = !o->layer;
 	struct vrt_pass p;
-	struct vrt_record r;
+	const struct vrt_record *r;
 	struct vrt_effect e;
 	struct vrt_model m;
 	if (want_phases && vrt_model_init(&m))
 		return vrt_fail(VRT_E_NOMEM, "leaks");
 	vrt_pass_open(&p, t, &(struct vrt_pass_options){ .label = "leaks: survey", .quiet = o->quiet,
 							  .model = want_phases ? &m : NULL });
-	while ((want_phases || (want_blocks && !s->blocks.any_blocks)) && vrt_pass_next(&p, &r, &e)) {
+	while ((want_phases || (want_blocks && !s->blocks.any_blocks)) && (r = vrt_pass_take(&p, &e))) {
 		if (want_phases)
-			survey_record(s, t, &m, &r, &e);
-		vrt_blocks_probe_apply(&s->blocks, &r);
+			survey_record(s, t, &m, r, &e);
+		vrt_blocks_probe_apply(&s->blocks, r);
 	}
 	int error = vrt_pass_finish(&p);
 	if (want_phases)
@@ -510,11 +510,11 @@ static void replay_end(struct leaks *lk, const struct vrt_model *m)
 static int replay(struct leaks *lk, struct vrt_model *m)
 {
 	struct vrt_pass p;
-	struct vrt_record r;
+	const struct vrt_record *r;
 	struct vrt_effect e;
 	vrt_pass_open(&p, lk->t, &(struct vrt_pass_options){ .label = "leaks", .quiet = lk->o->quiet, .model = m });
-	while (vrt_pass_next(&p, &r, &e)) {
-		int rc = replay_record(lk, m, &r, &e);
+	while ((r = vrt_pass_take(&p, &e))) {
+		int rc = replay_record(lk, m, r, &e);
 		if (rc) {
 			vrt_pass_abandon(&p);
 			return vrt_fail(rc, "leaks");

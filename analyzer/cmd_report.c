@@ -81,10 +81,9 @@ static int snapshot_peaks(struct report *r, bool quiet)
 	if (vrt_model_init(&m))
 		return VRT_EXIT_INTERNAL;
 	struct vrt_pass pass;
-	struct vrt_record rec;
 	vrt_pass_open(&pass, r->t, &(struct vrt_pass_options){ .label = "report: peaks", .quiet = quiet, .model = &m });
 	int next = 0;
-	while (next < n && vrt_pass_next(&pass, &rec, NULL)) {
+	while (next < n && vrt_pass_take(&pass, NULL)) {
 		for (; next < n && order[next]->event == m.set.events; next++) {
 			struct peak_target *p = order[next];
 			vrt_report_group_live(r->t, &m, &p->sites, p->slot, p->kind);

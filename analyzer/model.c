@@ -10,7 +10,6 @@
 
 #include "vramtrace/error.h"
 
-int vrt_device_slot(int device) { return device >= 0 && device < VRT_MAX_DEVICES ? device : VRT_HOST_SLOT; }
 
 bool vrt_effect_only_own(const struct vrt_effect *e)
 {
@@ -66,7 +65,8 @@ static void ended(void *ctx, const struct vrt_item *it, enum vrt_live_end why)
 	struct vrt_model *m = ctx;
 	if (why == VRT_END_RELEASED) {
 		m->effect->kind = VRT_EFFECT_DIED;
-		m->effect->item = *it;
+		if (it != &m->effect->item) /* the set unpacks the record's own item there */
+			m->effect->item = *it;
 	}
 	count(m, it, -(int64_t)it->size);
 }
@@ -82,7 +82,8 @@ int vrt_model_init(struct vrt_model *m)
 /* Frees the live set; the totals stay readable. */
 void vrt_model_free(struct vrt_model *m) { vrt_live_free(&m->set); }
 
-void vrt_model_apply(struct vrt_model *m, const struct vrt_record *r, struct vrt_effect *out)
+/* Flattened, as vrt_live_apply_into: the one call per record. */
+__attribute__((flatten)) void vrt_model_apply(struct vrt_model *m, const struct vrt_record *r, struct vrt_effect *out)
 {
 	struct vrt_effect scratch, *e = out ? out : &scratch;
 	e->kind = VRT_EFFECT_NONE; /* e->item is written with the kind that makes it valid */
@@ -96,16 +97,14 @@ void vrt_model_apply(struct vrt_model *m, const struct vrt_record *r, struct vrt
 	struct vrt_live_change c;
 	m->set.ctx = m; /* a model may have been moved (copied whole) since the last record */
 	m->effect = e;
-	vrt_live_apply(&m->set, r, &c);
+	vrt_live_apply_into(&m->set, r, &c, &e->item);
 	if (c.outcome == VRT_LIVE_BORN) {
 		e->kind = VRT_EFFECT_BORN;
-		e->item = c.item;
-		count(m, &c.item, (int64_t)c.item.size);
-		m->any_blocks |= c.item.space == VRT_SPACE_BLOCK;
+		count(m, &e->item, (int64_t)e->item.size);
+		m->any_blocks |= e->item.space == VRT_SPACE_BLOCK;
 	} else if (c.outcome == VRT_LIVE_RESIZED) {
 		e->kind = VRT_EFFECT_RESIZED;
-		e->item = c.item;
-		count(m, &c.item, c.resize);
+		count(m, &e->item, c.resize);
 	}
 	if (r->op == VRT_OP_LOST)
 		m->lost += r->id;
@@ -144,17 +143,28 @@ void vrt_replay_begin(struct vrt_replay *rp, struct vrt_trace *t)
 		rp->bytes_total += t->chunks[i].stored;
 }
 
+static bool replayed(const struct vrt_trace *t, size_t i)
+{
+	return t->chunks[i].type == VRT_CHUNK_EVENTS || t->chunks[i].type == VRT_CHUNK_CHECKPOINT;
+}
+
 static bool next_chunk(struct vrt_replay *rp)
 {
 	struct vrt_trace *t = rp->trace;
 	while (rp->chunk < t->n_chunks) {
 		size_t i = rp->chunk++;
 		uint8_t type = t->chunks[i].type;
-		if (type != VRT_CHUNK_EVENTS && type != VRT_CHUNK_CHECKPOINT)
+		if (!replayed(t, i))
 			continue;
 		size_t len;
 		rp->bytes_done += t->chunks[i].stored;
 		int rc = vrt_trace_chunk(t, i, &rp->p, &len);
+		/* The next chunk is decompressed on the reader's second thread while this one is
+		 * decoded and applied here. */
+		size_t next = rp->chunk;
+		while (next < t->n_chunks && !replayed(t, next))
+			next++;
+		vrt_trace_chunk_ahead(t, next);
 		if (rc == VRT_E_CHANGED || rc == VRT_E_NOMEM || rc == VRT_E_IO) {
 			rp->error = rc; /* what the file held is no longer there: nothing after it is sound */
 			rp->p = rp->end = NULL;
@@ -168,49 +178,99 @@ static bool next_chunk(struct vrt_replay *rp)
 			continue;
 		rp->end = rp->p + len;
 		rp->delta = (struct vrt_delta){ 0, 0 };
-		rp->thread = 0;
+		rp->decode_thread = 0;
 		rp->chunk_type = type;
 		return true;
 	}
 	return false;
 }
 
-bool vrt_replay_next(struct vrt_replay *rp, struct vrt_record *r)
+/* The verdict on a record decoded by the generic path: 0 to hand it out, 1 to skip it (THREAD),
+ * 2 for the end mark, or an error. */
+static int judge(struct vrt_replay *rp, const struct vrt_record *r, uint32_t *thread)
+{
+	if (r->op == VRT_OP_THREAD) {
+		*thread = (uint32_t)r->id;
+		return 1;
+	}
+	if (r->op == VRT_OP_MARK && rp->trace->end_mark && !strcmp(vrt_string(rp->trace, r->id), rp->trace->end_mark))
+		return 2;
+	bool is_cp = r->op >= VRT_OP_CP_BEGIN && r->op <= VRT_OP_CP_END;
+	bool in_cp = rp->chunk_type == VRT_CHUNK_CHECKPOINT;
+	if (is_cp != in_cp || (r->op >= VRT_OP_STRING && r->op <= VRT_OP_INFO))
+		return VRT_E_RECORD; /* a record in the wrong kind of chunk */
+	if ((r->stack && !vrt_stack_valid(rp->trace, r->stack)) || (r->stack2 && !vrt_stack_valid(rp->trace, r->stack2)))
+		return VRT_E_RANGE;
+	return 0;
+}
+
+/*
+ * Decodes the current chunk's next records into the batch. The hot event ops take the
+ * straight-line decoder and one compare for their stacks (no THREAD, mark or checkpoint record
+ * is one of them); every other record the generic decoder and judge().
+ */
+static __attribute__((noinline)) void fill_batch(struct vrt_replay *rp)
+{
+	const uint8_t *p = rp->p, *end = rp->end;
+	struct vrt_delta d = rp->delta;
+	uint32_t thread = rp->decode_thread, n = 0;
+	/* A stack id is valid when it is 0 or below n_nodes: below stacks_end either way. */
+	uint64_t stacks_end = rp->trace->tables.n_nodes ? rp->trace->tables.n_nodes : 1;
+	bool in_cp = rp->chunk_type == VRT_CHUNK_CHECKPOINT;
+	int verdict = 0;
+	while (n < VRT_REPLAY_BATCH && p < end) {
+		struct vrt_record *r = &rp->batch[n];
+		if (vrt_record_decode_hot(&p, end, r, &d)) {
+			if (in_cp) {
+				verdict = VRT_E_RECORD;
+				break;
+			}
+			if (r->stack >= stacks_end || r->stack2 >= stacks_end) {
+				verdict = VRT_E_RANGE;
+				break;
+			}
+			rp->threads[n++] = thread;
+			continue;
+		}
+		if ((verdict = vrt_record_decode_generic(&p, end, r, &d)))
+			break;
+		verdict = judge(rp, r, &thread);
+		if (verdict == 1) {
+			verdict = 0;
+			continue;
+		}
+		if (verdict)
+			break;
+		rp->threads[n++] = thread;
+	}
+	rp->p = p;
+	rp->delta = d;
+	rp->decode_thread = thread;
+	rp->next = 0;
+	rp->n = n;
+	if (verdict == 2)
+		rp->ended = true;
+	else if (verdict)
+		rp->batch_error = verdict;
+}
+
+bool vrt_replay_refill(struct vrt_replay *rp)
 {
 	for (;;) {
-		if (rp->error)
+		if (rp->error || rp->ended)
 			return false;
+		if (rp->batch_error) {
+			rp->error = rp->batch_error;
+			return false;
+		}
 		if (!rp->p || rp->p >= rp->end) {
 			if (!next_chunk(rp))
 				return false;
 			continue;
 		}
-		int rc = vrt_record_decode(&rp->p, rp->end, r, &rp->delta);
-		if (rc) {
-			rp->error = rc;
-			return false;
-		}
-		if (r->op == VRT_OP_THREAD) {
-			rp->thread = (uint32_t)r->id;
-			continue;
-		}
-		if (r->op == VRT_OP_MARK && rp->trace->end_mark && !strcmp(vrt_string(rp->trace, r->id), rp->trace->end_mark)) {
-			rp->p = rp->end = NULL; /* the end of this trace, for every reader */
-			rp->chunk = rp->trace->n_chunks;
-			return false;
-		}
-		bool is_cp = r->op >= VRT_OP_CP_BEGIN && r->op <= VRT_OP_CP_END;
-		bool in_cp = rp->chunk_type == VRT_CHUNK_CHECKPOINT;
-		if (is_cp != in_cp || (r->op >= VRT_OP_STRING && r->op <= VRT_OP_INFO)) {
-			rp->error = VRT_E_RECORD; /* a record in the wrong kind of chunk */
-			return false;
-		}
-		if ((r->stack && !vrt_stack_valid(rp->trace, r->stack)) ||
-		    (r->stack2 && !vrt_stack_valid(rp->trace, r->stack2))) {
-			rp->error = VRT_E_RANGE;
-			return false;
-		}
-		return true;
+		fill_batch(rp);
+		if (rp->n)
+			return true;
 	}
 }
 

@@ -60,12 +60,24 @@ struct vrt_blocks_probe {
 void vrt_blocks_probe_apply(struct vrt_blocks_probe *p, const struct vrt_record *r);
 /* Calls fn for every live item. */
 void vrt_model_each(const struct vrt_model *m, void (*fn)(void *ctx, const struct vrt_item *it), void *ctx);
-int vrt_device_slot(int device);
+static inline int vrt_device_slot(int device)
+{
+	return device >= 0 && device < VRT_MAX_DEVICES ? device : VRT_HOST_SLOT;
+}
 /* Whether an effect's delta is its own item's change alone; false when other items moved too
  * (a replaced allocation, a context reset, an unmap that ended a VMM handle). */
 bool vrt_effect_only_own(const struct vrt_effect *e);
 
-/* Iterates the trace's records from trace->replay_from, chunk by chunk, in order. */
+/* Records decoded ahead at a time: a batch stays in L1 while it is handed out. */
+#define VRT_REPLAY_BATCH 64
+
+/*
+ * Iterates the trace's records from trace->replay_from, chunk by chunk, in order. A chunk is
+ * decoded a batch at a time and checked in the same loop (opcode, field ranges, the kind of chunk
+ * it is in, stack ids); the records before a bad one are handed out first, then the error, as
+ * when they were decoded one by one. A batch never spans two chunks (records' bytes point into
+ * the chunk).
+ */
 struct vrt_replay {
 	struct vrt_trace *trace;
 	size_t chunk;
@@ -77,11 +89,44 @@ struct vrt_replay {
 	uint64_t bad_chunks; /* chunks skipped because their payload failed its checks */
 	/* progress */
 	uint64_t bytes_done, bytes_total;
+	/* the batch: records [next, n) are still to be handed out */
+	uint32_t next, n;
+	uint32_t decode_thread; /* the THREAD state where decoding stands (p) */
+	int batch_error;        /* what stopped the batch, raised after its records */
+	bool ended;             /* the end mark was decoded: nothing after it is handed out */
+	uint32_t threads[VRT_REPLAY_BATCH];
+	struct vrt_record batch[VRT_REPLAY_BATCH];
 };
 
 void vrt_replay_begin(struct vrt_replay *rp, struct vrt_trace *t);
-/* Next record (THREAD records are consumed, not returned). false at the end or on error. */
-bool vrt_replay_next(struct vrt_replay *rp, struct vrt_record *r);
+/* Decodes the next batch when the last one is handed out; false at the end, at the end mark or
+ * at an error. */
+bool vrt_replay_refill(struct vrt_replay *rp);
+
+/* The next record, in the batch until the next one is decoded (THREAD records are consumed, not
+ * returned); its thread is rp->thread. NULL at the end or on error. */
+static inline const struct vrt_record *vrt_replay_take(struct vrt_replay *rp)
+{
+	if (rp->next == rp->n && !vrt_replay_refill(rp))
+		return NULL;
+	rp->thread = rp->threads[rp->next];
+	return &rp->batch[rp->next++];
+}
+
+/* vrt_replay_take, copied into *r. */
+static inline bool vrt_replay_next(struct vrt_replay *rp, struct vrt_record *r)
+{
+	const struct vrt_record *next = vrt_replay_take(rp);
+	if (next)
+		*r = *next;
+	return next != NULL;
+}
+
+/* The record k after the current one when it is decoded already (in the batch), else NULL. */
+static inline const struct vrt_record *vrt_replay_ahead(const struct vrt_replay *rp, uint32_t k)
+{
+	return rp->next - 1 + k < rp->n ? &rp->batch[rp->next - 1 + k] : NULL;
+}
 
 /* Seconds since the trace started, for a ts. */
 double vrt_ts_seconds(const struct vrt_trace *t, uint64_t ts);

@@ -12,6 +12,12 @@
 /* Records between looks at the progress line: cheap next to decoding them. */
 #define PROGRESS_EVERY 0xfffffu
 
+/* Records between a prefetch and its use: the model's work on them hides the cache miss. */
+#define PREFETCH_NEAR 4
+/* Live items from which the live set outgrows a core's private caches (about 100 bytes each
+ * with the index): below, a prefetch costs more than the misses it saves. */
+#define PREFETCH_MIN_ITEMS 16384
+
 static uint64_t passes, simulations;
 /* Traces (by serial) already warned about: every pass over one trace sees the same refusals. */
 static uint64_t warned[16];
@@ -50,34 +56,48 @@ void vrt_pass_open(struct vrt_pass *p, struct vrt_trace *t, const struct vrt_pas
 	vrt_replay_begin(&p->rp, t);
 }
 
-bool vrt_pass_next(struct vrt_pass *p, struct vrt_record *r, struct vrt_effect *e)
+const struct vrt_record *vrt_pass_take(struct vrt_pass *p, struct vrt_effect *e)
 {
-	if (p->stopped || !vrt_replay_next(&p->rp, r))
-		return false;
+	const struct vrt_record *r = p->stopped ? NULL : vrt_replay_take(&p->rp);
+	if (!r)
+		return NULL;
 	if (p->o.stop_at_teardown && r->op == VRT_OP_EXITING) {
 		p->teardown_s = vrt_ts_seconds(p->t, r->ts);
 		p->stopped = true;
-		return false;
+		return NULL;
 	}
 	if (p->o.until_time && r->op < VRT_OP_CP_BEGIN && vrt_ts_seconds(p->t, r->ts) > p->o.until_s) {
 		p->stopped = true;
-		return false;
+		return NULL;
 	}
-	if (p->o.model)
+	if (p->o.model) {
+		/* An item is read about PREFETCH_NEAR records after its index slot was prefetched,
+		 * and applied PREFETCH_NEAR records after that. */
+		if (p->o.model->set.used >= PREFETCH_MIN_ITEMS)
+			vrt_live_prefetch(&p->o.model->set, vrt_replay_ahead(&p->rp, PREFETCH_NEAR),
+					  vrt_replay_ahead(&p->rp, 2 * PREFETCH_NEAR));
 		vrt_model_apply(p->o.model, r, e);
-	else if (e)
+	} else if (e) {
 		*e = (struct vrt_effect){ .kind = VRT_EFFECT_NONE };
+	}
 	p->events += !(r->op >= VRT_OP_CP_BEGIN && r->op <= VRT_OP_CP_END);
 	if (!(++p->records & PROGRESS_EVERY))
 		vrt_progress_update(&p->progress, p->rp.bytes_done, p->rp.bytes_total);
-	return true;
+	return r;
+}
+
+bool vrt_pass_next(struct vrt_pass *p, struct vrt_record *r, struct vrt_effect *e)
+{
+	const struct vrt_record *next = vrt_pass_take(p, e);
+	if (next)
+		*r = *next;
+	return next != NULL;
 }
 
 bool vrt_pass_seek(struct vrt_pass *p, uint64_t event)
 {
-	struct vrt_record r;
 	while (p->events < event)
-		if (!vrt_pass_next(p, &r, NULL))
+		if (!vrt_pass_take(p, NULL))
 			return false;
 	return true;
 }

@@ -48,6 +48,9 @@ void vrt_pass_open(struct vrt_pass *p, struct vrt_trace *t, const struct vrt_pas
 /* The next record, with the model already applied (*e its effect, when e is not NULL). false
  * at the end, at a stop condition, or at a bad record (vrt_pass_close says which). */
 bool vrt_pass_next(struct vrt_pass *p, struct vrt_record *r, struct vrt_effect *e);
+/* vrt_pass_next without the copy: the record in the pass's batch, valid until the next call;
+ * NULL where vrt_pass_next returns false. */
+const struct vrt_record *vrt_pass_take(struct vrt_pass *p, struct vrt_effect *e);
 /* Applies records until the model has seen `event` events (none when it has already): the
  * state just after that event. false when the trace ended first. */
 bool vrt_pass_seek(struct vrt_pass *p, uint64_t event);

@@ -36,12 +36,12 @@ int vrt_report_replay(struct vrt_trace *t, struct vrt_model *m, bool quiet)
 int vrt_report_replay_ex(struct vrt_trace *t, struct vrt_model *m, struct vrt_replay_options *o)
 {
 	struct vrt_pass p;
-	struct vrt_record r;
+	const struct vrt_record *r;
 	vrt_pass_open(&p, t, &(struct vrt_pass_options){ .quiet = o->quiet, .model = m,
 						      .stop_at_teardown = o->stop_at_teardown });
-	while (vrt_pass_next(&p, &r, NULL))
+	while ((r = vrt_pass_take(&p, NULL)))
 		if (o->owners)
-			vrt_owners_apply(o->owners, &r);
+			vrt_owners_apply(o->owners, r);
 	o->teardown_s = p.teardown_s;
 	return vrt_pass_close(&p);
 }

@@ -2,7 +2,7 @@
 """bench.py - vramtrace's CPU benchmarks; bench/run.sh builds what they need and calls this.
 
     python3 bench/bench.py --build BUILD_DIR [--reps N] [--big EVENTS] [--json OUT]
-                           [--only hot,size,analyzer,whatif] [--quick]
+                           [--only hot,size,analyzer,whatif] [--quick] [--compare BUILD_DIR[=LABEL]]
 
 Prints one table (see bench/NOTES.md for what every number means):
 
@@ -14,8 +14,11 @@ Prints one table (see bench/NOTES.md for what every number means):
              makes the hooks' own cost readable to a few ns.
   trace size bytes per event of a training-like loop traced for real (keep-all trace).
   analyzer   `vramtrace report --json -q` and `vramtrace leaks --json -q` on synthetic traces
-             of 10M and --big events: events/s (per CPU second and per wall second) and peak
-             memory (max RSS; RssAnon apart, since the reader maps the trace file).
+             of 10M and --big events: events/s (per CPU second, both of the reader's threads
+             counted, and per wall second) and peak memory (max RSS, and RssAnon apart). The 10M
+             runs are repeated --reps times and the medians shown; --compare runs another build's
+             analyzer (an earlier commit) on the same traces, interleaved run by run with this
+             one, one row each: a before and after measured side by side in the same minutes.
   whatif     the caching-allocator replay: the model alone (bench/alloc_model_speed: a trace's
              tensor requests and frees decoded once, then replayed, best CPU time of --reps) on a
              synthetic PyTorch trace (tests/gen_torch_trace) and on an H200 trace, and
@@ -66,6 +69,12 @@ class Bench:
         self.model_speed = os.path.join(b, "bench", "alloc_model_speed")
         self.gen_torch = os.path.join(b, "tests", "gen_torch_trace")
         self.tmp = tempfile.mkdtemp(prefix="vramtrace-bench-")
+        # The analyzers measured: this build's, then each --compare build's, by label.
+        self.analyzers = [(self.label(ROOT, None), self.vramtrace)]
+        for spec in args.compare or []:
+            path, _, label = spec.partition("=")
+            path = os.path.abspath(path)
+            self.analyzers.append((label or self.label(self.source_of(path), path), os.path.join(path, "analyzer", "vramtrace")))
         self.results = {"hot": [], "size": {}, "analyzer": [], "memory": [], "whatif": [], "notes": []}
         self.lost_total = 0
 
@@ -93,6 +102,25 @@ class Bench:
             e["VRAMTRACE_TORCH"] = "0"
         e["LD_PRELOAD"] = ":".join(pre)
         return e
+
+    @staticmethod
+    def source_of(build):
+        try:
+            with open(os.path.join(build, "meson-info", "meson-info.json")) as f:
+                return json.load(f)["directories"]["source"]
+        except (OSError, KeyError, ValueError):
+            return build
+
+    @staticmethod
+    def label(source, fallback):
+        """The commit a tree is at, '+' when it has uncommitted changes; else the fallback."""
+        commit = subprocess.run(["git", "-C", source, "rev-parse", "--short", "HEAD"], capture_output=True,
+                                text=True).stdout.strip()
+        if not commit:
+            return os.path.basename(fallback.rstrip("/")) if fallback else "?"
+        dirty = subprocess.run(["git", "-C", source, "status", "--porcelain", "--untracked-files=no"],
+                               capture_output=True, text=True).stdout.strip()
+        return commit + ("+" if dirty else "")
 
     @staticmethod
     def parse_kv(line):
@@ -239,7 +267,7 @@ class Bench:
             raise SystemExit(f"bench: {' '.join(cmd)} failed: {r.stderr[-500:]}")
         return self.parse_kv(line[-1])
 
-    def analyze(self, events, label):
+    def analyze(self, events, label, reps=1):
         path = os.path.join(self.tmp, f"gen{label}.vrt")
         t0 = time.time()
         g = subprocess.run([self.gen, path, str(events)], capture_output=True, text=True)
@@ -247,16 +275,25 @@ class Bench:
             raise SystemExit(f"bench: gen_trace failed: {g.stderr}")
         gen = self.parse_kv(g.stdout)
         gen_s = time.time() - t0
+        runs = {}
+        # Interleaved: each repetition runs every build once, so that all of them meet the
+        # machine's same minutes.
+        for _ in range(reps):
+            for build, vramtrace in self.analyzers:
+                for command in ("report", "leaks"):
+                    runs.setdefault((build, command), []).append(self.measure([vramtrace, command, "--json", "-q", path]))
         rows = []
-        for command in ("report", "leaks"):
-            m = self.measure([self.vramtrace, command, "--json", "-q", path])
-            cpu = m["user_s"] + m["sys_s"]
-            rows.append({"command": command, "events": int(gen["events"]), "trace_bytes": int(gen["bytes"]),
-                         "wall_s": m["wall_s"], "cpu_s": cpu, "events_per_cpu_s": gen["events"] / cpu,
-                         "events_per_wall_s": gen["events"] / m["wall_s"], "maxrss_kb": m["maxrss_kb"],
-                         "anon_peak_kb": m["anon_peak_kb"], "file_peak_kb": m["file_peak_kb"],
-                         "gen_s": gen_s})
-            self.progress(f"analyzer: {command} on {label} events: {cpu:.1f} s CPU, {m['wall_s']:.1f} s wall")
+        for (build, command), ms in runs.items():
+            cpu = statistics.median(m["user_s"] + m["sys_s"] for m in ms)
+            wall = statistics.median(m["wall_s"] for m in ms)
+            rows.append({"command": command, "build": build, "events": int(gen["events"]),
+                         "trace_bytes": int(gen["bytes"]), "reps": len(ms), "wall_s": wall, "cpu_s": cpu,
+                         "events_per_cpu_s": gen["events"] / cpu, "events_per_wall_s": gen["events"] / wall,
+                         "maxrss_kb": max(m["maxrss_kb"] for m in ms), "anon_peak_kb": max(m["anon_peak_kb"] for m in ms),
+                         "file_peak_kb": max(m["file_peak_kb"] for m in ms), "gen_s": gen_s,
+                         "cpu_s_each": [m["user_s"] + m["sys_s"] for m in ms], "wall_s_each": [m["wall_s"] for m in ms]})
+            self.progress(f"analyzer: {build} {command} on {label} events: {cpu:.2f} s CPU, {wall:.2f} s wall "
+                          f"(median of {len(ms)})")
         os.unlink(path)
         return rows
 
@@ -270,25 +307,29 @@ class Bench:
             g = subprocess.run([self.gen, path, *args], capture_output=True, text=True)
             if g.returncode:
                 raise SystemExit(f"bench: gen_trace failed: {g.stderr}")
-            for command in ("report", "leaks"):
-                per[(label, command)] = self.measure([self.vramtrace, command, "--json", "-q", path])["maxrss_kb"]
+            for build, vramtrace in self.analyzers:
+                for command in ("report", "leaks"):
+                    per[(label, build, command)] = self.measure([vramtrace, command, "--json", "-q", path])["maxrss_kb"]
             os.unlink(path)
-        for command in ("report", "leaks"):
-            b = (per[("held", command)] - per[("base", command)]) * 1024 / held
-            self.results["memory"].append({"command": command, "held": held, "bytes_per_live_allocation": b,
-                                           "maxrss_kb": per[("held", command)], "base_maxrss_kb": per[("base", command)]})
-            self.progress(f"analyzer: {command}, {held} live allocations: {b:.0f} B each")
+        for build, _ in self.analyzers:
+            for command in ("report", "leaks"):
+                b = (per[("held", build, command)] - per[("base", build, command)]) * 1024 / held
+                self.results["memory"].append({"command": command, "build": build, "held": held,
+                                               "bytes_per_live_allocation": b,
+                                               "maxrss_kb": per[("held", build, command)],
+                                               "base_maxrss_kb": per[("base", build, command)]})
+                self.progress(f"analyzer: {build} {command}, {held} live allocations: {b:.0f} B each")
 
     def analyzer(self):
         self.live_memory()
         small = 1_000_000 if self.a.quick else 10_000_000
-        rows = self.analyze(small, f"{small // 1_000_000}M")
+        rows = self.analyze(small, f"{small // 1_000_000}M", self.a.reps)
         self.results["analyzer"] += rows
         big = 3 * small if self.a.quick else self.a.big
         if big <= small:
             return
         # The 200M run must fit the time budget: predict it from the small one and shrink it if not.
-        per_event = sum(r["cpu_s"] + r["gen_s"] / 2 for r in rows) / small
+        per_event = sum(r["cpu_s"] + r["gen_s"] / (2 * len(self.analyzers)) for r in rows) / small
         predicted = per_event * big
         if predicted > self.a.budget and not self.a.force_big:
             fit = int(self.a.budget / per_event) // 10_000_000 * 10_000_000
@@ -430,28 +471,31 @@ class Bench:
         if not rows:
             return
         lines.append("")
-        lines.append("ANALYZER: one core, synthetic training trace (~4.5k live allocations, 320 stacks, a phase "
-                     "every 10k events)")
-        lines.append(f"  {'command':8} {'events':>6} {'trace MB':>9} {'CPU s':>7} {'wall s':>7} {'Mev/CPU s':>10} "
-                     f"{'Mev/wall s':>11} {'maxRSS MB':>10} {'anon MB':>8}")
-        for r in rows:
-            lines.append(f"  {r['command']:8} {r['events'] // 1_000_000:>5}M {r['trace_bytes'] / 1e6:>9.1f} "
-                         f"{r['cpu_s']:>7.1f} {r['wall_s']:>7.1f} {r['events_per_cpu_s'] / 1e6:>10.2f} "
-                         f"{r['events_per_wall_s'] / 1e6:>11.2f} {r['maxrss_kb'] / 1024:>10.1f} "
-                         f"{r['anon_peak_kb'] / 1024:>8.1f}")
+        lines.append("ANALYZER: synthetic training trace (~4.5k live allocations, 320 stacks, a phase every 10k "
+                     "events); CPU s: both of the reader's threads, median of the runs")
+        lines.append(f"  {'command':8} {'build':10} {'events':>6} {'runs':>4} {'trace MB':>9} {'CPU s':>7} {'wall s':>7} "
+                     f"{'Mev/CPU s':>10} {'Mev/wall s':>11} {'maxRSS MB':>10} {'anon MB':>8}")
+        for r in sorted(rows, key=lambda r: (r["events"], r["command"] != "report")):
+            lines.append(f"  {r['command']:8} {r['build']:10} {r['events'] // 1_000_000:>5}M {r['reps']:>4} "
+                         f"{r['trace_bytes'] / 1e6:>9.1f} {r['cpu_s']:>7.2f} {r['wall_s']:>7.2f} "
+                         f"{r['events_per_cpu_s'] / 1e6:>10.2f} {r['events_per_wall_s'] / 1e6:>11.2f} "
+                         f"{r['maxrss_kb'] / 1024:>10.1f} {r['anon_peak_kb'] / 1024:>8.1f}")
         lines.append(f"  target >= {TARGET_EVENTS_PER_S / 1e6:.0f}M events/s; memory bounded by live set + tables "
                      f"(maxRSS flat across sizes: the trace is read with pread, never mapped). "
                      f"Anchor: memray/bytehound analyzers OOM on 100+ GB traces")
         for m in self.results["memory"]:
-            lines.append(f"  memory: {m['command']} {m['bytes_per_live_allocation']:.0f} B per live allocation "
-                         f"({m['held']} held: {m['maxrss_kb'] / 1024:.1f} MB, {m['base_maxrss_kb'] / 1024:.1f} MB with "
-                         f"~4.5k); target <= {TARGET_BYTES_PER_LIVE} B (analyzer/model.h)")
-        for command in ("report", "leaks"):
-            runs = sorted((r for r in rows if r["command"] == command), key=lambda r: r["events"])
-            if len(runs) >= 2 and runs[-1]["events"] > runs[0]["events"]:
-                per_event = (runs[-1]["maxrss_kb"] - runs[0]["maxrss_kb"]) * 1024 / (runs[-1]["events"] - runs[0]["events"])
-                lines.append(f"  memory: {command} {per_event:.3f} B per decoded event ({runs[0]['events'] // 1_000_000}M "
-                             f"-> {runs[-1]['events'] // 1_000_000}M events; the live set is the same)")
+            lines.append(f"  memory: {m['build']} {m['command']} {m['bytes_per_live_allocation']:.0f} B per live "
+                         f"allocation ({m['held']} held: {m['maxrss_kb'] / 1024:.1f} MB, {m['base_maxrss_kb'] / 1024:.1f} "
+                         f"MB with ~4.5k); target <= {TARGET_BYTES_PER_LIVE} B (analyzer/model.h)")
+        for build, _ in self.analyzers:
+            for command in ("report", "leaks"):
+                runs = sorted((r for r in rows if r["command"] == command and r["build"] == build),
+                              key=lambda r: r["events"])
+                if len(runs) >= 2 and runs[-1]["events"] > runs[0]["events"]:
+                    per_event = (runs[-1]["maxrss_kb"] - runs[0]["maxrss_kb"]) * 1024 / (runs[-1]["events"] - runs[0]["events"])
+                    lines.append(f"  memory: {build} {command} {per_event:.3f} B per decoded event "
+                                 f"({runs[0]['events'] // 1_000_000}M -> {runs[-1]['events'] // 1_000_000}M events; "
+                                 f"the live set is the same)")
         for note in self.results["notes"]:
             lines.append(f"  note: {note}")
 
@@ -481,6 +525,8 @@ def main():
     p.add_argument("--force-big", action="store_true", help="run --big events even if over --budget")
     p.add_argument("--only", default="hot,size,analyzer,whatif")
     p.add_argument("--quick", action="store_true", help="small sizes, for checking the harness")
+    p.add_argument("--compare", action="append", metavar="BUILD_DIR[=LABEL]",
+                   help="also measure this build's analyzer, interleaved (default label: its commit)")
     p.add_argument("--json", help="also write every measurement here")
     p.add_argument("--json-only", action="store_true", help=argparse.SUPPRESS)
     a = p.parse_args()

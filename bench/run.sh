@@ -2,7 +2,7 @@
 # bench/run.sh - builds and runs vramtrace's CPU benchmarks and prints one table.
 #
 #   bench/run.sh [--quick] [--reps N] [--big EVENTS] [--budget CPU_S] [--force-big]
-#                [--only hot,size,analyzer,whatif] [--json FILE]
+#                [--only hot,size,analyzer,whatif] [--json FILE] [--compare BUILD_DIR[=LABEL]]
 #
 # What it measures (bench/NOTES.md explains every number and holds the results):
 #   hot path    ns vramtrace adds to a cudaMalloc+cudaFree pair: C (1 call site, 40-frame chain)
@@ -12,7 +12,8 @@
 #   trace size  bytes per event of a training-like loop
 #   analyzer    `vramtrace report` / `vramtrace leaks` events/s and peak memory on synthetic
 #               traces of 10M and 200M events (the 200M run shrinks to fit --budget CPU
-#               seconds, default 60, unless --force-big)
+#               seconds, default 60, unless --force-big); --compare runs an earlier build's
+#               analyzer on the same traces, interleaved with this one (before and after)
 #   whatif      the caching-allocator replay: the model alone and `vramtrace whatif` end to end,
 #               allocator events/s on a synthetic PyTorch trace and an H200 trace
 # Needs meson, ninja, a C compiler and python3; no GPU, no network. Uses the build directory

@@ -22,8 +22,8 @@ struct vrt_live_slot {
 	uint8_t api, op, space;
 	uint8_t flags;   /* kind (bits 0-1), seeded (bit 2), a seeded mapping not yet linked (bit 3) */
 };
-_Static_assert(sizeof(struct vrt_live_slot) == 64, "a live item is one cache line");
-_Static_assert(sizeof(struct vrt_live_slot) + 24 <= VRT_LIVE_BYTES_PER_ITEM, "the bound covers an item");
+_Static_assert(sizeof(struct vrt_live_slot) == VRT_LIVE_ITEM_BYTES, "a live item is one cache line");
+_Static_assert(sizeof(struct vrt_live_slot) + 48 <= VRT_LIVE_BYTES_PER_ITEM, "the bound covers an item");
 
 #define BORN_EVENT_MASK ((1ull << 48) - 1)
 #define FLAG_SEEDED 4
@@ -39,49 +39,56 @@ static void unpack(const struct vrt_live_slot *l, struct vrt_item *it)
 {
 	bool handle = l->space == VRT_SPACE_HANDLE, map = l->space == VRT_SPACE_MAP;
 	bool streams = l->space == VRT_SPACE_ADDR || l->space == VRT_SPACE_BLOCK;
-	*it = (struct vrt_item){
-		.addr = l->addr, .size = l->size, .ts = l->ts, .aux = l->aux, .aux2 = map ? l->extra : 0,
-		.stream = streams ? l->extra : 0, .born_event = l->born & BORN_EVENT_MASK, .born_phase = l->born_phase,
-		.stack = l->stack, .refs = handle ? handle_refs(l) : 1, .maps = handle ? handle_maps(l) : 0,
-		.api = l->api, .device = slot_device(l), .space = l->space, .op = l->op, .kind = slot_kind(l),
-		.seeded = (l->flags & FLAG_SEEDED) != 0,
-	};
+	/* Field by field: a compound literal zeroes the whole item first. */
+	it->addr = l->addr;
+	it->size = l->size;
+	it->ts = l->ts;
+	it->aux = l->aux;
+	it->aux2 = map ? l->extra : 0;
+	it->stream = streams ? l->extra : 0;
+	it->born_event = l->born & BORN_EVENT_MASK;
+	it->born_phase = l->born_phase;
+	it->stack = l->stack;
+	it->refs = handle ? handle_refs(l) : 1;
+	it->maps = handle ? handle_maps(l) : 0;
+	it->api = l->api;
+	it->device = slot_device(l);
+	it->space = l->space;
+	it->op = l->op;
+	it->kind = slot_kind(l);
+	it->seeded = (l->flags & FLAG_SEEDED) != 0;
 }
 
-bool vrt_item_counted(const struct vrt_item *it) { return it->space == VRT_SPACE_ADDR || it->space == VRT_SPACE_HANDLE; }
+/* ---- the index: linear probing over item positions, at most half full. Each slot keeps its
+ * key's hash beside the position: a probe compares hashes in the index and touches an item only
+ * when they match, and a deletion finds the home of every slot it moves without touching items. */
 
-uint8_t vrt_space_of(uint32_t op)
+static uint32_t key_hash(uint8_t space, uint64_t addr) { return vrt_live_key_hash(space, addr); }
+
+/* Items start at a cache line (malloc aligns to 16 bytes): an item is read from one line, not
+ * two. Room for cap items in the block at *mem, whose first `used` items stay: realloc keeps the
+ * bytes, and they move to the block's first line boundary if it lies elsewhere now. */
+static bool items_resize(struct vrt_live_set *s, size_t cap)
 {
-	switch (op) {
-	case VRT_OP_ALLOC: case VRT_OP_FREE: case VRT_OP_SEED: return VRT_SPACE_ADDR;
-	case VRT_OP_PHYS_CREATE: case VRT_OP_PHYS_RELEASE: return VRT_SPACE_HANDLE;
-	case VRT_OP_MAP: case VRT_OP_UNMAP: return VRT_SPACE_MAP;
-	case VRT_OP_VA_RESERVE: case VRT_OP_VA_FREE: return VRT_SPACE_VA;
-	case VRT_OP_BLOCK_ALLOC: case VRT_OP_BLOCK_FREE: case VRT_OP_BLOCK_SIZE: return VRT_SPACE_BLOCK;
-	case VRT_OP_IMPORT: case VRT_OP_IMPORT_CLOSE: return VRT_SPACE_IMPORT;
-	}
-	return 0;
-}
-
-/* ---- the index: linear probing over item positions, at most half full, so that a probe
- * rarely touches an item that is not the one looked for ------------------------------------- */
-
-static uint64_t key_hash(uint8_t space, uint64_t addr) { return (addr ^ ((uint64_t)space << 59)) * 0x9e3779b97f4a7c15ull; }
-
-static size_t home_of(size_t cap, uint8_t space, uint64_t addr)
-{
-	uint64_t h = key_hash(space, addr);
-	return (size_t)(h ^ (h >> 31)) & (cap - 1);
+	size_t before = s->items ? (size_t)((char *)s->items - (char *)s->items_mem) : 0;
+	char *mem = realloc(s->items_mem, cap * sizeof(*s->items) + 64);
+	if (!mem)
+		return false;
+	size_t at = (64 - ((uintptr_t)mem & 63)) & 63;
+	if (at != before)
+		memmove(mem + at, mem + before, s->used * sizeof(*s->items));
+	s->items_mem = mem;
+	s->items = (struct vrt_live_slot *)(mem + at);
+	s->items_cap = cap;
+	return true;
 }
 
 int vrt_live_init(struct vrt_live_set *s)
 {
 	memset(s, 0, sizeof(*s));
 	s->cap = 4096;
-	s->items_cap = 1024;
 	s->index = calloc(s->cap, sizeof(*s->index));
-	s->items = malloc(s->items_cap * sizeof(*s->items));
-	if (s->index && s->items)
+	if (s->index && items_resize(s, 1024))
 		return 0;
 	vrt_live_free(s);
 	return VRT_E_NOMEM;
@@ -89,8 +96,9 @@ int vrt_live_init(struct vrt_live_set *s)
 
 void vrt_live_free(struct vrt_live_set *s)
 {
-	free(s->items);
+	free(s->items_mem);
 	free(s->index);
+	s->items_mem = NULL;
 	s->items = NULL;
 	s->index = NULL;
 	s->cap = s->items_cap = s->used = 0;
@@ -100,37 +108,47 @@ void vrt_live_free(struct vrt_live_set *s)
 static size_t slot_of_item(const struct vrt_live_set *s, size_t pos)
 {
 	const struct vrt_live_slot *l = &s->items[pos];
-	size_t i = home_of(s->cap, l->space, l->addr);
-	while (s->index[i] != pos + 1)
-		i = (i + 1) & (s->cap - 1);
+	size_t mask = s->cap - 1, i = key_hash(l->space, l->addr) & mask;
+	while (s->index[i].pos1 != pos + 1)
+		i = (i + 1) & mask;
 	return i;
+}
+
+/* The slot of (space, addr), or the empty slot where its probe ends. */
+static size_t probe(const struct vrt_live_set *s, uint8_t space, uint64_t addr, uint32_t hash)
+{
+	size_t mask = s->cap - 1;
+	for (size_t i = hash & mask;; i = (i + 1) & mask) {
+		struct vrt_live_entry e = s->index[i];
+		if (!e.pos1)
+			return i;
+		if (e.hash == hash && s->items[e.pos1 - 1].addr == addr && s->items[e.pos1 - 1].space == space)
+			return i;
+	}
 }
 
 static struct vrt_live_slot *find(const struct vrt_live_set *s, uint8_t space, uint64_t addr)
 {
 	if (!s->cap)
 		return NULL;
-	for (size_t i = home_of(s->cap, space, addr);; i = (i + 1) & (s->cap - 1)) {
-		uint32_t v = s->index[i];
-		if (!v)
-			return NULL;
-		struct vrt_live_slot *l = &s->items[v - 1];
-		if (l->addr == addr && l->space == space)
-			return l;
-	}
+	uint32_t pos1 = s->index[probe(s, space, addr, key_hash(space, addr))].pos1;
+	return pos1 ? &s->items[pos1 - 1] : NULL;
 }
 
+/* Rehashed from the slots themselves: no item is read. */
 static bool grow_index(struct vrt_live_set *s)
 {
-	size_t cap = s->cap * 2;
-	uint32_t *index = calloc(cap, sizeof(*index));
+	size_t cap = s->cap * 2, mask = cap - 1;
+	struct vrt_live_entry *index = calloc(cap, sizeof(*index));
 	if (!index)
 		return false;
-	for (size_t pos = 0; pos < s->used; pos++) {
-		size_t i = home_of(cap, s->items[pos].space, s->items[pos].addr);
-		while (index[i])
-			i = (i + 1) & (cap - 1);
-		index[i] = (uint32_t)pos + 1;
+	for (size_t k = 0; k < s->cap; k++) {
+		if (!s->index[k].pos1)
+			continue;
+		size_t i = s->index[k].hash & mask;
+		while (index[i].pos1)
+			i = (i + 1) & mask;
+		index[i] = s->index[k];
 	}
 	free(s->index);
 	s->index = index;
@@ -138,59 +156,55 @@ static bool grow_index(struct vrt_live_set *s)
 	return true;
 }
 
-/* Room for one more item, indexed under (space, addr); the caller fills it. NULL (and the set's
+/* Room for one more item, indexed under (space, addr) of hash `hash`, in the empty index slot
+ * `at` where its probe ended (SIZE_MAX: not known); the caller fills it. NULL (and the set's
  * error set) when memory runs out. */
-static struct vrt_live_slot *insert(struct vrt_live_set *s, uint8_t space, uint64_t addr)
+static struct vrt_live_slot *insert(struct vrt_live_set *s, uint8_t space, uint64_t addr, uint32_t hash, size_t at)
 {
 	if (!s->cap || s->used >= UINT32_MAX - 1) {
 		s->error = VRT_E_NOMEM;
 		return NULL;
 	}
-	if ((s->used + 1) * 2 > s->cap && !grow_index(s)) {
-		s->error = VRT_E_NOMEM;
-		return NULL;
-	}
-	if (s->used == s->items_cap) {
-		/* Large arrays are their own mappings, which realloc moves without copying: resident
-		 * memory stays what the items use. */
-		size_t ncap = s->items_cap * 2;
-		struct vrt_live_slot *items = realloc(s->items, ncap * sizeof(*items));
-		if (!items) {
+	if ((s->used + 1) * 2 > s->cap) {
+		if (!grow_index(s)) {
 			s->error = VRT_E_NOMEM;
 			return NULL;
 		}
-		s->items = items;
-		s->items_cap = ncap;
+		at = SIZE_MAX;
 	}
-	size_t i = home_of(s->cap, space, addr);
-	while (s->index[i])
-		i = (i + 1) & (s->cap - 1);
-	s->index[i] = (uint32_t)(s->used + 1);
+	/* Large arrays are their own mappings, which realloc moves without copying (and whose
+	 * alignment it keeps): resident memory stays what the items use. */
+	if (s->used == s->items_cap && !items_resize(s, s->items_cap * 2)) {
+		s->error = VRT_E_NOMEM;
+		return NULL;
+	}
+	if (at == SIZE_MAX)
+		at = probe(s, space, addr, hash);
+	s->index[at] = (struct vrt_live_entry){ (uint32_t)(s->used + 1), hash };
 	struct vrt_live_slot *l = &s->items[s->used++];
 	l->space = space;
 	l->addr = addr;
 	return l;
 }
 
-/* Removes l: backward-shift deletion in the index, and the last item moves into l's place. */
-static void erase(struct vrt_live_set *s, struct vrt_live_slot *l)
+/* Removes l, which index slot `hole` holds: backward-shift deletion in the index, and the last
+ * item moves into l's place. */
+static void erase(struct vrt_live_set *s, struct vrt_live_slot *l, size_t hole)
 {
 	s->held -= l->size;
 	size_t pos = (size_t)(l - s->items), mask = s->cap - 1;
-	size_t hole = slot_of_item(s, pos);
-	for (size_t i = (hole + 1) & mask; s->index[i]; i = (i + 1) & mask) {
-		const struct vrt_live_slot *x = &s->items[s->index[i] - 1];
-		size_t home = home_of(s->cap, x->space, x->addr);
+	for (size_t i = (hole + 1) & mask; s->index[i].pos1; i = (i + 1) & mask) {
+		size_t home = s->index[i].hash & mask;
 		bool stays = hole <= i ? (home > hole && home <= i) : (home > hole || home <= i);
 		if (stays)
 			continue;
 		s->index[hole] = s->index[i];
 		hole = i;
 	}
-	s->index[hole] = 0;
+	s->index[hole] = (struct vrt_live_entry){ 0, 0 };
 	size_t last = s->used - 1;
 	if (pos != last) {
-		s->index[slot_of_item(s, last)] = (uint32_t)pos + 1;
+		s->index[slot_of_item(s, last)].pos1 = (uint32_t)pos + 1;
 		s->items[pos] = s->items[last];
 	}
 	s->used--;
@@ -198,16 +212,21 @@ static void erase(struct vrt_live_set *s, struct vrt_live_slot *l)
 
 /* ---- the rules ---------------------------------------------------------------------------- */
 
-/* l ends: on_end is told, then it is gone. */
+/* l, which index slot `at` holds, ends: on_end is told (it leaves the set alone), then it is
+ * gone. */
+static void end_at(struct vrt_live_set *s, struct vrt_live_slot *l, size_t at, enum vrt_live_end why,
+		   struct vrt_item *out)
+{
+	struct vrt_item scratch, *it = out ? out : &scratch;
+	unpack(l, it);
+	if (s->on_end)
+		s->on_end(s->ctx, it, why);
+	erase(s, l, at);
+}
+
 static void end(struct vrt_live_set *s, struct vrt_live_slot *l, enum vrt_live_end why, struct vrt_item *out)
 {
-	struct vrt_item it;
-	unpack(l, &it);
-	if (s->on_end)
-		s->on_end(s->ctx, &it, why);
-	if (out)
-		*out = it;
-	erase(s, l);
+	end_at(s, l, slot_of_item(s, (size_t)(l - s->items)), why, out);
 }
 
 /* A handle loses a reference or a mapping; it ends when it has neither. */
@@ -250,7 +269,8 @@ static void link_seeded(struct vrt_live_set *s)
 	}
 }
 
-static void born(struct vrt_live_set *s, const struct vrt_record *r, uint8_t op, bool seeded, struct vrt_live_change *c)
+static void born(struct vrt_live_set *s, const struct vrt_record *r, uint8_t op, bool seeded, struct vrt_live_change *c,
+		 struct vrt_item *item)
 {
 	uint8_t space = vrt_space_of(op);
 	if (!space)
@@ -260,24 +280,28 @@ static void born(struct vrt_live_set *s, const struct vrt_record *r, uint8_t op,
 		if (h) {
 			handle_set(h, handle_refs(h) + 1, handle_maps(h));
 			c->outcome = VRT_LIVE_RETAINED;
-			unpack(h, &c->item);
+			unpack(h, item);
 		}
 		return;
 	}
-	struct vrt_live_slot *old = find(s, space, r->addr);
+	uint32_t hash = key_hash(space, r->addr);
+	size_t at = s->cap ? probe(s, space, r->addr, hash) : SIZE_MAX;
+	struct vrt_live_slot *old = at != SIZE_MAX && s->index[at].pos1 ? &s->items[s->index[at].pos1 - 1] : NULL;
 	if (old && old->ts > r->ts) {
 		c->outcome = VRT_LIVE_STALE;
-		unpack(old, &c->item);
+		unpack(old, item);
 		return;
 	}
-	if (old)
-		end(s, old, VRT_END_REPLACED, NULL);
+	if (old) {
+		end_at(s, old, at, VRT_END_REPLACED, NULL);
+		at = SIZE_MAX; /* the index changed */
+	}
 	c->outcome = VRT_LIVE_REFUSED;
 	if (r->size > VRT_HELD_MAX - s->held) {
 		s->implausible++;
 		return;
 	}
-	struct vrt_live_slot *l = insert(s, space, r->addr);
+	struct vrt_live_slot *l = insert(s, space, r->addr, hash, at);
 	if (!l)
 		return;
 	s->held += r->size;
@@ -299,7 +323,7 @@ static void born(struct vrt_live_set *s, const struct vrt_record *r, uint8_t op,
 	else if (space == VRT_SPACE_MAP)
 		link_to_handle(s, l);
 	c->outcome = VRT_LIVE_BORN;
-	unpack(l, &c->item);
+	unpack(l, item);
 }
 
 /* The mappings an unmap of [addr, end) covers after the first (ending at addr): each ends, and
@@ -319,10 +343,12 @@ static void unmap_rest(struct vrt_live_set *s, uint64_t addr, uint64_t end_addr)
 	}
 }
 
-static void release(struct vrt_live_set *s, const struct vrt_record *r, struct vrt_live_change *c)
+static void release(struct vrt_live_set *s, const struct vrt_record *r, struct vrt_live_change *c,
+		    struct vrt_item *item)
 {
 	uint8_t space = vrt_space_of(r->op);
-	struct vrt_live_slot *l = find(s, space, r->addr);
+	size_t at = s->cap ? probe(s, space, r->addr, key_hash(space, r->addr)) : 0;
+	struct vrt_live_slot *l = s->cap && s->index[at].pos1 ? &s->items[s->index[at].pos1 - 1] : NULL;
 	if (!l) {
 		s->unknown_releases++;
 		c->outcome = VRT_LIVE_UNKNOWN;
@@ -330,17 +356,17 @@ static void release(struct vrt_live_set *s, const struct vrt_record *r, struct v
 	}
 	if (l->ts > r->ts) { /* stale: names an earlier incarnation */
 		c->outcome = VRT_LIVE_STALE;
-		unpack(l, &c->item);
+		unpack(l, item);
 		return;
 	}
 	if (space == VRT_SPACE_HANDLE) {
-		unpack(l, &c->item);
-		c->outcome = handle_unref(s, l, true, false, VRT_END_RELEASED, &c->item) ? VRT_LIVE_ENDED
+		unpack(l, item);
+		c->outcome = handle_unref(s, l, true, false, VRT_END_RELEASED, item) ? VRT_LIVE_ENDED
 										       : VRT_LIVE_DEREFERENCED;
 		return;
 	}
 	uint64_t handle = l->aux, size = l->size, end_addr = r->addr + (r->size ? r->size : size);
-	end(s, l, VRT_END_RELEASED, &c->item);
+	end_at(s, l, at, VRT_END_RELEASED, item);
 	c->outcome = VRT_LIVE_ENDED;
 	if (space != VRT_SPACE_MAP)
 		return;
@@ -350,7 +376,8 @@ static void release(struct vrt_live_set *s, const struct vrt_record *r, struct v
 	unmap_rest(s, r->addr + size, end_addr);
 }
 
-static void resize(struct vrt_live_set *s, const struct vrt_record *r, struct vrt_live_change *c)
+static void resize(struct vrt_live_set *s, const struct vrt_record *r, struct vrt_live_change *c,
+		   struct vrt_item *item)
 {
 	struct vrt_live_slot *l = find(s, VRT_SPACE_BLOCK, r->addr);
 	if (!l || r->size == l->size)
@@ -364,7 +391,7 @@ static void resize(struct vrt_live_set *s, const struct vrt_record *r, struct vr
 	c->resize = (int64_t)r->size - (int64_t)l->size;
 	l->size = r->size;
 	c->outcome = VRT_LIVE_RESIZED;
-	unpack(l, &c->item);
+	unpack(l, item);
 }
 
 static void context_reset(struct vrt_live_set *s, int device)
@@ -387,13 +414,14 @@ bool vrt_live_seeding_after(bool seeding, uint64_t events, const struct vrt_reco
 	return r->op == VRT_OP_CP_END ? false : seeding;
 }
 
-static void apply_checkpoint(struct vrt_live_set *s, const struct vrt_record *r, struct vrt_live_change *c)
+static void apply_checkpoint(struct vrt_live_set *s, const struct vrt_record *r, struct vrt_live_change *c,
+			     struct vrt_item *item)
 {
 	switch (r->op) {
 	case VRT_OP_CP_LIVE: {
 		uint8_t space = vrt_space_of((uint32_t)r->id2);
 		if (s->seeding && space && !find(s, space, r->addr))
-			born(s, r, (uint8_t)r->id2, true, c);
+			born(s, r, (uint8_t)r->id2, true, c, item);
 		return;
 	}
 	case VRT_OP_CP_PHASE:
@@ -411,27 +439,28 @@ static void apply_checkpoint(struct vrt_live_set *s, const struct vrt_record *r,
 	}
 }
 
-void vrt_live_apply(struct vrt_live_set *s, const struct vrt_record *r, struct vrt_live_change *out)
+/* Flattened: the one call per record, its helpers inlined (about 5% of a replay). */
+__attribute__((flatten)) void vrt_live_apply_into(struct vrt_live_set *s, const struct vrt_record *r,
+						  struct vrt_live_change *c, struct vrt_item *item)
 {
-	struct vrt_live_change scratch, *c = out ? out : &scratch;
-	c->outcome = VRT_LIVE_NONE; /* c->item is written with the outcome that makes it valid */
+	c->outcome = VRT_LIVE_NONE; /* *item is written with the outcome that makes it valid */
 	c->resize = 0;
 	if (r->op >= VRT_OP_CP_BEGIN && r->op <= VRT_OP_CP_END) {
-		apply_checkpoint(s, r, c);
+		apply_checkpoint(s, r, c, item);
 		return;
 	}
 	s->events++;
 	switch (r->op) {
 	case VRT_OP_ALLOC: case VRT_OP_PHYS_CREATE: case VRT_OP_MAP: case VRT_OP_VA_RESERVE: case VRT_OP_IMPORT:
 	case VRT_OP_BLOCK_ALLOC: case VRT_OP_SEED:
-		born(s, r, r->op, r->op == VRT_OP_SEED, c);
+		born(s, r, r->op, r->op == VRT_OP_SEED, c, item);
 		break;
 	case VRT_OP_FREE: case VRT_OP_PHYS_RELEASE: case VRT_OP_UNMAP: case VRT_OP_VA_FREE: case VRT_OP_IMPORT_CLOSE:
 	case VRT_OP_BLOCK_FREE:
-		release(s, r, c);
+		release(s, r, c, item);
 		break;
 	case VRT_OP_BLOCK_SIZE:
-		resize(s, r, c);
+		resize(s, r, c, item);
 		break;
 	case VRT_OP_CONTEXT:
 		if (r->id == 0)
@@ -441,6 +470,12 @@ void vrt_live_apply(struct vrt_live_set *s, const struct vrt_record *r, struct v
 		s->phase_seq++;
 		break;
 	}
+}
+
+void vrt_live_apply(struct vrt_live_set *s, const struct vrt_record *r, struct vrt_live_change *out)
+{
+	struct vrt_live_change scratch, *c = out ? out : &scratch;
+	vrt_live_apply_into(s, r, c, &c->item);
 }
 
 bool vrt_live_lookup(const struct vrt_live_set *s, uint8_t space, uint64_t addr, struct vrt_item *out)

@@ -14,8 +14,9 @@
  *
  * Memory is bounded by what is live: 64 bytes per item in one dense array (the order items are
  * visited in; an ending moves the last item into its place) plus an open-addressing index of
- * item positions by (space, address), at most half full: 8 to 16 bytes per item, 24 while it
- * doubles (VRT_LIVE_BYTES_PER_ITEM bounds the lot). One thread at a time.
+ * item positions by (space, address) with their hashes, 8-byte slots at most half full: 16 to 32
+ * bytes per item, 48 while it doubles (VRT_LIVE_BYTES_PER_ITEM bounds the lot). One thread at a
+ * time.
  */
 #ifndef VRAMTRACE_LIVE_H
 #define VRAMTRACE_LIVE_H
@@ -30,7 +31,8 @@
  * would cross it come from a damaged trace and are refused, so that every sum of live sizes (the
  * analyzer's totals, its reports' per-site sums) fits an int64_t with room to scale. */
 #define VRT_HELD_MAX (1ull << 56)
-#define VRT_LIVE_BYTES_PER_ITEM 88
+#define VRT_LIVE_BYTES_PER_ITEM 112
+#define VRT_LIVE_ITEM_BYTES 64 /* an item as the set stores it */
 
 /* What an item's address names; the key of the live set is (space, address). */
 enum vrt_space {
@@ -90,9 +92,16 @@ struct vrt_live_change {
 
 struct vrt_live_slot;
 
+/* One slot of the set's index (live.c). */
+struct vrt_live_entry {
+	uint32_t pos1; /* item position + 1; 0: empty */
+	uint32_t hash; /* vrt_live_key_hash of the item's (space, address) */
+};
+
 struct vrt_live_set {
-	struct vrt_live_slot *items;
-	uint32_t *index;        /* item position + 1; 0: empty */
+	struct vrt_live_slot *items; /* in items_mem, from its first cache line boundary */
+	void *items_mem;
+	struct vrt_live_entry *index; /* item positions by (space, address), with their hashes */
 	size_t cap;             /* index slots, a power of two */
 	size_t used, items_cap; /* live items; room in items */
 	int error;              /* VRT_E_NOMEM once an item could not be stored: the set is incomplete */
@@ -113,14 +122,59 @@ int vrt_live_init(struct vrt_live_set *s);
 void vrt_live_free(struct vrt_live_set *s);
 /* Applies one record (any op; those outside the live set count as events or do nothing). */
 void vrt_live_apply(struct vrt_live_set *s, const struct vrt_record *r, struct vrt_live_change *out);
+/* vrt_live_apply with the change's item written to *item instead of out->item (a caller that
+ * keeps it elsewhere saves a copy); the item on_end is told of may be *item itself. */
+void vrt_live_apply_into(struct vrt_live_set *s, const struct vrt_record *r, struct vrt_live_change *c,
+			 struct vrt_item *item);
 
 /* The space a live-set op names, 0 for other ops. */
-uint8_t vrt_space_of(uint32_t op);
+static inline uint8_t vrt_space_of(uint32_t op)
+{
+	switch (op) {
+	case VRT_OP_ALLOC: case VRT_OP_FREE: case VRT_OP_SEED: return VRT_SPACE_ADDR;
+	case VRT_OP_PHYS_CREATE: case VRT_OP_PHYS_RELEASE: return VRT_SPACE_HANDLE;
+	case VRT_OP_MAP: case VRT_OP_UNMAP: return VRT_SPACE_MAP;
+	case VRT_OP_VA_RESERVE: case VRT_OP_VA_FREE: return VRT_SPACE_VA;
+	case VRT_OP_BLOCK_ALLOC: case VRT_OP_BLOCK_FREE: case VRT_OP_BLOCK_SIZE: return VRT_SPACE_BLOCK;
+	case VRT_OP_IMPORT: case VRT_OP_IMPORT_CLOSE: return VRT_SPACE_IMPORT;
+	}
+	return 0;
+}
+
+static inline uint32_t vrt_live_key_hash(uint8_t space, uint64_t addr)
+{
+	uint64_t h = (addr ^ ((uint64_t)space << 59)) * 0x9e3779b97f4a7c15ull;
+	return (uint32_t)(h ^ (h >> 31));
+}
+
 /* Whether checkpoint items are taken in after r, given whether they were before and how many
  * events came first: from a checkpoint that opens the replay or an attach's, to its end. */
 bool vrt_live_seeding_after(bool seeding, uint64_t events, const struct vrt_record *r);
 /* Holds memory of its own (an allocation or a VMM handle; not a mapping, a range or a block). */
-bool vrt_item_counted(const struct vrt_item *it);
+static inline bool vrt_item_counted(const struct vrt_item *it)
+{
+	return it->space == VRT_SPACE_ADDR || it->space == VRT_SPACE_HANDLE;
+}
+
+/* Brings what applying a record will read into the caches ahead of it, the set unchanged: the
+ * item that `soon` names (its index slot read now, which `later` should have brought in a few
+ * records earlier), and the index slot of `later`. Either may be NULL. Always inlined: GCC takes
+ * a function whose only effect is a prefetch for a pure one, and drops the call. */
+static inline __attribute__((always_inline)) void vrt_live_prefetch(const struct vrt_live_set *s,
+								     const struct vrt_record *soon,
+								     const struct vrt_record *later)
+{
+	size_t mask = s->cap - 1;
+	uint8_t space = soon ? vrt_space_of(soon->op) : 0;
+	if (space && s->cap) {
+		uint32_t pos1 = s->index[vrt_live_key_hash(space, soon->addr) & mask].pos1;
+		if (pos1)
+			__builtin_prefetch((const char *)s->items + (size_t)(pos1 - 1) * VRT_LIVE_ITEM_BYTES);
+	}
+	space = later ? vrt_space_of(later->op) : 0;
+	if (space && s->cap)
+		__builtin_prefetch(&s->index[vrt_live_key_hash(space, later->addr) & mask]);
+}
 
 bool vrt_live_lookup(const struct vrt_live_set *s, uint8_t space, uint64_t addr, struct vrt_item *out);
 /* Item i of 0..used-1, in the set's order (which an ending changes). */

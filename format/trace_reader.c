@@ -11,6 +11,8 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,22 +25,29 @@
 static uint64_t align8(uint64_t v) { return (v + 7) & ~7ull; }
 
 /* The file is read with pread, never mapped: a file that shrinks under the reader gives a short
- * read (VRT_E_CHANGED), not SIGBUS. Everything read lies below t->size, the size at open. */
-static int read_at(struct vrt_trace *t, uint64_t off, void *buf, size_t len)
+ * read (VRT_E_CHANGED), not SIGBUS. Everything read lies below t->size, the size at open. pread
+ * moves no file offset, so both of the reader's threads read through the one descriptor. */
+static int pread_all(int fd, uint64_t off, void *buf, size_t len)
 {
 	for (size_t done = 0; done < len;) {
-		ssize_t n = pread(t->fd, (uint8_t *)buf + done, len - done, (off_t)(off + done));
+		ssize_t n = pread(fd, (uint8_t *)buf + done, len - done, (off_t)(off + done));
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n < 0)
 			return VRT_E_IO;
-		if (n == 0) {
-			t->changed = true;
+		if (n == 0)
 			return VRT_E_CHANGED;
-		}
 		done += (size_t)n;
 	}
 	return 0;
+}
+
+static int read_at(struct vrt_trace *t, uint64_t off, void *buf, size_t len)
+{
+	int rc = pread_all(t->fd, off, buf, len);
+	if (rc == VRT_E_CHANGED)
+		t->changed = true;
+	return rc;
 }
 
 static int header_check(struct vrt_trace *t)
@@ -268,21 +277,21 @@ static bool stored_plausible(const struct vrt_chunk_ref *c)
 	return c->stored <= ZSTD_compressBound(VRT_CHUNK_MAX_RAW);
 }
 
-/* Reads chunk c's payload into t->stored. */
-static int read_payload(struct vrt_trace *t, const struct vrt_chunk_ref *c, struct vrt_chunk_header *ch)
+/* Reads chunk c's header and payload (into b->stored) from fd. */
+static int read_payload(int fd, const struct vrt_chunk_ref *c, struct vrt_chunk_buffers *b, struct vrt_chunk_header *ch)
 {
 	if (!stored_plausible(c))
 		return VRT_E_CORRUPT;
-	if (c->stored > t->stored_cap) {
-		uint8_t *n = realloc(t->stored, c->stored);
+	if (c->stored > b->stored_cap) {
+		uint8_t *n = realloc(b->stored, c->stored);
 		if (!n)
 			return VRT_E_NOMEM;
-		t->stored = n;
-		t->stored_cap = c->stored;
+		b->stored = n;
+		b->stored_cap = c->stored;
 	}
-	int rc = read_at(t, c->offset, ch, sizeof(*ch));
+	int rc = pread_all(fd, c->offset, ch, sizeof(*ch));
 	if (!rc && c->stored)
-		rc = read_at(t, c->offset + sizeof(*ch), t->stored, c->stored);
+		rc = pread_all(fd, c->offset + sizeof(*ch), b->stored, c->stored);
 	return rc;
 }
 
@@ -292,15 +301,17 @@ static int payload_ok(struct vrt_trace *t, const struct vrt_chunk_ref *c, bool *
 {
 	struct vrt_chunk_header ch;
 	*ok = false;
-	int rc = read_payload(t, c, &ch);
+	int rc = read_payload(t->fd, c, &t->buf, &ch);
+	if (rc == VRT_E_CHANGED)
+		t->changed = true;
 	if (rc)
 		return rc == VRT_E_CORRUPT ? 0 : rc;
-	if (ch.payload_crc != vrt_crc32c(0, t->stored, c->stored))
+	if (ch.payload_crc != vrt_crc32c(0, t->buf.stored, c->stored))
 		return 0;
 	if (ch.codec == VRT_CODEC_NONE)
 		*ok = c->raw == c->stored;
 	else if (ch.codec == VRT_CODEC_ZSTD)
-		*ok = ZSTD_getFrameContentSize(t->stored, c->stored) == c->raw;
+		*ok = ZSTD_getFrameContentSize(t->buf.stored, c->stored) == c->raw;
 	return 0;
 }
 
@@ -359,42 +370,194 @@ static int find_chunks(struct vrt_trace *t)
 	return drop_damaged(t);
 }
 
-/* The chunk at c no longer what the scan found: the file was rewritten since. */
-static int changed(struct vrt_trace *t)
+/*
+ * Decodes chunk c from fd into b with dctx: the one way a chunk is decoded, on either of the
+ * reader's threads (it touches nothing else). VRT_E_CHANGED when the chunk is no longer what the
+ * scan found (the file was rewritten since), which the caller notes in the trace.
+ */
+static int decode_chunk(int fd, void *dctx, const struct vrt_chunk_ref *c, struct vrt_chunk_buffers *b,
+			const uint8_t **data, size_t *len)
 {
-	t->changed = true;
-	return VRT_E_CHANGED;
-}
-
-int vrt_trace_chunk(struct vrt_trace *t, size_t i, const uint8_t **data, size_t *len)
-{
-	const struct vrt_chunk_ref *c = &t->chunks[i];
 	struct vrt_chunk_header ch;
-	int rc = read_payload(t, c, &ch);
+	int rc = read_payload(fd, c, b, &ch);
 	if (rc)
 		return rc;
 	/* Every chunk here passed its checks when the file was opened. */
 	if (ch.seq != c->seq || ch.stored_size != c->stored || ch.raw_size != c->raw ||
-	    ch.payload_crc != vrt_crc32c(0, t->stored, c->stored))
-		return changed(t);
+	    ch.payload_crc != vrt_crc32c(0, b->stored, c->stored))
+		return VRT_E_CHANGED;
 	if (ch.codec == VRT_CODEC_NONE) {
-		*data = t->stored;
+		*data = b->stored;
 		*len = c->stored;
 		return 0;
 	}
-	if (c->raw > t->raw_cap) {
-		uint8_t *n = realloc(t->raw, c->raw);
+	if (c->raw > b->raw_cap) {
+		uint8_t *n = realloc(b->raw, c->raw);
 		if (!n)
 			return VRT_E_NOMEM;
-		t->raw = n;
-		t->raw_cap = c->raw;
+		b->raw = n;
+		b->raw_cap = c->raw;
 	}
-	size_t got = ZSTD_decompressDCtx(t->dctx, t->raw, c->raw, t->stored, c->stored);
+	size_t got = ZSTD_decompressDCtx(dctx, b->raw, c->raw, b->stored, c->stored);
 	if (ZSTD_isError(got) || got != c->raw)
 		return VRT_E_DECOMPRESS;
-	*data = t->raw;
+	*data = b->raw;
 	*len = got;
 	return 0;
+}
+
+/* ---- the second thread: one chunk decoded ahead ------------------------------------------ */
+
+/*
+ * The reader asks (requested, with ref), the thread decodes into its own buffers and says so
+ * (done, with rc, data and len), the reader takes the result by swapping buffers with the trace.
+ * Concurrency: everything below `lock` is guarded by it; the thread uses `buf` and `dctx` only
+ * between taking a request and marking it done, the reader only while no request is under way.
+ */
+struct vrt_chunk_ahead {
+	pthread_t thread;
+	int fd;
+	void *dctx;
+	pthread_mutex_t lock;
+	pthread_cond_t wake; /* to the thread: a request, or stop */
+	pthread_cond_t done_cond; /* to the reader: the request is done */
+	bool requested, done, stop;
+	size_t index;
+	struct vrt_chunk_ref ref;
+	int rc;
+	const uint8_t *data;
+	size_t len;
+	struct vrt_chunk_buffers buf;
+};
+
+static void *ahead_main(void *arg)
+{
+	struct vrt_chunk_ahead *a = arg;
+	pthread_mutex_lock(&a->lock);
+	for (;;) {
+		while (!a->stop && !(a->requested && !a->done))
+			pthread_cond_wait(&a->wake, &a->lock);
+		if (a->stop)
+			break;
+		struct vrt_chunk_ref ref = a->ref;
+		pthread_mutex_unlock(&a->lock);
+		const uint8_t *data = NULL;
+		size_t len = 0;
+		int rc = decode_chunk(a->fd, a->dctx, &ref, &a->buf, &data, &len);
+		pthread_mutex_lock(&a->lock);
+		a->rc = rc;
+		a->data = data;
+		a->len = len;
+		a->done = true;
+		pthread_cond_signal(&a->done_cond);
+	}
+	pthread_mutex_unlock(&a->lock);
+	return NULL;
+}
+
+static void ahead_free(struct vrt_chunk_ahead *a)
+{
+	free(a->buf.raw);
+	free(a->buf.stored);
+	if (a->dctx)
+		ZSTD_freeDCtx(a->dctx);
+	free(a);
+}
+
+/* The thread, started with every signal blocked (they are the main thread's to take); NULL if
+ * it cannot be. */
+static struct vrt_chunk_ahead *ahead_start(struct vrt_trace *t)
+{
+	struct vrt_chunk_ahead *a = calloc(1, sizeof(*a));
+	if (!a)
+		return NULL;
+	a->fd = t->fd;
+	a->dctx = ZSTD_createDCtx();
+	if (!a->dctx || pthread_mutex_init(&a->lock, NULL)) {
+		ahead_free(a);
+		return NULL;
+	}
+	pthread_cond_init(&a->wake, NULL);
+	pthread_cond_init(&a->done_cond, NULL);
+	sigset_t all, old;
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	int rc = pthread_create(&a->thread, NULL, ahead_main, a);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (rc) {
+		pthread_cond_destroy(&a->wake);
+		pthread_cond_destroy(&a->done_cond);
+		pthread_mutex_destroy(&a->lock);
+		ahead_free(a);
+		return NULL;
+	}
+	return a;
+}
+
+static void ahead_stop(struct vrt_chunk_ahead *a)
+{
+	pthread_mutex_lock(&a->lock);
+	a->stop = true;
+	pthread_cond_signal(&a->wake);
+	pthread_mutex_unlock(&a->lock);
+	pthread_join(a->thread, NULL);
+	pthread_cond_destroy(&a->wake);
+	pthread_cond_destroy(&a->done_cond);
+	pthread_mutex_destroy(&a->lock);
+	ahead_free(a);
+}
+
+void vrt_trace_chunk_ahead(struct vrt_trace *t, size_t i)
+{
+	if (i >= t->n_chunks || t->ahead_off)
+		return;
+	if (!t->ahead && !(t->ahead = ahead_start(t))) {
+		t->ahead_off = true;
+		return;
+	}
+	struct vrt_chunk_ahead *a = t->ahead;
+	pthread_mutex_lock(&a->lock);
+	while (a->requested && !a->done) /* one nobody took (a pass that stopped early) */
+		pthread_cond_wait(&a->done_cond, &a->lock);
+	a->requested = true;
+	a->done = false;
+	a->index = i;
+	a->ref = t->chunks[i];
+	pthread_cond_signal(&a->wake);
+	pthread_mutex_unlock(&a->lock);
+}
+
+/* Chunk i as the thread decoded it, if it was asked for: true with *rc its result. */
+static bool ahead_take(struct vrt_trace *t, size_t i, const uint8_t **data, size_t *len, int *rc)
+{
+	struct vrt_chunk_ahead *a = t->ahead;
+	if (!a)
+		return false;
+	pthread_mutex_lock(&a->lock);
+	bool asked = a->requested && a->index == i;
+	if (asked) {
+		while (!a->done)
+			pthread_cond_wait(&a->done_cond, &a->lock);
+		struct vrt_chunk_buffers mine = t->buf;
+		t->buf = a->buf; /* the data lies in what were the thread's buffers */
+		a->buf = mine;
+		*rc = a->rc;
+		*data = a->data;
+		*len = a->len;
+		a->requested = false;
+	}
+	pthread_mutex_unlock(&a->lock);
+	return asked;
+}
+
+int vrt_trace_chunk(struct vrt_trace *t, size_t i, const uint8_t **data, size_t *len)
+{
+	int rc;
+	if (!ahead_take(t, i, data, len, &rc))
+		rc = decode_chunk(t->fd, t->dctx, &t->chunks[i], &t->buf, data, len);
+	if (rc == VRT_E_CHANGED)
+		t->changed = true;
+	return rc;
 }
 
 bool vrt_trace_changed(struct vrt_trace *t)
@@ -789,9 +952,11 @@ void vrt_trace_close(struct vrt_trace *t)
 	free(tb->threads);
 	free(tb->info_keys);
 	free(tb->info_values);
+	if (t->ahead)
+		ahead_stop(t->ahead);
 	free(t->chunks);
-	free(t->raw);
-	free(t->stored);
+	free(t->buf.raw);
+	free(t->buf.stored);
 	if (t->dctx)
 		ZSTD_freeDCtx(t->dctx);
 	if (t->fd >= 0)

@@ -73,6 +73,14 @@ struct vrt_tables {
 	size_t n_info;
 };
 
+/* A chunk as read and as decoded, in buffers that grow to the largest chunk seen. */
+struct vrt_chunk_buffers {
+	uint8_t *raw, *stored;
+	size_t raw_cap, stored_cap;
+};
+
+struct vrt_chunk_ahead;
+
 struct vrt_trace {
 	char path[4096];
 	int fd;                       /* -1 when not open */
@@ -99,8 +107,9 @@ struct vrt_trace {
 	 * the analyses see the trace as ending there. NULL: at the end of the file. */
 	const char *end_mark;
 	void *dctx;
-	uint8_t *raw, *stored;        /* a chunk decoded, and as read */
-	size_t raw_cap, stored_cap;
+	struct vrt_chunk_buffers buf; /* the chunk vrt_trace_chunk handed out last */
+	struct vrt_chunk_ahead *ahead; /* the second thread (vrt_trace_chunk_ahead); NULL until asked */
+	bool ahead_off;               /* it could not be started: every chunk is decoded here */
 };
 
 /* Strings longer than this are cut for display when read ("...[cut: N bytes in all]"). */
@@ -117,6 +126,11 @@ void vrt_trace_close(struct vrt_trace *t);
 /* Decodes chunk i; *data stays valid until the next call. VRT_E_CORRUPT etc. on bad chunks;
  * VRT_E_CHANGED when a chunk that checked at open no longer does (the file was rewritten). */
 int vrt_trace_chunk(struct vrt_trace *t, size_t i, const uint8_t **data, size_t *len);
+/* Starts decoding chunk i on the reader's second thread, so that the next vrt_trace_chunk(t, i)
+ * finds it done (with the same result as decoding it there: data, length and error). At most
+ * one chunk is decoded ahead: the thread's buffers are swapped with the trace's when it is
+ * taken, so memory is that of two chunks. Without the thread, vrt_trace_chunk decodes it. */
+void vrt_trace_chunk_ahead(struct vrt_trace *t, size_t i);
 
 /* Table lookups: NULL / "" / 0 when undefined. */
 const char *vrt_string(const struct vrt_trace *t, uint64_t id);

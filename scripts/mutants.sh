@@ -149,8 +149,8 @@ m vmm-map-not-counted format/live.c \
 
 # ---- frees in the live-set rules (format/live.c) --------------------------------------------
 m analyzer-ignores-cuMemFreeAsync format/live.c \
-  'static void release(struct vrt_live_set *s, const struct vrt_record *r, struct vrt_live_change *c)\n{' \
-  'static void release(struct vrt_live_set *s, const struct vrt_record *r, struct vrt_live_change *c)\n{\n\tif (r->api == VRT_API_CU_MEM_FREE_ASYNC)\n\t\treturn;' \
+  '\t\t    struct vrt_item *item)\n{\n\tuint8_t space = vrt_space_of(r->op);' \
+  '\t\t    struct vrt_item *item)\n{\n\tif (r->api == VRT_API_CU_MEM_FREE_ASYNC)\n\t\treturn;\n\tuint8_t space = vrt_space_of(r->op);' \
   test_driver.py::test_driver_exact_totals
 m analyzer-stale-free-applies format/live.c \
   '\tif (l->ts > r->ts) { /* stale: names an earlier incarnation */' \
@@ -986,6 +986,38 @@ m leaks-low-points-extra-pass analyzer/cmd_leaks.c \
   '\tlows_found(lw);\n\tif (vrt_model_init(&m)) {' \
   '\tlows_found(lw);\n\tvrt_pass_open(&p, lk->t, &(struct vrt_pass_options){ .quiet = true });\n\tvrt_pass_abandon(&p);\n\tif (vrt_model_init(&m)) {' \
   test_passes.py::test_each_report_reads_the_trace_a_bounded_number_of_times
+
+# ---- the replay at speed (issue 17, item 4): batches of decoded records, a second thread for
+# zstd, the live set's index (a batch that loses a record, a chunk decoded ahead that is not the
+# one asked for, an error the batch forgets, a slot moved or rehashed to the wrong place)
+m replay-batch-drops-a-record analyzer/model.h \
+  '\treturn &rp->batch[rp->next++];' \
+  '\trp->next += rp->next == 5 && rp->n > 6;\n\treturn &rp->batch[rp->next++];' \
+  meson:roundtrip
+m reader-ahead-decodes-the-next-chunk format/trace_reader.c \
+  '\ta->ref = t->chunks[i];' \
+  '\ta->ref = t->chunks[i + 1 < t->n_chunks ? i + 1 : i];' \
+  meson:roundtrip
+m replay-batch-forgets-its-error analyzer/model.c \
+  '\telse if (verdict)\n\t\trp->batch_error = verdict;' \
+  '\telse if (0)\n\t\trp->batch_error = verdict;' \
+  meson:bad-corpus
+m replay-hot-stack2-unchecked analyzer/model.c \
+  'if (r->stack >= stacks_end || r->stack2 >= stacks_end) {' \
+  'if (r->stack >= stacks_end) {' \
+  meson:bad-corpus
+m live-deletion-keeps-a-slot-that-moves format/live.c \
+  'bool stays = hole <= i ? (home > hole && home <= i) : (home > hole || home <= i);' \
+  'bool stays = hole <= i ? (home >= hole && home <= i) : (home > hole || home <= i);' \
+  meson:model
+m live-growth-rehashes-to-the-wrong-home format/live.c \
+  'size_t i = s->index[k].hash & mask;' \
+  'size_t i = s->index[k].hash & (mask >> 1);' \
+  meson:model
+m record-wide-varint-one-byte-short include/vramtrace/record.h \
+  'return p + bits / 8;' \
+  'return p + bits / 8 - (bits > 8);' \
+  meson:decode_hot
 
 m html-leaks-json-elsewhere analyzer/cmd_leaks.c \
   'f->lk.out = out;' \

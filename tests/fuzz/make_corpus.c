@@ -607,6 +607,22 @@ static void record_cases(struct bytes base, const struct vt_gen *g)
 	APPEND(VRT_CHUNK_EVENTS, { .op = VRT_OP_FREE, .ts = 1, .addr = 0x1000, .stack2 = 0xffffffffu });
 	bad("alloc-stack-id-out-of-range", b, 3, MSG_RANGE, -1, NULL);
 	free(b.p);
+	/* The same amid a chunk: records with a hundred bytes after them take the replay's
+	 * straight-line decoder, which checks their stacks itself. */
+#define ALLOCS_AFTER                                                                                 \
+	{ .op = VRT_OP_ALLOC, .ts = 2, .addr = 0x2000, .size = 64 }, { .op = VRT_OP_ALLOC, .ts = 3, .addr = 0x3000, .size = 64 }, \
+	{ .op = VRT_OP_ALLOC, .ts = 4, .addr = 0x4000, .size = 64 }, { .op = VRT_OP_ALLOC, .ts = 5, .addr = 0x5000, .size = 64 }, \
+	{ .op = VRT_OP_ALLOC, .ts = 6, .addr = 0x6000, .size = 64 }, { .op = VRT_OP_ALLOC, .ts = 7, .addr = 0x7000, .size = 64 }, \
+	{ .op = VRT_OP_ALLOC, .ts = 8, .addr = 0x8000, .size = 64 }, { .op = VRT_OP_ALLOC, .ts = 9, .addr = 0x9000, .size = 64 }, \
+	{ .op = VRT_OP_ALLOC, .ts = 10, .addr = 0xa000, .size = 64 }, { .op = VRT_OP_ALLOC, .ts = 11, .addr = 0xb000, .size = 64 }
+	APPEND(VRT_CHUNK_EVENTS, { .op = VRT_OP_ALLOC, .ts = 1, .addr = 0x1000, .size = 64, .stack = 999999 }, ALLOCS_AFTER);
+	bad("stack-id-out-of-range-amid-a-chunk", b, 3, MSG_RANGE, -1, NULL);
+	free(b.p);
+	APPEND(VRT_CHUNK_EVENTS, { .op = VRT_OP_ALLOC, .ts = 1, .addr = 0x1000, .size = 64 },
+	       { .op = VRT_OP_FREE, .ts = 1, .addr = 0x1000, .stack2 = 0xffffffu }, ALLOCS_AFTER);
+	bad("alloc-stack-id-out-of-range-amid-a-chunk", b, 3, MSG_RANGE, -1, NULL);
+	free(b.p);
+#undef ALLOCS_AFTER
 	APPEND(VRT_CHUNK_TABLES, { .op = VRT_OP_STACK, .id = 5000, .id2 = 6000, .aux2 = VRT_FRAME_NATIVE, .aux = 1 });
 	bad("stack-parent-after-child", b, 3, MSG_RANGE, -1, NULL);
 	free(b.p);
