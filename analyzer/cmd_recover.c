@@ -522,7 +522,35 @@ static int write_events(struct placement *p, const struct vrt_trace *t, struct d
 	return d->failed ? VRT_E_NOMEM : rc;
 }
 
-static int write_state(struct placement *p, uint64_t recovered, uint64_t last_ts, int end_signal)
+/*
+ * Events in the file that its state block does not count yet: the state is written at the end
+ * of a drain, after the drain's EVENTS chunks, so a kill between a chunk (and its tails' move:
+ * the rings no longer hold its events) and the state leaves that chunk's events uncounted.
+ * They are the event records of the EVENTS chunks numbered after the state's last chunk.
+ */
+static uint64_t events_after_state(struct vrt_trace *t)
+{
+	uint64_t n = 0;
+	for (size_t i = 0; t->state_valid && i < t->n_chunks; i++) {
+		if (t->chunks[i].type != VRT_CHUNK_EVENTS || t->chunks[i].seq <= t->hdr.state.last_chunk_seq)
+			continue;
+		const uint8_t *p, *end;
+		size_t len;
+		if (vrt_trace_chunk(t, i, &p, &len))
+			continue; /* damaged: its events are not in the file either */
+		struct vrt_delta d = { 0, 0 };
+		for (end = p + len; p < end;) {
+			struct vrt_record r;
+			if (vrt_record_decode(&p, end, &r, &d))
+				break;
+			n += r.op != VRT_OP_THREAD;
+		}
+	}
+	return n;
+}
+
+/* added: events the state block comes to count (recovered ones, and those it had not counted) */
+static int write_state(struct placement *p, uint64_t added, uint64_t last_ts, int end_signal)
 {
 	struct vrt_file_state s = p->hdr.state;
 	s.generation++;
@@ -534,7 +562,7 @@ static int write_state(struct placement *p, uint64_t recovered, uint64_t last_ts
 			s.ring_tail = p->ring_tail_after;
 		s.ring_laps = p->laps;
 	}
-	s.events_written += recovered;
+	s.events_written += added;
 	if (s.end_reason == VRT_END_RUNNING && last_ts > s.end_ts)
 		s.end_ts = last_ts; /* the last sign of life */
 	if (s.end_reason == VRT_END_RUNNING && end_signal > 0) { /* else: "never closed", as it was */
@@ -657,9 +685,10 @@ int vrt_recover(const char *path, int end_signal, int signal_pid, struct vrt_rec
 		snprintf(what, sizeof(what), "%zu events from %u thread buffers", n, out->threads);
 		struct vrt_record info = { .op = VRT_OP_INFO, .id = string_id(&d, "recovered"), .id2 = string_id(&d, what) };
 		emit_table(&d, &info);
+		uint64_t uncounted = events_after_state(&t);
 		rc = write_events(&p, &t, &d, refs, n, &out->events, &out->skipped);
 		if (!rc)
-			rc = write_state(&p, out->events, n ? ts_units(&t.hdr, refs[n - 1].ts) : 0, end_signal);
+			rc = write_state(&p, out->events + uncounted, n ? ts_units(&t.hdr, refs[n - 1].ts) : 0, end_signal);
 		if (rc)
 			vrt_fail(rc, "cannot write the recovered events to %s", vrt_escape(path));
 	}

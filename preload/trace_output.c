@@ -408,9 +408,13 @@ static void put_chunk(struct collector *c, enum vrt_chunk_type type, struct vrt_
 	if (!b->len || !c->writer)
 		return;
 	/* Durability (struct vrt_tbuf, tail): what this chunk makes durable is noted in each buffer
-	 * before it is written, and given back to the threads after. */
-	if (type == VRT_CHUNK_EVENTS)
+	 * before it is written, and given back to the threads after. The state block the writer
+	 * puts after the chunk counts the chunk's events (every event encoded so far): it is the
+	 * last word on them once the tails move (a kill before it: recover counts the chunk). */
+	if (type == VRT_CHUNK_EVENTS) {
 		vrt_tbuf_mark_pending(vrt_writer_next_seq(c->writer));
+		vrt_writer_count_events(c->writer, c->events_written, c->events_lost);
+	}
 	int rc = vrt_writer_put(c->writer, type, b->data, b->len);
 	b->len = 0;
 	if (rc < 0) {
@@ -419,8 +423,6 @@ static void put_chunk(struct collector *c, enum vrt_chunk_type type, struct vrt_
 	}
 	if (type == VRT_CHUNK_EVENTS)
 		vrt_tbuf_commit_pending();
-	if (type == VRT_CHUNK_EVENTS) /* every event encoded so far is in the file now */
-		vrt_writer_count_events(c->writer, c->events_written, c->events_lost);
 	if (rc == VRT_HINT_CHECKPOINT)
 		vrt_output_checkpoint(c, VRT_CP_PERIODIC);
 }

@@ -883,6 +883,14 @@ m drain-run-ignores-other-buffers preload/collector.c \
   '\t\t*until = second < best ? second_ts : second_ts + 1;' \
   '\t\t*until = horizon + 1;' \
   test_static_and_threads.py::test_threads_events_are_written_oldest_first
+m state-counts-a-chunk-after-it-is-written preload/trace_output.c \
+  '\t\tvrt_tbuf_mark_pending(vrt_writer_next_seq(c->writer));\n\t\tvrt_writer_count_events(c->writer, c->events_written, c->events_lost);\n\t}' \
+  '\t\tvrt_tbuf_mark_pending(vrt_writer_next_seq(c->writer));\n\t}\n\tif (0)\n\t\tvrt_writer_count_events(c->writer, c->events_written, c->events_lost);' \
+  test_sigkill.py::test_every_state_block_counts_the_events_the_file_holds_then
+m recover-forgets-chunks-after-the-state analyzer/cmd_recover.c \
+  'rc = write_state(&p, out->events + uncounted,' \
+  'rc = write_state(&p, out->events,' \
+  test_sigkill.py::test_a_kill_between_an_events_chunk_and_its_state_block_counts_every_event
 m rings-not-shared preload/tbuf.c \
   'PROT_READ | PROT_WRITE, MAP_SHARED, rings_fd, at)' \
   'PROT_READ | PROT_WRITE, MAP_PRIVATE, rings_fd, at)' \

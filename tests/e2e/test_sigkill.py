@@ -7,9 +7,11 @@ import subprocess
 
 import pytest
 
-from conftest import VRAMTRACE, analyze, clean_env, program
+from conftest import BUILD, VRAMTRACE, analyze, clean_env, program
 from replay import dumped
-from stress_helpers import FASTRT, FIRST_WRITES, PRELOAD, SLOWSINK, fields, info, last_line, run
+from stress_helpers import FASTRT, FIRST_WRITES, PRELOAD, SLOWSINK, fields, info, last_line, op_counts, run
+
+STATE_PROBE = BUILD / "tests" / "libstate_probe.so"
 
 KILLED = "killed by signal 9 (Killed)"
 
@@ -183,6 +185,40 @@ def test_a_wrapped_ring_killed_mid_run_is_exact_after_recovery(tmp_path):
     assert (t["events_written"], t["events_lost"]) == (made["allocs"] + made["frees"], 0), (t, made)
     rep = json.loads(analyze("report", "--json", out).stdout)
     assert [d["live_bytes_at_end"] for d in rep["devices"]] == [made["held_bytes"]]
+
+
+def test_every_state_block_counts_the_events_the_file_holds_then(tmp_path):
+    """The file as a kill would leave it, after each write of its state block (tests/programs/
+    state_probe.c copies it then): the events the state counts are the events its chunks hold.
+    Events chunks are written mid-drain here (1 MiB of events long before the 10 s flush), the
+    case where the state once followed its chunk with the last chunk's count."""
+    snaps = tmp_path / "snaps"
+    snaps.mkdir()
+    p, _ = run(tmp_path, [program("stress_crash"), "kill", 400], "s.vrt",
+               env={"VRAMTRACE_RING": "0", "VRAMTRACE_FLUSH_MS": "10000", "VRAMTRACE_THREAD_BUFFER": "16M",
+                    "STATE_PROBE_SNAPSHOTS": str(snaps)},
+               extra_preload=f"{FASTRT}:{STATE_PROBE}")
+    assert p.returncode == 128 + 9, p.stderr
+    copies = sorted(snaps.glob("state.*.vrt"))
+    assert len(copies) >= 10, copies
+    counted = [(info(c)["events_written"], sum(op_counts(c).values())) for c in copies]
+    assert sum(held for _, held in counted) > 200000, counted  # several events chunks among them
+    assert all(said == held for said, held in counted), counted
+
+
+def test_a_kill_between_an_events_chunk_and_its_state_block_counts_every_event(tmp_path):
+    """SIGKILL right after an EVENTS chunk is in the file, before the state block that counts it
+    (tests/programs/state_probe.c): the threads' tails have not moved, recovery takes the events
+    after the chunk, and the recovered trace counts the chunk's events too."""
+    p, out = run(tmp_path, [program("stress_crash"), "kill", 5000], "k.vrt",
+                 env={"VRAMTRACE_RING": "0", "VRAMTRACE_FLUSH_MS": "10000", "VRAMTRACE_THREAD_BUFFER": "16M",
+                      "STATE_PROBE_KILL_AFTER": "3"},
+                 extra_preload=f"{FASTRT}:{STATE_PROBE}")
+    assert p.returncode == 128 + 9 and "dying" not in p.stdout, (p.stdout[-300:], p.stderr)
+    t = info(out)
+    held = sum(op_counts(out).values())
+    assert t["end_reason"] == "killed by a signal" and held > 1000, (t, held)
+    assert (t["events_written"], t["events_lost"]) == (held, 0), (t, held)
 
 
 def test_a_sidecar_name_taken_by_a_link_is_never_followed(tmp_path):
