@@ -78,24 +78,28 @@ static void after(int fd, const void *buf, size_t n, off_t off)
 	note(buf, n);
 }
 
-ssize_t pwrite64(int fd, const void *buf, size_t n, off_t off)
+typedef ssize_t (*pwrite_fn)(int, const void *, size_t, off_t);
+
+static ssize_t probed(pwrite_fn real, void *caller, int fd, const void *buf, size_t n, off_t off)
 {
-	static ssize_t (*real)(int, const void *, size_t, off_t);
-	if (!real)
-		*(void **)&real = dlsym(RTLD_NEXT, "pwrite64");
 	ssize_t rc = real(fd, buf, n, off);
-	if (rc == (ssize_t)n && from_vramtrace(__builtin_return_address(0)))
+	if (rc == (ssize_t)n && from_vramtrace(caller))
 		after(fd, buf, n, off);
 	return rc;
 }
 
+ssize_t pwrite64(int fd, const void *buf, size_t n, off_t off)
+{
+	static pwrite_fn real;
+	if (!real)
+		*(void **)&real = dlsym(RTLD_NEXT, "pwrite64");
+	return probed(real, __builtin_return_address(0), fd, buf, n, off);
+}
+
 ssize_t pwrite(int fd, const void *buf, size_t n, off_t off)
 {
-	static ssize_t (*real)(int, const void *, size_t, off_t);
+	static pwrite_fn real;
 	if (!real)
 		*(void **)&real = dlsym(RTLD_NEXT, "pwrite");
-	ssize_t rc = real(fd, buf, n, off);
-	if (rc == (ssize_t)n && from_vramtrace(__builtin_return_address(0)))
-		after(fd, buf, n, off);
-	return rc;
+	return probed(real, __builtin_return_address(0), fd, buf, n, off);
 }
