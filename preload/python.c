@@ -427,9 +427,8 @@ static int frame_id(PyObject *code, int lasti)
  * The thread's last walk is kept (the memo): an interpreter frame at the same address running
  * the same code object at the same instruction, entered the same way, gives what it gave then,
  * and with the same guard (a code object can die and another take its address), without its key
- * made again. The memo is
- * followed from the innermost frame until the first frame that differs; from there the walk
- * reads everything and writes the memo anew.
+ * made again. The memo is followed from the innermost frame until the first frame that differs;
+ * from there the walk reads everything and writes the memo anew.
  */
 struct memo_frame {
 	const void *frame, *code; /* code as read, tag bits and all */
@@ -526,9 +525,9 @@ static void walk_frame_objects(struct walk *w, PyObject *f)
 			continue;
 		if (!is_code(code))
 			return;
-		give(w, (struct memo_frame){ .frame = f, .code = code, .where = (uintptr_t)(uint32_t)lasti,
-					     .lasti = lasti < 0 ? -1 : lasti * L->lasti_scale, .has_frame = true, .boundary = true },
-	     code);
+		struct memo_frame m = { .frame = f, .code = code, .where = (uintptr_t)(uint32_t)lasti,
+					.lasti = lasti < 0 ? -1 : lasti * L->lasti_scale, .has_frame = true, .boundary = true };
+		give(w, m, code);
 	}
 }
 
