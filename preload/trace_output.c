@@ -411,6 +411,7 @@ static void put_chunk(struct collector *c, enum vrt_chunk_type type, struct vrt_
 	 * before it is written, and given back to the threads after. The state block the writer
 	 * puts after the chunk counts the chunk's events (every event encoded so far): it is the
 	 * last word on them once the tails move (a kill before it: recover counts the chunk). */
+	uint64_t in_file = vrt_writer_events_written(c->writer);
 	if (type == VRT_CHUNK_EVENTS) {
 		vrt_tbuf_mark_pending(vrt_writer_next_seq(c->writer));
 		vrt_writer_count_events(c->writer, c->events_written, c->events_lost);
@@ -418,6 +419,7 @@ static void put_chunk(struct collector *c, enum vrt_chunk_type type, struct vrt_
 	int rc = vrt_writer_put(c->writer, type, b->data, b->len);
 	b->len = 0;
 	if (rc < 0) {
+		vrt_writer_count_events(c->writer, in_file, c->events_lost); /* the chunk is not in the file */
 		output_error(c, rc);
 		return;
 	}

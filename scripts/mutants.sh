@@ -887,6 +887,10 @@ m state-counts-a-chunk-after-it-is-written preload/trace_output.c \
   '\t\tvrt_tbuf_mark_pending(vrt_writer_next_seq(c->writer));\n\t\tvrt_writer_count_events(c->writer, c->events_written, c->events_lost);\n\t}' \
   '\t\tvrt_tbuf_mark_pending(vrt_writer_next_seq(c->writer));\n\t}\n\tif (0)\n\t\tvrt_writer_count_events(c->writer, c->events_written, c->events_lost);' \
   test_sigkill.py::test_every_state_block_counts_the_events_the_file_holds_then
+m failed-chunk-counted-as-written preload/trace_output.c \
+  '\t\tvrt_writer_count_events(c->writer, in_file, c->events_lost); /* the chunk is not in the file */' \
+  '\t\t(void)in_file;' \
+  'test_stress.py::test_trace_cut_short_by_a_write_error_says_so[0]'
 m recover-forgets-chunks-after-the-state analyzer/cmd_recover.c \
   'rc = write_state(&p, out->events + uncounted,' \
   'rc = write_state(&p, out->events,' \
