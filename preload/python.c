@@ -22,8 +22,9 @@
  * address will not share.
  *
  * The intern tables are shared by all threads and guarded by a spinlock, which a thread takes
- * only when its own small cache of (code, offset) -> frame id misses: once per code location
- * and thread, so allocating threads do not contend in steady state. The collector reads only
+ * only to publish a stack its stack cache does not know, and then only when its own small cache
+ * of (code, offset) -> frame id misses: once per code location and thread, so allocating threads
+ * do not contend in steady state (a known stack is named by its walk alone, see "the walk"). The collector reads only
  * the published prefix [0, count) of the entry arrays, which never move. A fork's prepare
  * handler holds the lock across fork(), so a child never inherits it taken (or half-updated
  * tables).
