@@ -383,7 +383,7 @@ void vrt_stacks_init(void);
 /* Unmaps a dead thread's buffer's memos (tbuf.c, the collector). */
 void vrt_stack_memos_release(struct vrt_tbuf *b);
 /* The calling thread's native and Python frames, and the stack's hash; Python frames not yet
- * interned (n_python 0). */
+ * interned (n_python 0). Only with native or Python stacks on (emit_into asks). */
 void vrt_stack_capture(struct vrt_capture *c);
 /* Interns the capture's Python frames (for publishing them); false if a fork is being prepared
  * (then none are, and the hash must not name the stack published). */

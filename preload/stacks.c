@@ -116,11 +116,8 @@ void vrt_stack_capture(struct vrt_capture *c)
 	struct vrt_tbuf *b = vrt_tls.buf;
 	enum native_walk how = WALK_LIBUNWIND;
 	c->n_native = c->native_first = c->n_python = c->n_pyraw = 0;
-	/* Without stacks there is nothing to walk: no fork section (its seq_cst store is a full
-	 * barrier), the empty stack's name only. */
-	bool walk = vrt_cfg.stack_depth || vrt_cfg.python;
 	struct vrt_hash_stream python = vrt_hash_stream_begin();
-	if (walk && VRT_LIKELY(b) && vrt_fork_section_enter(&b->in_section)) {
+	if (VRT_LIKELY(b) && vrt_fork_section_enter(&b->in_section)) {
 		memos_of(b);
 		c->n_native = vrt_cfg.stack_depth ? capture_native(b, c, vrt_cfg.stack_depth, &how) : 0;
 		c->n_pyraw = vrt_cfg.python ? vrt_python_walk(b->python_memo, c->pyraw, &python, vrt_cfg.python_depth) : 0;
