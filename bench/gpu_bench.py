@@ -3,6 +3,7 @@
 
     python3 bench/gpu_bench.py PATH/TO/vramtrace [--json OUT.json] [--steps 50] [--warmup 15]
                                [--iters 100000] [--repeats 3] [--keep DIR] [--phase]
+                               [--model gpt|llama] [--configs untraced,vramtrace,...]
 
 One invocation runs four configurations side by side, each in its own process, --repeats
 times, rotating their order each time (after one untimed process that warms the GPU up, so
@@ -18,7 +19,11 @@ and in each:
 
   step loop   a small GPT (6 layers, d_model 768, 12 heads, seq 512, batch 8, vocab 32768), AdamW,
               bf16 autocast; --warmup steps, then --steps timed in blocks of 10 with
-              torch.cuda.synchronize() after each: median ms per step, and the ratio to untraced
+              torch.cuda.synchronize() after each: median ms per step, and the ratio to untraced;
+              --model llama: instead issue 17's transformers step (bench/ab.py's: LlamaForCausalLM,
+              8 layers, hidden 1024, batch 8x512, bf16 weights, AdamW), which bench/ab.py can
+              only compare with armed (one process cannot run untraced): this compares all with
+              untraced, in separate processes
   microloop   --iters iterations (5 rounds) of torch.empty (4 sizes in turn, 1 KiB - 4 MiB) and
               its release: median us per alloc+free pair, and what each configuration adds
 
@@ -105,25 +110,32 @@ def worker(args):
     if args.worker == "torch-recorder":
         torch.cuda.memory._record_memory_history(max_entries=100000, stacks="python")
 
-    model = GPT().to(dev)
-    opt = torch.optim.AdamW(model.parameters(), lr=3e-4)
-    batch, seq, vocab = 8, 512, 32768
-    idx = torch.randint(0, vocab, (batch, seq), device=dev)
-    target = torch.randint(0, vocab, (batch, seq), device=dev)
+    if args.model == "llama":
+        sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+        import ab
+        llama_steps = ab.workload("llama", None)[0]
+        train_step = lambda: llama_steps(1)
+    else:
+        model = GPT().to(dev)
+        opt = torch.optim.AdamW(model.parameters(), lr=3e-4)
+        batch, seq, vocab = 8, 512, 32768
+        idx = torch.randint(0, vocab, (batch, seq), device=dev)
+        target = torch.randint(0, vocab, (batch, seq), device=dev)
+        train_step = lambda: model.train_step(opt, idx, target)
 
     for _ in range(args.warmup):
-        model.train_step(opt, idx, target)
+        train_step()
     torch.cuda.synchronize()
     # Timed in blocks of 10 steps; the median block resists a stray slow block.
     blocks = []
     for _ in range(max(1, args.steps // 10)):
         t0 = time.perf_counter()
         for _ in range(10):
-            loss = model.train_step(opt, idx, target)
+            last = train_step()
         torch.cuda.synchronize()
         blocks.append((time.perf_counter() - t0) * 100)
     step_ms = statistics.median(blocks)
-    final_loss = float(loss)
+    final_loss = float(last) if args.model == "gpt" else None  # ab.py's step returns a count
 
     # microloop: tensor allocations through the caching allocator
     sizes = [256, 16384, 262144, 1048576]  # float32 elements: 1 KiB, 64 KiB, 1 MiB, 4 MiB
@@ -156,7 +168,7 @@ def worker(args):
 def run_config(args, config, tmp, rep):
     me = os.path.abspath(__file__)
     cmd = [sys.executable, me, "--worker", config, "--steps", str(args.steps), "--warmup", str(args.warmup),
-           "--iters", str(args.iters)]
+           "--iters", str(args.iters), "--model", args.model]
     trace = None
     env = dict(os.environ)
     for k in list(env):
@@ -202,8 +214,13 @@ def main():
     p.add_argument("--keep", help="keep the traces in this directory")
     p.add_argument("--phase", action="store_true")
     p.add_argument("--cpus", default="2,3", help="CPUs every configuration runs on (the same for all; '' = any)")
+    p.add_argument("--model", choices=["gpt", "llama"], default="gpt", help="the step timed (see above)")
+    p.add_argument("--configs", default=",".join(CONFIGS), help="which configurations, comma-separated")
     p.add_argument("--worker", choices=CONFIGS, help=argparse.SUPPRESS)
     args = p.parse_args()
+    configs = [c for c in args.configs.split(",") if c]
+    if any(c not in CONFIGS for c in configs) or "untraced" not in configs:
+        p.error(f"--configs: names from {', '.join(CONFIGS)}, untraced among them")
     if args.worker:
         worker(args)
         return 0
@@ -216,13 +233,13 @@ def main():
             os.sched_setaffinity(0, want)  # inherited by every configuration's process
     tmp = args.keep or tempfile.mkdtemp(prefix="vramtrace-gpu-bench-")
     os.makedirs(tmp, exist_ok=True)
-    runs = {c: [] for c in CONFIGS}
+    runs = {c: [] for c in configs}
     try:
         warm = argparse.Namespace(**vars(args))
         warm.steps, warm.warmup, warm.iters = 10, 5, 10000
         run_config(warm, "untraced", tmp, -1)  # GPU clocks, driver, kernels' first-use costs
         for rep in range(args.repeats):
-            for config in CONFIGS[rep % len(CONFIGS):] + CONFIGS[:rep % len(CONFIGS)]:
+            for config in configs[rep % len(configs):] + configs[:rep % len(configs)]:
                 res = run_config(args, config, tmp, rep)
                 runs[config].append(res)
                 print(f"  [{time.strftime('%H:%M:%S')}] {config:16} step {res['step_ms']:.2f} ms, "
@@ -235,15 +252,16 @@ def main():
                "best_step_ms": min(r["step_ms"] for r in runs[c]),
                "best_micro_us": min(r["micro_us_per_pair"] for r in runs[c]),
                "micro_us": statistics.median(r["micro_us_per_pair"] for r in runs[c]),
-               "micro_cpu_us": statistics.median(r["micro_cpu_us_per_pair"] for r in runs[c])} for c in CONFIGS}
+               "micro_cpu_us": statistics.median(r["micro_cpu_us_per_pair"] for r in runs[c])} for c in configs}
     base = med["untraced"]
     first = runs["untraced"][0]
-    print(f"vramtrace GPU benchmark: {first['gpu']}, PyTorch {first['torch']}; small GPT (6x768, seq 512, "
-          f"batch 8, AdamW, bf16 autocast), {args.steps} timed steps after {args.warmup}; microloop "
+    step = ("transformers Llama (8x1024, batch 8x512, bf16, AdamW)" if args.model == "llama"
+            else "small GPT (6x768, seq 512, batch 8, AdamW, bf16 autocast)")
+    print(f"vramtrace GPU benchmark: {first['gpu']}, PyTorch {first['torch']}; {step}, {args.steps} timed steps after {args.warmup}; microloop "
           f"{args.iters} torch.empty+free; median of {args.repeats}")
     print(f"  {'configuration':16} {'step ms':>9} {'vs untraced':>12} {'best':>7} {'us/pair':>9} {'added us/pair':>14} "
           f"{'best':>6} {'events':>10} {'lost':>6} {'trace B/event':>14}")
-    for c in CONFIGS:
+    for c in configs:
         m = med[c]
         last = runs[c][-1]
         ev = last.get("events_written")
@@ -258,7 +276,7 @@ def main():
     print("  anchors: memray 1.45x (Python only) / 1.65x (native stacks) slowdown; "
           "PyTorch _record_memory_history ~2 us per event")
     seen = set()
-    for c in CONFIGS:
+    for c in configs:
         for r in runs[c]:
             for m in r.get("vramtrace_messages", []):
                 m = m.split(":", 1)[1].strip() if ":" in m else m
