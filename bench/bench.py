@@ -2,7 +2,7 @@
 """bench.py - vramtrace's CPU benchmarks; bench/run.sh builds what they need and calls this.
 
     python3 bench/bench.py --build BUILD_DIR [--reps N] [--big EVENTS] [--json OUT]
-                           [--only hot,size,analyzer,whatif] [--quick] [--compare BUILD_DIR[=LABEL]]
+                           [--only hot,whole,size,analyzer,whatif] [--quick] [--compare BUILD_DIR[=LABEL]]
 
 Prints one table (see bench/NOTES.md for what every number means):
 
@@ -12,6 +12,12 @@ Prints one table (see bench/NOTES.md for what every number means):
              program calling through ctypes 20 frames deep; against the CUDA test double
              (tests/doubles) and against a near-zero-cost runtime (bench/null_cudart.c) that
              makes the hooks' own cost readable to a few ns.
+  whole      issue 17's three hot-path rows counted over the whole process (the worker's CPU
+             time and the collector's, from the loop's start until its events are written),
+             minus the same program untraced, per pair, against the null runtime: C with no
+             stacks, C 40 frames deep with native stacks, Python 20 deep with native and Python
+             stacks; with --compare, each build's preload in turn on the same programs,
+             interleaved run by run (a before and after in the same minutes).
   trace size bytes per event of a training-like loop traced for real (keep-all trace).
   analyzer   `vramtrace report --json -q` and `vramtrace leaks --json -q` on synthetic traces
              of 10M and --big events: events/s (per CPU second, both of the reader's threads
@@ -75,12 +81,15 @@ class Bench:
             path, _, label = spec.partition("=")
             path = os.path.abspath(path)
             self.analyzers.append((label or self.label(self.source_of(path), path), os.path.join(path, "analyzer", "vramtrace")))
-        self.results = {"hot": [], "size": {}, "analyzer": [], "memory": [], "whatif": [], "notes": []}
+        # The preloads measured by `whole`: this build's, then each --compare build's.
+        self.preloads = [(label, os.path.join(os.path.dirname(os.path.dirname(vt)), "preload", "libvramtrace.so"))
+                         for label, vt in self.analyzers]
+        self.results = {"hot": [], "whole": [], "size": {}, "analyzer": [], "memory": [], "whatif": [], "notes": []}
         self.lost_total = 0
 
     # ---- helpers ------------------------------------------------------------------------
 
-    def env(self, runtime, config, buffer_bytes, out):
+    def env(self, runtime, config, buffer_bytes, out, preload=None):
         e = dict(os.environ)
         for k in list(e):
             if k.startswith("VRAMTRACE_") or k in ("LD_PRELOAD", "LD_LIBRARY_PATH"):
@@ -89,7 +98,7 @@ class Bench:
             e["LD_LIBRARY_PATH"] = self.null_dir
         pre = [self.prefault]
         if config != "untraced":
-            pre.append(self.preload)
+            pre.append(preload or self.preload)
             e.update({"VRAMTRACE_OUTPUT": out, "VRAMTRACE_QUIET": "1", "VRAMTRACE_RING": "0",
                       "VRAMTRACE_THREAD_BUFFER": str(buffer_bytes)})
         if config in ("nostack", "nostack-notorch", "nostack-global"):
@@ -142,7 +151,7 @@ class Bench:
 
     # ---- hot path -----------------------------------------------------------------------
 
-    def hot_run(self, runtime, program, threads, config, pairs):
+    def hot_run(self, runtime, program, threads, config, pairs, preload=None):
         out = os.path.join(self.tmp, "hot.vrt")
         if os.path.exists(out):
             os.unlink(out)
@@ -150,7 +159,7 @@ class Bench:
         ring = 1 << 20
         while ring < per_thread * 2 * 80 * 2 + (1 << 20):
             ring <<= 1
-        env = self.env(runtime, config, ring, out)
+        env = self.env(runtime, config, ring, out, preload)
         if program == "python":
             lib = os.path.join(self.null_dir if runtime == "null" else self.double_dir, "libcudart.so.13")
             cmd = [sys.executable, self.pyprog, lib, str(pairs), "20"] + (["--global"] if config == "nostack-global" else [])
@@ -167,7 +176,7 @@ class Bench:
         if "proc_cpu_ns" in kv:
             rec["proc_cpu_ns_per_pair"] = kv["proc_cpu_ns"] / n
         if config not in ("untraced", "armed"):
-            inf = self.info(out)
+            inf = self.info(out)  # this build's reader: traces of earlier commits read too
             if inf is None:
                 raise SystemExit(f"bench: no readable trace from {' '.join(cmd)} ({config})")
             rec["events_written"] = inf["events_written"]
@@ -215,6 +224,54 @@ class Bench:
                 row["median_other_cpu_ns_per_pair"] = statistics.median(
                     r["proc_cpu_ns_per_pair"] - r["cpu_ns_per_pair"] for r in recs)
             self.results["hot"].append(row)
+
+    # ---- issue 17's rows, whole process, build against build -----------------------------------
+
+    WHOLE_ROWS = (("flat", "nostack", "C, 1 call site, no stacks"),
+                  ("deep", "native", "C, 40-frame chain, native stacks"),
+                  ("python", "native+py", "Python 20 deep, native + Python"))
+
+    def whole(self):
+        q = self.a.quick
+        pairs = {"flat": 20000 if q else 200000, "deep": 10000 if q else 100000, "python": 5000 if q else 40000}
+        runs = {}
+        t0 = time.time()
+        for rep in range(self.a.reps):
+            for program, config, _ in self.WHOLE_ROWS:
+                base = self.hot_run("null", program, 1, "untraced", pairs[program])
+                # Each build's turn right after the untraced run, in a rotating order.
+                order = self.preloads[rep % len(self.preloads):] + self.preloads[:rep % len(self.preloads)]
+                for label, preload in order:
+                    rec = self.hot_run("null", program, 1, config, pairs[program], preload)
+                    runs.setdefault((program, label), []).append(
+                        (rec["proc_cpu_ns_per_pair"] - base["proc_cpu_ns_per_pair"],
+                         rec["cpu_ns_per_pair"] - base["cpu_ns_per_pair"], rec.get("events_lost", 0)))
+            self.progress(f"whole process: repetition {rep + 1}/{self.a.reps} done ({time.time() - t0:.0f} s)")
+        for (program, label), rs in runs.items():
+            whole = sorted(r[0] for r in rs)
+            self.results["whole"].append({"program": program, "build": label, "runs": len(rs),
+                                          "median_whole_ns_per_pair": statistics.median(whole),
+                                          "min_whole_ns_per_pair": whole[0], "max_whole_ns_per_pair": whole[-1],
+                                          "median_thread_ns_per_pair": statistics.median(r[1] for r in rs),
+                                          "events_lost": sum(r[2] for r in rs)})
+
+    def whole_table(self, lines):
+        rows = {(r["program"], r["build"]): r for r in self.results["whole"]}
+        if not rows:
+            return
+        lines.append("")
+        lines.append("WHOLE PROCESS: ns added per cudaMalloc+cudaFree pair, the worker's and the collector's CPU "
+                     "(median [min..max] of %d runs; null runtime; thread = the worker's share)" % self.a.reps)
+        lines.append(f"  {'row':36} {'build':10} {'whole':>7} {'[min..max]':>14} {'thread':>7} {'lost':>5}")
+        for program, _, name in self.WHOLE_ROWS:
+            for label, _ in self.preloads:
+                r = rows.get((program, label))
+                if r:
+                    span = f"[{r['min_whole_ns_per_pair']:.0f}..{r['max_whole_ns_per_pair']:.0f}]"
+                    lines.append(f"  {name:36} {label:10} {r['median_whole_ns_per_pair']:>+7.0f} {span:>14} "
+                                 f"{r['median_thread_ns_per_pair']:>+7.0f} {r['events_lost']:>5}")
+        lines.append("  targets (issue 17, whole process): no stacks <= 100 ns an event (200 a pair); "
+                     "Python 20 deep <= 800 ns a pair")
 
     # ---- trace size ---------------------------------------------------------------------
 
@@ -508,6 +565,7 @@ class Bench:
                  f"{os.cpu_count()} CPUs, {platform.machine()}, Python {platform.python_version()}", ""]
         self.results["commit"] = commit
         self.hot_table(lines)
+        self.whole_table(lines)
         self.size_table(lines)
         self.analyzer_table(lines)
         self.whatif_table(lines)
@@ -523,7 +581,7 @@ def main():
     p.add_argument("--big", type=int, default=200_000_000, help="events in the large analyzer trace")
     p.add_argument("--budget", type=float, default=60.0, help="CPU seconds the large analyzer run may take")
     p.add_argument("--force-big", action="store_true", help="run --big events even if over --budget")
-    p.add_argument("--only", default="hot,size,analyzer,whatif")
+    p.add_argument("--only", default="hot,whole,size,analyzer,whatif")
     p.add_argument("--quick", action="store_true", help="small sizes, for checking the harness")
     p.add_argument("--compare", action="append", metavar="BUILD_DIR[=LABEL]",
                    help="also measure this build's analyzer, interleaved (default label: its commit)")
@@ -536,6 +594,8 @@ def main():
         t0 = time.time()
         if "hot" in only:
             b.hot()
+        if "whole" in only:
+            b.whole()
         if "size" in only:
             b.size()
         if "analyzer" in only:
