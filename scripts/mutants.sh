@@ -998,6 +998,28 @@ m leaks-low-points-extra-pass analyzer/cmd_leaks.c \
   '\tlows_found(lw);\n\tif (vrt_model_init(&m)) {' \
   '\tlows_found(lw);\n\tvrt_pass_open(&p, lk->t, &(struct vrt_pass_options){ .quiet = true });\n\tvrt_pass_abandon(&p);\n\tif (vrt_model_init(&m)) {' \
   test_passes.py::test_each_report_reads_the_trace_a_bounded_number_of_times
+# (leaks follows the phases in its survey's pass: the picked one's replay kept, each follower
+# from the state before its phase, to the end, and only while it counts the layer the replay would)
+m leaks-follower-not-adopted analyzer/cmd_leaks.c \
+  '\tint rc = follow_adopt(f, lk) ? 0 : replay(lk);' \
+  '\tint rc = f ? replay(lk) : replay(lk);' \
+  test_passes.py::test_each_report_reads_the_trace_a_bounded_number_of_times
+m leaks-follower-adopts-another-phase analyzer/cmd_leaks.c \
+  'if (f->off[i] || f->lk[i].name_id != lk->name_id)' \
+  'if (f->off[i])' \
+  test_passes.py::test_the_phase_followed_in_the_survey_is_the_phases_own_replay
+m leaks-follower-misses-the-end analyzer/cmd_leaks.c \
+  '\t\t\treplay_end(&f->lk[i], m);' \
+  '\t\t\t(void)m;' \
+  test_passes.py::test_the_phase_followed_in_the_survey_is_the_phases_own_replay
+m leaks-follower-starts-from-nothing analyzer/cmd_leaks.c \
+  '\t*lk = f->before;' \
+  '\t*lk = (struct leaks){ .t = f->before.t, .o = f->before.o };' \
+  test_passes.py::test_the_phase_followed_in_the_survey_is_the_phases_own_replay
+m leaks-follower-keeps-a-wrong-layer analyzer/cmd_leaks.c \
+  '(!f->layer && !lk->blocks && s->blocks.any_blocks)' \
+  '(0 && s->blocks.any_blocks)' \
+  test_passes.py::test_the_phase_followed_in_the_survey_is_the_phases_own_replay
 
 # ---- the replay at speed (issue 17, item 4): batches of decoded records, a second thread for
 # zstd, the live set's index (a batch that loses a record, a chunk decoded ahead that is not the
