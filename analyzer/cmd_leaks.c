@@ -82,6 +82,7 @@ struct leaks {
 	int64_t live_at_teardown, live_at_end;
 	const char *picked_why;  /* why the phase was picked without --phase (NULL: it was named) */
 	FILE *out;               /* where --json goes */
+	uint64_t visited;        /* live items the scans looked at (a follower's budget) */
 };
 
 /* ---- choosing the phase and the layer ------------------------------------------------- */
@@ -175,12 +176,19 @@ static void survey_record(struct survey *s, const struct vrt_trace *t, const str
 	}
 }
 
+struct follow;
+static void follow_record(struct follow *f, const struct survey *s, const struct vrt_model *m,
+			  const struct vrt_record *r, const struct vrt_effect *e, uint64_t records);
+static void follow_end(struct follow *f, const struct vrt_model *m);
+
 /*
  * One pass for what the replay needs to know first: the phases entered (over the whole trace)
  * when none was named, and whether tensor blocks exist when --layer does not say. A bad record
- * before --until-mark fails here, as the replay would.
+ * before --until-mark fails here, as the replay would. With f, the pass replays the phases it
+ * sees entered too (struct follow).
  */
-static int survey(struct vrt_trace *t, const struct leaks_options *o, bool want_phases, struct survey *s)
+static int survey(struct vrt_trace *t, const struct leaks_options *o, bool want_phases, struct survey *s,
+		  struct follow *f)
 {
 	bool want_blocks = !o->layer;
 	struct vrt_pass p;
@@ -189,14 +197,19 @@ static int survey(struct vrt_trace *t, const struct leaks_options *o, bool want_
 	struct vrt_model m;
 	if (want_phases && vrt_model_init(&m))
 		return vrt_fail(VRT_E_NOMEM, "leaks");
-	vrt_pass_open(&p, t, &(struct vrt_pass_options){ .label = "leaks: survey", .quiet = o->quiet,
+	/* Following the phases, this pass is the phase's replay too: named as the replay. */
+	vrt_pass_open(&p, t, &(struct vrt_pass_options){ .label = f ? "leaks" : "leaks: survey", .quiet = o->quiet,
 							  .model = want_phases ? &m : NULL });
 	while ((want_phases || (want_blocks && !s->blocks.any_blocks)) && (r = vrt_pass_take(&p, &e))) {
 		if (want_phases)
 			survey_record(s, t, &m, r, &e);
 		vrt_blocks_probe_apply(&s->blocks, r);
+		if (f)
+			follow_record(f, s, &m, r, &e, p.records);
 	}
 	int error = vrt_pass_finish(&p);
+	if (f && !error)
+		follow_end(f, &m);
 	if (want_phases)
 		vrt_model_free(&m);
 	if (error)
@@ -263,11 +276,12 @@ static bool counts(const struct leaks *lk, const struct vrt_item *it)
 	return vrt_item_counted(it) && it->kind != VRT_KIND_HOST_PINNED;
 }
 
-static int64_t live_total(const struct leaks *lk, const struct vrt_model *m)
+/* What is live in a layer: tensors (blocks), or CUDA memory other than pinned host memory. */
+static int64_t layer_live(bool blocks, const struct vrt_model *m)
 {
 	int64_t total = 0;
 	for (int d = 0; d <= VRT_MAX_DEVICES; d++) {
-		if (lk->blocks) {
+		if (blocks) {
 			total += m->tensors[d];
 			continue;
 		}
@@ -276,6 +290,11 @@ static int64_t live_total(const struct leaks *lk, const struct vrt_model *m)
 				total += m->live[d][k];
 	}
 	return total;
+}
+
+static int64_t live_total(const struct leaks *lk, const struct vrt_model *m)
+{
+	return layer_live(lk->blocks, m);
 }
 
 /* Invocation an event index falls in (1-based), 0 if none. Invocations are ordered. */
@@ -403,6 +422,7 @@ static void survivor_visit(void *ctx, const struct vrt_item *it)
 static void scan_survivors(struct leaks *lk, const struct vrt_model *m, uint32_t scan)
 {
 	lk->scan = scan;
+	lk->visited += m->set.used;
 	vrt_model_each(m, survivor_visit, lk);
 	if (lk->walk_fresh)
 		vrt_owners_settle(&lk->owners);
@@ -475,7 +495,7 @@ static int replay_record(struct leaks *lk, const struct vrt_model *m, const stru
 	if (r->op == VRT_OP_LOST && lk->n_inv) /* a lost free would show as a survivor of this call */
 		lk->inv[lk->n_inv - 1].lost += r->id;
 	int kind, rc = 0;
-	if (!lk->ended && is_boundary(lk, r, &kind)) {
+	if (!lk->ended && lk->name_id && is_boundary(lk, r, &kind)) {
 		double now = vrt_ts_seconds(lk->t, r->ts);
 		if (kind == 1 && lk->depth++ == 0) {
 			rc = open_invocation(lk, m, now);
@@ -507,7 +527,7 @@ static void replay_end(struct leaks *lk, const struct vrt_model *m)
 	lk->live_at_end = live_total(lk, m);
 }
 
-static int replay(struct leaks *lk, struct vrt_model *m)
+static int replay_on(struct leaks *lk, struct vrt_model *m)
 {
 	struct vrt_pass p;
 	const struct vrt_record *r;
@@ -525,6 +545,141 @@ static int replay(struct leaks *lk, struct vrt_model *m)
 		return rc;
 	replay_end(lk, m);
 	return 0;
+}
+
+/* The phase's replay, a pass of its own. Returns 0 or an exit code after its message. */
+static int replay(struct leaks *lk)
+{
+	struct vrt_model m;
+	if (vrt_model_init(&m))
+		return vrt_fail(VRT_E_NOMEM, "leaks");
+	int rc = replay_on(lk, &m);
+	vrt_model_free(&m);
+	return rc;
+}
+
+/* ---- following every phase in the survey's pass ------------------------------------------ */
+
+static void leaks_free(struct leaks *lk)
+{
+	free(lk->inv);
+	free(lk->groups);
+	free(lk->group_index);
+	vrt_owners_free(&lk->owners);
+}
+
+
+/* Phases followed at once: the first names entered. */
+#define FOLLOW_MAX 4
+/* Live items a follower's scans may look at beyond one per record of the pass so far. */
+#define FOLLOW_SLACK (1u << 22)
+
+/*
+ * The replays of the phases the survey sees entered, run in its pass on its model, so that the
+ * phase pick_phase chooses is replayed already. A replay's state before its phase's first entry
+ * does not depend on the phase: `before` is that state, fed from the pass's start, and a
+ * follower starts as its copy at the phase's first entry. A follower stops (off), leaving its
+ * phase, if picked, to a replay of its own as before, on an error (too many calls, no memory),
+ * when its scans outgrow the budget (a phase entered far more often than the pass has records
+ * to spare), or when the layer it counts turns out wrong (tensor blocks after it started
+ * counting CUDA allocations: without --layer the replay counts the layer of the whole trace).
+ */
+struct follow {
+	const char *layer;          /* --layer */
+	struct leaks before;        /* no phase */
+	int64_t before_teardown[2]; /* its live_at_teardown in either layer ([1]: tensors) */
+	struct leaks lk[FOLLOW_MAX];
+	bool off[FOLLOW_MAX];
+	int n;
+};
+
+static void follow_init(struct follow *f, struct vrt_trace *t, const struct leaks_options *o)
+{
+	memset(f, 0, sizeof(*f));
+	f->layer = o->layer;
+	f->before = (struct leaks){ .t = t, .o = o };
+}
+
+static void follow_stop(struct follow *f, int i)
+{
+	if (f->off[i])
+		return;
+	f->off[i] = true;
+	leaks_free(&f->lk[i]);
+}
+
+/* A follower of the phase r enters, as `before` stands before r. */
+static void follow_start(struct follow *f, const struct survey *s, const struct vrt_record *r)
+{
+	for (int i = 0; i < f->n; i++)
+		if (f->lk[i].name_id == r->id)
+			return;
+	if (f->n == FOLLOW_MAX || r->id > UINT32_MAX)
+		return;
+	struct leaks *lk = &f->lk[f->n];
+	*lk = f->before;
+	lk->name_id = (uint32_t)r->id;
+	lk->blocks = f->layer ? !strcmp(f->layer, "tensors") : s->blocks.any_blocks;
+	lk->live_at_teardown = f->before_teardown[lk->blocks];
+	f->off[f->n] = vrt_owners_copy(&lk->owners, &f->before.owners) != 0;
+	f->n++;
+}
+
+/* One record of the survey's pass, its model applied and the blocks probe too. */
+static void follow_record(struct follow *f, const struct survey *s, const struct vrt_model *m,
+			  const struct vrt_record *r, const struct vrt_effect *e, uint64_t records)
+{
+	if (r->op == VRT_OP_PHASE_ENTER)
+		follow_start(f, s, r);
+	bool was_ended = f->before.ended;
+	replay_record(&f->before, m, r, e);
+	if (f->before.ended && !was_ended)
+		for (int l = 0; l < 2; l++)
+			f->before_teardown[l] = layer_live(l, m);
+	for (int i = 0; i < f->n; i++) {
+		if (f->off[i])
+			continue;
+		struct leaks *lk = &f->lk[i];
+		if (replay_record(lk, m, r, e) || lk->visited > records + FOLLOW_SLACK ||
+		    (!f->layer && !lk->blocks && s->blocks.any_blocks))
+			follow_stop(f, i);
+	}
+}
+
+static void follow_end(struct follow *f, const struct vrt_model *m)
+{
+	for (int i = 0; i < f->n; i++)
+		if (!f->off[i])
+			replay_end(&f->lk[i], m);
+}
+
+/* The picked phase's replay, when a follower made it: lk takes it over (true). A follower still
+ * on counts the layer the replay would (a wrong guess stopped it). */
+static bool follow_adopt(struct follow *f, struct leaks *lk)
+{
+	for (int i = 0; f && i < f->n; i++) {
+		if (f->off[i] || f->lk[i].name_id != lk->name_id)
+			continue;
+		struct leaks picked = f->lk[i];
+		picked.name = lk->name;
+		picked.picked_why = lk->picked_why;
+		picked.out = lk->out;
+		leaks_free(lk);
+		*lk = picked;
+		f->off[i] = true; /* lk owns what it held */
+		return true;
+	}
+	return false;
+}
+
+static void follow_free(struct follow *f)
+{
+	if (!f)
+		return;
+	for (int i = 0; i < f->n; i++)
+		follow_stop(f, i);
+	leaks_free(&f->before);
+	free(f);
 }
 
 /* ---- output ----------------------------------------------------------------------------- */
@@ -1449,16 +1604,18 @@ static void leaks_pick(struct leaks *lk, const struct survey *sv, const char *na
 
 /*
  * The survey, when there is one to make (to pick the phase, or to learn the layer of a named
- * phase that exists), then leaks_pick. Returns 0 or an exit code after its message; a named
+ * phase that exists; without a name, following the phases it sees: *f), then leaks_pick. Returns 0 or an exit code after its message; a named
  * phase the trace never saw leaves lk->name_id 0.
  */
-static int leaks_choose(struct leaks *lk, struct survey *sv, char *why, size_t why_len)
+static int leaks_choose(struct leaks *lk, struct survey *sv, struct follow **f, char *why, size_t why_len)
 {
 	const struct leaks_options *o = lk->o;
 	const char *named = o->phase ? phase_named(o->phase, &lk->by_mark) : NULL;
 	int rc = 0;
+	if (!named && (*f = malloc(sizeof(**f))))
+		follow_init(*f, lk->t, o);
 	if (!named || (!o->layer && vrt_trace_string_id(lk->t, named)))
-		rc = survey(lk->t, o, !named, sv);
+		rc = survey(lk->t, o, !named, sv, *f);
 	if (!rc || named)
 		leaks_pick(lk, sv, named, why, why_len);
 	return rc;
@@ -1466,14 +1623,11 @@ static int leaks_choose(struct leaks *lk, struct survey *sv, char *why, size_t w
 
 /* The analysis of the phase chosen (or of the low points), printed as text or written as JSON to
  * lk->out. Returns 0, VRT_EXIT_FINDINGS (--fail-on-growth), or an exit code after its message. */
-static int leaks_report(struct leaks *lk, const struct survey *sv)
+static int leaks_report(struct leaks *lk, const struct survey *sv, struct follow *f)
 {
 	if (!lk->name_id)
 		return low_points(lk, sv->end_events);
-	struct vrt_model m;
-	if (vrt_model_init(&m))
-		return vrt_fail(VRT_E_NOMEM, "leaks");
-	int rc = replay(lk, &m);
+	int rc = follow_adopt(f, lk) ? 0 : replay(lk);
 	if (!rc && !lk->by_mark && !lk->n_inv) {
 		/* The trace has the name (a Python function, a file) but it never became a phase: a
 		 * --phase the job was not run with, or a Class.method CPython 3.9/3.10 could not match. */
@@ -1493,16 +1647,7 @@ static int leaks_report(struct leaks *lk, const struct survey *sv)
 			rc = VRT_EXIT_FINDINGS;
 		vrt_sites_free(&sites);
 	}
-	vrt_model_free(&m);
 	return rc;
-}
-
-static void leaks_free(struct leaks *lk)
-{
-	free(lk->inv);
-	free(lk->groups);
-	free(lk->group_index);
-	vrt_owners_free(&lk->owners);
 }
 
 static int leaks_one(const char *path, const struct leaks_options *o, bool many, bool first)
@@ -1514,8 +1659,9 @@ static int leaks_one(const char *path, const struct leaks_options *o, bool many,
 	vrt_warn_trace_state(&t, o->quiet);
 	struct leaks lk = { .t = &t, .o = o, .out = stdout };
 	struct survey sv = { 0 };
+	struct follow *f = NULL;
 	char why[256] = "";
-	int survey_rc = leaks_choose(&lk, &sv, why, sizeof(why));
+	int survey_rc = leaks_choose(&lk, &sv, &f, why, sizeof(why));
 	if (!o->phase && !o->quiet && !survey_rc)
 		fprintf(stderr, "vramtrace: %s: no --phase given; %s %s (%s)\n", path,
 			lk.name ? "following" : "looking for growth", lk.name ? lk.name : "without phases", why);
@@ -1523,6 +1669,7 @@ static int leaks_one(const char *path, const struct leaks_options *o, bool many,
 		/* A --phase the trace never saw is a typo (or the wrong trace): fail, don't fall back. */
 		fprintf(stderr, "vramtrace leaks: %s: no phase or mark named \"%s\" in this trace (without --phase, leaks "
 				"picks the phase that explains the growth)\n", vrt_escape(path), vrt_escape(o->phase));
+		follow_free(f);
 		vrt_trace_close(&t);
 		return VRT_EXIT_USAGE;
 	}
@@ -1530,7 +1677,8 @@ static int leaks_one(const char *path, const struct leaks_options *o, bool many,
 		fputs(first ? "{\"processes\": [" : ", ", stdout);
 	else if (!first)
 		putchar('\n');
-	rc = survey_rc ? survey_rc : leaks_report(&lk, &sv);
+	rc = survey_rc ? survey_rc : leaks_report(&lk, &sv, f);
+	follow_free(f);
 	leaks_free(&lk);
 	vrt_trace_close(&t);
 	return rc;

@@ -148,6 +148,21 @@ static bool replayed(const struct vrt_trace *t, size_t i)
 	return t->chunks[i].type == VRT_CHUNK_EVENTS || t->chunks[i].type == VRT_CHUNK_CHECKPOINT;
 }
 
+/* Hands out the records the reader's second thread decoded with the chunk just taken; what
+ * stopped them is raised after them, as a batch's. */
+static void take_decoded(struct vrt_replay *rp, const struct vrt_chunk_records *rs)
+{
+	rp->recs = rs->recs;
+	rp->threads = rs->threads;
+	rp->next = 0;
+	rp->n = rs->n;
+	rp->at = rs->rest;
+	if (rs->verdict == VRT_RECORDS_END_MARK)
+		rp->ended = true;
+	else if (rs->verdict)
+		rp->batch_error = rs->verdict;
+}
+
 static bool next_chunk(struct vrt_replay *rp)
 {
 	struct vrt_trace *t = rp->trace;
@@ -157,98 +172,46 @@ static bool next_chunk(struct vrt_replay *rp)
 		if (!replayed(t, i))
 			continue;
 		size_t len;
+		const uint8_t *data;
 		rp->bytes_done += t->chunks[i].stored;
-		int rc = vrt_trace_chunk(t, i, &rp->p, &len);
-		/* The next chunk is decompressed on the reader's second thread while this one is
-		 * decoded and applied here. */
+		int rc = vrt_trace_chunk(t, i, &data, &len);
+		const struct vrt_chunk_records *rs = rc ? NULL : vrt_trace_chunk_records(t);
+		/* The next chunk is decompressed and decoded on the reader's second thread while this
+		 * one is applied here. */
 		size_t next = rp->chunk;
 		while (next < t->n_chunks && !replayed(t, next))
 			next++;
 		vrt_trace_chunk_ahead(t, next);
 		if (rc == VRT_E_CHANGED || rc == VRT_E_NOMEM || rc == VRT_E_IO) {
 			rp->error = rc; /* what the file held is no longer there: nothing after it is sound */
-			rp->p = rp->end = NULL;
+			rp->at.p = rp->at.end = NULL;
 			return false;
 		}
 		if (rc) {
 			rp->bad_chunks++;
 			continue;
 		}
+		if (rs) {
+			take_decoded(rp, rs);
+			return true;
+		}
 		if (!len)
 			continue;
-		rp->end = rp->p + len;
-		rp->delta = (struct vrt_delta){ 0, 0 };
-		rp->decode_thread = 0;
-		rp->chunk_type = type;
+		rp->at = (struct vrt_records_cursor){ .p = data, .end = data + len, .chunk_type = type };
 		return true;
 	}
 	return false;
 }
 
-/* The verdict on a record decoded by the generic path: 0 to hand it out, 1 to skip it (THREAD),
- * 2 for the end mark, or an error. */
-static int judge(struct vrt_replay *rp, const struct vrt_record *r, uint32_t *thread)
-{
-	if (r->op == VRT_OP_THREAD) {
-		*thread = (uint32_t)r->id;
-		return 1;
-	}
-	if (r->op == VRT_OP_MARK && rp->trace->end_mark && !strcmp(vrt_string(rp->trace, r->id), rp->trace->end_mark))
-		return 2;
-	bool is_cp = r->op >= VRT_OP_CP_BEGIN && r->op <= VRT_OP_CP_END;
-	bool in_cp = rp->chunk_type == VRT_CHUNK_CHECKPOINT;
-	if (is_cp != in_cp || (r->op >= VRT_OP_STRING && r->op <= VRT_OP_INFO))
-		return VRT_E_RECORD; /* a record in the wrong kind of chunk */
-	if ((r->stack && !vrt_stack_valid(rp->trace, r->stack)) || (r->stack2 && !vrt_stack_valid(rp->trace, r->stack2)))
-		return VRT_E_RANGE;
-	return 0;
-}
-
-/*
- * Decodes the current chunk's next records into the batch. The hot event ops take the
- * straight-line decoder and one compare for their stacks (no THREAD, mark or checkpoint record
- * is one of them); every other record the generic decoder and judge().
- */
+/* Decodes the current chunk's next records into the batch. */
 static __attribute__((noinline)) void fill_batch(struct vrt_replay *rp)
 {
-	const uint8_t *p = rp->p, *end = rp->end;
-	struct vrt_delta d = rp->delta;
-	uint32_t thread = rp->decode_thread, n = 0;
-	/* A stack id is valid when it is 0 or below n_nodes: below stacks_end either way. */
-	uint64_t stacks_end = rp->trace->tables.n_nodes ? rp->trace->tables.n_nodes : 1;
-	bool in_cp = rp->chunk_type == VRT_CHUNK_CHECKPOINT;
-	int verdict = 0;
-	while (n < VRT_REPLAY_BATCH && p < end) {
-		struct vrt_record *r = &rp->batch[n];
-		if (vrt_record_decode_hot(&p, end, r, &d)) {
-			if (in_cp) {
-				verdict = VRT_E_RECORD;
-				break;
-			}
-			if (r->stack >= stacks_end || r->stack2 >= stacks_end) {
-				verdict = VRT_E_RANGE;
-				break;
-			}
-			rp->threads[n++] = thread;
-			continue;
-		}
-		if ((verdict = vrt_record_decode_generic(&p, end, r, &d)))
-			break;
-		verdict = judge(rp, r, &thread);
-		if (verdict == 1) {
-			verdict = 0;
-			continue;
-		}
-		if (verdict)
-			break;
-		rp->threads[n++] = thread;
-	}
-	rp->p = p;
-	rp->delta = d;
-	rp->decode_thread = thread;
+	int verdict;
+	rp->recs = rp->batch;
+	rp->threads = rp->batch_threads;
 	rp->next = 0;
-	rp->n = n;
-	if (verdict == 2)
+	rp->n = vrt_records_decode(rp->trace, &rp->at, rp->batch, rp->batch_threads, VRT_REPLAY_BATCH, &verdict);
+	if (verdict == VRT_RECORDS_END_MARK)
 		rp->ended = true;
 	else if (verdict)
 		rp->batch_error = verdict;
@@ -263,9 +226,11 @@ bool vrt_replay_refill(struct vrt_replay *rp)
 			rp->error = rp->batch_error;
 			return false;
 		}
-		if (!rp->p || rp->p >= rp->end) {
+		if (!rp->at.p || rp->at.p >= rp->at.end) {
 			if (!next_chunk(rp))
 				return false;
+			if (rp->n)
+				return true;
 			continue;
 		}
 		fill_batch(rp);

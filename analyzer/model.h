@@ -72,29 +72,29 @@ bool vrt_effect_only_own(const struct vrt_effect *e);
 #define VRT_REPLAY_BATCH 64
 
 /*
- * Iterates the trace's records from trace->replay_from, chunk by chunk, in order. A chunk is
- * decoded a batch at a time and checked in the same loop (opcode, field ranges, the kind of chunk
- * it is in, stack ids); the records before a bad one are handed out first, then the error, as
- * when they were decoded one by one. A batch never spans two chunks (records' bytes point into
- * the chunk).
+ * Iterates the trace's records from trace->replay_from, chunk by chunk, in order. A chunk's
+ * records come decoded by the reader's second thread with the chunk (vrt_trace_chunk_records),
+ * else a batch at a time here (vrt_records_decode either way: checked as decoded); the records
+ * before a bad one are handed out first, then the error, as when they were decoded one by one.
+ * A batch never spans two chunks (records' bytes point into the chunk).
  */
 struct vrt_replay {
 	struct vrt_trace *trace;
 	size_t chunk;
-	const uint8_t *p, *end;
-	struct vrt_delta delta;
+	struct vrt_records_cursor at; /* what is still to be decoded here (at.p NULL: nothing) */
 	uint32_t thread;     /* thread index of the current record */
-	uint8_t chunk_type;
 	int error;           /* first decoding error (the replay stops there) */
 	uint64_t bad_chunks; /* chunks skipped because their payload failed its checks */
 	/* progress */
 	uint64_t bytes_done, bytes_total;
-	/* the batch: records [next, n) are still to be handed out */
+	/* the batch: records [next, n) of recs are still to be handed out; recs is the chunk's
+	 * records decoded ahead, or `batch` */
 	uint32_t next, n;
-	uint32_t decode_thread; /* the THREAD state where decoding stands (p) */
+	const struct vrt_record *recs;
+	const uint32_t *threads;
 	int batch_error;        /* what stopped the batch, raised after its records */
 	bool ended;             /* the end mark was decoded: nothing after it is handed out */
-	uint32_t threads[VRT_REPLAY_BATCH];
+	uint32_t batch_threads[VRT_REPLAY_BATCH];
 	struct vrt_record batch[VRT_REPLAY_BATCH];
 };
 
@@ -110,7 +110,7 @@ static inline const struct vrt_record *vrt_replay_take(struct vrt_replay *rp)
 	if (rp->next == rp->n && !vrt_replay_refill(rp))
 		return NULL;
 	rp->thread = rp->threads[rp->next];
-	return &rp->batch[rp->next++];
+	return &rp->recs[rp->next++];
 }
 
 /* vrt_replay_take, copied into *r. */
@@ -125,7 +125,7 @@ static inline bool vrt_replay_next(struct vrt_replay *rp, struct vrt_record *r)
 /* The record k after the current one when it is decoded already (in the batch), else NULL. */
 static inline const struct vrt_record *vrt_replay_ahead(const struct vrt_replay *rp, uint32_t k)
 {
-	return rp->next - 1 + k < rp->n ? &rp->batch[rp->next - 1 + k] : NULL;
+	return rp->next - 1 + k < rp->n ? &rp->recs[rp->next - 1 + k] : NULL;
 }
 
 /* Seconds since the trace started, for a ts. */

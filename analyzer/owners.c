@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "json.h"
+#include "vramtrace/error.h"
 
 void vrt_owners_init(struct vrt_owners *o) { memset(o, 0, sizeof(*o)); }
 
@@ -21,6 +22,46 @@ void vrt_owners_free(struct vrt_owners *o)
 	free(o->last.v);
 	free(o->pending);
 	memset(o, 0, sizeof(*o));
+}
+
+/* w's owners copied into an array of its own (none, and n 0, without the memory). */
+static int copy_walk(struct vrt_walk *w)
+{
+	const struct vrt_owner *from = w->v;
+	w->v = NULL;
+	if (!w->n)
+		return 0;
+	if (!(w->v = malloc(w->n * sizeof(*w->v)))) {
+		w->n = 0;
+		return VRT_E_NOMEM;
+	}
+	memcpy(w->v, from, w->n * sizeof(*w->v));
+	return 0;
+}
+
+int vrt_owners_copy(struct vrt_owners *dst, const struct vrt_owners *src)
+{
+	*dst = *src;
+	dst->last.v = NULL;
+	dst->n_earlier = 0;
+	dst->pending = NULL;
+	dst->n_pending = dst->cap_pending = 0;
+	struct vrt_walk last = src->last;
+	int rc = copy_walk(&last);
+	dst->last = last;
+	for (size_t i = 0; !rc && i < src->n_earlier; i++) {
+		dst->earlier[i] = src->earlier[i];
+		if (!(rc = copy_walk(&dst->earlier[i])))
+			dst->n_earlier++;
+	}
+	struct vrt_walk pending = { .v = src->pending, .n = src->n_pending };
+	if (!rc && !(rc = copy_walk(&pending))) {
+		dst->pending = pending.v;
+		dst->n_pending = dst->cap_pending = src->n_pending;
+	}
+	if (rc)
+		vrt_owners_free(dst);
+	return rc;
 }
 
 static int by_place(const void *a, const void *b)

@@ -56,6 +56,8 @@ enum vrt_held {
 
 void vrt_owners_init(struct vrt_owners *o);
 void vrt_owners_free(struct vrt_owners *o);
+/* dst as a copy of src, that owns its own walks: 0, or VRT_E_NOMEM with dst empty. */
+int vrt_owners_copy(struct vrt_owners *dst, const struct vrt_owners *src);
 /* Feeds one replayed record; true when it closed a walk (o->last is then that walk). */
 bool vrt_owners_apply(struct vrt_owners *o, const struct vrt_record *r);
 

@@ -413,6 +413,8 @@ static int decode_chunk(int fd, void *dctx, const struct vrt_chunk_ref *c, struc
  * (done, with rc, data and len), the reader takes the result by swapping buffers with the trace.
  * Concurrency: everything below `lock` is guarded by it; the thread uses `buf` and `dctx` only
  * between taking a request and marking it done, the reader only while no request is under way.
+ * The thread reads the trace's tables and end mark, which are written before the first request
+ * (at open, and by the command's set-up) and never while a pass runs.
  */
 struct vrt_chunk_ahead {
 	pthread_t thread;
@@ -424,11 +426,40 @@ struct vrt_chunk_ahead {
 	bool requested, done, stop;
 	size_t index;
 	struct vrt_chunk_ref ref;
+	const struct vrt_trace *trace; /* whose tables the records are checked against */
 	int rc;
 	const uint8_t *data;
 	size_t len;
 	struct vrt_chunk_buffers buf;
 };
+
+static void records_free(struct vrt_chunk_records *rs)
+{
+	free(rs->recs);
+	free(rs->threads);
+}
+
+/*
+ * Decodes a replayed chunk's first records into b's record arrays, on the second thread: the
+ * replay takes them with the chunk. Left not valid (the replay decodes them) without the memory.
+ */
+static void decode_records(const struct vrt_trace *t, const struct vrt_chunk_ref *c, struct vrt_chunk_buffers *b,
+			   const uint8_t *data, size_t len)
+{
+	struct vrt_chunk_records *rs = &b->records;
+	rs->valid = false;
+	if (c->type != VRT_CHUNK_EVENTS && c->type != VRT_CHUNK_CHECKPOINT)
+		return;
+	if (!rs->recs) {
+		rs->recs = malloc(VRT_AHEAD_RECORDS * sizeof(*rs->recs));
+		rs->threads = malloc(VRT_AHEAD_RECORDS * sizeof(*rs->threads));
+	}
+	if (!rs->recs || !rs->threads)
+		return;
+	rs->rest = (struct vrt_records_cursor){ .p = data, .end = data + len, .chunk_type = c->type };
+	rs->n = vrt_records_decode(t, &rs->rest, rs->recs, rs->threads, VRT_AHEAD_RECORDS, &rs->verdict);
+	rs->valid = true;
+}
 
 static void *ahead_main(void *arg)
 {
@@ -440,10 +471,14 @@ static void *ahead_main(void *arg)
 		if (a->stop)
 			break;
 		struct vrt_chunk_ref ref = a->ref;
+		const struct vrt_trace *trace = a->trace;
 		pthread_mutex_unlock(&a->lock);
 		const uint8_t *data = NULL;
 		size_t len = 0;
 		int rc = decode_chunk(a->fd, a->dctx, &ref, &a->buf, &data, &len);
+		a->buf.records.valid = false;
+		if (!rc)
+			decode_records(trace, &ref, &a->buf, data, len);
 		pthread_mutex_lock(&a->lock);
 		a->rc = rc;
 		a->data = data;
@@ -459,6 +494,7 @@ static void ahead_free(struct vrt_chunk_ahead *a)
 {
 	free(a->buf.raw);
 	free(a->buf.stored);
+	records_free(&a->buf.records);
 	if (a->dctx)
 		ZSTD_freeDCtx(a->dctx);
 	free(a);
@@ -523,6 +559,7 @@ void vrt_trace_chunk_ahead(struct vrt_trace *t, size_t i)
 	a->done = false;
 	a->index = i;
 	a->ref = t->chunks[i];
+	a->trace = t;
 	pthread_cond_signal(&a->wake);
 	pthread_mutex_unlock(&a->lock);
 }
@@ -553,11 +590,18 @@ static bool ahead_take(struct vrt_trace *t, size_t i, const uint8_t **data, size
 int vrt_trace_chunk(struct vrt_trace *t, size_t i, const uint8_t **data, size_t *len)
 {
 	int rc;
-	if (!ahead_take(t, i, data, len, &rc))
+	if (!ahead_take(t, i, data, len, &rc)) {
+		t->buf.records.valid = false;
 		rc = decode_chunk(t->fd, t->dctx, &t->chunks[i], &t->buf, data, len);
+	}
 	if (rc == VRT_E_CHANGED)
 		t->changed = true;
 	return rc;
+}
+
+const struct vrt_chunk_records *vrt_trace_chunk_records(const struct vrt_trace *t)
+{
+	return t->buf.records.valid ? &t->buf.records : NULL;
 }
 
 bool vrt_trace_changed(struct vrt_trace *t)
@@ -957,6 +1001,7 @@ void vrt_trace_close(struct vrt_trace *t)
 	free(t->chunks);
 	free(t->buf.raw);
 	free(t->buf.stored);
+	records_free(&t->buf.records);
 	if (t->dctx)
 		ZSTD_freeDCtx(t->dctx);
 	if (t->fd >= 0)

@@ -73,10 +73,36 @@ struct vrt_tables {
 	size_t n_info;
 };
 
+/* A verdict of vrt_records_decode that is no error: the trace's end mark (--until-mark). */
+#define VRT_RECORDS_END_MARK 2
+
+/* Where decoding stands in a replayed chunk: p and end point into the chunk's data. */
+struct vrt_records_cursor {
+	const uint8_t *p, *end;
+	struct vrt_delta delta;
+	uint32_t thread;     /* the THREAD state at p */
+	uint8_t chunk_type;  /* VRT_CHUNK_EVENTS or VRT_CHUNK_CHECKPOINT */
+};
+
+/* Records the second thread decodes ahead, at most, from a chunk's start: a chunk of the
+ * collector's (1 MiB raw) holds fewer; the rest of a larger one is decoded by the replay. */
+#define VRT_AHEAD_RECORDS 65536u
+
+/* A chunk's first records, decoded with it on the reader's second thread. */
+struct vrt_chunk_records {
+	struct vrt_record *recs; /* VRT_AHEAD_RECORDS each, allocated on first use */
+	uint32_t *threads;
+	uint32_t n;
+	bool valid;              /* these are the records of the chunk in the same buffers */
+	int verdict;             /* vrt_records_decode's, at `rest` */
+	struct vrt_records_cursor rest; /* where decoding stopped */
+};
+
 /* A chunk as read and as decoded, in buffers that grow to the largest chunk seen. */
 struct vrt_chunk_buffers {
 	uint8_t *raw, *stored;
 	size_t raw_cap, stored_cap;
+	struct vrt_chunk_records records;
 };
 
 struct vrt_chunk_ahead;
@@ -127,10 +153,27 @@ void vrt_trace_close(struct vrt_trace *t);
  * VRT_E_CHANGED when a chunk that checked at open no longer does (the file was rewritten). */
 int vrt_trace_chunk(struct vrt_trace *t, size_t i, const uint8_t **data, size_t *len);
 /* Starts decoding chunk i on the reader's second thread, so that the next vrt_trace_chunk(t, i)
- * finds it done (with the same result as decoding it there: data, length and error). At most
- * one chunk is decoded ahead: the thread's buffers are swapped with the trace's when it is
- * taken, so memory is that of two chunks. Without the thread, vrt_trace_chunk decodes it. */
+ * finds it done (with the same result as decoding it there: data, length and error), and, for
+ * a replayed chunk, its first VRT_AHEAD_RECORDS records (vrt_trace_chunk_records). At most one
+ * chunk is decoded ahead: the thread's buffers are swapped with the trace's when it is taken,
+ * so memory is that of two chunks and their records. Without the thread, vrt_trace_chunk
+ * decodes it and the replay its records. */
 void vrt_trace_chunk_ahead(struct vrt_trace *t, size_t i);
+/* The records of the chunk vrt_trace_chunk handed out last, when the second thread decoded them
+ * with it (an EVENTS or CHECKPOINT chunk asked for ahead, decoded whole); NULL when it did not.
+ * Valid, as the chunk's data, until the next vrt_trace_chunk. */
+const struct vrt_chunk_records *vrt_trace_chunk_records(const struct vrt_trace *t);
+
+/*
+ * Decodes up to max records at c into recs, each one's thread into threads; returns how many.
+ * Checked in the same loop: opcode, field ranges, the kind of chunk a record is in, stack ids.
+ * THREAD records are consumed, not returned. *verdict: 0 (max reached, or the chunk's end),
+ * VRT_RECORDS_END_MARK (the end mark, not returned), or the vrt_error of the record it stopped
+ * at (the records before it are returned). c is left after the last record decoded. The one
+ * decoder of the replay, on either of the reader's threads (it reads only t's tables).
+ */
+uint32_t vrt_records_decode(const struct vrt_trace *t, struct vrt_records_cursor *c, struct vrt_record *recs,
+			    uint32_t *threads, uint32_t max, int *verdict);
 
 /* Table lookups: NULL / "" / 0 when undefined. */
 const char *vrt_string(const struct vrt_trace *t, uint64_t id);

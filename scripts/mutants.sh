@@ -631,9 +631,9 @@ m until-mark-typo-passes-in-oom analyzer/cli.c \
   'if (!rc && (rc = vrt_check_until_mark(t, path, vrt_settings.command, vrt_settings.until_mark))) {' \
   'if (!rc && (rc = vrt_check_until_mark(t, path, vrt_settings.command, NULL))) {' \
   "test_cli_options.py::test_every_trace_reader_takes_until_mark_and_an_unknown_one_is_an_error[oom]"
-m until-mark-ends-elsewhere analyzer/model.c \
-  'if (r->op == VRT_OP_MARK && rp->trace->end_mark' \
-  'if (r->op == VRT_OP_PHASE_ENTER && rp->trace->end_mark' \
+m until-mark-ends-elsewhere format/records.c \
+  'if (r->op == VRT_OP_MARK && t->end_mark' \
+  'if (r->op == VRT_OP_PHASE_ENTER && t->end_mark' \
   test_cli_options.py::test_timeline_until_mark_ends_the_chart_at_the_mark \
   test_cli_options.py::test_export_chrome_until_mark_has_no_event_past_the_mark
 m args-double-dash-ignored analyzer/cli.c \
@@ -998,13 +998,35 @@ m leaks-low-points-extra-pass analyzer/cmd_leaks.c \
   '\tlows_found(lw);\n\tif (vrt_model_init(&m)) {' \
   '\tlows_found(lw);\n\tvrt_pass_open(&p, lk->t, &(struct vrt_pass_options){ .quiet = true });\n\tvrt_pass_abandon(&p);\n\tif (vrt_model_init(&m)) {' \
   test_passes.py::test_each_report_reads_the_trace_a_bounded_number_of_times
+# (leaks follows the phases in its survey's pass: the picked one's replay kept, each follower
+# from the state before its phase, to the end, and only while it counts the layer the replay would)
+m leaks-follower-not-adopted analyzer/cmd_leaks.c \
+  '\tint rc = follow_adopt(f, lk) ? 0 : replay(lk);' \
+  '\tint rc = f ? replay(lk) : replay(lk);' \
+  test_passes.py::test_each_report_reads_the_trace_a_bounded_number_of_times
+m leaks-follower-adopts-another-phase analyzer/cmd_leaks.c \
+  'if (f->off[i] || f->lk[i].name_id != lk->name_id)' \
+  'if (f->off[i])' \
+  test_passes.py::test_the_phase_followed_in_the_survey_is_the_phases_own_replay
+m leaks-follower-misses-the-end analyzer/cmd_leaks.c \
+  '\t\t\treplay_end(&f->lk[i], m);' \
+  '\t\t\t(void)m;' \
+  test_passes.py::test_the_phase_followed_in_the_survey_is_the_phases_own_replay
+m leaks-follower-starts-from-nothing analyzer/cmd_leaks.c \
+  '\t*lk = f->before;' \
+  '\t*lk = (struct leaks){ .t = f->before.t, .o = f->before.o };' \
+  test_passes.py::test_the_phase_followed_in_the_survey_is_the_phases_own_replay
+m leaks-follower-keeps-a-wrong-layer analyzer/cmd_leaks.c \
+  '(!f->layer && !lk->blocks && s->blocks.any_blocks)' \
+  '(0 && s->blocks.any_blocks)' \
+  test_passes.py::test_the_phase_followed_in_the_survey_is_the_phases_own_replay
 
 # ---- the replay at speed (issue 17, item 4): batches of decoded records, a second thread for
 # zstd, the live set's index (a batch that loses a record, a chunk decoded ahead that is not the
 # one asked for, an error the batch forgets, a slot moved or rehashed to the wrong place)
 m replay-batch-drops-a-record analyzer/model.h \
-  '\treturn &rp->batch[rp->next++];' \
-  '\trp->next += rp->next == 5 && rp->n > 6;\n\treturn &rp->batch[rp->next++];' \
+  '\treturn &rp->recs[rp->next++];' \
+  '\trp->next += rp->next == 5 && rp->n > 6;\n\treturn &rp->recs[rp->next++];' \
   meson:roundtrip
 m reader-ahead-decodes-the-next-chunk format/trace_reader.c \
   '\ta->ref = t->chunks[i];' \
@@ -1014,7 +1036,7 @@ m replay-batch-forgets-its-error analyzer/model.c \
   '\telse if (verdict)\n\t\trp->batch_error = verdict;' \
   '\telse if (0)\n\t\trp->batch_error = verdict;' \
   meson:bad-corpus
-m replay-hot-stack2-unchecked analyzer/model.c \
+m replay-hot-stack2-unchecked format/records.c \
   'if (r->stack >= stacks_end || r->stack2 >= stacks_end) {' \
   'if (r->stack >= stacks_end) {' \
   meson:bad-corpus
@@ -1026,6 +1048,24 @@ m live-growth-rehashes-to-the-wrong-home format/live.c \
   'size_t i = s->index[k].hash & mask;' \
   'size_t i = s->index[k].hash & (mask >> 1);' \
   meson:model
+# (the records the second thread decodes with the chunk: one lost, the error after them lost,
+# decoded from the chunk taken before, or not decoded there at all)
+m reader-ahead-records-drop-the-last analyzer/model.c \
+  '\trp->n = rs->n;' \
+  '\trp->n = rs->n - (rs->n > 6);' \
+  meson:roundtrip
+m reader-ahead-records-forget-their-error analyzer/model.c \
+  '\telse if (rs->verdict)\n\t\trp->batch_error = rs->verdict;' \
+  '\telse if (0)\n\t\trp->batch_error = rs->verdict;' \
+  meson:bad-corpus
+m reader-ahead-records-of-the-old-chunk format/trace_reader.c \
+  '\t\ta->buf = mine;\n\t\t*rc = a->rc;' \
+  '\t\ta->buf = mine;\n\t\tstruct vrt_chunk_records keep = t->buf.records;\n\t\tt->buf.records = a->buf.records;\n\t\ta->buf.records = keep;\n\t\t*rc = a->rc;' \
+  meson:roundtrip
+m reader-ahead-records-never-decoded format/trace_reader.c \
+  '\trs->valid = true;' \
+  '\trs->valid = false;' \
+  meson:roundtrip
 m record-wide-varint-one-byte-short include/vramtrace/record.h \
   'return p + bits / 8;' \
   'return p + bits / 8 - (bits > 8);' \

@@ -10,6 +10,7 @@ A trace with an out-of-memory error costs more: the remedies (analyzer/remedies.
 model once more for the tensor peaks of each call, and replay the caching allocator under each
 candidate setting (whatif's engine). Those simulations are counted apart ("allocator replays"),
 and html may make no more of them than `oom` alone does."""
+import json
 import os
 import re
 import subprocess
@@ -40,7 +41,7 @@ def passes(*args):
     # sets at the lows (which also time the top site's steps)
     ("oom.vrt", ["leaks"], 3),
     ("attach-ds.vrt", ["leaks"], 3),
-    ("leak-cycle.vrt", ["leaks"], 2),      # survey, then the phase replay
+    ("leak-cycle.vrt", ["leaks"], 1),      # the survey, following the phases it sees: the phase's replay
     ("oom.vrt", ["export", "--format", "folded-peak"], 2),
     ("oom.vrt", ["export", "--format", "memory-viz"], 2),
     # totals (which also finds the OOM and surveys leaks' phases), peaks (whose model goes on to
@@ -70,3 +71,21 @@ def test_no_pass_is_counted_without_the_variable():
     p = subprocess.run([str(VRAMTRACE), "timeline", "-q", H200 / "oom.vrt"], capture_output=True, text=True,
                        env={k: v for k, v in os.environ.items() if not k.startswith("VRAMTRACE_")}, timeout=120)
     assert p.returncode == 0 and "debug" not in p.stderr, p.stderr
+
+
+@pytest.mark.parametrize("trace", sorted(p.stem for p in H200.glob("*.vrt")))
+def test_the_phase_followed_in_the_survey_is_the_phases_own_replay(trace):
+    """Without --phase, leaks replays the phases it sees entered in the survey's pass and keeps the
+    picked one's replay (analyzer/cmd_leaks.c, struct follow): what it says is what a replay of
+    that phase alone says (--phase, two passes), the reason for the pick aside."""
+    picked = subprocess.run([VRAMTRACE, "leaks", "--json", "-q", H200 / f"{trace}.vrt"], capture_output=True,
+                            text=True)
+    if picked.returncode or '"phase": null' in picked.stdout:
+        pytest.skip("no phase picked")
+    auto = json.loads(picked.stdout)
+    named = subprocess.run([VRAMTRACE, "leaks", "--json", "-q", "--phase", auto["phase"], H200 / f"{trace}.vrt"],
+                           capture_output=True, text=True)
+    assert named.returncode == 0, named.stderr
+    alone = json.loads(named.stdout)
+    assert auto.pop("phase_picked_because") and alone.pop("phase_picked_because") is None
+    assert auto == alone

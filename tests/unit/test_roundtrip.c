@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Writer -> file -> reader round trips through real files in $TMPDIR: keep-all mode, a ring
+ * Writer -> file -> reader round trips through real files in $TMPDIR: keep-all mode (and the
+ * records the reader's second thread decodes with a chunk), a ring
  * that never wraps, and a ring wrapped 20 times and checked after every few chunks (as a
  * reader of a killed process would see it) and at the end. Checkpoints cut into several chunks:
  * in a ring that overwrites their first parts, cut short by a crash, placed by
@@ -50,6 +51,72 @@ static void test_keep_all(void)
 	VT_CHECK(!t.history_lost);
 	vrt_trace_close(&t);
 	vt_gen_free(&g);
+}
+
+static bool same_record(const struct vrt_record *a, const struct vrt_record *b)
+{
+	return a->op == b->op && a->ts == b->ts && a->addr == b->addr && a->size == b->size && a->aux == b->aux &&
+	       a->aux2 == b->aux2 && a->stream == b->stream && a->id == b->id && a->id2 == b->id2 &&
+	       a->api == b->api && a->device == b->device && a->kind == b->kind && a->stack == b->stack &&
+	       a->stack2 == b->stack2 && a->result == b->result && a->bytes_len == b->bytes_len &&
+	       a->bytes == b->bytes;
+}
+
+/* Chunk i's records as the second thread decoded them with it: those the replay's own decoding
+ * gives, and where it stopped. */
+static void check_records_ahead(struct vrt_trace *t, size_t i, struct vrt_record *mine, uint32_t *threads)
+{
+	const uint8_t *data;
+	size_t len;
+	vrt_trace_chunk_ahead(t, i);
+	VT_REQUIRE(vrt_trace_chunk(t, i, &data, &len) == 0);
+	const struct vrt_chunk_records *rs = vrt_trace_chunk_records(t);
+	VT_REQUIRE(rs != NULL);
+	struct vrt_records_cursor c = { .p = data, .end = data + len, .chunk_type = t->chunks[i].type };
+	int verdict;
+	uint32_t n = vrt_records_decode(t, &c, mine, threads, VRT_AHEAD_RECORDS, &verdict);
+	VT_EQ(rs->n, n);
+	VT_EQ(rs->verdict, verdict);
+	VT_CHECK(rs->rest.p == c.p && rs->rest.end == c.end && rs->rest.thread == c.thread);
+	for (uint32_t k = 0; k < n; k++)
+		VT_CHECK(same_record(&rs->recs[k], &mine[k]) && rs->threads[k] == threads[k]);
+}
+
+/* The reader's second thread decodes a replayed chunk's records with it; a chunk decoded here
+ * (not asked for ahead) has none. */
+static void test_records_decoded_ahead(void)
+{
+	char path[4200];
+	vt_path(path, sizeof(path), "ahead.vrt");
+	struct vt_gen g;
+	VT_REQUIRE(vt_gen_open(&g, path, 0, 5) == 0);
+	for (int i = 0; i < 12; i++)
+		vt_gen_events(&g, 400 + (size_t)i * 50);
+	vt_gen_checkpoint(&g, VRT_CP_EXIT);
+	vt_gen_close(&g);
+	VT_EQ(g.error, 0);
+	struct vrt_trace t;
+	VT_REQUIRE(vrt_trace_open(&t, path) == 0);
+	struct vrt_record *mine = malloc(VRT_AHEAD_RECORDS * sizeof(*mine));
+	uint32_t *threads = malloc(VRT_AHEAD_RECORDS * sizeof(*threads));
+	VT_REQUIRE(mine && threads);
+	size_t replayed = 0;
+	for (size_t i = t.replay_from; i < t.n_chunks; i++) {
+		if (t.chunks[i].type != VRT_CHUNK_EVENTS && t.chunks[i].type != VRT_CHUNK_CHECKPOINT)
+			continue;
+		check_records_ahead(&t, i, mine, threads);
+		replayed++;
+		const uint8_t *data;
+		size_t len;
+		VT_REQUIRE(vrt_trace_chunk(&t, i, &data, &len) == 0);
+		VT_CHECK(vrt_trace_chunk_records(&t) == NULL);
+	}
+	VT_CHECK(replayed > 2);
+	free(mine);
+	free(threads);
+	vrt_trace_close(&t);
+	vt_gen_free(&g);
+	unlink(path);
 }
 
 static void test_ring_without_wrap(void)
@@ -323,6 +390,7 @@ static void test_put_parts_refuses_more_than_half_the_ring(void)
 int main(void)
 {
 	VT_RUN(test_keep_all);
+	VT_RUN(test_records_decoded_ahead);
 	VT_RUN(test_ring_without_wrap);
 	VT_RUN(test_ring_wrapped_20x);
 	VT_RUN(test_ring_wrapped_small_chunks);
