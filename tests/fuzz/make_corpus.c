@@ -588,6 +588,28 @@ static void chunk_cases(struct bytes base, const struct vt_gen *g)
 	}
 }
 
+/* The reader's second thread decodes a chunk's first records (VRT_AHEAD_RECORDS, 65536,
+ * format/trace_reader.h), the replay the rest: a bad record past them is the replay's own to find. */
+#define AHEAD_RECORDS 65536u
+
+static void past_the_read_ahead(struct bytes base, uint64_t seq)
+{
+	size_t n = AHEAD_RECORDS + 20;
+	struct vrt_record *rs = calloc(n, sizeof(*rs));
+	uint8_t *raw = malloc(n * VRT_RECORD_MAX_FIXED);
+	if (!rs || !raw)
+		die("out of memory");
+	for (size_t i = 0; i < n; i++)
+		rs[i] = (struct vrt_record){ .op = VRT_OP_ALLOC, .ts = 1 + i, .addr = 0x100000 + i * 0x1000, .size = 64 };
+	rs[AHEAD_RECORDS + 10].stack = 999999;
+	size_t len = encode(raw, rs, n);
+	struct bytes b = append_chunk(dup_bytes(base, base.len), VRT_CHUNK_EVENTS, VRT_CODEC_ZSTD, seq, raw, len);
+	bad("stack-id-out-of-range-past-the-read-ahead", b, 3, MSG_RANGE, -1, NULL);
+	free(b.p);
+	free(raw);
+	free(rs);
+}
+
 static void record_cases(struct bytes base, const struct vt_gen *g)
 {
 	uint64_t seq = g->chunks[g->n_chunks - 1].seq + 1;
@@ -623,6 +645,7 @@ static void record_cases(struct bytes base, const struct vt_gen *g)
 	bad("alloc-stack-id-out-of-range-amid-a-chunk", b, 3, MSG_RANGE, -1, NULL);
 	free(b.p);
 #undef ALLOCS_AFTER
+	past_the_read_ahead(base, seq);
 	APPEND(VRT_CHUNK_TABLES, { .op = VRT_OP_STACK, .id = 5000, .id2 = 6000, .aux2 = VRT_FRAME_NATIVE, .aux = 1 });
 	bad("stack-parent-after-child", b, 3, MSG_RANGE, -1, NULL);
 	free(b.p);
