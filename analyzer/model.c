@@ -198,6 +198,7 @@ static bool next_chunk(struct vrt_replay *rp)
 		if (!len)
 			continue;
 		rp->at = (struct vrt_records_cursor){ .p = data, .end = data + len, .chunk_type = type };
+		rp->next = rp->n = 0; /* the last batch is spent: the refill decodes this chunk's first */
 		return true;
 	}
 	return false;
