@@ -20,6 +20,16 @@ struct demangled {
 static struct demangled *cache;
 static size_t cache_cap, cache_used;
 
+/* Keyed by pointer: names come from the trace's string table, which never moves while the trace
+ * is open; and by trace, because a later trace's strings may reuse the addresses. Both are
+ * hashed: the traces one process reads (a directory, the fuzz replays) reuse the same addresses,
+ * and a slot from the pointer alone made their entries one long probe. */
+static size_t demangle_slot(const char *name, uint64_t serial)
+{
+	uint64_t h = ((uint64_t)(uintptr_t)name ^ serial << 40 ^ serial) * 0x9e3779b97f4a7c15ull;
+	return (size_t)(h >> 32) & (cache_cap - 1);
+}
+
 const char *vrt_demangle(const struct vrt_trace *t, const char *name)
 {
 	if (!name || name[0] != '_' || name[1] != 'Z')
@@ -37,16 +47,14 @@ const char *vrt_demangle(const struct vrt_trace *t, const char *name)
 		for (size_t i = 0; i < old; i++) {
 			if (!prev[i].mangled)
 				continue;
-			size_t j = ((uintptr_t)prev[i].mangled >> 4) & (cache_cap - 1);
+			size_t j = demangle_slot(prev[i].mangled, prev[i].serial);
 			while (cache[j].mangled)
 				j = (j + 1) & (cache_cap - 1);
 			cache[j] = prev[i];
 		}
 		free(prev);
 	}
-	/* Keyed by pointer: names come from the trace's string table, which never moves while the
-	 * trace is open; and by trace, because a later trace's strings may reuse the addresses. */
-	size_t i = ((uintptr_t)name >> 4) & (cache_cap - 1);
+	size_t i = demangle_slot(name, t->serial);
 	for (; cache[i].mangled; i = (i + 1) & (cache_cap - 1))
 		if (cache[i].mangled == name && cache[i].serial == t->serial)
 			return cache[i].text;

@@ -27,7 +27,7 @@
 
 static long pairs;
 static pthread_barrier_t start_line;
-static atomic_ullong histogram[BUCKETS], worst;
+static _Atomic uint64_t histogram[BUCKETS], worst;
 
 static uint64_t now_ns(void)
 {
