@@ -617,6 +617,8 @@ static void follow_start(struct follow *f, const struct survey *s, const struct 
 	if (f->n == FOLLOW_MAX || r->id > UINT32_MAX)
 		return;
 	struct leaks *lk = &f->lk[f->n];
+	/* `before` has no name (replay_record opens no call for it): it holds no calls or groups,
+	 * so the copy shares nothing with it but the owners, copied deep below. */
 	*lk = f->before;
 	lk->name_id = (uint32_t)r->id;
 	lk->blocks = f->layer ? !strcmp(f->layer, "tensors") : s->blocks.any_blocks;
