@@ -456,7 +456,8 @@ static void decode_records(const struct vrt_trace *t, const struct vrt_chunk_ref
 	}
 	if (!rs->recs || !rs->threads)
 		return;
-	rs->rest = (struct vrt_records_cursor){ .p = data, .end = data + len, .chunk_type = c->type };
+	/* An empty chunk's data may be NULL: no offset is added to it. */
+	rs->rest = (struct vrt_records_cursor){ .p = data, .end = len ? data + len : data, .chunk_type = c->type };
 	rs->n = vrt_records_decode(t, &rs->rest, rs->recs, rs->threads, VRT_AHEAD_RECORDS, &rs->verdict);
 	rs->valid = true;
 }
