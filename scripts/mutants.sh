@@ -1012,11 +1012,10 @@ m leaks-follower-misses-the-end analyzer/cmd_leaks.c \
   '\t\t\treplay_end(&f->lk[i], m);' \
   '\t\t\t(void)m;' \
   test_passes.py::test_the_phase_followed_in_the_survey_is_the_phases_own_replay
-# Not a mutant: a follower starting from nothing instead of `before` (cmd_leaks.c) says the same
-# on every trace tried (the H200 traces; walks at another phase's calls before the first entry,
-# with and without the walks' share spent): the survey stops at teardown, so no follower starts
-# after it, and a walk that closed before an item was born never explains it. The copy is kept
-# so that a follower is the named replay by construction.
+m leaks-follower-starts-from-nothing analyzer/cmd_leaks.c \
+  '\t*lk = f->before;' \
+  '\t*lk = (struct leaks){ .t = f->before.t, .o = f->before.o };' \
+  test_passes.py::test_a_phase_called_only_in_teardown_is_followed_as_its_own_replay_sees_it
 m leaks-follower-keeps-a-wrong-layer analyzer/cmd_leaks.c \
   '(!f->layer && !lk->blocks && s->blocks.any_blocks)' \
   '(0 && s->blocks.any_blocks)' \

@@ -17,7 +17,7 @@ import subprocess
 
 import pytest
 
-from conftest import GOLDEN, VRAMTRACE
+from conftest import CUDART, GOLDEN, PROGRAM_SOURCES, VRAMTRACE, trace
 
 H200 = GOLDEN / "h200"
 
@@ -91,3 +91,17 @@ def test_the_phase_followed_in_the_survey_is_the_phases_own_replay(trace):
     alone = json.loads(named.stdout)
     assert auto.pop("phase_picked_because") and alone.pop("phase_picked_because") is None
     assert auto == alone
+
+
+def test_a_phase_called_only_in_teardown_is_followed_as_its_own_replay_sees_it(tmp_path, python_exe):
+    """The follower of a phase starts from the replay's state at the phase's first entry, not from
+    nothing: a phase whose every call comes after teardown began is, to its own replay, never
+    entered (the replay ends at teardown), and leaks without --phase says the same."""
+    t = trace(tmp_path, [python_exe, PROGRAM_SOURCES / "phase_after_teardown.py"], env={"CUDART": str(CUDART)},
+              run_args=("--phase", "train"))
+    assert t.returncode == 0, t.stderr
+    auto = subprocess.run([VRAMTRACE, "leaks", "--json", "-q", t.trace], capture_output=True, text=True)
+    named = subprocess.run([VRAMTRACE, "leaks", "--json", "-q", "--phase", "train", t.trace], capture_output=True,
+                           text=True)
+    assert named.returncode == 2 and "never entered" in named.stderr, named.stderr
+    assert (auto.returncode, auto.stdout, auto.stderr) == (named.returncode, named.stdout, named.stderr)
