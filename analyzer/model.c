@@ -148,24 +148,29 @@ static bool replayed(const struct vrt_trace *t, size_t i)
 	return t->chunks[i].type == VRT_CHUNK_EVENTS || t->chunks[i].type == VRT_CHUNK_CHECKPOINT;
 }
 
-/* Hands out the records the reader's second thread decoded with the chunk just taken; what
- * stopped them is raised after them, as a batch's. */
+/* What stopped a batch's decoding, raised after its records: the end mark, or an error. */
+static void batch_stopped(struct vrt_replay *rp, int verdict)
+{
+	if (verdict == VRT_RECORDS_END_MARK)
+		rp->ended = true;
+	else if (verdict)
+		rp->batch_error = verdict;
+}
+
+/* Hands out the records the reader's second thread decoded with the chunk just taken. */
 static void take_decoded(struct vrt_replay *rp, const struct vrt_chunk_records *rs)
 {
 	rp->recs = rs->recs;
 	rp->threads = rs->threads;
-	rp->next = 0;
 	rp->n = rs->n;
 	rp->at = rs->rest;
-	if (rs->verdict == VRT_RECORDS_END_MARK)
-		rp->ended = true;
-	else if (rs->verdict)
-		rp->batch_error = rs->verdict;
+	batch_stopped(rp, rs->verdict);
 }
 
 static bool next_chunk(struct vrt_replay *rp)
 {
 	struct vrt_trace *t = rp->trace;
+	rp->next = rp->n = 0; /* the last batch is spent: a chunk's records start a new one */
 	while (rp->chunk < t->n_chunks) {
 		size_t i = rp->chunk++;
 		uint8_t type = t->chunks[i].type;
@@ -198,7 +203,6 @@ static bool next_chunk(struct vrt_replay *rp)
 		if (!len)
 			continue;
 		rp->at = (struct vrt_records_cursor){ .p = data, .end = data + len, .chunk_type = type };
-		rp->next = rp->n = 0; /* the last batch is spent: the refill decodes this chunk's first */
 		return true;
 	}
 	return false;
@@ -212,10 +216,7 @@ static __attribute__((noinline)) void fill_batch(struct vrt_replay *rp)
 	rp->threads = rp->batch_threads;
 	rp->next = 0;
 	rp->n = vrt_records_decode(rp->trace, &rp->at, rp->batch, rp->batch_threads, VRT_REPLAY_BATCH, &verdict);
-	if (verdict == VRT_RECORDS_END_MARK)
-		rp->ended = true;
-	else if (verdict)
-		rp->batch_error = verdict;
+	batch_stopped(rp, verdict);
 }
 
 bool vrt_replay_refill(struct vrt_replay *rp)

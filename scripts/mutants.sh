@@ -1033,12 +1033,12 @@ m reader-ahead-decodes-the-next-chunk format/trace_reader.c \
   '\ta->ref = t->chunks[i + 1 < t->n_chunks ? i + 1 : i];' \
   meson:roundtrip
 m replay-fallback-keeps-the-spent-batch analyzer/model.c \
-  '\t\trp->next = rp->n = 0;' \
-  '\t\t(void)0;' \
+  '\trp->next = rp->n = 0;' \
+  '\t(void)0;' \
   test_reader_threads.py
 m replay-batch-forgets-its-error analyzer/model.c \
-  '\telse if (verdict)\n\t\trp->batch_error = verdict;' \
-  '\telse if (0)\n\t\trp->batch_error = verdict;' \
+  '\tbatch_stopped(rp, verdict);' \
+  '\t(void)verdict;' \
   meson:bad-corpus
 m replay-hot-stack2-unchecked format/records.c \
   'if (r->stack >= stacks_end || r->stack2 >= stacks_end) {' \
@@ -1059,8 +1059,8 @@ m reader-ahead-records-drop-the-last analyzer/model.c \
   '\trp->n = rs->n - (rs->n > 6);' \
   meson:roundtrip
 m reader-ahead-records-forget-their-error analyzer/model.c \
-  '\telse if (rs->verdict)\n\t\trp->batch_error = rs->verdict;' \
-  '\telse if (0)\n\t\trp->batch_error = rs->verdict;' \
+  '\tbatch_stopped(rp, rs->verdict);' \
+  '\t(void)rs->verdict;' \
   meson:bad-corpus
 m reader-ahead-records-of-the-old-chunk format/trace_reader.c \
   '\t\ta->buf = mine;\n\t\t*rc = a->rc;' \
