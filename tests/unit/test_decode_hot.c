@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "vramtrace/record.h"
+#include "same_record.h"
 #include "vt.h"
 
 static const uint8_t all_ops[] = {
@@ -38,15 +39,6 @@ static struct vrt_record random_record(uint8_t op, uint64_t *rng)
 				    .kind = (uint32_t)(vt_rand(rng) % VRT_KIND_LAST), .stack = (uint32_t)any(rng),
 				    .stack2 = (uint32_t)any(rng), .result = (int32_t)any(rng),
 				    .bytes_len = (uint32_t)(vt_rand(rng) % sizeof(payload)), .bytes = payload };
-}
-
-static bool same_record(const struct vrt_record *a, const struct vrt_record *b)
-{
-	return a->op == b->op && a->ts == b->ts && a->addr == b->addr && a->size == b->size && a->aux == b->aux &&
-	       a->aux2 == b->aux2 && a->stream == b->stream && a->id == b->id && a->id2 == b->id2 &&
-	       a->api == b->api && a->device == b->device && a->kind == b->kind && a->stack == b->stack &&
-	       a->stack2 == b->stack2 && a->result == b->result && a->bytes_len == b->bytes_len &&
-	       a->bytes == b->bytes;
 }
 
 struct outcome {

@@ -20,6 +20,7 @@
 #include <fcntl.h>
 
 #include "tracecheck.h"
+#include "same_record.h"
 
 static void test_keep_all(void)
 {
@@ -51,15 +52,6 @@ static void test_keep_all(void)
 	VT_CHECK(!t.history_lost);
 	vrt_trace_close(&t);
 	vt_gen_free(&g);
-}
-
-static bool same_record(const struct vrt_record *a, const struct vrt_record *b)
-{
-	return a->op == b->op && a->ts == b->ts && a->addr == b->addr && a->size == b->size && a->aux == b->aux &&
-	       a->aux2 == b->aux2 && a->stream == b->stream && a->id == b->id && a->id2 == b->id2 &&
-	       a->api == b->api && a->device == b->device && a->kind == b->kind && a->stack == b->stack &&
-	       a->stack2 == b->stack2 && a->result == b->result && a->bytes_len == b->bytes_len &&
-	       a->bytes == b->bytes;
 }
 
 /* Chunk i's records as the second thread decoded them with it: those the replay's own decoding
