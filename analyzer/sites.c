@@ -98,6 +98,18 @@ int64_t vrt_sites_total(const struct vrt_sites *s)
 
 /* ---- classification --------------------------------------------------------------------- */
 
+/* A stack's frames, and their text (vrt_frames_text) when there was memory for it. */
+struct frames_seen {
+	const struct vrt_frame *frames;
+	int n;
+	const char *text;
+};
+
+static bool mentions(const struct frames_seen *f, const char *needle)
+{
+	return f->text ? vrt_text_mentions(f->text, needle) : vrt_frames_mention(f->frames, f->n, needle);
+}
+
 static uint8_t *torch_memo; /* per stack: 0 unknown, 1 no, 2 yes */
 static size_t torch_memo_cap;
 static uint64_t torch_memo_serial; /* the trace whose stack ids it holds */
@@ -118,12 +130,15 @@ bool vrt_stack_is_torch_segment(const struct vrt_trace *t, uint32_t stack)
 		torch_memo = m;
 		torch_memo_cap = cap;
 	}
-	if (!torch_memo[stack])
-		torch_memo[stack] = vrt_stack_mentions(t, stack, "libc10_cuda") ||
-					    vrt_stack_mentions(t, stack, "CUDACachingAllocator") ||
-					    vrt_stack_mentions(t, stack, "[PyTorch allocator segment")
+	if (!torch_memo[stack]) {
+		static struct vrt_frame frames[VRT_MAX_FRAMES];
+		int n = vrt_stack_frames(t, stack, VRT_VIEW_MERGED, frames, VRT_MAX_FRAMES);
+		struct frames_seen seen = { frames, n, vrt_frames_text(frames, n) };
+		torch_memo[stack] = mentions(&seen, "libc10_cuda") || mentions(&seen, "CUDACachingAllocator") ||
+					    mentions(&seen, "[PyTorch allocator segment")
 				    ? 2
 				    : 1;
+	}
 	return torch_memo[stack] == 2;
 }
 
@@ -166,14 +181,15 @@ static const struct rule rules[] = {
 	  "no stack of it can be known" },
 };
 
-static bool matches(const struct vrt_trace *t, uint32_t stack, const char *needle)
+/* Whether the frames mention a rule's needle, or both of its halves. */
+static bool matches(const struct frames_seen *f, const char *needle)
 {
 	const char *sep = strchr(needle, '\x01');
 	if (!sep)
-		return vrt_stack_mentions(t, stack, needle);
+		return mentions(f, needle);
 	char file[128];
 	snprintf(file, sizeof(file), "%.*s", (int)(sep - needle), needle);
-	return vrt_stack_mentions(t, stack, file) && vrt_stack_mentions(t, stack, sep + 1);
+	return mentions(f, file) && mentions(f, sep + 1);
 }
 
 #define N_RULES (sizeof(rules) / sizeof(rules[0]))
@@ -182,12 +198,15 @@ enum { RULE_NON_PYTORCH = N_RULES, RULE_USER_TENSORS, RULE_NONE };
 /* Which rule decides a stack's category: an index into rules[], or one of the three above. */
 static unsigned stack_rule(const struct vrt_trace *t, uint32_t stack)
 {
+	static struct vrt_frame frames[VRT_MAX_FRAMES];
+	int n = vrt_stack_frames(t, stack, VRT_VIEW_MERGED, frames, VRT_MAX_FRAMES);
+	struct frames_seen seen = { frames, n, vrt_frames_text(frames, n) };
 	for (unsigned i = 0; i < N_RULES; i++)
-		if (matches(t, stack, rules[i].needle))
+		if (matches(&seen, rules[i].needle))
 			return i;
 	if (!vrt_stack_is_torch_segment(t, stack))
 		return RULE_NON_PYTORCH;
-	return vrt_stack_has_python(t, stack) ? RULE_USER_TENSORS : RULE_NONE;
+	return vrt_frames_have_python(frames, n) ? RULE_USER_TENSORS : RULE_NONE;
 }
 
 /*

@@ -426,13 +426,90 @@ void vrt_frame_json(FILE *out, const struct vrt_frame *f)
 	fputc('}', out);
 }
 
+static unsigned char ascii_lower(unsigned char c) { return c >= 'A' && c <= 'Z' ? (unsigned char)(c | 0x20) : c; }
+
+/* strcasestr for ASCII, whatever the locale: the needles are a few bytes and the frames' names
+ * short, where glibc's two-way search spends most of its time preparing the needle. */
+static bool contains_ignoring_case(const char *haystack, const char *needle)
+{
+	const unsigned char *h = (const unsigned char *)haystack, *n = (const unsigned char *)needle;
+	if (!n[0])
+		return true;
+	for (; *h; h++) {
+		if (ascii_lower(*h) != ascii_lower(n[0]))
+			continue;
+		size_t k = 1;
+		while (n[k] && ascii_lower(h[k]) == ascii_lower(n[k]))
+			k++;
+		if (!n[k])
+			return true;
+	}
+	return false;
+}
+
+bool vrt_frames_mention(const struct vrt_frame *frames, int n, const char *needle)
+{
+	for (int i = 0; i < n; i++)
+		if (contains_ignoring_case(frames[i].function, needle) || contains_ignoring_case(frames[i].module, needle) ||
+		    contains_ignoring_case(frames[i].file, needle))
+			return true;
+	return false;
+}
+
+/* Appends s, lowered, and the end mark to the text being built; false without memory. */
+static bool text_append(char **text, size_t *len, size_t *cap, const char *s)
+{
+	size_t n = strlen(s);
+	if (*len + n + 2 > *cap) {
+		size_t want = (*len + n + 2) * 2;
+		char *grown = realloc(*text, want);
+		if (!grown)
+			return false;
+		*text = grown;
+		*cap = want;
+	}
+	for (size_t i = 0; i < n; i++)
+		(*text)[*len + i] = (char)ascii_lower((unsigned char)s[i]);
+	*len += n;
+	(*text)[(*len)++] = VRT_TEXT_END_MARK;
+	(*text)[*len] = '\0';
+	return true;
+}
+
+const char *vrt_frames_text(const struct vrt_frame *frames, int n)
+{
+	static char *text;
+	static size_t cap;
+	size_t len = 0;
+	for (int i = 0; i < n; i++)
+		if (!text_append(&text, &len, &cap, frames[i].function) || !text_append(&text, &len, &cap, frames[i].module) ||
+		    !text_append(&text, &len, &cap, frames[i].file))
+			return NULL;
+	return len ? text : "";
+}
+
+bool vrt_text_mentions(const char *text, const char *needle)
+{
+	char lowered[256];
+	size_t n = strlen(needle);
+	if (n >= sizeof(lowered))
+		return contains_ignoring_case(text, needle);
+	for (size_t i = 0; i <= n; i++)
+		lowered[i] = (char)ascii_lower((unsigned char)needle[i]);
+	return strstr(text, lowered) != NULL;
+}
+
 bool vrt_stack_mentions(const struct vrt_trace *t, uint32_t stack, const char *needle)
 {
 	static struct vrt_frame frames[VRT_MAX_FRAMES];
 	int n = vrt_stack_frames(t, stack, VRT_VIEW_MERGED, frames, VRT_MAX_FRAMES);
+	return vrt_frames_mention(frames, n, needle);
+}
+
+bool vrt_frames_have_python(const struct vrt_frame *frames, int n)
+{
 	for (int i = 0; i < n; i++)
-		if (strcasestr(frames[i].function, needle) || strcasestr(frames[i].module, needle) ||
-		    strcasestr(frames[i].file, needle))
+		if (frames[i].type == VRT_FT_PYTHON)
 			return true;
 	return false;
 }
@@ -441,8 +518,5 @@ bool vrt_stack_has_python(const struct vrt_trace *t, uint32_t stack)
 {
 	static struct vrt_frame frames[VRT_MAX_FRAMES];
 	int n = vrt_stack_frames(t, stack, VRT_VIEW_MERGED, frames, VRT_MAX_FRAMES);
-	for (int i = 0; i < n; i++)
-		if (frames[i].type == VRT_FT_PYTHON)
-			return true;
-	return false;
+	return vrt_frames_have_python(frames, n);
 }
