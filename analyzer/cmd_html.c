@@ -1576,10 +1576,21 @@ static int html_run(struct html *h, FILE *out)
 	return 0;
 }
 
+/* "-o -": standard output, as export's. */
+static int html_to_stdout(struct html *h)
+{
+	int rc = html_run(h, stdout);
+	if (fflush(stdout) && !rc)
+		rc = vrt_fail(VRT_E_IO, "cannot write to standard output");
+	return rc;
+}
+
 /* Writes a new file beside PATH, renamed over it at the end (safe_output.c): an unwritable place
  * fails before the work, and a failure leaves any earlier report in place. */
 static int html_to_file(struct html *h)
 {
+	if (!strcmp(h->o->out, "-"))
+		return html_to_stdout(h);
 	struct vrt_safe_output out;
 	int rc = vrt_safe_output_open(&out, h->o->out, h->t);
 	if (rc)

@@ -158,7 +158,7 @@ int vrt_cmd_watch(int argc, char **argv);
 	"sections. Data is aggregated before writing, so the file stays small for any trace length.\n"  \
 	"\n"                                                                                           \
 	"options:\n"                                                                                   \
-	"  -o, --output PATH  output file (required)\n"                                                  \
+	"  -o, --output PATH  output file (required; - for standard output)\n"                         \
 	"  --sites N    sites drawn as their own band (default 12)\n"                                    \
 	"  --buckets N  time buckets (default 600)\n"                                                    \
 	"  --until-mark LABEL  every section ends at the first mark LABEL, as if the trace ended there\n" \

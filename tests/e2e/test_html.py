@@ -259,6 +259,17 @@ def test_usage_errors(demo, tmp_path):
     assert "usage: vramtrace html" in help_text and "--sites N" in help_text and "--buckets N" in help_text
 
 
+def test_dash_writes_the_page_to_standard_output(demo, tmp_path):
+    """`-o -` is standard output, as for export: the same page, and no file named "-"."""
+    t, out, _ = demo
+    p = subprocess.run([str(VRAMTRACE), "html", "-q", str(t.trace), "-o", "-"], cwd=tmp_path,
+                       capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+    assert not (tmp_path / "-").exists()
+    unstamped = lambda text: re.sub(r'"generated_unix_s": [0-9]+', "", text)
+    assert unstamped(p.stdout) == unstamped(out.read_text())
+
+
 def test_no_two_palette_colours_look_alike():
     """Bands side by side must read as different sites: no pair of the page's 12 colours closer
     than 30 in RGB (ux defect 23: #76b7b2 and #86bcb6 were two teal bands, 17 apart)."""
