@@ -273,6 +273,8 @@ def main():
               f"{m['best_step_ms'] / base['best_step_ms']:>6.3f}x {m['micro_us']:>9.2f} {added:>14} {best_added:>6} "
               f"{ev if ev is not None else '-':>10} {lost if lost is not None else '-':>6} {bpe:>14}")
     print("  (median of the runs; 'best' compares the fastest run of each configuration)")
+    for line in spread_verdict(runs, configs):
+        print(line)
     print("  anchors: memray 1.45x (Python only) / 1.65x (native stacks) slowdown; "
           "PyTorch _record_memory_history ~2 us per event")
     seen = set()
@@ -288,6 +290,24 @@ def main():
             json.dump({"median": med, "runs": runs, "args": {k: v for k, v in vars(args).items() if k != "worker"}},
                       f, indent=1)
     return 0
+
+
+def spread_verdict(runs, configs, decides=0.03):
+    """What the run can decide: the widest spread among one configuration's own runs (slowest
+    step over fastest). Separate processes meet the host at different minutes; when one
+    configuration's runs differ by more than the ratios in question (issue 17's 1.03x), the host's
+    speed changed under the run and no ratio of this table is decided by it."""
+    spread = {c: max(r["step_ms"] for r in runs[c]) / min(r["step_ms"] for r in runs[c]) - 1
+              for c in configs if runs[c]}
+    if not spread:
+        return []
+    worst = max(spread, key=spread.get)
+    lines = [f"  runs of one configuration differ by up to {spread[worst] * 100:.1f}% ({worst}: "
+             f"{min(r['step_ms'] for r in runs[worst]):.2f}..{max(r['step_ms'] for r in runs[worst]):.2f} ms)"]
+    if spread[worst] > decides:
+        lines.append(f"  UNDECIDED: more than {decides * 100:.0f}%: the host's speed changed during the run; "
+                     "compare in one process (bench/ab.py) or rerun on a quiet host")
+    return lines
 
 
 if __name__ == "__main__":
