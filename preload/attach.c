@@ -402,7 +402,7 @@ static void *attach_worker(void *arg)
 	/* The tensor layer attaches at PyTorch's next new segment, which a warm cache may never
 	 * make: attach it now (this thread has no lock of the program's). */
 	if (vrt_tbuf_self())
-		vrt_torch_maybe_attach();
+		vrt_torch_maybe_attach(vrt_now_ns());
 	vrt_torch_seed_request(); /* before the teardown watch: pending calls run in order */
 	vrt_python_watch_teardown();
 	return NULL;

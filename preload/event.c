@@ -312,10 +312,11 @@ void vrt_record_alloc(uint16_t api, int result, bool out_of_memory, uint8_t op, 
 	struct vrt_event ev = { .op = op, .kind = kind, .api = api, .device = (int16_t)device, .addr = addr,
 				.size = size, .aux = aux, .stream = stream };
 	if (result == 0) {
+		ev.ts_ns = vrt_now_ns(); /* one clock read: also the tensor layer's for its search */
 		vrt_emit(&ev, true);
 		/* PyTorch's allocator makes its first segment right after its init: attach then. */
 		if (vrt_cfg.torch && kind == VRT_KIND_DEVICE)
-			vrt_torch_maybe_attach();
+			vrt_torch_maybe_attach(ev.ts_ns);
 		return;
 	}
 	ev.op = VRT_OP_FAILED;

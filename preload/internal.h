@@ -501,7 +501,8 @@ void vrt_exec_hooks_init(void);
 /* ---- NVTX, PyTorch, control, phases ----------------------------------------------------- */
 
 void vrt_nvtx_setup_env(void);
-void vrt_torch_maybe_attach(void);
+/* now_ns: vrt_now_ns() as the caller read it (for an allocation, its event's time). */
+void vrt_torch_maybe_attach(uint64_t now_ns);
 /* Whether the tracker is attached to PyTorch's allocator: its blocks' frees are seen (torch.c). */
 bool vrt_torch_tracking(void);
 /* A retention walk asked of the interpreter's main thread (pyreach.c); false: no Python here. */

@@ -246,23 +246,16 @@ static void refuse(const char *why)
 }
 
 /* Without PyTorch loaded, look again at most every 20 ms: dl_iterate_phdr takes the loader's
- * lock, and a process that never imports PyTorch allocates all day. The coarse clock (a few ms
- * of resolution) keeps the check to a load per allocation in between. */
+ * lock, and a process that never imports PyTorch allocates all day. The time is the one the
+ * caller stamped its event with (vrt_now_ns), so the check in between is two loads. */
 #define SEARCH_EVERY_NS 20000000ull
 static _Atomic uint64_t next_search_ns;
 static _Atomic bool c10_found;
 
-static uint64_t coarse_now_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
-static bool search_due(void)
+static bool search_due(uint64_t now_ns)
 {
 	return atomic_load_explicit(&c10_found, memory_order_relaxed) ||
-	       coarse_now_ns() >= atomic_load_explicit(&next_search_ns, memory_order_relaxed);
+	       now_ns >= atomic_load_explicit(&next_search_ns, memory_order_relaxed);
 }
 
 static void attach(void)
@@ -272,7 +265,7 @@ static void attach(void)
 	struct find_c10 f;
 	f.path[0] = 0;
 	if (!c10_path[0]) {
-		atomic_store_explicit(&next_search_ns, coarse_now_ns() + SEARCH_EVERY_NS, memory_order_relaxed);
+		atomic_store_explicit(&next_search_ns, vrt_now_ns() + SEARCH_EVERY_NS, memory_order_relaxed);
 		unsigned long long adds = 0;
 		dl_iterate_phdr(read_adds, &adds);
 		if (!adds || adds != searched_adds)
@@ -341,13 +334,13 @@ static void attach(void)
 		vrt_log("PyTorch %s: recording tensors (caching-allocator blocks) too", version);
 }
 
-void vrt_torch_maybe_attach(void)
+void vrt_torch_maybe_attach(uint64_t now_ns)
 {
 	int expected = 0;
 	/* Never from a signal handler's hook (nested): the probe takes the loader's locks and
 	 * PyTorch's allocator mutex, and marks the thread's fork section, which is not nestable. */
 	if (atomic_load_explicit(&torch_state, memory_order_relaxed) != 0 || !vrt_cfg.torch || vrt_tls.nested ||
-	    atomic_load(&vrt_state) != VRT_STATE_READY || !search_due())
+	    atomic_load(&vrt_state) != VRT_STATE_READY || !search_due(now_ns))
 		return;
 	/* Whoever loses this race goes on without waiting: the winner may need locks they hold. */
 	if (!atomic_compare_exchange_strong(&torch_state, &expected, 2))

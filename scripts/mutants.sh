@@ -1152,6 +1152,16 @@ m export-parquet-not-dispatched analyzer/cmd_export.c \
   'if (0)' \
   test_parquet.py::test_without_pyarrow_the_export_says_so_in_one_line
 
+# ---- the tensor layer looks for PyTorch again at a later allocation (torch.c) -----------------
+m torch-search-never-again preload/torch.c \
+  '\t       now_ns >= atomic_load_explicit(&next_search_ns, memory_order_relaxed);' \
+  '\t       false;' \
+  test_torch_search.py::test_pytorch_brought_up_after_the_first_allocation_is_found
+m torch-search-without-the-time preload/event.c \
+  'vrt_torch_maybe_attach(ev.ts_ns);' \
+  'vrt_torch_maybe_attach(0);' \
+  test_torch_search.py::test_pytorch_brought_up_after_the_first_allocation_is_found
+
 # ---- an attached PyTorch job: its allocator's snapshot seeds what it held (torch_seed.c) ------
 m torch-seed-not-requested preload/attach.c \
   '\tvrt_torch_seed_request(); /* before the teardown watch: pending calls run in order */\n' \

@@ -159,6 +159,19 @@ def frame_functions(site):
     return [f["function"] for f in site["frames"]]
 
 
+def build_fake_c10(directory):
+    """tests/programs/fake_c10_tracker.c built as DIRECTORY/torch/lib/libc10_cuda.so beside a
+    torch/version.py of 2.11.0, where the tensor layer looks for PyTorch's release (the stand-in
+    torch loads it when FAKETORCH_C10 names it). Returns its path."""
+    lib = Path(directory) / "torch" / "lib" / "libc10_cuda.so"
+    lib.parent.mkdir(parents=True)
+    (lib.parent.parent / "version.py").write_text("__version__ = '2.11.0'\n")
+    p = subprocess.run(["gcc", "-shared", "-fPIC", "-O1", "-o", str(lib), str(PROGRAM_SOURCES / "fake_c10_tracker.c")],
+                       capture_output=True, text=True, timeout=TIMEOUT)
+    assert p.returncode == 0, f"cannot build the fake libc10_cuda.so:\n{p.stderr}"
+    return str(lib)
+
+
 def trace(tmp_path, argv, env=None, run_args=(), name="t.vrt"):
     """Runs argv under `vramtrace run -o tmp_path/name`; the trace must exist afterwards."""
     out = Path(tmp_path) / name

@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 
 from conftest import (BUILD, DOUBLES, KiB, MiB, PROGRAM_SOURCES, PROGRAMS, TIMEOUT, VRAMTRACE, Traced, analyze,
-                      clean_env, frame_functions, program)
+                      build_fake_c10, clean_env, frame_functions, program)
 
 BEFORE_TRACING = "[allocated before tracing started]"
 BEFORE_ATTACH = "[allocated before attach, unattributed]"
@@ -424,16 +424,7 @@ SNAPSHOT_API = "torch.memory_snapshot"
 
 @pytest.fixture(scope="module")
 def fake_c10(tmp_path_factory):
-    """tests/programs/fake_c10_tracker.c built as torch/lib/libc10_cuda.so beside a torch/version.py
-    of 2.11.0, where the tensor layer looks for PyTorch's release (the stand-in torch loads it when
-    FAKETORCH_C10 names it)."""
-    lib = tmp_path_factory.mktemp("fake_c10") / "torch" / "lib" / "libc10_cuda.so"
-    lib.parent.mkdir(parents=True)
-    (lib.parent.parent / "version.py").write_text("__version__ = '2.11.0'\n")
-    p = subprocess.run(["gcc", "-shared", "-fPIC", "-O1", "-o", str(lib), str(PROGRAM_SOURCES / "fake_c10_tracker.c")],
-                       capture_output=True, text=True, timeout=TIMEOUT)
-    assert p.returncode == 0, f"cannot build the fake libc10_cuda.so:\n{p.stderr}"
-    return str(lib)
+    return build_fake_c10(tmp_path_factory.mktemp("fake_c10"))
 
 
 def _torch_job(tmp_path, mode, env=None, commands=("free-D",)):
