@@ -91,7 +91,8 @@ static void flush_lost(struct vrt_tbuf *b)
 	vrt_tbuf_publish(b, r);
 }
 
-static void emit_into(struct vrt_tbuf *b, const struct vrt_event *ev, bool with_stack)
+/* Returns the time the event was stamped with (0: it could not be published, and is counted lost). */
+static uint64_t emit_into(struct vrt_tbuf *b, const struct vrt_event *ev, bool with_stack)
 {
 	if (VRT_UNLIKELY(atomic_load_explicit(&vrt_tls.missed, memory_order_relaxed)))
 		b->lost += atomic_exchange_explicit(&vrt_tls.missed, 0, memory_order_relaxed);
@@ -113,7 +114,7 @@ static void emit_into(struct vrt_tbuf *b, const struct vrt_event *ev, bool with_
 	size_t len = frames ? raw_length(cap.n_native, cap.n_python, 0) : sizeof(struct vrt_raw);
 	struct vrt_raw *r = vrt_tbuf_reserve(b, len);
 	if (VRT_UNLIKELY(!r))
-		return;
+		return 0;
 	fill_header(r, ev, len);
 	r->stack_id = stack_id;
 	r->stack_hash = cap.hash;
@@ -125,7 +126,9 @@ static void emit_into(struct vrt_tbuf *b, const struct vrt_event *ev, bool with_
 		memcpy(p, cap.native + cap.native_first, (size_t)cap.n_native * 8);
 		memcpy(p + (size_t)cap.n_native * 8, cap.python, (size_t)cap.n_python * 4);
 	}
+	uint64_t ts = r->ts_ns;
 	vrt_tbuf_publish(b, r);
+	return ts;
 }
 
 /*
@@ -154,17 +157,18 @@ static void side_end(struct vrt_tbuf *s)
 	s->writing = false;
 }
 
-static void emit_side(const struct vrt_event *ev)
+static uint64_t emit_side(const struct vrt_event *ev)
 {
 	struct vrt_tbuf *b = vrt_tbuf_self(), *s;
 	if (VRT_UNLIKELY(!b))
-		return; /* counted (vrt_tbuf_unbuffered) */
+		return 0; /* counted (vrt_tbuf_unbuffered) */
 	if (VRT_UNLIKELY(!(s = side_begin(b)))) {
 		atomic_fetch_add_explicit(&vrt_tls.missed, 1, memory_order_relaxed);
-		return;
+		return 0;
 	}
-	emit_into(s, ev, false);
+	uint64_t ts = emit_into(s, ev, false);
 	side_end(s);
+	return ts;
 }
 
 int vrt_emitting_begin(void)
@@ -181,17 +185,15 @@ void vrt_emitting_end(int busy)
 	vrt_tls.busy = busy;
 }
 
-void vrt_emit(const struct vrt_event *ev, bool with_stack)
+uint64_t vrt_emit(const struct vrt_event *ev, bool with_stack)
 {
-	if (VRT_UNLIKELY(vrt_tls.busy & VRT_BUSY_DEFERRING)) {
-		emit_side(ev);
-		return;
-	}
+	if (VRT_UNLIKELY(vrt_tls.busy & VRT_BUSY_DEFERRING))
+		return emit_side(ev);
 	int busy = vrt_emitting_begin();
 	struct vrt_tbuf *b = vrt_tbuf_self();
-	if (VRT_LIKELY(b))
-		emit_into(b, ev, with_stack);
+	uint64_t ts = VRT_LIKELY(b) ? emit_into(b, ev, with_stack) : 0;
 	vrt_emitting_end(busy);
+	return ts;
 }
 
 static void emit_label(struct vrt_tbuf *b, uint8_t op, const char *label, bool with_stack)
@@ -312,11 +314,10 @@ void vrt_record_alloc(uint16_t api, int result, bool out_of_memory, uint8_t op, 
 	struct vrt_event ev = { .op = op, .kind = kind, .api = api, .device = (int16_t)device, .addr = addr,
 				.size = size, .aux = aux, .stream = stream };
 	if (result == 0) {
-		ev.ts_ns = vrt_now_ns(); /* one clock read: also the tensor layer's for its search */
-		vrt_emit(&ev, true);
+		uint64_t ts = vrt_emit(&ev, true);
 		/* PyTorch's allocator makes its first segment right after its init: attach then. */
 		if (vrt_cfg.torch && kind == VRT_KIND_DEVICE)
-			vrt_torch_maybe_attach(ev.ts_ns);
+			vrt_torch_maybe_attach(ts ? ts : vrt_now_ns());
 		return;
 	}
 	ev.op = VRT_OP_FAILED;

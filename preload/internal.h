@@ -343,8 +343,11 @@ void vrt_leave(int token);
  * vrt_busy): begin returns the state that end restores. */
 int vrt_emitting_begin(void);
 void vrt_emitting_end(int busy);
-/* Publishes ev with the caller's stack (if with_stack and the mode records stacks). */
-void vrt_emit(const struct vrt_event *ev, bool with_stack);
+/* Publishes ev with the caller's stack (if with_stack and the mode records stacks). Returns the
+ * time it was stamped with: ev's own, or the clock read right before it was written, as late as
+ * can be so that a drain meets the events of all threads in the order of their times (0: not
+ * published). */
+uint64_t vrt_emit(const struct vrt_event *ev, bool with_stack);
 /* Publishes a MARK / PHASE_ENTER / PHASE_EXIT with its label. */
 void vrt_emit_label(uint8_t op, const char *label);
 /* Publishes ev (no stack) with a text payload of at most VRT_TEXT_MAX bytes. */

@@ -967,7 +967,7 @@ m frame-path-whole analyzer/stacks.c \
   test_h200_traces.py::test_library_frames_print_from_their_import_root_and_the_json_keeps_the_path
 
 m seed-segment-not-the-allocators analyzer/sites.c \
-  ' ||\n\t\t\t\t\t    vrt_stack_mentions(t, stack, "[PyTorch allocator segment")' \
+  ' ||\n\t\t\t\t\t    mentions(&seen, "[PyTorch allocator segment")' \
   '' \
   test_attach.py::test_torch_seed_is_told_apart_in_the_categories
 m seed-tensor-outside-pytorch analyzer/sites.c \
@@ -1158,7 +1158,7 @@ m torch-search-never-again preload/torch.c \
   '\t       false;' \
   test_torch_search.py::test_pytorch_brought_up_after_the_first_allocation_is_found
 m torch-search-without-the-time preload/event.c \
-  'vrt_torch_maybe_attach(ev.ts_ns);' \
+  'vrt_torch_maybe_attach(ts ? ts : vrt_now_ns());' \
   'vrt_torch_maybe_attach(0);' \
   test_torch_search.py::test_pytorch_brought_up_after_the_first_allocation_is_found
 
