@@ -236,9 +236,7 @@ int vrt_cmd_export(int argc, char **argv)
 	if (!to_stdout && rc)
 		vrt_safe_output_abort(&file);
 	else if (!to_stdout)
-		rc = vrt_safe_output_commit(&file);
-	else if (fflush(stdout) && !rc)
-		rc = vrt_fail(VRT_E_IO, "cannot write to standard output");
+		rc = vrt_safe_output_commit(&file); /* standard output: main checks it */
 	if (!rc && !to_stdout && !o.quiet)
 		print_written(o.output, o.format);
 	vrt_trace_close(&t);

@@ -1576,21 +1576,10 @@ static int html_run(struct html *h, FILE *out)
 	return 0;
 }
 
-/* "-o -": standard output, as export's. */
-static int html_to_stdout(struct html *h)
-{
-	int rc = html_run(h, stdout);
-	if (fflush(stdout) && !rc)
-		rc = vrt_fail(VRT_E_IO, "cannot write to standard output");
-	return rc;
-}
-
 /* Writes a new file beside PATH, renamed over it at the end (safe_output.c): an unwritable place
  * fails before the work, and a failure leaves any earlier report in place. */
 static int html_to_file(struct html *h)
 {
-	if (!strcmp(h->o->out, "-"))
-		return html_to_stdout(h);
 	struct vrt_safe_output out;
 	int rc = vrt_safe_output_open(&out, h->o->out, h->t);
 	if (rc)
@@ -1635,7 +1624,7 @@ int vrt_cmd_html(int argc, char **argv)
 	}
 	h->t = &t;
 	h->o = &o;
-	rc = html_to_file(h);
+	rc = strcmp(o.out, "-") ? html_to_file(h) : html_run(h, stdout); /* "-": main checks standard output */
 	html_free(h);
 	free(h);
 	vrt_trace_close(&t);

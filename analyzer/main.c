@@ -162,6 +162,15 @@ static int split_equals(int argc, char **argv, char **out)
 
 static int main_dispatch(int argc, char **argv);
 
+/* A command that succeeded fails if what it printed did not all reach standard output (a full
+ * disk, a closed pipe): ferror keeps a write's failure that a later, empty fflush would not see. */
+static int stdout_written(int rc)
+{
+	if ((fflush(stdout) || ferror(stdout)) && !rc)
+		return vrt_fail(VRT_E_IO, "cannot write to standard output");
+	return rc;
+}
+
 int main(int argc, char **argv)
 {
 	if (argc < 2) {
@@ -189,7 +198,7 @@ static int main_dispatch(int argc, char **argv)
 		int n = argc - 1, rc;
 		if (reads_traces(name) && (rc = take_budget(name, &n, argv + 1)))
 			return rc;
-		return c->run(n, argv + 1);
+		return stdout_written(c->run(n, argv + 1));
 	}
 	fprintf(stderr, "vramtrace: unknown command '%s'\n\n", name);
 	overview(stderr);

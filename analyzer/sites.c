@@ -98,16 +98,30 @@ int64_t vrt_sites_total(const struct vrt_sites *s)
 
 /* ---- classification --------------------------------------------------------------------- */
 
-/* A stack's frames, and their text (vrt_frames_text) when there was memory for it. */
+/* A stack's frames, and their text (vrt_frames_text) when there was memory for it; both are
+ * the one static copy, valid until the next see(). */
 struct frames_seen {
 	const struct vrt_frame *frames;
 	int n;
 	const char *text;
 };
 
+static struct frames_seen see(const struct vrt_trace *t, uint32_t stack)
+{
+	static struct vrt_frame frames[VRT_MAX_FRAMES];
+	int n = vrt_stack_frames(t, stack, VRT_VIEW_MERGED, frames, VRT_MAX_FRAMES);
+	return (struct frames_seen){ frames, n, vrt_frames_text(frames, n) };
+}
+
+/* The rules' needles are constants without VRT_TEXT_END_MARK: the text answers for them. */
 static bool mentions(const struct frames_seen *f, const char *needle)
 {
 	return f->text ? vrt_text_mentions(f->text, needle) : vrt_frames_mention(f->frames, f->n, needle);
+}
+
+static bool frames_are_torch_segment(const struct frames_seen *f)
+{
+	return mentions(f, "libc10_cuda") || mentions(f, "CUDACachingAllocator") || mentions(f, "[PyTorch allocator segment");
 }
 
 static uint8_t *torch_memo; /* per stack: 0 unknown, 1 no, 2 yes */
@@ -131,13 +145,8 @@ bool vrt_stack_is_torch_segment(const struct vrt_trace *t, uint32_t stack)
 		torch_memo_cap = cap;
 	}
 	if (!torch_memo[stack]) {
-		static struct vrt_frame frames[VRT_MAX_FRAMES];
-		int n = vrt_stack_frames(t, stack, VRT_VIEW_MERGED, frames, VRT_MAX_FRAMES);
-		struct frames_seen seen = { frames, n, vrt_frames_text(frames, n) };
-		torch_memo[stack] = mentions(&seen, "libc10_cuda") || mentions(&seen, "CUDACachingAllocator") ||
-					    mentions(&seen, "[PyTorch allocator segment")
-				    ? 2
-				    : 1;
+		struct frames_seen seen = see(t, stack);
+		torch_memo[stack] = frames_are_torch_segment(&seen) ? 2 : 1;
 	}
 	return torch_memo[stack] == 2;
 }
@@ -198,15 +207,13 @@ enum { RULE_NON_PYTORCH = N_RULES, RULE_USER_TENSORS, RULE_NONE };
 /* Which rule decides a stack's category: an index into rules[], or one of the three above. */
 static unsigned stack_rule(const struct vrt_trace *t, uint32_t stack)
 {
-	static struct vrt_frame frames[VRT_MAX_FRAMES];
-	int n = vrt_stack_frames(t, stack, VRT_VIEW_MERGED, frames, VRT_MAX_FRAMES);
-	struct frames_seen seen = { frames, n, vrt_frames_text(frames, n) };
+	struct frames_seen seen = see(t, stack);
 	for (unsigned i = 0; i < N_RULES; i++)
 		if (matches(&seen, rules[i].needle))
 			return i;
-	if (!vrt_stack_is_torch_segment(t, stack))
+	if (!frames_are_torch_segment(&seen))
 		return RULE_NON_PYTORCH;
-	return vrt_frames_have_python(frames, n) ? RULE_USER_TENSORS : RULE_NONE;
+	return vrt_frames_have_python(seen.frames, seen.n) ? RULE_USER_TENSORS : RULE_NONE;
 }
 
 /*

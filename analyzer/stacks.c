@@ -492,6 +492,8 @@ bool vrt_text_mentions(const char *text, const char *needle)
 {
 	char lowered[256];
 	size_t n = strlen(needle);
+	if (!*text) /* no frames: nothing mentions anything, the empty needle included */
+		return false;
 	if (n >= sizeof(lowered))
 		return contains_ignoring_case(text, needle);
 	for (size_t i = 0; i <= n; i++)
@@ -514,9 +516,3 @@ bool vrt_frames_have_python(const struct vrt_frame *frames, int n)
 	return false;
 }
 
-bool vrt_stack_has_python(const struct vrt_trace *t, uint32_t stack)
-{
-	static struct vrt_frame frames[VRT_MAX_FRAMES];
-	int n = vrt_stack_frames(t, stack, VRT_VIEW_MERGED, frames, VRT_MAX_FRAMES);
-	return vrt_frames_have_python(frames, n);
-}

@@ -54,17 +54,18 @@ void vrt_frame_fit(const struct vrt_frame *f, char *buf, size_t len, int columns
 void vrt_frame_json(FILE *out, const struct vrt_frame *f);
 /* A demangled copy of a symbol name from t's string table, cached while t is the trace read. */
 const char *vrt_demangle(const struct vrt_trace *t, const char *name);
-/* True when a frame's function, file or module contains needle (ignoring ASCII case). */
+/* True when a frame's function, file or module contains needle (ignoring ASCII case): of a stack,
+ * or of frames vrt_stack_frames gave. */
 bool vrt_stack_mentions(const struct vrt_trace *t, uint32_t stack, const char *needle);
 bool vrt_frames_mention(const struct vrt_frame *frames, int n, const char *needle);
 /* The same for many needles: the frames' function, module and file names in ASCII lower case,
- * each ended by VRT_TEXT_END_MARK (which no needle holds: no match spans two names), searched by
- * vrt_text_mentions. Valid until the next call; NULL without memory. */
+ * each ended by VRT_TEXT_END_MARK, built once and searched by vrt_text_mentions, which answers
+ * for needles without the mark (one with it could match across two names: search the frames).
+ * Valid until the next call; NULL without memory. */
 #define VRT_TEXT_END_MARK '\x02'
 const char *vrt_frames_text(const struct vrt_frame *frames, int n);
 bool vrt_text_mentions(const char *text, const char *needle);
-/* Whether any frame of the stack is a Python frame. */
-bool vrt_stack_has_python(const struct vrt_trace *t, uint32_t stack);
+/* Whether any of the frames is a Python frame. */
 bool vrt_frames_have_python(const struct vrt_frame *frames, int n);
 
 #endif /* VRAMTRACE_STACKS_H */

@@ -298,9 +298,9 @@ def spread_verdict(runs, configs, decides=0.03):
     configuration's runs differ by more than the ratios in question (issue 17's 1.03x), the host's
     speed changed under the run and no ratio of this table is decided by it."""
     spread = {c: max(r["step_ms"] for r in runs[c]) / min(r["step_ms"] for r in runs[c]) - 1
-              for c in configs if runs[c]}
+              for c in configs if len(runs[c]) >= 2}
     if not spread:
-        return []
+        return ["  one run of each configuration: how far the host's speed moved is not known (--repeats 2 or more)"]
     worst = max(spread, key=spread.get)
     lines = [f"  runs of one configuration differ by up to {spread[worst] * 100:.1f}% ({worst}: "
              f"{min(r['step_ms'] for r in runs[worst]):.2f}..{max(r['step_ms'] for r in runs[worst]):.2f} ms)"]

@@ -967,7 +967,7 @@ m frame-path-whole analyzer/stacks.c \
   test_h200_traces.py::test_library_frames_print_from_their_import_root_and_the_json_keeps_the_path
 
 m seed-segment-not-the-allocators analyzer/sites.c \
-  ' ||\n\t\t\t\t\t    mentions(&seen, "[PyTorch allocator segment")' \
+  ' || mentions(f, "[PyTorch allocator segment")' \
   '' \
   test_attach.py::test_torch_seed_is_told_apart_in_the_categories
 m seed-tensor-outside-pytorch analyzer/sites.c \
@@ -1161,6 +1161,16 @@ m torch-search-without-the-time preload/event.c \
   'vrt_torch_maybe_attach(ts ? ts : vrt_now_ns());' \
   'vrt_torch_maybe_attach(0);' \
   test_torch_search.py::test_pytorch_brought_up_after_the_first_allocation_is_found
+
+# ---- what a command prints must reach standard output (main.c) --------------------------------
+m stdout-write-errors-forgotten analyzer/main.c \
+  'if ((fflush(stdout) || ferror(stdout)) && !rc)' \
+  'if (fflush(stdout) && !rc)' \
+  'test_cli_errors.py::test_output_that_did_not_reach_standard_output_is_an_error'
+m stdout-never-checked analyzer/main.c \
+  'return stdout_written(c->run(n, argv + 1));' \
+  'return c->run(n, argv + 1);' \
+  'test_cli_errors.py::test_output_that_did_not_reach_standard_output_is_an_error'
 
 # ---- an attached PyTorch job: its allocator's snapshot seeds what it held (torch_seed.c) ------
 m torch-seed-not-requested preload/attach.c \

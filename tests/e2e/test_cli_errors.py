@@ -4,10 +4,11 @@ that runs `vramtrace leaks --phase trian --fail-on-growth` must fail, not pass o
 import json
 import os
 import re
+import subprocess
 
 import pytest
 
-from conftest import GOLDEN, SOURCE, analyze
+from conftest import GOLDEN, SOURCE, TIMEOUT, VRAMTRACE, analyze
 
 LEAK_CYCLE = GOLDEN / "h200" / "leak-cycle.vrt"
 
@@ -135,3 +136,16 @@ def test_info_shows_the_pytorch_release_the_trace_records():
     assert f"pytorch    {recorded}" in analyze("info", src).stdout.splitlines()
     assert json.loads(analyze("info", "--json", src).stdout)["torch"] == recorded
     assert json.loads(analyze("info", "--json", GOLDEN / "h200" / "oom.vrt").stdout)["torch"] is None
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="no /dev/full")
+@pytest.mark.parametrize("command", [["report"], ["leaks", "--json"], ["dump"], ["timeline", "--csv"],
+                                     ["html", "-o", "-"], ["export", "--format", "chrome", "-o", "-"]])
+def test_output_that_did_not_reach_standard_output_is_an_error(command):
+    """Standard output on a full disk: the command says so and exits 4, not 0 with the output
+    lost (html's page is larger than stdio's buffer: its write failed before the last flush)."""
+    with open("/dev/full", "w") as full:
+        p = subprocess.run([str(VRAMTRACE), *command, "-q", str(LEAK_CYCLE)], stdout=full, stderr=subprocess.PIPE,
+                           text=True, timeout=TIMEOUT)
+    assert p.returncode == 4, (command, p.returncode, p.stderr)
+    assert "cannot write to standard output" in p.stderr
