@@ -515,4 +515,3 @@ bool vrt_frames_have_python(const struct vrt_frame *frames, int n)
 			return true;
 	return false;
 }
-

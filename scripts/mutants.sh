@@ -1166,11 +1166,11 @@ m torch-search-without-the-time preload/event.c \
 m stdout-write-errors-forgotten analyzer/main.c \
   'if ((fflush(stdout) || ferror(stdout)) && !rc)' \
   'if (fflush(stdout) && !rc)' \
-  'test_cli_errors.py::test_output_that_did_not_reach_standard_output_is_an_error'
+  test_cli_errors.py::test_output_that_did_not_reach_standard_output_is_an_error
 m stdout-never-checked analyzer/main.c \
   'return stdout_written(c->run(n, argv + 1));' \
   'return c->run(n, argv + 1);' \
-  'test_cli_errors.py::test_output_that_did_not_reach_standard_output_is_an_error'
+  test_cli_errors.py::test_output_that_did_not_reach_standard_output_is_an_error
 
 # ---- an attached PyTorch job: its allocator's snapshot seeds what it held (torch_seed.c) ------
 m torch-seed-not-requested preload/attach.c \
