@@ -18,10 +18,19 @@
  * Otherwise one stderr line says so and tracing stays at the CUDA (segment) level.
  *
  * TraceEntry reports the requested size, not the rounded block size that memory_allocated()
- * counts. The block size comes from the allocator's cumulative allocated/freed byte counters
- * (getDeviceStats): a FREE_REQUESTED sees its own size as the change in "freed"; an ALLOC is
- * traced before the counters move, so it is published with an estimate and settled by a
- * BLOCK_SIZE event at the next event on that device, or at the next phase boundary.
+ * counts. The block size comes from the allocator's cumulative counters (getDeviceStats): a
+ * FREE_REQUESTED sees its own size as the change in freed bytes while the free count moved by
+ * exactly one; an ALLOC is traced before the counters move, so it is published with an
+ * estimate and settled by a BLOCK_SIZE event at the next read on that device (the next event
+ * that reads, or the next phase boundary), when the allocation count moved by exactly one.
+ * Anything else (a callback we skipped, torch.cuda.reset_accumulated_memory_stats()) leaves a
+ * size unknown (a free's 0) or at its estimate, never wrong.
+ *
+ * One read an event at most, and none for an ALLOC that follows a read with no allocation in
+ * between (the allocation counters it needs are the ones that read saw): an alloc+free pair
+ * costs one read, the free's. The allocator calls its tracker with its device mutex held, so
+ * the callbacks of a device are serialized and no allocation moves its counters unseen, except
+ * one whose callback returned early, which clears counters_fresh first.
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -50,11 +59,14 @@ struct std_function {
 
 struct device_state {
 	_Atomic int lock;
-	bool seen;    /* a callback on this device has set freed_bytes_seen */
-	bool pending;
-	uint64_t addr, estimate, stream;
-	uint64_t alloc_bytes_at, alloc_count_at; /* counters as the pending ALLOC saw them */
-	uint64_t freed_bytes_seen;
+	/* alloc_count and alloc_bytes are the allocator's now: read in a callback, no ALLOC since.
+	 * Read without the lock to decide whether to read; trusted only under it. */
+	_Atomic bool counters_fresh;
+	bool frees_seen; /* free_count_seen and freed_bytes_seen hold a read's */
+	bool pending;    /* an ALLOC waits for its size; alloc_* are as it saw them */
+	uint64_t addr, estimate;
+	uint64_t alloc_count, alloc_bytes;
+	uint64_t free_count_seen, freed_bytes_seen;
 };
 
 static _Atomic int torch_state; /* 0 not yet, 1 attached, 2 attaching, -1 never */
@@ -64,7 +76,7 @@ static const struct vrt_torch_layout *row; /* set before torch_state is 1, then 
 static struct device_state devices[MAX_DEVICES];
 
 struct stats {
-	uint64_t alloc_count, alloc_bytes, freed_bytes;
+	uint64_t alloc_count, alloc_bytes, free_count, freed_bytes;
 };
 
 static void read_stats(int device, struct stats *s)
@@ -72,8 +84,12 @@ static void read_stats(int device, struct stats *s)
 	uint8_t buf[MAX_STATS_SIZE] __attribute__((aligned(16)));
 	void *(*get)(void *, void *, int) = (void *(*)(void *, void *, int))vtable[row->slot_get_device_stats];
 	get(buf, allocator, device); /* sret: the caller's buffer comes first */
+	/* Both counters are one Stat type's fields {current, peak, allocated, freed}: the count's
+	 * freed lies as far after its allocated as the bytes' does. */
+	int freed_after_allocated = row->stats_freed_bytes - row->stats_alloc_bytes;
 	memcpy(&s->alloc_count, buf + row->stats_alloc_count, 8);
 	memcpy(&s->alloc_bytes, buf + row->stats_alloc_bytes, 8);
+	memcpy(&s->free_count, buf + row->stats_alloc_count + freed_after_allocated, 8);
 	memcpy(&s->freed_bytes, buf + row->stats_freed_bytes, 8);
 }
 
@@ -96,14 +112,37 @@ static void publish_size(int device, uint64_t addr, uint64_t size)
 /* With d locked: settles the pending ALLOC if exactly one allocation happened since it. */
 static void settle_locked(int device, struct device_state *d, const struct stats *s)
 {
-	if (!d->pending || s->alloc_count <= d->alloc_count_at)
+	if (!d->pending || s->alloc_count <= d->alloc_count)
 		return;
-	if (s->alloc_count == d->alloc_count_at + 1) {
-		uint64_t size = s->alloc_bytes - d->alloc_bytes_at;
+	if (s->alloc_count == d->alloc_count + 1) {
+		uint64_t size = s->alloc_bytes - d->alloc_bytes;
 		if (size != d->estimate)
 			publish_size(device, d->addr, size);
 	}
 	d->pending = false;
+}
+
+/* With d locked, in a callback, after settle_locked: s is the allocator's state now. A pending
+ * ALLOC still unsettled (the counters were reset) cannot be settled once its counters go. */
+static void note_read_locked(struct device_state *d, const struct stats *s)
+{
+	d->pending = false;
+	d->alloc_count = s->alloc_count;
+	d->alloc_bytes = s->alloc_bytes;
+	atomic_store_explicit(&d->counters_fresh, true, memory_order_relaxed);
+}
+
+/* With d locked, in a callback: the bytes freed since the last read if that was one free (a
+ * FREE_REQUESTED's own block), else 0 (no earlier read, a free we did not see, the counters
+ * reset in between). */
+static uint64_t freed_since_locked(struct device_state *d, const struct stats *s)
+{
+	bool one_free = d->frees_seen && s->free_count == d->free_count_seen + 1;
+	uint64_t size = one_free ? s->freed_bytes - d->freed_bytes_seen : 0;
+	d->free_count_seen = s->free_count;
+	d->freed_bytes_seen = s->freed_bytes;
+	d->frees_seen = true;
+	return size;
 }
 
 static uint64_t estimate(uint64_t requested) { return requested < 512 ? 512 : (requested + 511) & ~511ull; }
@@ -124,29 +163,39 @@ static void on_entry(const uint8_t *te)
 	action = raw == row->action_alloc ? ALLOC
 		 : raw == row->action_free_requested ? FREE_REQUESTED
 		 : raw == row->action_oom ? OOM : -1;
-	if (action < 0)
-		return;
-	if (device < 0 || device >= MAX_DEVICES || !(guard = vrt_enter()))
+	if (device < 0 || device >= MAX_DEVICES)
 		return;
 	struct device_state *d = &devices[device];
+	if (action < 0 || !(guard = vrt_enter())) {
+		/* Whatever this did to the counters went unseen. */
+		atomic_store_explicit(&d->counters_fresh, false, memory_order_relaxed);
+		return;
+	}
+	bool carry = action == ALLOC && atomic_load_explicit(&d->counters_fresh, memory_order_relaxed);
 	struct stats s;
-	read_stats(device, &s);
+	uint64_t freed = 0;
+	if (!carry)
+		read_stats(device, &s);
 	lock(d);
-	settle_locked(device, d, &s);
+	if (!carry) {
+		settle_locked(device, d, &s);
+		freed = freed_since_locked(d, &s);
+		note_read_locked(d, &s);
+	}
 	struct vrt_event ev = { .api = VRT_API_TORCH_BLOCK, .device = (int16_t)device, .addr = addr, .stream = stream };
 	if (action == ALLOC) {
 		ev.op = VRT_OP_BLOCK_ALLOC;
 		ev.size = estimate(size);
 		ev.aux = size;
-		*d = (struct device_state){ .lock = 1, .seen = true, .pending = true, .addr = addr, .estimate = ev.size, .stream = stream,
-					    .alloc_bytes_at = s.alloc_bytes, .alloc_count_at = s.alloc_count,
-					    .freed_bytes_seen = s.freed_bytes };
+		/* Settled later only from the counters as this ALLOC found them; fresh may have been
+		 * cleared between the check above and the lock (a callback that returned early). */
+		d->pending = atomic_load_explicit(&d->counters_fresh, memory_order_relaxed);
+		d->addr = addr;
+		d->estimate = ev.size;
+		atomic_store_explicit(&d->counters_fresh, false, memory_order_relaxed);
 	} else if (action == FREE_REQUESTED) {
 		ev.op = VRT_OP_BLOCK_FREE;
-		/* The counter moved before this callback; 0 (unknown) for a block older than us. */
-		ev.size = d->seen ? s.freed_bytes - d->freed_bytes_seen : 0;
-		d->freed_bytes_seen = s.freed_bytes;
-		d->seen = true;
+		ev.size = freed; /* the counters moved before this callback */
 	} else {
 		ev.op = VRT_OP_OOM;
 		ev.api = VRT_API_TORCH_OOM;

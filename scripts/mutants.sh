@@ -1162,6 +1162,20 @@ m torch-search-without-the-time preload/event.c \
   'vrt_torch_maybe_attach(0);' \
   test_torch_search.py::test_pytorch_brought_up_after_the_first_allocation_is_found
 
+# ---- the tensor layer's block sizes from the allocator's statistics (torch.c) ---------------
+m torch-block-sizes-read-every-event preload/torch.c \
+  'bool carry = action == ALLOC && atomic_load_explicit(&d->counters_fresh, memory_order_relaxed);' \
+  'bool carry = false;' \
+  test_torch_block_sizes.py::test_a_repeated_temporary_costs_one_statistics_read_a_pair
+m torch-block-sizes-stale-counters preload/torch.c \
+  '\td->estimate = ev.size;\n\t\tatomic_store_explicit(&d->counters_fresh, false, memory_order_relaxed);' \
+  '\td->estimate = ev.size;' \
+  test_torch_block_sizes.py::test_every_block_has_its_real_size_before_its_free
+m torch-free-size-across-a-reset preload/torch.c \
+  'bool one_free = d->frees_seen && s->free_count == d->free_count_seen + 1;' \
+  'bool one_free = d->frees_seen;' \
+  test_torch_block_sizes.py::test_a_free_says_its_blocks_size_or_that_it_cannot_tell
+
 # ---- what a command prints must reach standard output (main.c) --------------------------------
 m stdout-write-errors-forgotten analyzer/main.c \
   'if ((fflush(stdout) || ferror(stdout)) && !rc)' \

@@ -22,19 +22,23 @@ struct std_function {
 
 static struct std_function tracker;
 static bool tracking;
-static uint64_t alloc_count, alloc_bytes, freed_bytes; /* device 0's, as DeviceStats aggregates them */
+/* device 0's, as DeviceStats aggregates them (cumulative: reset only by fake_c10_reset_accumulated) */
+static uint64_t alloc_count, alloc_bytes, free_count, freed_bytes;
+static uint64_t stats_reads; /* getDeviceStats calls, for a test to count */
 
 bool initialized(void *self) { return self != NULL; }
 
-/* sret: DeviceStats (976 bytes in 2.11); allocation count at 16, allocated and freed bytes at
- * 400 and 408 (the aggregate StatType's). */
+/* sret: DeviceStats (976 bytes in 2.11); the aggregate StatType's Stat {current, peak,
+ * allocated, freed} of the allocation count at 0 and of the bytes at 384. */
 void get_device_stats(void *out, void *self, signed char device)
 {
 	(void)self;
+	stats_reads++;
 	memset(out, 0, 976);
 	if (device != 0)
 		return;
 	memcpy((char *)out + 16, &alloc_count, 8);
+	memcpy((char *)out + 24, &free_count, 8);
 	memcpy((char *)out + 400, &alloc_bytes, 8);
 	memcpy((char *)out + 408, &freed_bytes, 8);
 }
@@ -60,8 +64,10 @@ EXPORT void fake_c10_trace(int action, uint64_t addr, uint64_t requested, uint64
 	memcpy(entry + 8, &addr, 8);
 	memcpy(entry + 32, &stream, 8);
 	memcpy(entry + 40, action == 0 ? &requested : &block, 8);
-	if (action == 1)
+	if (action == 1) {
+		free_count++;
 		freed_bytes += block;
+	}
 	if (tracking)
 		tracker.invoker(tracker.functor, entry);
 	if (action == 0) {
@@ -69,3 +75,8 @@ EXPORT void fake_c10_trace(int action, uint64_t addr, uint64_t requested, uint64
 		alloc_bytes += block;
 	}
 }
+
+/* torch.cuda.reset_accumulated_memory_stats(): every Stat's allocated and freed go to 0. */
+EXPORT void fake_c10_reset_accumulated(void) { alloc_count = alloc_bytes = free_count = freed_bytes = 0; }
+
+EXPORT uint64_t fake_c10_stats_reads(void) { return stats_reads; }

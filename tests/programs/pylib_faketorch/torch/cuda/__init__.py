@@ -29,6 +29,17 @@ def _init(lib_path):
     if os.environ.get("FAKETORCH_C10"):
         _c10 = ctypes.CDLL(os.environ["FAKETORCH_C10"])
         _c10.fake_c10_trace.argtypes = [ctypes.c_int] + [ctypes.c_uint64] * 4
+        _c10.fake_c10_stats_reads.restype = ctypes.c_uint64
+
+
+def reset_accumulated_memory_stats():
+    if _c10:
+        _c10.fake_c10_reset_accumulated()
+
+
+def _stats_reads():
+    """How often the allocator's statistics were read (getDeviceStats): the stand-in's own count."""
+    return _c10.fake_c10_stats_reads() if _c10 else 0
 
 
 def _trace(action, address, requested, size, stream):

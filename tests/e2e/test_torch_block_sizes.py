@@ -1,0 +1,72 @@
+"""The tensor layer's block sizes (preload/torch.c): a block whose real size is not what its
+request rounds to gets it from PyTorch's allocator statistics, settled before the block's free;
+a free says its block's size, or 0 when the statistics cannot tell (they were reset in between),
+never another size; and an allocation that follows a read with no allocation in between reads
+nothing, so a temporary allocated and freed over and over costs one statistics read a pair."""
+import json
+import sys
+
+import pytest
+
+from conftest import DOUBLES, PROGRAM_SOURCES, build_fake_c10, program, trace
+
+TENSOR_API = "torch.CUDACachingAllocator"
+
+
+@pytest.fixture(scope="module")
+def job(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("block_sizes")
+    fake_c10 = build_fake_c10(tmp / "fake")
+    t = trace(tmp, [sys.executable, PROGRAM_SOURCES / "torch_block_sizes.py", program("libpyalloc_lib.so")],
+              env={"LD_LIBRARY_PATH": str(DOUBLES), "FAKETORCH_C10": fake_c10})
+    assert t.returncode == 0, t.stderr
+    return t, json.loads(t.stdout.splitlines()[-1])
+
+
+def traced_blocks(t):
+    """Each tensor block in allocation order: its address, the size the trace gives it while
+    it lives (the allocation's, then any BLOCK_SIZE's) and its free's size; and the frees of
+    blocks the trace never saw allocated, as (address, size)."""
+    blocks, live, unseen = [], {}, []
+    for r in t.records:
+        if r.api != TENSOR_API:
+            continue
+        if r.op == "block_alloc":
+            live[r["addr"]] = {"addr": r["addr"], "size": r["size"]}
+            blocks.append(live[r["addr"]])
+        elif r.op == "block_size":
+            assert r["addr"] in live, f"a size for a block that is not live: {r}"
+            live[r["addr"]]["size"] = r["size"]
+        elif r.op == "block_free" and r["addr"] in live:
+            live.pop(r["addr"])["freed"] = r["size"]
+        elif r.op == "block_free":
+            unseen.append((r["addr"], r["size"]))
+    assert not live, live
+    return blocks, unseen
+
+
+def test_every_block_has_its_real_size_before_its_free(job):
+    t, truth = job
+    blocks, _ = traced_blocks(t)
+    assert [b["addr"] for b in blocks] == [b["addr"] for b in truth["blocks"]]
+    reset = truth["reset_block"]
+    for i, (got, real) in enumerate(zip(blocks, truth["blocks"])):
+        if i == reset:  # its counters were reset before they could tell: it keeps its estimate
+            assert got["size"] == real["estimate"], (i, got, real)
+        else:
+            assert got["size"] == real["size"], (i, got, real)
+
+
+def test_a_free_says_its_blocks_size_or_that_it_cannot_tell(job):
+    t, truth = job
+    blocks, unseen = traced_blocks(t)
+    assert [b["freed"] for b in blocks] == [b["size"] for b in blocks]
+    # A block from before the tracker: its size from the statistics, unless they were reset
+    # since the last read (the first free after the reset cannot tell, and says 0).
+    first, after_reset = truth["unseen"]
+    assert unseen == [(first["addr"], first["size"]), (after_reset["addr"], 0)], unseen
+
+
+def test_a_repeated_temporary_costs_one_statistics_read_a_pair(job):
+    _, truth = job
+    assert truth["temporary_reads"] <= truth["pairs"] + 1, truth["temporary_reads"]

@@ -1,0 +1,69 @@
+"""Tensor blocks whose real size is not what their request rounds to, in the shapes a training
+step makes them, through the stand-in torch (tests/programs/pylib_faketorch) and the fake
+libc10_cuda that FAKETORCH_C10 names: a temporary allocated and freed over and over at one
+address (an elementwise op's output), a burst freed in reverse (a forward pass's activations),
+interleaved lifetimes, frees of blocks from before the tracker, and
+torch.cuda.reset_accumulated_memory_stats() between a block's allocation and its free.
+argv[1]: libpyalloc_lib.so. Prints one JSON object: every block's address, real size and
+estimate (its request rounded up to 512) in allocation order, which one a reset came between,
+the unseen blocks freed, and how many statistics reads the repeated temporary cost."""
+import json
+import os
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "pylib_faketorch"))
+import torch  # noqa: E402
+
+KiB, MiB = 1 << 10, 1 << 20
+PAIRS = 50
+
+torch.cuda._init(sys.argv[1])
+segment = torch.cuda.Segment(64 * MiB)
+blocks = []
+
+
+def alloc(offset, size, requested):
+    address = segment.block(offset, size, requested)
+    blocks.append({"addr": address, "size": size, "estimate": max(512, (requested + 511) // 512 * 512)})
+
+
+# A block of the large pool is not split when less than 1 MiB would remain: bigger than asked.
+reads = torch.cuda._stats_reads()
+for i in range(PAIRS):
+    size = (2 + i % 3) * MiB
+    alloc(0, size, size - 700 * KiB - i)
+    segment.free_block(0)
+temporary_reads = torch.cuda._stats_reads() - reads
+
+for k in range(8):
+    alloc(k * 4 * MiB, 4 * MiB if k % 2 else 3 * MiB, 3 * MiB - 4096 * (k + 1))
+for k in reversed(range(8)):
+    segment.free_block(k * 4 * MiB)
+
+alloc(0, 2 * MiB, 1536 * KiB)
+alloc(2 * MiB, 3 * MiB, 2 * MiB + 1)
+segment.free_block(0)
+alloc(8 * MiB, 2 * MiB, 1024 * KiB + 1)
+segment.free_block(2 * MiB)
+segment.free_block(8 * MiB)
+
+# Blocks from before the tracker (no ALLOC seen) freed around a reset of the statistics, and a
+# block allocated before a reset and freed after it.
+def free_unseen(offset, size):
+    torch.cuda._trace(torch.cuda.FREE_REQUESTED, segment.address + offset, size, size, 0)
+    return {"addr": segment.address + offset, "size": size}
+
+
+alloc(0, 3 * MiB, 2560 * KiB)
+unseen = [free_unseen(40 * MiB, MiB)]
+torch.cuda.reset_accumulated_memory_stats()
+unseen.append(free_unseen(44 * MiB, 2 * MiB))
+segment.free_block(0)
+alloc(0, 3 * MiB, 2560 * KiB)
+torch.cuda.reset_accumulated_memory_stats()
+segment.free_block(0)
+alloc(0, 2 * MiB, 1536 * KiB)
+segment.free_block(0)
+
+print(json.dumps({"blocks": blocks, "reset_block": len(blocks) - 2, "unseen": unseen, "pairs": PAIRS,
+                  "temporary_reads": temporary_reads}), flush=True)
