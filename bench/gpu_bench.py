@@ -4,6 +4,7 @@
     python3 bench/gpu_bench.py PATH/TO/vramtrace [--json OUT.json] [--steps 50] [--warmup 15]
                                [--iters 100000] [--repeats 3] [--keep DIR] [--phase]
                                [--model gpt|llama] [--configs untraced,vramtrace,...]
+                               [--preload NAME=PATH ...]
 
 One invocation runs four configurations side by side, each in its own process, --repeats
 times, rotating their order each time (after one untimed process that warms the GPU up, so
@@ -26,6 +27,11 @@ and in each:
               untraced, in separate processes
   microloop   --iters iterations (5 rounds) of torch.empty (4 sizes in turn, 1 KiB - 4 MiB) and
               its release: median us per alloc+free pair, and what each configuration adds
+              (--steps 0: the microloop alone)
+
+--preload NAME=PATH adds the configurations vramtrace@NAME and vramtrace-armed@NAME, which
+use PATH's libvramtrace.so (VRAMTRACE_PRELOAD) instead: two builds of the preload side by side,
+e.g. --preload base=/tmp/old/libvramtrace.so --configs untraced,vramtrace,vramtrace@base.
 
 Every process is pinned to the same CPUs (--cpus, default 2,3: the Python thread and
 vramtrace's collector), which takes most of the process-to-process noise out.
@@ -110,7 +116,9 @@ def worker(args):
     if args.worker == "torch-recorder":
         torch.cuda.memory._record_memory_history(max_entries=100000, stacks="python")
 
-    if args.model == "llama":
+    if args.steps == 0:
+        step_ms, final_loss = None, None
+    elif args.model == "llama":
         sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
         import ab
         llama_steps = ab.workload("llama", None)[0]
@@ -122,20 +130,8 @@ def worker(args):
         idx = torch.randint(0, vocab, (batch, seq), device=dev)
         target = torch.randint(0, vocab, (batch, seq), device=dev)
         train_step = lambda: model.train_step(opt, idx, target)
-
-    for _ in range(args.warmup):
-        train_step()
-    torch.cuda.synchronize()
-    # Timed in blocks of 10 steps; the median block resists a stray slow block.
-    blocks = []
-    for _ in range(max(1, args.steps // 10)):
-        t0 = time.perf_counter()
-        for _ in range(10):
-            last = train_step()
-        torch.cuda.synchronize()
-        blocks.append((time.perf_counter() - t0) * 100)
-    step_ms = statistics.median(blocks)
-    final_loss = float(last) if args.model == "gpt" else None  # ab.py's step returns a count
+    if args.steps:
+        step_ms, final_loss = time_steps(args, train_step)
 
     # microloop: tensor allocations through the caching allocator
     sizes = [256, 16384, 262144, 1048576]  # float32 elements: 1 KiB, 64 KiB, 1 MiB, 4 MiB
@@ -144,42 +140,64 @@ def worker(args):
         del t
     torch.cuda.synchronize()
     # Five rounds of iters/5; the median round.
-    rounds, cpu_rounds, n = [], [], max(1, args.iters // 5)
+    # CPU: the calling thread's, and the whole process's (vramtrace's collector included).
+    rounds, cpu_rounds, proc_rounds, n = [], [], [], max(1, args.iters // 5)
     for _ in range(5):
-        c0, w0 = time.thread_time(), time.perf_counter()
+        c0, p0, w0 = time.thread_time(), time.process_time(), time.perf_counter()
         for i in range(n):
             t = torch.empty(sizes[i & 3], device=dev)
             del t
         torch.cuda.synchronize()
         rounds.append((time.perf_counter() - w0) * 1e6 / n)
         cpu_rounds.append((time.thread_time() - c0) * 1e6 / n)
+        proc_rounds.append((time.process_time() - p0) * 1e6 / n)
     micro_us, micro_cpu_us = statistics.median(rounds), statistics.median(cpu_rounds)
 
     if args.worker == "torch-recorder":
         torch.cuda.memory._record_memory_history(enabled=None)
     out = {"config": args.worker, "step_ms": step_ms, "loss": final_loss, "micro_us_per_pair": micro_us,
-           "micro_cpu_us_per_pair": micro_cpu_us, "max_memory_allocated": torch.cuda.max_memory_allocated(),
+           "micro_cpu_us_per_pair": micro_cpu_us, "micro_process_cpu_us_per_pair": statistics.median(proc_rounds),
+           "max_memory_allocated": torch.cuda.max_memory_allocated(),
            "torch": torch.__version__, "gpu": torch.cuda.get_device_name(0)}
     print("GPU_BENCH_RESULT " + json.dumps(out), flush=True)
+
+
+def time_steps(args, train_step):
+    """--warmup steps, then --steps timed in blocks of 10; the median block resists a stray slow one."""
+    import torch
+    for _ in range(args.warmup):
+        train_step()
+    torch.cuda.synchronize()
+    blocks = []
+    for _ in range(max(1, args.steps // 10)):
+        t0 = time.perf_counter()
+        for _ in range(10):
+            last = train_step()
+        torch.cuda.synchronize()
+        blocks.append((time.perf_counter() - t0) * 100)
+    return statistics.median(blocks), (float(last) if args.model == "gpt" else None)  # ab.py's step returns a count
 
 
 # ---- the driver ----------------------------------------------------------------------------
 
 def run_config(args, config, tmp, rep):
     me = os.path.abspath(__file__)
-    cmd = [sys.executable, me, "--worker", config, "--steps", str(args.steps), "--warmup", str(args.warmup),
+    kind, _, variant = config.partition("@")
+    cmd = [sys.executable, me, "--worker", kind, "--steps", str(args.steps), "--warmup", str(args.warmup),
            "--iters", str(args.iters), "--model", args.model]
     trace = None
     env = dict(os.environ)
     for k in list(env):
         if k.startswith("VRAMTRACE_") and k != "VRAMTRACE_PRELOAD":
             del env[k]
-    if config.startswith("vramtrace"):
+    if variant:
+        env["VRAMTRACE_PRELOAD"] = args.preloads[variant]
+    if kind.startswith("vramtrace"):
         trace = os.path.join(tmp, f"{config}.{rep}.vrt")
         pre = [args.vramtrace, "run", "-o", trace]
-        if config == "vramtrace-armed":
+        if kind == "vramtrace-armed":
             pre.append("--armed")
-        if args.phase and config == "vramtrace":
+        if args.phase and kind == "vramtrace":
             pre += ["--phase", "train_step"]
         cmd = pre + ["--"] + cmd
     t0 = time.time()
@@ -216,11 +234,20 @@ def main():
     p.add_argument("--cpus", default="2,3", help="CPUs every configuration runs on (the same for all; '' = any)")
     p.add_argument("--model", choices=["gpt", "llama"], default="gpt", help="the step timed (see above)")
     p.add_argument("--configs", default=",".join(CONFIGS), help="which configurations, comma-separated")
+    p.add_argument("--preload", action="append", default=[], metavar="NAME=PATH",
+                   help="another libvramtrace.so, for the configurations vramtrace@NAME and vramtrace-armed@NAME")
     p.add_argument("--worker", choices=CONFIGS, help=argparse.SUPPRESS)
     args = p.parse_args()
+    args.preloads = {}
+    for item in args.preload:
+        name, eq, path = item.partition("=")
+        if not eq or not name or not os.path.isfile(path):
+            p.error(f"--preload {item}: NAME=PATH of an existing libvramtrace.so")
+        args.preloads[name] = os.path.abspath(path)
+    known = CONFIGS + [f"{k}@{n}" for n in args.preloads for k in ("vramtrace", "vramtrace-armed")]
     configs = [c for c in args.configs.split(",") if c]
-    if any(c not in CONFIGS for c in configs) or "untraced" not in configs:
-        p.error(f"--configs: names from {', '.join(CONFIGS)}, untraced among them")
+    if any(c not in known for c in configs) or "untraced" not in configs:
+        p.error(f"--configs: names from {', '.join(known)}, untraced among them")
     if args.worker:
         worker(args)
         return 0
@@ -236,44 +263,50 @@ def main():
     runs = {c: [] for c in configs}
     try:
         warm = argparse.Namespace(**vars(args))
-        warm.steps, warm.warmup, warm.iters = 10, 5, 10000
+        warm.steps, warm.warmup, warm.iters = min(args.steps, 10), 5, 10000
         run_config(warm, "untraced", tmp, -1)  # GPU clocks, driver, kernels' first-use costs
         for rep in range(args.repeats):
             for config in configs[rep % len(configs):] + configs[:rep % len(configs)]:
                 res = run_config(args, config, tmp, rep)
                 runs[config].append(res)
-                print(f"  [{time.strftime('%H:%M:%S')}] {config:16} step {res['step_ms']:.2f} ms, "
+                step = f"step {res['step_ms']:.2f} ms, " if res["step_ms"] is not None else ""
+                print(f"  [{time.strftime('%H:%M:%S')}] {config:16} {step}"
                       f"microloop {res['micro_us_per_pair']:.2f} us/pair", file=sys.stderr, flush=True)
     finally:
         if not args.keep:
             shutil.rmtree(tmp, ignore_errors=True)
 
-    med = {c: {"step_ms": statistics.median(r["step_ms"] for r in runs[c]),
-               "best_step_ms": min(r["step_ms"] for r in runs[c]),
-               "best_micro_us": min(r["micro_us_per_pair"] for r in runs[c]),
-               "micro_us": statistics.median(r["micro_us_per_pair"] for r in runs[c]),
-               "micro_cpu_us": statistics.median(r["micro_cpu_us_per_pair"] for r in runs[c])} for c in configs}
+    key = "step_ms" if args.steps else "micro_us_per_pair"  # what the spread of a configuration's runs is read on
+    med = {c: summary(runs[c]) for c in configs}
     base = med["untraced"]
     first = runs["untraced"][0]
     step = ("transformers Llama (8x1024, batch 8x512, bf16, AdamW)" if args.model == "llama"
             else "small GPT (6x768, seq 512, batch 8, AdamW, bf16 autocast)")
-    print(f"vramtrace GPU benchmark: {first['gpu']}, PyTorch {first['torch']}; {step}, {args.steps} timed steps after {args.warmup}; microloop "
+    step = f"{step}, {args.steps} timed steps after {args.warmup}" if args.steps else "no step loop"
+    print(f"vramtrace GPU benchmark: {first['gpu']}, PyTorch {first['torch']}; {step}; microloop "
           f"{args.iters} torch.empty+free; median of {args.repeats}")
-    print(f"  {'configuration':16} {'step ms':>9} {'vs untraced':>12} {'best':>7} {'us/pair':>9} {'added us/pair':>14} "
-          f"{'best':>6} {'events':>10} {'lost':>6} {'trace B/event':>14}")
+    print(f"  {'configuration':22} {'step ms':>9} {'vs untraced':>12} {'best':>7} {'us/pair':>9} {'added us/pair':>14} "
+          f"{'best':>6} {'process CPU added':>18} {'events':>10} {'lost':>6} {'trace B/event':>14}")
     for c in configs:
         m = med[c]
         last = runs[c][-1]
         ev = last.get("events_written")
         lost = last.get("events_lost")
         bpe = f"{last['trace_bytes'] / ev:.2f}" if ev else "-"
-        added = "" if c == "untraced" else f"{m['micro_us'] - base['micro_us']:+.2f}"
-        best_added = "" if c == "untraced" else f"{m['best_micro_us'] - base['best_micro_us']:+.2f}"
-        print(f"  {c:16} {m['step_ms']:>9.2f} {m['step_ms'] / base['step_ms']:>11.3f}x "
-              f"{m['best_step_ms'] / base['best_step_ms']:>6.3f}x {m['micro_us']:>9.2f} {added:>14} {best_added:>6} "
+        untraced = c == "untraced"
+        added = "" if untraced else f"{m['micro_us'] - base['micro_us']:+.3f}"
+        best_added = "" if untraced else f"{m['best_micro_us'] - base['best_micro_us']:+.3f}"
+        proc_added = "" if untraced else f"{m['micro_process_cpu_us'] - base['micro_process_cpu_us']:+.3f}"
+        if m["step_ms"] is None:
+            steps = f"{'-':>9} {'-':>12} {'-':>7}"
+        else:
+            steps = (f"{m['step_ms']:>9.2f} {m['step_ms'] / base['step_ms']:>11.3f}x "
+                     f"{m['best_step_ms'] / base['best_step_ms']:>6.3f}x")
+        print(f"  {c:22} {steps} {m['micro_us']:>9.3f} {added:>14} {best_added:>6} {proc_added:>18} "
               f"{ev if ev is not None else '-':>10} {lost if lost is not None else '-':>6} {bpe:>14}")
-    print("  (median of the runs; 'best' compares the fastest run of each configuration)")
-    for line in spread_verdict(runs, configs):
+    print("  (median of the runs; 'best' compares the fastest run of each configuration; process CPU counts "
+          "every thread, vramtrace's collector included)")
+    for line in spread_verdict(runs, configs, key):
         print(line)
     print("  anchors: memray 1.45x (Python only) / 1.65x (native stacks) slowdown; "
           "PyTorch _record_memory_history ~2 us per event")
@@ -292,23 +325,35 @@ def main():
     return 0
 
 
-def spread_verdict(runs, configs, decides=0.03):
+def summary(runs):
+    """The medians (and bests) of one configuration's runs."""
+    steps = [r["step_ms"] for r in runs if r["step_ms"] is not None]
+    return {"step_ms": statistics.median(steps) if steps else None,
+            "best_step_ms": min(steps) if steps else None,
+            "best_micro_us": min(r["micro_us_per_pair"] for r in runs),
+            "micro_us": statistics.median(r["micro_us_per_pair"] for r in runs),
+            "micro_cpu_us": statistics.median(r["micro_cpu_us_per_pair"] for r in runs),
+            "micro_process_cpu_us": statistics.median(r["micro_process_cpu_us_per_pair"] for r in runs)}
+
+
+def spread_verdict(runs, configs, key="step_ms", decides=0.03):
     """What the run can decide: the widest spread among one configuration's own runs (slowest
-    step over fastest). Separate processes meet the host at different minutes; when one
-    configuration's runs differ by more than the ratios in question (issue 17's 1.03x), the host's
-    speed changed under the run and no ratio of this table is decided by it."""
-    spread = {c: max(r["step_ms"] for r in runs[c]) / min(r["step_ms"] for r in runs[c]) - 1
+    over fastest, of the step or, without one, of the microloop). Separate processes meet the
+    host at different minutes; when one configuration's runs differ by more than the ratios in
+    question (issue 17's 1.03x), the host's speed changed under the run and no ratio of this
+    table is decided by it."""
+    unit = "ms" if key == "step_ms" else "us/pair"
+    spread = {c: max(r[key] for r in runs[c]) / min(r[key] for r in runs[c]) - 1
               for c in configs if len(runs[c]) >= 2}
     if not spread:
         return ["  one run of each configuration: how far the host's speed moved is not known (--repeats 2 or more)"]
     worst = max(spread, key=spread.get)
     lines = [f"  runs of one configuration differ by up to {spread[worst] * 100:.1f}% ({worst}: "
-             f"{min(r['step_ms'] for r in runs[worst]):.2f}..{max(r['step_ms'] for r in runs[worst]):.2f} ms)"]
+             f"{min(r[key] for r in runs[worst]):.2f}..{max(r[key] for r in runs[worst]):.2f} {unit})"]
     if spread[worst] > decides:
         lines.append(f"  UNDECIDED: more than {decides * 100:.0f}%: the host's speed changed during the run; "
                      "compare in one process (bench/ab.py) or rerun on a quiet host")
     return lines
-
 
 if __name__ == "__main__":
     sys.exit(main())
