@@ -30,7 +30,8 @@
  * between (the allocation counters it needs are the ones that read saw): an alloc+free pair
  * costs one read, the free's. The allocator calls its tracker with its device mutex held, so
  * the callbacks of a device are serialized and no allocation moves its counters unseen, except
- * one whose callback returned early, which clears counters_fresh first.
+ * one whose callback returned early, which clears counters_fresh first. Were one to slip by
+ * anyway, the settling count check above leaves the next block at its estimate.
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -163,11 +164,12 @@ static void on_entry(const uint8_t *te)
 	action = raw == row->action_alloc ? ALLOC
 		 : raw == row->action_free_requested ? FREE_REQUESTED
 		 : raw == row->action_oom ? OOM : -1;
-	if (device < 0 || device >= MAX_DEVICES)
+	/* The other actions (FREE_COMPLETED after each free, SEGMENT_*) move no allocation counter. */
+	if (action < 0 || device < 0 || device >= MAX_DEVICES)
 		return;
 	struct device_state *d = &devices[device];
-	if (action < 0 || !(guard = vrt_enter())) {
-		/* Whatever this did to the counters went unseen. */
+	if (!(guard = vrt_enter())) {
+		/* What this ALLOC or free did to the counters goes unseen. */
 		atomic_store_explicit(&d->counters_fresh, false, memory_order_relaxed);
 		return;
 	}

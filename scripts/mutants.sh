@@ -1171,6 +1171,10 @@ m torch-block-sizes-stale-counters preload/torch.c \
   '\td->estimate = ev.size;\n\t\tatomic_store_explicit(&d->counters_fresh, false, memory_order_relaxed);' \
   '\td->estimate = ev.size;' \
   test_torch_block_sizes.py::test_every_block_has_its_real_size_before_its_free
+m torch-carry-dropped-by-other-actions preload/torch.c \
+  'if (action < 0 || device < 0 || device >= MAX_DEVICES)\n\t\treturn;\n\tstruct device_state *d = &devices[device];\n\tif (!(guard = vrt_enter())) {' \
+  'if (device < 0 || device >= MAX_DEVICES)\n\t\treturn;\n\tstruct device_state *d = &devices[device];\n\tif (action < 0 || !(guard = vrt_enter())) {' \
+  test_torch_block_sizes.py::test_a_repeated_temporary_costs_one_statistics_read_a_pair
 m torch-free-size-across-a-reset preload/torch.c \
   'bool one_free = d->frees_seen && s->free_count == d->free_count_seen + 1;' \
   'bool one_free = d->frees_seen;' \

@@ -54,8 +54,9 @@ EXPORT void *allocator __asm__(NS "9allocatorE") = &native;
 
 /*
  * One TraceEntry on device 0 (2.11: action int at 0, device index at 4, addr at 8, stream at 32,
- * size at 40; ALLOC 0, FREE_REQUESTED 1), to the tracker if one is attached. As in PyTorch, an
- * allocation is traced before the counters move and a free after.
+ * size at 40; ALLOC 0, FREE_REQUESTED 1, and FREE_COMPLETED 2 or SEGMENT_ALLOC 3, which move
+ * no counter), to the tracker if one is attached. As in PyTorch, an allocation is traced before
+ * the counters move and a free after.
  */
 EXPORT void fake_c10_trace(int action, uint64_t addr, uint64_t requested, uint64_t block, uint64_t stream)
 {

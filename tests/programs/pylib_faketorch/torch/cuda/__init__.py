@@ -11,7 +11,7 @@ from .memory import memory_snapshot  # noqa: F401 (re-exported, as PyTorch does)
 _lib = None
 _c10 = None
 _segments = []
-ALLOC, FREE_REQUESTED = 0, 1
+ALLOC, FREE_REQUESTED, FREE_COMPLETED, SEGMENT_ALLOC = 0, 1, 2, 3
 
 
 def is_initialized():
@@ -53,6 +53,7 @@ class Segment:
     def __init__(self, size, stream=0, expandable=False):
         self.address = _lib.pyalloc(size)
         assert self.address, "the double refused a segment"
+        _trace(SEGMENT_ALLOC, self.address, size, size, stream)
         self.size = size
         self.stream = stream
         self.expandable = expandable  # PyTorch's are VMM mappings; only the flag is stood in for
@@ -74,6 +75,7 @@ class Segment:
         (found,) = [b for b in self.blocks if b[0] == offset]
         self.blocks.remove(found)
         _trace(FREE_REQUESTED, self.address + offset, found[2], found[1], self.stream)
+        _trace(FREE_COMPLETED, self.address + offset, found[2], found[1], self.stream)  # no other stream used it
 
     def release(self):
         """empty_cache() for this segment: cudaFree."""
