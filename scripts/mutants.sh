@@ -1180,6 +1180,12 @@ m torch-free-size-across-a-reset preload/torch.c \
   'bool one_free = d->frees_seen;' \
   test_torch_block_sizes.py::test_a_free_says_its_blocks_size_or_that_it_cannot_tell
 
+# ---- the documents say which test guards what (docs/RELIABILITY.md) ---------------------------
+m reliability-names-a-missing-test docs/RELIABILITY.md \
+  '`test_stress.py::test_exec_chain_runs_every_image_unharmed`' \
+  '`test_stress.py::test_exec_chain_runs_every_image_unharmed_twice`' \
+  test_docs.py::test_every_test_reliability_md_names_exists
+
 # ---- what a command prints must reach standard output (main.c) --------------------------------
 m stdout-write-errors-forgotten analyzer/main.c \
   'if ((fflush(stdout) || ferror(stdout)) && !rc)' \

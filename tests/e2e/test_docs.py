@@ -5,7 +5,8 @@
     include/vramtrace/options.h, with their defaults and meanings;
   - every command has --help with examples, and `vramtrace --version` names the trace format;
   - every command in the README's command table exists, with the options the table shows, and
-    every command is in the table.
+    every command is in the table;
+  - every test docs/RELIABILITY.md names as a behaviour's guard exists.
 """
 import importlib.util
 import re
@@ -19,6 +20,7 @@ from conftest import SOURCE, VRAMTRACE, analyze, clean_env, program
 README = SOURCE / "README.md"
 OPTIONS_H = SOURCE / "include" / "vramtrace" / "options.h"
 FORMAT_H = SOURCE / "include" / "vramtrace" / "format.h"
+RELIABILITY = SOURCE / "docs" / "RELIABILITY.md"
 
 # An empty default in options.h means "unset"; the README may give what that does instead. Each
 # such entry is checked by running the code (test_output_default_is_a_file_per_pid_here).
@@ -202,3 +204,26 @@ def test_readme_commands_exist_with_their_options():
 def test_readme_command_table_lists_every_command():
     listed = {name for name, _, _ in readme_commands()}
     assert sorted(set(COMMANDS) - listed) == []
+
+
+# ---- the tests RELIABILITY.md names -----------------------------------------------------------
+
+def test_every_test_reliability_md_names_exists():
+    """Its tables name the test that guards each behaviour; a renamed or removed test would leave
+    the row pointing at nothing. A name is a file (test_x.py under tests/, test_x.c, or a pytest
+    module without its .py), a test function (pytest's or a C unit test's), or a prefix of one
+    written "test_x..."."""
+    tests = SOURCE / "tests"
+    files = {p.name for p in tests.rglob("test_*") if p.suffix in (".py", ".c")}
+    functions = set()
+    for p in list(tests.rglob("*.py")) + list(tests.rglob("*.c")):
+        functions |= set(re.findall(r"^(?:def |static \w+ |\w+ )(test_\w+)\(", p.read_text(), re.M))
+    missing = []
+    for m in re.finditer(r"\b(test_\w+)(\.py|\.c|\.\.\.)?", RELIABILITY.read_text()):
+        name, suffix = m.groups()
+        known = (name + suffix in files if suffix in (".py", ".c")
+                 else any(f.startswith(name) for f in functions) if suffix == "..."
+                 else name in functions or name + ".py" in files)
+        if not known:
+            missing.append(name + (suffix or ""))
+    assert not missing, f"docs/RELIABILITY.md names tests that do not exist: {sorted(set(missing))}"
