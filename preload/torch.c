@@ -18,20 +18,20 @@
  * Otherwise one stderr line says so and tracing stays at the CUDA (segment) level.
  *
  * TraceEntry reports the requested size, not the rounded block size that memory_allocated()
- * counts. The block size comes from the allocator's cumulative counters (getDeviceStats): a
- * FREE_REQUESTED sees its own size as the change in freed bytes while the free count moved by
- * exactly one; an ALLOC is traced before the counters move, so it is published with an
- * estimate and settled by a BLOCK_SIZE event at the next read on that device (the next event
- * that reads, or the next phase boundary), when the allocation count moved by exactly one.
- * Anything else (a callback we skipped, torch.cuda.reset_accumulated_memory_stats()) leaves a
- * size unknown (a free's 0) or at its estimate, never wrong.
+ * counts. The block size comes from the allocator's cumulative allocation counters
+ * (getDeviceStats): an ALLOC is traced before they move, so it is published with an estimate
+ * and settled by a BLOCK_SIZE event at the next callback on that device or the next phase
+ * boundary, which read them: when the count moved by exactly one, the bytes moved by its block.
+ * Otherwise (a callback we skipped, torch.cuda.reset_accumulated_memory_stats() in between) the
+ * block keeps its estimate. A free's size is the collector's, from the block it ends (0 for a
+ * block the trace never saw allocated, as for a cudaFree of one).
  *
- * One read an event at most, and none for an ALLOC that follows a read with no allocation in
- * between (the allocation counters it needs are the ones that read saw): an alloc+free pair
- * costs one read, the free's. The allocator calls its tracker with its device mutex held, so
- * the callbacks of a device are serialized and no allocation moves its counters unseen, except
- * one whose callback returned early, which clears counters_fresh first. Were one to slip by
- * anyway, the settling count check above leaves the next block at its estimate.
+ * So the counters are read once per allocation (and once to start from): by the callback after
+ * it, which settles it, and not by an ALLOC that follows such a read, whose counters before it
+ * are that read's, as no allocation moved them since: the allocator calls its tracker with the
+ * device's mutex held, so the callbacks of a device are serialized and see every allocation,
+ * except one whose callback returned early, which marks the counters stale first. Were one to
+ * slip by anyway, the count check leaves the next block at its estimate.
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -58,16 +58,19 @@ struct std_function {
 	void (*invoker)(const void *functor, const void *entry);
 };
 
+/* What a device's alloc_count and alloc_bytes are. */
+enum counters {
+	STALE,   /* not known: the next ALLOC reads them first */
+	FRESH,   /* the allocator's now: a callback read them and no ALLOC came since */
+	PENDING, /* as the pending ALLOC found them: the next callback reads and settles it */
+};
+
 struct device_state {
 	_Atomic int lock;
-	/* alloc_count and alloc_bytes are the allocator's now: read in a callback, no ALLOC since.
-	 * Read without the lock to decide whether to read; trusted only under it. */
-	_Atomic bool counters_fresh;
-	bool frees_seen; /* free_count_seen and freed_bytes_seen hold a read's */
-	bool pending;    /* an ALLOC waits for its size; alloc_* are as it saw them */
-	uint64_t addr, estimate;
+	/* enum counters: looked at without the lock to decide whether to read, trusted under it */
+	_Atomic int counters;
 	uint64_t alloc_count, alloc_bytes;
-	uint64_t free_count_seen, freed_bytes_seen;
+	uint64_t addr, estimate; /* the pending ALLOC's */
 };
 
 static _Atomic int torch_state; /* 0 not yet, 1 attached, 2 attaching, -1 never */
@@ -77,7 +80,7 @@ static const struct vrt_torch_layout *row; /* set before torch_state is 1, then 
 static struct device_state devices[MAX_DEVICES];
 
 struct stats {
-	uint64_t alloc_count, alloc_bytes, free_count, freed_bytes;
+	uint64_t alloc_count, alloc_bytes;
 };
 
 static void read_stats(int device, struct stats *s)
@@ -85,13 +88,8 @@ static void read_stats(int device, struct stats *s)
 	uint8_t buf[MAX_STATS_SIZE] __attribute__((aligned(16)));
 	void *(*get)(void *, void *, int) = (void *(*)(void *, void *, int))vtable[row->slot_get_device_stats];
 	get(buf, allocator, device); /* sret: the caller's buffer comes first */
-	/* Both counters are one Stat type's fields {current, peak, allocated, freed}: the count's
-	 * freed lies as far after its allocated as the bytes' does. */
-	int freed_after_allocated = row->stats_freed_bytes - row->stats_alloc_bytes;
 	memcpy(&s->alloc_count, buf + row->stats_alloc_count, 8);
 	memcpy(&s->alloc_bytes, buf + row->stats_alloc_bytes, 8);
-	memcpy(&s->free_count, buf + row->stats_alloc_count + freed_after_allocated, 8);
-	memcpy(&s->freed_bytes, buf + row->stats_freed_bytes, 8);
 }
 
 static void lock(struct device_state *d)
@@ -110,40 +108,24 @@ static void publish_size(int device, uint64_t addr, uint64_t size)
 	vrt_emit(&ev, false);
 }
 
-/* With d locked: settles the pending ALLOC if exactly one allocation happened since it. */
+static enum counters counters_of(struct device_state *d)
+{
+	return (enum counters)atomic_load_explicit(&d->counters, memory_order_relaxed);
+}
+
+static void set_counters(struct device_state *d, enum counters c)
+{
+	atomic_store_explicit(&d->counters, c, memory_order_relaxed);
+}
+
+/* With d locked and PENDING: publishes the ALLOC's size if s saw exactly one allocation since. */
 static void settle_locked(int device, struct device_state *d, const struct stats *s)
 {
-	if (!d->pending || s->alloc_count <= d->alloc_count)
+	if (s->alloc_count != d->alloc_count + 1)
 		return;
-	if (s->alloc_count == d->alloc_count + 1) {
-		uint64_t size = s->alloc_bytes - d->alloc_bytes;
-		if (size != d->estimate)
-			publish_size(device, d->addr, size);
-	}
-	d->pending = false;
-}
-
-/* With d locked, in a callback, after settle_locked: s is the allocator's state now. A pending
- * ALLOC still unsettled (the counters were reset) cannot be settled once its counters go. */
-static void note_read_locked(struct device_state *d, const struct stats *s)
-{
-	d->pending = false;
-	d->alloc_count = s->alloc_count;
-	d->alloc_bytes = s->alloc_bytes;
-	atomic_store_explicit(&d->counters_fresh, true, memory_order_relaxed);
-}
-
-/* With d locked, in a callback: the bytes freed since the last read if that was one free (a
- * FREE_REQUESTED's own block), else 0 (no earlier read, a free we did not see, the counters
- * reset in between). */
-static uint64_t freed_since_locked(struct device_state *d, const struct stats *s)
-{
-	bool one_free = d->frees_seen && s->free_count == d->free_count_seen + 1;
-	uint64_t size = one_free ? s->freed_bytes - d->freed_bytes_seen : 0;
-	d->free_count_seen = s->free_count;
-	d->freed_bytes_seen = s->freed_bytes;
-	d->frees_seen = true;
-	return size;
+	uint64_t size = s->alloc_bytes - d->alloc_bytes;
+	if (size != d->estimate)
+		publish_size(device, d->addr, size);
 }
 
 static uint64_t estimate(uint64_t requested) { return requested < 512 ? 512 : (requested + 511) & ~511ull; }
@@ -169,35 +151,36 @@ static void on_entry(const uint8_t *te)
 		return;
 	struct device_state *d = &devices[device];
 	if (!(guard = vrt_enter())) {
-		/* What this ALLOC or free did to the counters goes unseen. */
-		atomic_store_explicit(&d->counters_fresh, false, memory_order_relaxed);
+		if (action == ALLOC) /* it moves the counters unseen */
+			set_counters(d, STALE);
 		return;
 	}
-	bool carry = action == ALLOC && atomic_load_explicit(&d->counters_fresh, memory_order_relaxed);
+	enum counters seen = counters_of(d);
+	bool read = seen == PENDING || (seen == STALE && action == ALLOC);
 	struct stats s;
-	uint64_t freed = 0;
-	if (!carry)
+	if (read)
 		read_stats(device, &s);
 	lock(d);
-	if (!carry) {
-		settle_locked(device, d, &s);
-		freed = freed_since_locked(d, &s);
-		note_read_locked(d, &s);
+	if (read) {
+		if (counters_of(d) == PENDING)
+			settle_locked(device, d, &s);
+		d->alloc_count = s.alloc_count;
+		d->alloc_bytes = s.alloc_bytes;
+		set_counters(d, FRESH);
 	}
 	struct vrt_event ev = { .api = VRT_API_TORCH_BLOCK, .device = (int16_t)device, .addr = addr, .stream = stream };
 	if (action == ALLOC) {
 		ev.op = VRT_OP_BLOCK_ALLOC;
 		ev.size = estimate(size);
 		ev.aux = size;
-		/* Settled later only from the counters as this ALLOC found them; fresh may have been
-		 * cleared between the check above and the lock (a callback that returned early). */
-		d->pending = atomic_load_explicit(&d->counters_fresh, memory_order_relaxed);
 		d->addr = addr;
 		d->estimate = ev.size;
-		atomic_store_explicit(&d->counters_fresh, false, memory_order_relaxed);
+		/* Settled later only from the counters as this ALLOC found them; a callback that
+		 * returned early may have made them stale since the look above. */
+		set_counters(d, counters_of(d) == FRESH ? PENDING : STALE);
 	} else if (action == FREE_REQUESTED) {
 		ev.op = VRT_OP_BLOCK_FREE;
-		ev.size = freed; /* the counters moved before this callback */
+		ev.size = 0; /* the collector's, from the live block it ends */
 	} else {
 		ev.op = VRT_OP_OOM;
 		ev.api = VRT_API_TORCH_OOM;
@@ -419,12 +402,18 @@ void vrt_torch_settle(void)
 		return;
 	for (int dev = 0; dev < MAX_DEVICES; dev++) {
 		struct device_state *d = &devices[dev];
-		if (!d->pending)
+		if (counters_of(d) != PENDING)
 			continue;
 		struct stats s;
 		read_stats(dev, &s);
 		lock(d);
-		settle_locked(dev, d, &s);
+		/* Not a callback: an ALLOC's callback may have come between the read and the lock (the
+		 * count has not moved past its counters then: left to the next callback), and what was
+		 * read is not known to stay the allocator's. */
+		if (counters_of(d) == PENDING && s.alloc_count > d->alloc_count) {
+			settle_locked(dev, d, &s);
+			set_counters(d, STALE);
+		}
 		unlock(d);
 	}
 }

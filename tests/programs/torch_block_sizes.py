@@ -6,7 +6,8 @@ interleaved lifetimes, frees of blocks from before the tracker, and
 torch.cuda.reset_accumulated_memory_stats() between a block's allocation and its free.
 argv[1]: libpyalloc_lib.so. Prints one JSON object: every block's address, real size and
 estimate (its request rounded up to 512) in allocation order, which one a reset came between,
-the unseen blocks freed, and how many statistics reads the repeated temporary cost."""
+the unseen blocks freed, and how many statistics reads the repeated temporary and the whole
+program cost."""
 import json
 import os
 import sys
@@ -19,6 +20,7 @@ PAIRS = 50
 
 torch.cuda._init(sys.argv[1])
 segment = torch.cuda.Segment(64 * MiB)
+reads_at_start = torch.cuda._stats_reads()
 blocks = []
 
 
@@ -66,4 +68,5 @@ alloc(0, 2 * MiB, 1536 * KiB)
 segment.free_block(0)
 
 print(json.dumps({"blocks": blocks, "reset_block": len(blocks) - 2, "unseen": unseen, "pairs": PAIRS,
-                  "temporary_reads": temporary_reads}), flush=True)
+                  "temporary_reads": temporary_reads, "reads": torch.cuda._stats_reads() - reads_at_start}),
+      flush=True)
