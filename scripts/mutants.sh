@@ -1175,6 +1175,10 @@ m torch-block-sizes-alloc-after-alloc-unread preload/torch.c \
   'bool read = seen == PENDING || (seen == STALE && action == ALLOC);' \
   'bool read = (seen == PENDING && action != ALLOC) || (seen == STALE && action == ALLOC);' \
   test_torch_block_sizes.py::test_every_block_has_its_real_size_before_its_free
+m torch-phase-leaves-the-block-unsettled preload/torch.c \
+  '\t\tif (counters_of(d) != PENDING)\n\t\t\tcontinue;' \
+  '\t\tif (counters_of(d) != PENDING || true)\n\t\t\tcontinue;' \
+  test_torch_block_sizes.py::test_a_phase_boundary_settles_the_block_waiting_for_its_size
 m torch-carry-dropped-by-other-actions preload/torch.c \
   'if (action < 0 || device < 0 || device >= MAX_DEVICES)\n\t\treturn;\n\tstruct device_state *d = &devices[device];' \
   'if (device < 0 || device >= MAX_DEVICES)\n\t\treturn;\n\tstruct device_state *d = &devices[device];\n\tif (action < 0) {\n\t\tset_counters(d, STALE);\n\t\treturn;\n\t}' \

@@ -75,3 +75,12 @@ def test_the_statistics_are_read_once_per_allocation_at_most(job):
     """Once for each block (to settle it) and once to start from."""
     _, truth = job
     assert 0 < truth["reads"] <= len(truth["blocks"]) + 1, (truth["reads"], len(truth["blocks"]))
+
+
+def test_a_phase_boundary_settles_the_block_waiting_for_its_size(job):
+    """Totals at a boundary are exact: the last block allocated before it has its size there."""
+    t, truth = job
+    last = truth["blocks"][-1]
+    ops = [(r.op, r.fields.get("addr")) for r in t.records if r.op in ("block_alloc", "block_size", "phase_enter")]
+    born = max(i for i, (op, addr) in enumerate(ops) if op == "block_alloc" and addr == last["addr"])
+    assert ops[born + 1:born + 3] == [("block_size", last["addr"]), ("phase_enter", None)], ops[born:]

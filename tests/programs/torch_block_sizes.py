@@ -2,12 +2,14 @@
 step makes them, through the stand-in torch (tests/programs/pylib_faketorch) and the fake
 libc10_cuda that FAKETORCH_C10 names: a temporary allocated and freed over and over at one
 address (an elementwise op's output), a burst freed in reverse (a forward pass's activations),
-interleaved lifetimes, frees of blocks from before the tracker, and
-torch.cuda.reset_accumulated_memory_stats() between a block's allocation and its free.
+interleaved lifetimes, frees of blocks from before the tracker,
+torch.cuda.reset_accumulated_memory_stats() between a block's allocation and its free, and a
+phase boundary while a block waits for its size.
 argv[1]: libpyalloc_lib.so. Prints one JSON object: every block's address, real size and
 estimate (its request rounded up to 512) in allocation order, which one a reset came between,
 the unseen blocks freed, and how many statistics reads the repeated temporary and the whole
 program cost."""
+import ctypes
 import json
 import os
 import sys
@@ -62,11 +64,19 @@ torch.cuda.reset_accumulated_memory_stats()
 unseen.append(free_unseen(44 * MiB, 2 * MiB))
 segment.free_block(0)
 alloc(0, 3 * MiB, 2560 * KiB)
+reset_block = len(blocks) - 1
 torch.cuda.reset_accumulated_memory_stats()
 segment.free_block(0)
 alloc(0, 2 * MiB, 1536 * KiB)
 segment.free_block(0)
 
-print(json.dumps({"blocks": blocks, "reset_block": len(blocks) - 2, "unseen": unseen, "pairs": PAIRS,
+# A block still waiting for its size when a phase begins: the boundary settles it.
+vramtrace = ctypes.CDLL(None)  # the preload's API
+alloc(0, 3 * MiB, 2 * MiB + 4096)
+vramtrace.vramtrace_phase_enter(b"boundary")
+segment.free_block(0)
+vramtrace.vramtrace_phase_exit(b"boundary")
+
+print(json.dumps({"blocks": blocks, "reset_block": reset_block, "unseen": unseen, "pairs": PAIRS,
                   "temporary_reads": temporary_reads, "reads": torch.cuda._stats_reads() - reads_at_start}),
       flush=True)
