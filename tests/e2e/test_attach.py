@@ -24,6 +24,8 @@ import pytest
 
 from conftest import (BUILD, DOUBLES, KiB, MiB, PROGRAM_SOURCES, PROGRAMS, TIMEOUT, VRAMTRACE, Traced, analyze,
                       build_fake_c10, clean_env, frame_functions, program)
+from replay import dumped
+from test_live_set_agreement import checkpoints
 
 BEFORE_TRACING = "[allocated before tracing started]"
 BEFORE_ATTACH = "[allocated before attach, unattributed]"
@@ -298,14 +300,9 @@ def test_inject_records_later_allocations_with_stacks(injected):
 def _recorded_before_full_tracing(t):
     """The allocations the preload recorded while it came up, before full tracing began: no
     events of the trace, the first checkpoint restates them (its items made by an ALLOC)."""
-    items, first = [], False
-    for r in t.records:
-        if r.op in ("checkpoint", "cp_end") and first:
-            break
-        first |= r.op == "checkpoint"
-        if first and r.op == "cp_live" and r.api == "cudaMalloc" and r.fields.get("made") == "alloc":
-            items.append(r)
-    return items
+    _, records = dumped(str(VRAMTRACE), str(t.trace))
+    first = checkpoints(records)[0][3]
+    return [r for r in first if r.api == "cudaMalloc" and r["made"] == "alloc"]
 
 
 def test_inject_seed_covers_everything_from_before_exactly(injected):
