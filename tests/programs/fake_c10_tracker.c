@@ -23,13 +23,13 @@ struct std_function {
 static struct std_function tracker;
 static bool tracking;
 /* device 0's, as DeviceStats aggregates them (cumulative: reset only by fake_c10_reset_accumulated) */
-static uint64_t alloc_count, alloc_bytes, free_count, freed_bytes;
+static uint64_t alloc_count, alloc_bytes;
 static uint64_t stats_reads; /* getDeviceStats calls, for a test to count */
 
 bool initialized(void *self) { return self != NULL; }
 
-/* sret: DeviceStats (976 bytes in 2.11); the aggregate StatType's Stat {current, peak,
- * allocated, freed} of the allocation count at 0 and of the bytes at 384. */
+/* sret: DeviceStats (976 bytes in 2.11); the aggregate StatType's allocation count at 16 and
+ * allocated bytes at 400, the counters torch.c reads. */
 void get_device_stats(void *out, void *self, signed char device)
 {
 	(void)self;
@@ -38,9 +38,7 @@ void get_device_stats(void *out, void *self, signed char device)
 	if (device != 0)
 		return;
 	memcpy((char *)out + 16, &alloc_count, 8);
-	memcpy((char *)out + 24, &free_count, 8);
 	memcpy((char *)out + 400, &alloc_bytes, 8);
-	memcpy((char *)out + 408, &freed_bytes, 8);
 }
 
 void attach_tracker(void *self, void *fn)
@@ -54,9 +52,9 @@ EXPORT void *allocator __asm__(NS "9allocatorE") = &native;
 
 /*
  * One TraceEntry on device 0 (2.11: action int at 0, device index at 4, addr at 8, stream at 32,
- * size at 40; ALLOC 0, FREE_REQUESTED 1, and FREE_COMPLETED 2 or SEGMENT_ALLOC 3, which move
- * no counter), to the tracker if one is attached. As in PyTorch, an allocation is traced before
- * the counters move and a free after.
+ * size at 40; ALLOC 0, FREE_REQUESTED 1, FREE_COMPLETED 2, SEGMENT_ALLOC 3), to the tracker if
+ * one is attached. As in PyTorch, an allocation is traced before the allocation counters move;
+ * the other actions move neither of them.
  */
 EXPORT void fake_c10_trace(int action, uint64_t addr, uint64_t requested, uint64_t block, uint64_t stream)
 {
@@ -65,10 +63,6 @@ EXPORT void fake_c10_trace(int action, uint64_t addr, uint64_t requested, uint64
 	memcpy(entry + 8, &addr, 8);
 	memcpy(entry + 32, &stream, 8);
 	memcpy(entry + 40, action == 0 ? &requested : &block, 8);
-	if (action == 1) {
-		free_count++;
-		freed_bytes += block;
-	}
 	if (tracking)
 		tracker.invoker(tracker.functor, entry);
 	if (action == 0) {
@@ -77,7 +71,7 @@ EXPORT void fake_c10_trace(int action, uint64_t addr, uint64_t requested, uint64
 	}
 }
 
-/* torch.cuda.reset_accumulated_memory_stats(): every Stat's allocated and freed go to 0. */
-EXPORT void fake_c10_reset_accumulated(void) { alloc_count = alloc_bytes = free_count = freed_bytes = 0; }
+/* torch.cuda.reset_accumulated_memory_stats(): every Stat's allocated (and freed) go to 0. */
+EXPORT void fake_c10_reset_accumulated(void) { alloc_count = alloc_bytes = 0; }
 
 EXPORT uint64_t fake_c10_stats_reads(void) { return stats_reads; }
