@@ -5,7 +5,9 @@ Each program runs twice under `vramtrace run`: with the call-frame walk and its 
 carry the same frames, as `dump --stacks` prints them (a frame without a symbol as its module
 and offset, from `dump --tables`: libraries can load at other addresses in the two runs). The programs hold what the memo must get right: one site in a
 loop (the memo followed whole), sites alternating at the same depth, a phase's Python frames,
-threads, and a runtime linked statically (the driver's entry points).
+threads, a runtime linked statically (the driver's entry points), and sites that wait for the
+collector after each event (the thread's stack cache then holds the stack before each event:
+a stack under another stack's name shows whatever the timing).
 """
 import os
 import re
@@ -17,6 +19,7 @@ from conftest import CUDART, GOLDEN, PROGRAM_SOURCES, analyze, program, trace
 PROGRAMS = {
     "rt_api": lambda exe: [program("rt_api")],
     "mt_alloc": lambda exe: [program("mt_alloc")],
+    "unwind_drained": lambda exe: [program("unwind_drained")],
     "static_rt": lambda exe: [program("static_rt")],
     "phases": lambda exe: [program("phases")],
     "ctypes_alloc": lambda exe: [exe, PROGRAM_SOURCES / "ctypes_alloc.py", CUDART],
