@@ -806,10 +806,45 @@ static const struct vrt_site *top_blamed(const struct leaks *lk, const struct vr
 	return top;
 }
 
+/* The survivors the headline splits: those of the calls its growth is measured over (from the
+ * second call on, as growth_per_invocation), so that what only the first call left (optimizer
+ * state built lazily, warm-up) takes no share of a per-call figure it is not part of; all
+ * calls' where the later calls left nothing blamed. Per site, persistent-by-design left out. */
+static int steady_survivors(const struct leaks *lk, uint32_t **stacks, int64_t **bytes, size_t *n)
+{
+	uint32_t first = lk->n_inv >= 2 ? 2 : 1;
+	for (;; first = 1) {
+		struct vrt_sites steady;
+		vrt_sites_init(&steady);
+		for (size_t i = 0; i < lk->n_groups; i++) {
+			const struct group *g = &lk->groups[i];
+			struct vrt_site *site = g->count && g->invocation >= first ? vrt_sites_get(&steady, g->stack, NULL) : NULL;
+			if (site)
+				site->bytes += g->bytes;
+		}
+		vrt_sites_sort(&steady); /* vrt_shares_build keeps the first MAX_SITES, and a share's first stack names it */
+		*stacks = calloc(steady.n ? steady.n : 1, sizeof(**stacks));
+		*bytes = calloc(steady.n ? steady.n : 1, sizeof(**bytes));
+		*n = 0;
+		for (size_t i = 0; *stacks && *bytes && i < steady.n; i++)
+			if (!persistent_by_design(lk->t, &steady.v[i]) && steady.v[i].bytes > 0) {
+				(*stacks)[*n] = steady.v[i].stack;
+				(*bytes)[(*n)++] = steady.v[i].bytes;
+			}
+		vrt_sites_free(&steady);
+		if (!*stacks || !*bytes)
+			return VRT_E_NOMEM;
+		if (*n || first == 1)
+			return 0;
+		free(*stacks);
+		free(*bytes);
+	}
+}
+
 /*
  * "+84 MiB per train() call: 78% from Engine.__init__ (x.py:52-55), 22% from train ->
- * Module.cuda (x.py:99, in module.py:1097)": the blamed survivors by where the user's code made
- * them (attribution.h), the largest three.
+ * Module.cuda (x.py:99, in module.py:1097)": the blamed survivors of the calls the growth is
+ * measured over, by where the user's code made them (attribution.h), the largest three.
  */
 static void headline(const struct leaks *lk, const struct vrt_sites *s, char *buf, size_t len)
 {
@@ -820,17 +855,13 @@ static void headline(const struct leaks *lk, const struct vrt_sites *s, char *bu
 		snprintf(buf, len, "no growth: from the second %s on, memory at each entry stays level", invocation_name(lk));
 		return;
 	}
-	uint32_t *stacks = calloc(s->n, sizeof(*stacks));
-	int64_t *bytes = calloc(s->n, sizeof(*bytes));
+	uint32_t *stacks = NULL;
+	int64_t *bytes = NULL;
 	size_t n = 0;
-	for (size_t i = 0; stacks && bytes && i < s->n; i++)
-		if (!persistent_by_design(lk->t, &s->v[i]) && !s->v[i].label) {
-			stacks[n] = s->v[i].stack;
-			bytes[n++] = s->v[i].bytes;
-		}
+	int rc = steady_survivors(lk, &stacks, &bytes, &n);
 	struct vrt_shares shares;
 	int k = snprintf(buf, len, "+%s per %s", vrt_bytes((int64_t)growth), invocation_name(lk));
-	if (stacks && bytes && k > 0 && (size_t)k < len && !vrt_shares_build(lk->t, stacks, bytes, n, &shares)) {
+	if (!rc && k > 0 && (size_t)k < len && !vrt_shares_build(lk->t, stacks, bytes, n, &shares)) {
 		if (shares.n) {
 			snprintf(buf + k, len - (size_t)k, ": ");
 			vrt_shares_format(&shares, 3, buf + k + 2, len - (size_t)k - 2);
