@@ -382,10 +382,11 @@ static void call_noun(char *buf, size_t n, const char *phase, bool plural)
  */
 #define SIZE_MARGIN 0.02
 
-static void largest_size(const struct calls *c, uint64_t now, struct vrt_remedies *out)
+static void largest_size(const struct calls *c, uint64_t now, uint64_t need, struct vrt_remedies *out)
 {
 	double n = 0, sx = 0, sy = 0, sxx = 0, sxy = 0;
 	int64_t lo = INT64_MAX, hi = -1;
+	uint64_t peak_at_hi = 0;
 	out->largest_size = -1;
 	for (int i = 0; i < c->n_marks; i++) {
 		if (c->mark_size[i] <= 0)
@@ -393,12 +394,28 @@ static void largest_size(const struct calls *c, uint64_t now, struct vrt_remedie
 		double x = (double)c->mark_size[i], y = (double)c->mark_peak[i];
 		n++, sx += x, sy += y, sxx += x * x, sxy += x * y;
 		lo = c->mark_size[i] < lo ? c->mark_size[i] : lo;
-		hi = c->mark_size[i] > hi ? c->mark_size[i] : hi;
+		if (c->mark_size[i] > hi)
+			hi = c->mark_size[i], peak_at_hi = 0;
+		if (c->mark_size[i] == hi && c->mark_peak[i] > peak_at_hi)
+			peak_at_hi = c->mark_peak[i];
 	}
 	double det = n * sxx - sx * sx;
 	if (n < 2 || lo == hi || det <= 0 || !out->limit || out->reserved_at_failure < now)
 		return;
 	double b = (n * sxy - sx * sy) / det, a = (sy - b * sx) / n;
+	/*
+	 * The failing size needed at least `need`. Where the line says less there, it is bent by
+	 * small sizes whose peaks fixed costs decide (the first steps of a doubling batch stay
+	 * level), and it would call the failing size itself a fit: the line from the largest size
+	 * that finished to the failure's need is the one to go by then.
+	 */
+	int64_t failing = c->mark_open ? c->label_size : -1;
+	out->size_through_failure = false;
+	if (failing > hi && a + b * (double)failing < (double)need && need > peak_at_hi) {
+		b = (double)(need - peak_at_hi) / (double)(failing - hi);
+		a = (double)peak_at_hi - b * (double)hi;
+		out->size_through_failure = true;
+	}
 	/* 2 % of it kept back: a size's blocks fragment the reserve differently from the failing
 	 * call's (on the H200 the straight line put the limit one batch too high without it) */
 	double room = ((double)out->limit - (double)(out->reserved_at_failure - now)) * (1 - SIZE_MARGIN);
@@ -407,7 +424,7 @@ static void largest_size(const struct calls *c, uint64_t now, struct vrt_remedie
 	out->largest_size = (int64_t)((room - a) / b);
 	out->size_slope = b;
 	out->size_intercept = a;
-	out->failing_size = c->mark_open ? c->label_size : -1;
+	out->failing_size = failing;
 }
 
 static void batch_remedy(const struct calls *c, uint64_t now, const struct vrt_remedy_input *in, const char *phase,
@@ -435,12 +452,13 @@ static void batch_remedy(const struct calls *c, uint64_t now, const struct vrt_r
 				   VRT_FIT_YES, "replay",
 				   "%d earlier %s peaked at %s%s in tensors (this one needed at least %s): one like those fits",
 				   c->n, label, c->n > 6 ? "... " : "", list, vrt_bytes((int64_t)need));
-	largest_size(c, now, out);
+	largest_size(c, now, need, out);
 	if (m && out->largest_size >= 0) {
 		size_t used = strlen(m->detail);
 		snprintf(m->detail + used, sizeof(m->detail) - used,
-			 "; by the sizes the marks name (a step peaks at %s + %s per unit), the largest that fits is about %lld (2 %% kept for fragmentation)",
+			 "; by the sizes the marks name (a step peaks at %s + %s per unit%s), the largest that fits is about %lld (2 %% kept for fragmentation)",
 			 vrt_bytes((int64_t)out->size_intercept), vrt_bytes((int64_t)out->size_slope),
+			 out->size_through_failure ? ", from the largest size that finished to the failing one's need" : "",
 			 (long long)out->largest_size);
 	}
 }
@@ -570,8 +588,10 @@ void vrt_remedies_json(const struct vrt_remedies *r, FILE *out)
 	fputc(']', out);
 	fputs(", \"largest_size_that_fits\": ", out);
 	if (r->largest_size >= 0)
-		fprintf(out, "{\"size\": %lld, \"failing_size\": %lld, \"bytes_per_unit\": %.0f, \"bytes_at_zero\": %.0f}",
-			(long long)r->largest_size, (long long)r->failing_size, r->size_slope, r->size_intercept);
+		fprintf(out, "{\"size\": %lld, \"failing_size\": %lld, \"bytes_per_unit\": %.0f, \"bytes_at_zero\": %.0f, "
+			"\"through_failure\": %s}",
+			(long long)r->largest_size, (long long)r->failing_size, r->size_slope, r->size_intercept,
+			r->size_through_failure ? "true" : "false");
 	else
 		fputs("null", out);
 	fputs(", \"failing_call\": ", out);

@@ -65,6 +65,8 @@ struct vrt_remedies {
 	 * from the earlier calls' peaks against their sizes; -1: not known. */
 	int64_t largest_size, failing_size;
 	double size_slope, size_intercept;
+	bool size_through_failure;         /* the line runs from the largest finished size to the
+					    * failing size's need (the fit through all said it fits) */
 };
 
 void vrt_remedies_compute(struct vrt_trace *t, const struct vrt_remedy_input *in, struct vrt_remedies *out);

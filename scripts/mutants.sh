@@ -318,6 +318,10 @@ m leaks-picks-a-phase-that-does-not-grow analyzer/cmd_leaks.c \
   '(growth > 0) != (best_growth > 0) ? best_growth > 0' \
   '(growth > 0) != (best_growth > 0) ? best_growth <= 0' \
   test_phases.py::test_leaks_without_a_phase_picks_the_one_whose_calls_grow
+m oom-largest-size-line-through-all analyzer/remedies.c \
+  'if (failing > hi && a + b * (double)failing < (double)need && need > peak_at_hi) {' \
+  'if (0) {' \
+  test_h200_traces.py::test_the_largest_batch_oom_names_is_below_the_one_that_failed
 m leaks-headline-shares-every-call analyzer/cmd_leaks.c \
   'uint32_t first = lk->n_inv >= 2 ? 2 : 1;' \
   'uint32_t first = 1;' \

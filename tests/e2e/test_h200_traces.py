@@ -131,6 +131,18 @@ def test_fixed_engine_blames_nothing_and_labels_the_cublas_workspace():
     assert all(s["phase_index"] == 1 for s in found["survivors"])
 
 
+def test_the_largest_batch_oom_names_is_below_the_one_that_failed():
+    """oom_repro.py doubles its batch from 1024 until one fails (32768); the peaks of the small
+    batches are level (fixed costs), so a line through all of them is too flat at the top and
+    called a batch above the failing one a fit. The line from the largest finished batch to what
+    the failing one needed goes by what the failure itself says."""
+    oom = json.loads(analyze("oom", "--json", "-q", H200 / "oom.vrt").stdout)["oom"]
+    failing = int(re.search(r"OOM at batch (\d+)", TRUTH["oom"]["message"])[1])
+    largest = oom["largest_size_that_fits"]
+    assert largest["failing_size"] == failing and largest["through_failure"] is True
+    assert failing // 2 <= largest["size"] < failing  # the batch before it finished
+
+
 def test_oom_matches_pytorchs_own_message():
     oom = json.loads(analyze("oom", "--json", "-q", H200 / "oom.vrt").stdout)["oom"]
     message = TRUTH["oom"]["message"]
