@@ -127,8 +127,9 @@ static void print_text(const struct vrt_trace *t, const struct vrt_alloc_replay 
 	if (r->failed)
 		print_failure(t, r);
 	else if (r->avoided_oom)
-		printf("\nresult     fits up to the trace's own out-of-memory error at %.3f s, which this setting avoids; the "
-		       "run would go on differently from there, so the replay stops\n",
+		printf("\nresult     the request that failed at %.3f s fits, and every one before it; what the run asked "
+		       "after it is not in the trace, so the replay stops there (whether the rest of that step fits too, "
+		       "vramtrace oom estimates)\n",
 		       vrt_ts_seconds(t, r->avoided_oom_ts));
 	else
 		printf("\nresult     fits: no request fails\n");

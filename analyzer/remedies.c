@@ -346,10 +346,17 @@ static void project_rest(struct calls *c, uint64_t now, struct vrt_remedies *out
 	out->call_rest = (int64_t)((double)(peak - at_k) * out->call_scale);
 	out->call_requests = f->n;
 	out->last_call_requests = l->n;
+	out->call_from_first = c->n == 1;
 	out->call_peak = now + (uint64_t)out->call_rest;
 }
 
-/* A remedy that makes room for the failing request but not for what its call still needs. */
+/*
+ * A remedy that makes room for the failing request but not for what its call still needs. A
+ * projection from the first call is no verdict: that call also does what is done once (an
+ * optimizer's state, lazily built caches, first-use allocations that shift its requests against
+ * a later call's), so a later call's rest may be far less (on the H200, expandable segments
+ * under a cap: projected 2.27 GiB more from the first step, and the real re-run fitted).
+ */
 static void judge_calls(struct vrt_remedies *out, const char *label)
 {
 	if (out->call_rest < 0 || out->shortfall <= 0)
@@ -358,10 +365,15 @@ static void judge_calls(struct vrt_remedies *out, const char *label)
 		struct vrt_remedy *m = &out->v[i];
 		if (m->fits != VRT_FIT_YES || m->frees_bytes >= out->shortfall + out->call_rest)
 			continue;
-		m->fits = VRT_FIT_NO;
+		m->fits = out->call_from_first ? VRT_FIT_UNKNOWN : VRT_FIT_NO;
 		size_t used = strlen(m->detail);
-		snprintf(m->detail + used, sizeof(m->detail) - used,
-			 "; the request fits, not the rest of the %s (about %s more)", label, vrt_bytes(out->call_rest));
+		if (out->call_from_first)
+			snprintf(m->detail + used, sizeof(m->detail) - used,
+				 "; the request fits; the rest of the %s may not (about %s more if it goes as the first one "
+				 "did, which also did one-time work)", label, vrt_bytes(out->call_rest));
+		else
+			snprintf(m->detail + used, sizeof(m->detail) - used,
+				 "; the request fits, not the rest of the %s (about %s more)", label, vrt_bytes(out->call_rest));
 	}
 }
 
@@ -560,10 +572,11 @@ void vrt_remedies_print(const struct vrt_remedies *r, FILE *out)
 		fprintf(out,
 			"  (the failing %s had made %zu tensor requests; the one before it made %zu and grew by %s after its "
 			"%zu-th; %.2fx that is about %s more, a peak of about %s in tensors: a remedy fits only with room "
-			"for it)\n",
+			"for it%s)\n",
 			r->call_label, r->call_requests, r->last_call_requests,
 			vrt_bytes((int64_t)((double)r->call_rest / r->call_scale)), r->call_requests, r->call_scale,
-			vrt_bytes(r->call_rest), vrt_bytes((int64_t)r->call_peak));
+			vrt_bytes(r->call_rest), vrt_bytes((int64_t)r->call_peak),
+			r->call_from_first ? "; the one before it is the first, so this is an estimate, not a verdict" : "");
 }
 
 void vrt_remedies_json(const struct vrt_remedies *r, FILE *out)
@@ -603,7 +616,7 @@ void vrt_remedies_json(const struct vrt_remedies *r, FILE *out)
 	json_string(out, r->call_label);
 	fprintf(out,
 		", \"requests\": %zu, \"last_call_requests\": %zu, \"scale\": %.4f, \"rest_bytes\": %lld, "
-		"\"peak_bytes\": %llu}",
+		"\"peak_bytes\": %llu, \"from_first_call\": %s}",
 		r->call_requests, r->last_call_requests, r->call_scale, (long long)r->call_rest,
-		(unsigned long long)r->call_peak);
+		(unsigned long long)r->call_peak, r->call_from_first ? "true" : "false");
 }

@@ -60,6 +60,7 @@ struct vrt_remedies {
 	double call_scale;
 	uint64_t call_peak;                /* tensor bytes the call would have peaked at */
 	size_t call_requests, last_call_requests;
+	bool call_from_first;              /* projected from the first call: an estimate only */
 	char call_label[100];              /* "call of PHASE" or "interval between marks" */
 	/* The largest size (the number in the marks before the calls) whose projected peak fits,
 	 * from the earlier calls' peaks against their sizes; -1: not known. */

@@ -318,6 +318,10 @@ m leaks-picks-a-phase-that-does-not-grow analyzer/cmd_leaks.c \
   '(growth > 0) != (best_growth > 0) ? best_growth > 0' \
   '(growth > 0) != (best_growth > 0) ? best_growth <= 0' \
   test_phases.py::test_leaks_without_a_phase_picks_the_one_whose_calls_grow
+m oom-rest-from-the-first-call-is-a-verdict analyzer/remedies.c \
+  'out->call_from_first = c->n == 1;' \
+  'out->call_from_first = false;' \
+  test_whatif.py::test_oom_does_not_rule_out_a_remedy_its_real_rerun_fitted
 m oom-largest-size-line-through-all analyzer/remedies.c \
   'if (failing > hi && a + b * (double)failing < (double)need && need > peak_at_hi) {' \
   'if (0) {' \

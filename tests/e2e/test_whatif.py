@@ -249,6 +249,23 @@ def test_every_remedy_is_what_its_real_rerun_did():
     assert exp["failing_call"]["requests"] > d["failing_call"]["requests"]
 
 
+def test_oom_does_not_rule_out_a_remedy_its_real_rerun_fitted():
+    """whatif-default-capped failed in its second step under a cap; the same job with
+    expandable_segments:True under the same cap ran every step (whatif-expandable-capped). The
+    only step before the failing one is the first, which also built AdamW's state and made
+    first-use requests: projected from it, the rest of the step is an estimate, so a remedy that
+    fits the failing request is "not known" there, never "no"."""
+    truth = TRUTH["whatif-expandable-capped"]
+    assert truth["oom"] is False and truth["allocator_limit"] == TRUTH["whatif-default-capped"]["allocator_limit"]
+    d, m = remedies("whatif-default-capped")
+    assert d["failing_call"]["from_first_call"] is True
+    assert m["expandable_segments:True"]["fits"] is None
+    assert "if it goes as the first one did" in m["expandable_segments:True"]["detail"]
+    # and whatif, replaying the same setting, makes room for the failing request
+    text = analyze("whatif", "--alloc-conf", "expandable_segments:True", H200 / "whatif-default-capped.vrt").stdout
+    assert "result     the request that failed at 16.053 s fits" in text
+
+
 def test_oom_remedies_text():
     out = analyze("oom", H200 / "retain-ds-oom-offload.vrt").stdout
     assert "what would make it fit" in out
