@@ -6,7 +6,9 @@
   - every command has --help with examples, and `vramtrace --version` names the trace format;
   - every command in the README's command table exists, with the options the table shows, and
     every command is in the table;
-  - every test docs/RELIABILITY.md names as a behaviour's guard exists.
+  - every test docs/RELIABILITY.md names as a behaviour's guard exists;
+  - every README example of a command on a trace recorded on the H200 is what the command prints
+    on that trace now.
 """
 import importlib.util
 import re
@@ -227,3 +229,43 @@ def test_every_test_reliability_md_names_exists():
         if not known:
             missing.append(name + (suffix or ""))
     assert not missing, f"docs/RELIABILITY.md names tests that do not exist: {sorted(set(missing))}"
+
+
+def readme_examples():
+    """(command line, shown lines) of every README block that begins with "$ vramtrace"."""
+    blocks = re.findall(r"^```\n\$ (vramtrace [^\n]*)\n(.*?)^```$", README.read_text(), re.M | re.S)
+    return [(command, shown.splitlines()) for command, shown in blocks]
+
+
+def shows(shown, printed):
+    """Whether every shown line is a printed line, in order: a line of "..." alone stands for
+    lines left out, and a line ending in "..." for a printed line it begins."""
+    at = 0
+    for line in shown:
+        if line.strip() == "...":
+            continue
+        prefix = line[:-3] if line.endswith("...") else None
+        while at < len(printed) and not (printed[at].startswith(prefix) if prefix is not None else printed[at] == line):
+            at += 1
+        if at == len(printed):
+            return line
+        at += 1
+    return None
+
+
+@pytest.mark.parametrize("command,shown", readme_examples(), ids=lambda v: v if isinstance(v, str) else "")
+def test_readme_example_is_what_the_command_prints(command, shown):
+    h200 = SOURCE / "tests" / "golden" / "h200"
+    args = command.split()[1:]
+    assert (h200 / args[-1]).is_file(), f"the README's example runs on {args[-1]}, not a trace in {h200}"
+    printed = subprocess.run([str(VRAMTRACE)] + args, cwd=h200, capture_output=True, text=True,
+                             env=dict(clean_env(), COLUMNS="200")).stdout.splitlines()
+    missing = shows(shown, printed)
+    assert missing is None, f"the README shows a line `{command}` does not print:\n{missing}"
+
+
+def test_readme_examples_are_checked():
+    assert len(readme_examples()) >= 3
+    assert shows(["a", "...", "c..."], ["a", "b", "cd"]) is None
+    assert shows(["c", "a"], ["a", "b", "c"]) == "a"  # out of order
+    assert shows(["a", "bx"], ["a", "b"]) == "bx"
