@@ -6,6 +6,7 @@
 
 #include "cli.h"
 #include "json.h"
+#include "model.h"
 #include "stacks.h"
 
 void vrt_sites_init(struct vrt_sites *s) { memset(s, 0, sizeof(*s)); }
@@ -321,8 +322,12 @@ void vrt_site_print(FILE *out, const struct vrt_trace *t, const struct vrt_site 
 	/* frame lines fit the terminal (vrt_text_width): what comes before and after a frame is
 	 * taken from its room */
 	int width = vrt_text_width();
-	vrt_frame_fit(&head, line, sizeof(line), vrt_room(width, 22));
-	fprintf(out, "  %10s %6llux  %s\n", vrt_bytes(s->bytes), (unsigned long long)s->count, line);
+	/* memory that is not the device's, in a list that is mostly the device's, says so first */
+	char kind[32] = "";
+	if (s->kinds && !(s->kinds & (1u << VRT_KIND_DEVICE)))
+		snprintf(kind, sizeof(kind), "[%s] ", vrt_kind_name((uint32_t)__builtin_ctz(s->kinds)));
+	vrt_frame_fit(&head, line, sizeof(line), vrt_room(width, 22 + (int)strlen(kind)));
+	fprintf(out, "  %10s %6llux  %s%s\n", vrt_bytes(s->bytes), (unsigned long long)s->count, kind, line);
 	if (s->label || max_frames <= 0)
 		return;
 	static struct vrt_frame frames[VRT_MAX_FRAMES];
@@ -358,6 +363,13 @@ void vrt_site_print(FILE *out, const struct vrt_trace *t, const struct vrt_site 
 void vrt_site_json(FILE *out, const struct vrt_trace *t, const struct vrt_site *s, bool open_end)
 {
 	fprintf(out, "{\"bytes\": %lld, \"count\": %llu", (long long)s->bytes, (unsigned long long)s->count);
+	if (s->kinds) { /* in a list of every kind: which its memory is */
+		fputs(", \"kinds\": [", out);
+		for (uint32_t k = 0, n = 0; k < VRT_KIND_LAST; k++)
+			if (s->kinds & (1u << k))
+				fprintf(out, "%s\"%s\"", n++ ? ", " : "", vrt_kind_name(k));
+		fputc(']', out);
+	}
 	/* The trace's stack id (dump's stack=, export parquet's stacks table): null for a label. */
 	if (s->label)
 		fputs(", \"stack\": null", out);

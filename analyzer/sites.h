@@ -17,6 +17,7 @@ struct vrt_site {
 	uint64_t count;
 	int64_t value2;      /* a second figure some reports keep (e.g. bytes at an earlier time) */
 	uint64_t first, last; /* e.g. phase invocations born in */
+	uint8_t kinds;       /* 1 << VRT_KIND_* of its memory where the list mixes kinds (0: not kept) */
 };
 
 struct vrt_sites {

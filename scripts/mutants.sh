@@ -322,6 +322,14 @@ m oom-rest-from-the-first-call-is-a-verdict analyzer/remedies.c \
   'out->call_from_first = c->n == 1;' \
   'out->call_from_first = false;' \
   test_whatif.py::test_oom_does_not_rule_out_a_remedy_its_real_rerun_fitted
+m report-sites-kinds-not-kept analyzer/report_common.c \
+  '\t\tif (mixed)\n' \
+  '\t\tif (0)\n' \
+  test_h200_traces.py::test_report_marks_pinned_host_memory_in_the_list_of_device_memory
+m report-site-kind-not-printed analyzer/sites.c \
+  'if (s->kinds && !(s->kinds & (1u << VRT_KIND_DEVICE)))' \
+  'if (0)' \
+  test_h200_traces.py::test_report_marks_pinned_host_memory_in_the_list_of_device_memory
 m oom-largest-size-line-through-all analyzer/remedies.c \
   'if (failing > hi && a + b * (double)failing < (double)need && need > peak_at_hi) {' \
   'if (0) {' \

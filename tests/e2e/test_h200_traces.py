@@ -131,6 +131,23 @@ def test_fixed_engine_blames_nothing_and_labels_the_cublas_workspace():
     assert all(s["phase_index"] == 1 for s in found["survivors"])
 
 
+def test_report_marks_pinned_host_memory_in_the_list_of_device_memory():
+    """oom_repro.py keeps its optimizer's state in pinned host memory (CPUOffloadAdam, 3 x 1 GiB);
+    the list of what is live at the end holds tensors, the allocator's cache and every other CUDA
+    allocation, so those three say they are host memory, and no device allocation does."""
+    d = json.loads(analyze("report", "--json", "-q", H200 / "oom.vrt").stdout)
+    oom = json.loads(analyze("oom", "--json", "-q", H200 / "oom.vrt").stdout)["oom"]
+    sites = d["live_at_end"]
+    host = [s for s in sites if s.get("kinds") == ["host_pinned"]]
+    assert sum(s["bytes"] for s in host) == oom["host_pinned_bytes"] == 3 << 30
+    assert all(s["headline"]["function"] == "CPUOffloadAdam.__init__" for s in host)
+    assert all(s.get("kinds") in (None, ["device"]) for s in sites if s not in host)
+    text = analyze("report", "-q", H200 / "oom.vrt").stdout
+    listed = text.split("top sites by bytes live at the end", 1)[1].split("\n\n", 1)[0]
+    assert listed.count("[host_pinned] CPUOffloadAdam.__init__") == len(host)
+    assert listed.count("[host_pinned]") == len(host) and "[device]" not in listed
+
+
 def test_the_largest_batch_oom_names_is_below_the_one_that_failed():
     """oom_repro.py doubles its batch from 1024 until one fails (32768); the peaks of the small
     batches are level (fixed costs), so a line through all of them is too flat at the top and
