@@ -110,9 +110,10 @@ def test_events_the_collector_was_writing_when_killed_are_recovered(tmp_path):
 
 
 def test_every_thread_buffer_is_recovered_in_time_order(tmp_path):
-    """Eight threads allocate 30 times each, then the process is killed: the recovered trace holds
-    all 240 allocations (one slot of the sidecar per thread, merged by time), each thread's own in
-    the order it made them, and the report's live bytes are their sum. The collector's first write
+    """Eight threads allocate 30 times each, in rounds (their events interleave in time), then the
+    process is killed: the recovered trace holds all 240 allocations (one slot of the sidecar per
+    thread, merged by time), each thread's own in the order it made them, and the report's live
+    bytes are their sum. The collector's first write
     after the file's header stalls (libstress_slowsink.so) until after the kill, so every event
     is recovered, whatever the machine's speed: none was written in the order a drain gives."""
     env = {"VRAMTRACE_FLUSH_MS": "1", "STRESS_SLOW_SKIP": FIRST_WRITES, "STRESS_SLOW_WRITES": "1",

@@ -16,7 +16,9 @@
  *   kill_early K threads N
  *
  * N threads make K allocations each (thread t's allocation i is 1 MiB + 4096 * (t * K + i) bytes,
- * each said as "returned t*K+i SIZE"); once all have returned, the main thread kills the process.
+ * each said as "returned t*K+i SIZE"), in rounds: every thread's allocation i comes after every
+ * thread's allocation i-1 (a barrier between rounds), so the threads' events interleave in time
+ * however the scheduler runs them; once all have returned, the main thread kills the process.
  *
  *   kill_early K fork
  *
@@ -103,11 +105,13 @@ static int scenario(long k, int from_thread)
 }
 
 static long per_thread;
+static pthread_barrier_t round_barrier;
 
 static void *allocator(void *arg)
 {
 	long t = (long)arg;
 	for (long i = 0; i < per_thread; i++) {
+		pthread_barrier_wait(&round_barrier);
 		size_t size = MiB + 4096 * (size_t)(t * per_thread + i);
 		kill_site(size);
 		char line[96];
@@ -121,11 +125,14 @@ static int run_threads(long k, long n)
 {
 	pthread_t t[64];
 	per_thread = k;
+	n = n < 64 ? n : 64;
 	CHECK(cudaSetDevice(0));
-	for (long i = 0; i < n && i < 64; i++)
+	if (n < 1 || pthread_barrier_init(&round_barrier, NULL, (unsigned)n))
+		return 4;
+	for (long i = 0; i < n; i++)
 		if (pthread_create(&t[i], NULL, allocator, (void *)i))
 			return 4;
-	for (long i = 0; i < n && i < 64; i++)
+	for (long i = 0; i < n; i++)
 		pthread_join(t[i], NULL);
 	kill(getpid(), SIGKILL);
 	return 0;
