@@ -368,6 +368,44 @@ static void cut_middle(const char *s, int room, char *out, size_t len)
 	snprintf(out, len, "%.*s" ELLIPSIS "%s", (int)head_bytes(s, n, head), s, s + tail_start(s, n, tail));
 }
 
+/* " (/a/b/c.py:12)" in room columns: its opening, then its end ("…c.py:12)"). */
+static void cut_keeping_end(const char *s, int room, char *out, size_t len)
+{
+	size_t n = strlen(s);
+	if (columns_of(s, n) <= room) {
+		snprintf(out, len, "%s", s);
+		return;
+	}
+	size_t open = strcspn(s, "(");
+	int head = open < n && columns_of(s, open + 1) + 2 <= room ? columns_of(s, open + 1) : 0;
+	int tail = room - head - 1;
+	if (tail < 1) {
+		cut_middle(s, room, out, len);
+		return;
+	}
+	snprintf(out, len, "%.*s" ELLIPSIS "%s", (int)head_bytes(s, n, head), s, s + tail_start(s, n, tail));
+}
+
+/* A name in room columns: its last component ("setup_buckets", "create_out(…)") whole where it
+ * fits beside an ellipsis, else its two ends. */
+static void cut_name(const char *name, int room, char *out, size_t len)
+{
+	size_t n = strlen(name), last = 0;
+	int depth = 0;
+	for (size_t i = 0; i < n; i++) {
+		depth += name[i] == '(' || name[i] == '<' ? 1 : name[i] == ')' || name[i] == '>' ? -1 : 0;
+		if (!depth && (name[i] == '.' || (name[i] == ':' && name[i + 1] == ':')))
+			last = i;
+	}
+	int tail = columns_of(name + last, n - last);
+	if (!last || columns_of(name, n) <= room || tail + 2 > room) {
+		cut_middle(name, room, out, len);
+		return;
+	}
+	int head = room - 1 - tail;
+	snprintf(out, len, "%.*s" ELLIPSIS "%s", (int)head_bytes(name, n, head), name, name + last);
+}
+
 /* A C++ signature's argument list (the group the last ')' closes, with nothing but qualifiers
  * after it) as "(\u2026)": the part of a demangled name a reader needs least. */
 static void drop_arguments(const char *name, char *out, size_t len)
@@ -397,18 +435,28 @@ void vrt_frame_fit(const struct vrt_frame *f, char *buf, size_t len, int columns
 	size_t name_len = f->type == VRT_FT_LABEL || (f->type == VRT_FT_NATIVE && !strcmp(f->function, "??"))
 				  ? 0 : strlen(f->function);
 	const char *rest = buf + (name_len <= strlen(buf) ? name_len : 0);
-	int room = columns - columns_of(rest, strlen(rest));
-	if (!name_len || room < 12) { /* the place itself is too long: its end (file:line) stays */
+	if (!name_len) { /* no name: the place's two ends (its file:line) stay */
 		char whole[1024];
 		snprintf(whole, sizeof(whole), "%s", buf);
 		cut_middle(whole, columns, buf, len);
 		return;
 	}
-	char name[1024], fitted[1024], tail[1024];
-	snprintf(tail, sizeof(tail), "%s", rest);
+	/* The place stays whole while the name keeps 12 columns; where it would not, the name keeps
+	 * half the room (all it needs, if less) and the place what is left, its end (the file and
+	 * line) kept: "…Optimizer.setup_buckets (…stage_1_and_2.py:3266)" */
+	char name[1024], fitted[1024], place[1024];
 	drop_arguments(f->function, name, sizeof(name));
-	cut_middle(name, room, fitted, sizeof(fitted));
-	snprintf(buf, len, "%s%s", fitted, tail);
+	int room = columns - columns_of(rest, strlen(rest));
+	if (room >= 12) {
+		snprintf(place, sizeof(place), "%s", rest);
+	} else {
+		int name_columns = columns_of(name, strlen(name)), half = columns / 2 > 12 ? columns / 2 : 12;
+		int name_room = name_columns < half ? name_columns : half;
+		cut_keeping_end(rest, columns - name_room, place, sizeof(place));
+		room = columns - columns_of(place, strlen(place));
+	}
+	cut_name(name, room, fitted, sizeof(fitted));
+	snprintf(buf, len, "%s%s", fitted, place);
 }
 
 void vrt_frame_json(FILE *out, const struct vrt_frame *f)

@@ -330,6 +330,14 @@ m report-site-kind-not-printed analyzer/sites.c \
   'if (s->kinds && !(s->kinds & (1u << VRT_KIND_DEVICE)))' \
   'if (0)' \
   test_h200_traces.py::test_report_marks_pinned_host_memory_in_the_list_of_device_memory
+m frame-fit-name-cut-in-the-middle analyzer/stacks.c \
+  '\tcut_name(name, room, fitted, sizeof(fitted));' \
+  '\tcut_middle(name, room, fitted, sizeof(fitted));' \
+  test_cli_options.py::test_a_narrow_terminal_keeps_the_method_and_the_line
+m frame-fit-place-cut-in-the-middle analyzer/stacks.c \
+  '\t\tcut_keeping_end(rest, columns - name_room, place, sizeof(place));' \
+  '\t\tcut_middle(rest, columns - name_room, place, sizeof(place));' \
+  test_cli_options.py::test_a_narrow_terminal_keeps_the_method_and_the_line
 m oom-largest-size-line-through-all analyzer/remedies.c \
   'if (failing > hi && a + b * (double)failing < (double)need && need > peak_at_hi) {' \
   'if (0) {' \

@@ -218,6 +218,14 @@ def test_width_cuts_frame_lines_keeping_their_place(command):
     assert wide  # there was something to cut
 
 
+def test_a_narrow_terminal_keeps_the_method_and_the_line():
+    """At 60 columns a frame's place does not fit beside its name: the name keeps its last
+    component (the method), the place its end (the file and line), not a cut through both."""
+    cut = analyze("leaks", "-q", "--phase", "train", "--width", "60", H200 / "retain-ds-zero2.vrt").stdout
+    head = next(l for l in cut.splitlines() if re.match(r"^ +[\d.]+ [KMG]iB +\d+x ", l))
+    assert len(head) <= 60 and re.search(r"\u2026\.setup_buckets \(\u2026[^ ]*_2\.py:3266\)$", head), head
+
+
 def test_a_cut_signature_loses_its_arguments_first():
     cut = analyze("report", "-q", "--width", "100", H200 / "nccl.vrt").stdout
     assert re.search(r"in initTransportsRank\(\u2026\)\+0x[0-9a-f]+ \(libnccl\.so\.2\)$", cut, re.M), cut
