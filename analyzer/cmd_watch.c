@@ -3,8 +3,9 @@
  * vramtrace watch PID: the sites that grow in a running process, every few seconds, without
  * stopping it. Each tick asks the process for a snapshot (its live set, with stacks, into a
  * private temporary directory: what `vramtrace snapshot` writes), groups what is live by site
- * and compares it with the first tick and the one before. Works on an attached, armed or fully
- * traced process alike; the snapshot is deleted once read.
+ * and compares it with the first tick and the one before. Works on a traced or attached process
+ * (an armed one keeps no stacks and refuses a snapshot until attached); the snapshot is deleted
+ * once read.
  *
  * A site is keyed by where the user's code made it (attribution.h), not by stack id: ids are
  * per file, and every tick is a new file.

@@ -338,11 +338,12 @@ int vrt_cmd_watch(int argc, char **argv);
 #define VRT_HELP_WATCH                                                                                 \
 	"usage: vramtrace watch [options] PID\n"                                                         \
 	"\n"                                                                                           \
-	"The sites that grow in a running process (attached, armed or fully traced), every few\n"      \
-	"seconds, without stopping it: each look takes its live set with stacks (a snapshot without a\n" \
-	"retention walk, into a private temporary directory, deleted once read), and the sites are\n"  \
-	"compared with the first look (growth so far) and the one before (the rate now). Sites are\n"  \
-	"named by the user's code that allocated them; tensors where PyTorch's allocator is seen.\n"   \
+	"The sites that grow in a running process (traced; an armed one once `vramtrace attach` has\n"    \
+	"started tracing it), every few seconds, without stopping it: each look takes its live set with\n" \
+	"stacks (a snapshot without a retention walk, into a private temporary directory, deleted once\n" \
+	"read), and the sites are compared with the first look (growth so far) and the one before (the\n" \
+	"rate now). Sites are named by the user's code that allocated them; tensors where PyTorch's\n"    \
+	"allocator is seen.\n"                                                                            \
 	"\n"                                                                                           \
 	"options:\n"                                                                                   \
 	"  --interval S   seconds between looks (default 5)\n"                                          \

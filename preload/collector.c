@@ -778,9 +778,13 @@ static void reopen_file(struct collector *c)
 }
 
 /* An armed process that nobody attached to writes nothing; at its exit it says what its live
- * set held, so that "no trace" is not mistaken for "no allocation". */
+ * set held, so that "no trace" is not mistaken for "no allocation". A process image that made
+ * no CUDA allocation (a shell or launcher the job runs through) and one that execs say nothing:
+ * under a chain of them (a pyenv shim) the line came once per image. */
 static void say_armed_at_exit(const struct collector *c)
 {
+	if (!c->live.events || c->end_reason == VRT_END_EXEC)
+		return;
 	uint64_t n = 0, bytes = 0;
 	for (size_t i = 0; i < c->live.used; i++) {
 		struct vrt_item e;
@@ -791,8 +795,8 @@ static void say_armed_at_exit(const struct collector *c)
 		}
 	}
 	vrt_log("armed and never attached: %llu allocations (%llu bytes) were live at exit; no trace was written "
-		"(`vramtrace attach %d` or `vramtrace snapshot %d` while it runs writes one)",
-		(unsigned long long)n, (unsigned long long)bytes, (int)vrt_pid, (int)vrt_pid);
+		"(`vramtrace attach %d` while it runs starts one)",
+		(unsigned long long)n, (unsigned long long)bytes, (int)getpid());
 }
 
 /*

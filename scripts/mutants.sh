@@ -338,6 +338,14 @@ m frame-fit-place-cut-in-the-middle analyzer/stacks.c \
   '\t\tcut_keeping_end(rest, columns - name_room, place, sizeof(place));' \
   '\t\tcut_middle(rest, columns - name_room, place, sizeof(place));' \
   test_cli_options.py::test_a_narrow_terminal_keeps_the_method_and_the_line
+m armed-exit-said-by-every-image preload/collector.c \
+  'if (!c->live.events || c->end_reason == VRT_END_EXEC)' \
+  'if (0)' \
+  test_run_cli.py::test_an_armed_job_behind_shells_says_so_once_with_its_own_pid
+m armed-exit-said-at-exec preload/collector.c \
+  'if (!c->live.events || c->end_reason == VRT_END_EXEC)' \
+  'if (!c->live.events)' \
+  test_run_cli.py::test_an_armed_job_behind_shells_says_so_once_with_its_own_pid
 m oom-largest-size-line-through-all analyzer/remedies.c \
   'if (failing > hi && a + b * (double)failing < (double)need && need > peak_at_hi) {' \
   'if (0) {' \

@@ -76,8 +76,28 @@ def test_an_armed_job_nobody_attached_is_not_said_to_allocate_nothing(tmp_path):
     # The job itself says what its live set held at exit, as stress_churn counts it.
     held = re.search(r"held_count=(\d+) held_bytes=(\d+)", p.stdout)
     assert re.search(r"^vramtrace\[\d+\]: armed and never attached: %s allocations \(%s bytes\) were live at exit; "
-                     r"no trace was written \(`vramtrace attach \d+` or `vramtrace snapshot \d+` while it runs "
-                     r"writes one\)$" % (held[1], held[2]), p.stderr, re.M), p.stderr
+                     r"no trace was written \(`vramtrace attach \d+` while it runs starts one\)$" % (held[1], held[2]),
+                     p.stderr, re.M), p.stderr
+
+
+def test_an_armed_job_behind_shells_says_so_once_with_its_own_pid(tmp_path):
+    """A job reached through shells that fork subshells and exec (a pyenv shim is a chain of
+    them): only the process that allocated says what it held, once, under its own pid. An image
+    that allocated and then execs did not exit: its successor says what is live at the end."""
+    job = " ".join(map(str, CHURN))
+    p = run(tmp_path, "--armed", "-o", tmp_path / "a.vrt", "--", "sh", "-c",
+            f'x=$(true); y=$(sh -c true); sh -c "z=\\$(true); exec {job}"')
+    assert p.returncode == 0, p.stderr
+    said = re.findall(r"^vramtrace\[(\d+)\]: armed and never attached: .*`vramtrace attach (\d+)`", p.stderr, re.M)
+    pid = re.search(r"pid=(\d+)", p.stdout)
+    assert len(said) == 1, p.stderr
+    assert said[0][0] == said[0][1] and (not pid or pid[1] == said[0][0])
+    # stress_exec 2: three images, each allocates (k + 1) MiB and execs the next; the last says
+    p = run(tmp_path, "--armed", "-o", tmp_path / "b.vrt", "--", program("stress_exec"), "2")
+    assert p.returncode == 0, p.stderr
+    said = re.findall(r"^vramtrace\[(\d+)\]: armed and never attached: (\d+) allocations \((\d+) bytes\)", p.stderr,
+                      re.M)
+    assert said == [(re.search(r"image 0 pid=(\d+)", p.stdout)[1], "1", str(1 << 20))], p.stderr
 
 
 def next_step(stderr):
