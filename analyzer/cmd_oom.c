@@ -268,7 +268,8 @@ static void print_limit(const struct oom *o, int64_t live)
 		return;
 	if (l->result) {
 		printf("limit hit        the per-process cap: PyTorch may reserve %s (set_per_process_memory_fraction); "
-		       "it had reserved %s, %s of it in tensors, and needed %s more\n", vrt_bytes((int64_t)l->aux),
+		       "it had reserved %s when it failed (having given back what it could of its cache), %s of it in "
+		       "tensors, and needed %s more\n", vrt_bytes((int64_t)l->aux),
 		       vrt_bytes((int64_t)l->id), vrt_bytes((int64_t)l->id2), vrt_bytes((int64_t)l->size));
 		return;
 	}

@@ -89,9 +89,19 @@ static void try_setting(struct vrt_trace *t, const struct vrt_remedy_input *in, 
 		add(out, name, 0, VRT_FIT_NO, "replay", "an earlier request fails: %s at %.3f s",
 		    vrt_bytes((int64_t)o->r.fail.request), vrt_ts_seconds(t, o->r.fail.ts));
 	} else {
+		/* Both replayed to just before the request: before the allocator gave its cache back to
+		 * try again, so the recorded figure here is above what PyTorch's message reports. */
 		int64_t frees = b && d ? (int64_t)b->reserved_at_until - (int64_t)d->reserved_at_until : 0;
-		add(out, name, frees, fits, "replay", "%s reserved just before it instead of %s",
-		    vrt_bytes(d ? (int64_t)d->reserved_at_until : 0), vrt_bytes(b ? (int64_t)b->reserved_at_until : 0));
+		char with[32], recorded_setting[32];
+		snprintf(with, sizeof(with), "%s", vrt_bytes(d ? (int64_t)d->reserved_at_until : 0));
+		snprintf(recorded_setting, sizeof(recorded_setting), "%s", vrt_bytes(b ? (int64_t)b->reserved_at_until : 0));
+		if (!strcmp(with, recorded_setting))
+			add(out, name, frees, fits, "replay",
+			    "%s reserved just before the request, about as much as the recorded setting replayed", with);
+		else
+			add(out, name, frees, fits, "replay",
+			    "%s reserved just before the request, against %s with the recorded setting replayed", with,
+			    recorded_setting);
 	}
 	free(o);
 }
