@@ -1015,8 +1015,12 @@ int vrt_alloc_replay_run(struct vrt_trace *t, const struct vrt_alloc_replay_opti
 	e->replaying = true;
 	if (!rcode)
 		rcode = replay_once(e);
+	/* A replay that failed stopped before what the rest of the trace says of its limits and its
+	 * device (PyTorch's figures at a later out-of-memory error): it is surveyed as well. */
+	if (!rcode && r->failed)
+		e->restart = true;
 	if (!rcode && e->restart) {
-		/* the limits replayed under changed: survey the whole trace first */
+		/* the limits replayed under changed, or were not all known: survey the whole trace first */
 		e->replaying = false;
 		rcode = reset(e);
 		if (!rcode)

@@ -346,6 +346,10 @@ m armed-exit-said-at-exec preload/collector.c \
   'if (!c->live.events || c->end_reason == VRT_END_EXEC)' \
   'if (!c->live.events)' \
   test_run_cli.py::test_an_armed_job_behind_shells_says_so_once_with_its_own_pid
+m whatif-failed-replay-not-surveyed analyzer/alloc_replay.c \
+  'if (!rcode && r->failed)\n\t\te->restart = true;' \
+  'if (0)\n\t\te->restart = true;' \
+  test_whatif.py::test_a_replay_that_fails_early_still_knows_the_traces_limit_and_device
 m oom-largest-size-line-through-all analyzer/remedies.c \
   'if (failing > hi && a + b * (double)failing < (double)need && need > peak_at_hi) {' \
   'if (0) {' \

@@ -266,6 +266,21 @@ def test_oom_does_not_rule_out_a_remedy_its_real_rerun_fitted():
     assert "result     the request that failed at 16.053 s fits" in text
 
 
+def test_a_replay_that_fails_early_still_knows_the_traces_limit_and_device():
+    """What the trace says of its cap and its device comes with its out-of-memory error, after
+    the request a smaller device or cap fails at: the replay must not run as if there were none
+    (the cap, per the help, is the trace's own unless --allocator-limit gives one)."""
+    base = whatif("retain-ds-oom-offload")
+    assert base["limit_source"].startswith("PyTorch's figures")
+    small = whatif("retain-ds-oom-offload", "--device-memory", "6G")
+    assert small["device_memory"] == 6 << 30
+    assert (small["allocator_limit"], small["limit_source"]) == (base["allocator_limit"], base["limit_source"])
+    # a cap under which the replay fails early sizes the device as one under which it does not
+    capped = whatif("retain-ds-oom-offload", "--allocator-limit", "4.9G")
+    roomy = whatif("retain-ds-oom-offload", "--allocator-limit", "8G")
+    assert capped["limit_source"] == "--allocator-limit" and capped["device_memory"] == roomy["device_memory"] > 100 << 30
+
+
 def test_oom_remedies_text():
     out = analyze("oom", H200 / "retain-ds-oom-offload.vrt").stdout
     assert "what would make it fit" in out
