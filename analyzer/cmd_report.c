@@ -42,6 +42,7 @@ struct report {
 	struct vrt_category cats[VRT_MAX_DEVICES + 1][VRT_MAX_CATEGORIES]; /* what is live at the end */
 	int n_cats[VRT_MAX_DEVICES + 1];
 	uint64_t lost; /* events lost while recording: the state block's count, or the LOST records' */
+	uint64_t ooms; /* out-of-memory records up to the end */
 };
 
 static void collect_peaks(struct report *r)
@@ -193,6 +194,9 @@ static void print_text(struct report *r, const struct report_options *o)
 	else
 		printf("%llu events over %.3f s; %s\n", (unsigned long long)m->set.events, r->seconds,
 		       t->state_valid ? vrt_end_sentence(st->end_reason) : "how the process ended is unknown");
+	if (r->ooms)
+		printf("it ran out of memory: %llu out-of-memory event%s; `vramtrace oom %s` explains %s\n",
+		       (unsigned long long)r->ooms, r->ooms == 1 ? "" : "s", t->path, r->ooms == 1 ? "it" : "the last");
 	if (r->teardown_s)
 		printf("\"at the end\" below is where teardown began (%.3f s): what the interpreter freed after that, the "
 		       "program did not\n", r->teardown_s);
@@ -268,7 +272,8 @@ static void print_json(struct report *r, const struct report_options *o)
 	printf(", \"pid\": %d, \"rank\": %d, \"events\": %llu, \"duration_s\": %.6f, \"end\": ", t->hdr.pid,
 	       t->hdr.rank, (unsigned long long)m->set.events, r->seconds);
 	json_string(stdout, vrt_end_text(t));
-	printf(", \"events_lost\": %llu, ", (unsigned long long)r->lost);
+	printf(", \"events_lost\": %llu, \"out_of_memory_events\": %llu, ", (unsigned long long)r->lost,
+	       (unsigned long long)r->ooms);
 	vrt_json_completeness(stdout, t, (int64_t)m->set.events);
 	printf(", \"devices\": [");
 	bool first = true;
@@ -328,6 +333,7 @@ static int report_one(const char *path, const struct report_options *o, bool man
 					 .owners = &r->owners };
 	rc = vrt_report_replay_ex(&t, &r->end, &ro);
 	r->teardown_s = ro.teardown_s;
+	r->ooms = ro.ooms;
 	if (!rc) {
 		r->seconds = vrt_ts_seconds(&t, r->end.last_ts);
 		r->lost = t.state_valid && t.hdr.state.events_lost > r->end.lost ? t.hdr.state.events_lost : r->end.lost;

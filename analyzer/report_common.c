@@ -39,9 +39,12 @@ int vrt_report_replay_ex(struct vrt_trace *t, struct vrt_model *m, struct vrt_re
 	const struct vrt_record *r;
 	vrt_pass_open(&p, t, &(struct vrt_pass_options){ .quiet = o->quiet, .model = m,
 						      .stop_at_teardown = o->stop_at_teardown });
-	while ((r = vrt_pass_take(&p, NULL)))
+	o->ooms = 0;
+	while ((r = vrt_pass_take(&p, NULL))) {
+		o->ooms += r->op == VRT_OP_OOM;
 		if (o->owners)
 			vrt_owners_apply(o->owners, r);
+	}
 	o->teardown_s = p.teardown_s;
 	return vrt_pass_close(&p);
 }

@@ -16,6 +16,7 @@ struct vrt_replay_options {
 	bool stop_at_teardown;      /* "the end" is where teardown began (EXITING), if the trace says */
 	struct vrt_owners *owners;  /* fed every record, when not NULL */
 	double teardown_s;          /* out: when teardown began (0: the trace does not say, or ran on) */
+	uint64_t ooms;              /* out: out-of-memory records (as vramtrace oom counts them) */
 };
 int vrt_report_replay_ex(struct vrt_trace *t, struct vrt_model *m, struct vrt_replay_options *o);
 /* The id of s among the trace's strings (a label, a phase or function name it recorded); 0 when

@@ -148,6 +148,17 @@ def test_report_marks_pinned_host_memory_in_the_list_of_device_memory():
     assert listed.count("[host_pinned]") == len(host) and "[device]" not in listed
 
 
+def test_report_says_the_trace_ran_out_of_memory_and_what_explains_it():
+    d = json.loads(analyze("report", "--json", "-q", H200 / "oom.vrt").stdout)
+    oom = json.loads(analyze("oom", "--json", "-q", H200 / "oom.vrt").stdout)
+    assert d["out_of_memory_events"] == 1 == len([oom["oom"]])
+    text = analyze("report", "-q", H200 / "oom.vrt").stdout.splitlines()
+    assert text[2] == f"it ran out of memory: 1 out-of-memory event; `vramtrace oom {H200 / 'oom.vrt'}` explains it"
+    clean = json.loads(analyze("report", "--json", "-q", H200 / "leak-cycle.vrt").stdout)
+    assert clean["out_of_memory_events"] == 0
+    assert not any("out of memory" in l for l in analyze("report", "-q", H200 / "leak-cycle.vrt").stdout.splitlines()[:4])
+
+
 def test_the_largest_batch_oom_names_is_below_the_one_that_failed():
     """oom_repro.py doubles its batch from 1024 until one fails (32768); the peaks of the small
     batches are level (fixed costs), so a line through all of them is too flat at the top and
