@@ -11,6 +11,7 @@
 #include "model.h"
 #include "owners.h"
 #include "pass.h"
+#include "report_common.h"
 #include "vramtrace/error.h"
 
 enum moment { AT_OOM, AT_PEAK, AT_TIME };
@@ -143,6 +144,8 @@ static int load(struct side *s, bool quiet)
 		return rc;
 	s->open = true;
 	vrt_warn_trace_state(&s->t, quiet);
+	if (s->at >= 0 && (rc = vrt_check_time_in_trace(&s->t, s->path, "diff", "--at", s->at)))
+		return rc;
 	if (s->at >= 0)
 		s->moment = AT_TIME;
 	else if ((rc = find_moment(s, quiet)))

@@ -25,6 +25,10 @@ uint32_t vrt_trace_string_id(const struct vrt_trace *t, const char *s);
 /* 0 when label is NULL or a string of the trace; else one line naming it, and the usage exit
  * code: a mistyped --until-mark must not read the whole trace and pass. */
 int vrt_check_until_mark(const struct vrt_trace *t, const char *path, const char *command, const char *label);
+/* 0 when seconds (given as option) falls within the trace, or its end is not known; else one
+ * line naming the trace's end, and the usage exit code. */
+int vrt_check_time_in_trace(const struct vrt_trace *t, const char *path, const char *command, const char *option,
+			    double seconds);
 
 /*
  * Groups what m holds into sites. slot: one device slot, or -2 for all. kind: a memory kind,

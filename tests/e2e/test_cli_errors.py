@@ -149,3 +149,20 @@ def test_output_that_did_not_reach_standard_output_is_an_error(command):
                            text=True, timeout=TIMEOUT)
     assert p.returncode == 4, (command, p.returncode, p.stderr)
     assert "cannot write to standard output" in p.stderr
+
+
+@pytest.mark.parametrize("args", [["timeline", "--to", "200", "--from", "100"], ["diff", "--at", "999"],
+                                  ["diff", "--by", "category", "--at", "999"]], ids=" ".join)
+def test_a_time_after_the_traces_end_is_an_error(args):
+    """leak-cycle.vrt ends at 5.876 s: a chart of 100-200 s, or the live set at 999 s, is a mistyped
+    time, not the end's figures under that time's name."""
+    trace = GOLDEN / "h200" / "leak-cycle.vrt"
+    p = subprocess.run([str(VRAMTRACE)] + args + [str(trace)] + ([str(GOLDEN / "h200" / "leak-fixed.vrt")]
+                       if args[0] == "diff" else []), capture_output=True, text=True, timeout=60)
+    option = args[-2]
+    assert p.returncode == 2 and p.stdout == "", p.stdout
+    assert p.stderr == f"vramtrace {args[0]}: {trace}: {option} {float(args[-1]):.3f} s is after the trace's end (5.876 s)\n"
+    # a time within it is taken
+    within = subprocess.run([str(VRAMTRACE)] + args[:-1] + ["5"] + [str(trace)] + ([str(trace)] if args[0] == "diff" else []),
+                            capture_output=True, text=True, timeout=60)
+    assert within.returncode == 0, within.stderr
