@@ -144,8 +144,8 @@ static int load(struct side *s, bool quiet)
 		return rc;
 	s->open = true;
 	vrt_warn_trace_state(&s->t, quiet);
-	if (s->at >= 0 && (rc = vrt_check_time_in_trace(&s->t, s->path, "diff", "--at", s->at)))
-		return rc;
+	if (s->at >= 0)
+		vrt_clamp_time_to_trace(&s->t, s->path, "diff", "--at", &s->at, quiet);
 	if (s->at >= 0)
 		s->moment = AT_TIME;
 	else if ((rc = find_moment(s, quiet)))

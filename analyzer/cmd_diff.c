@@ -70,8 +70,8 @@ static int load_side(struct side *s, bool quiet)
 	if (rc)
 		return rc;
 	vrt_warn_trace_state(&s->trace, quiet);
-	if (s->at >= 0 && (rc = vrt_check_time_in_trace(&s->trace, s->path, "diff", "--at", s->at)))
-		return rc;
+	if (s->at >= 0)
+		vrt_clamp_time_to_trace(&s->trace, s->path, "diff", "--at", &s->at, quiet);
 	struct vrt_model m;
 	if (vrt_model_init(&m))
 		return VRT_EXIT_INTERNAL;

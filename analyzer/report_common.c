@@ -40,6 +40,20 @@ int vrt_check_time_in_trace(const struct vrt_trace *t, const char *path, const c
 	return VRT_EXIT_USAGE;
 }
 
+void vrt_clamp_time_to_trace(const struct vrt_trace *t, const char *path, const char *command, const char *option,
+			     double *seconds, bool quiet)
+{
+	if (!t->state_valid || !t->hdr.state.end_ts)
+		return;
+	double end = vrt_ts_seconds(t, t->hdr.state.end_ts);
+	if (*seconds <= end)
+		return;
+	if (!quiet)
+		fprintf(stderr, "vramtrace %s: %s: %s %.3f s is after the trace's end: taken at its end (%.3f s)\n",
+			command, vrt_escape(path), option, *seconds, end);
+	*seconds = end;
+}
+
 int vrt_report_replay(struct vrt_trace *t, struct vrt_model *m, bool quiet)
 {
 	struct vrt_replay_options o = { .quiet = quiet };

@@ -29,6 +29,10 @@ int vrt_check_until_mark(const struct vrt_trace *t, const char *path, const char
  * line naming the trace's end, and the usage exit code. */
 int vrt_check_time_in_trace(const struct vrt_trace *t, const char *path, const char *command, const char *option,
 			    double seconds);
+/* A time past the trace's end is its end ("--at 1e9" for "at the end"): *seconds becomes the
+ * end's, said in one line unless quiet. */
+void vrt_clamp_time_to_trace(const struct vrt_trace *t, const char *path, const char *command, const char *option,
+			     double *seconds, bool quiet);
 
 /*
  * Groups what m holds into sites. slot: one device slot, or -2 for all. kind: a memory kind,

@@ -350,10 +350,14 @@ m whatif-failed-replay-not-surveyed analyzer/alloc_replay.c \
   'if (!rcode && r->failed)\n\t\te->restart = true;' \
   'if (0)\n\t\te->restart = true;' \
   test_whatif.py::test_a_replay_that_fails_early_still_knows_the_traces_limit_and_device
-m time-after-the-end-taken analyzer/report_common.c \
+m time-after-the-end-charted analyzer/report_common.c \
   '\tif (seconds <= end)\n\t\treturn 0;' \
   '\tif (seconds <= end || 1)\n\t\treturn 0;' \
-  "test_cli_errors.py::test_a_time_after_the_traces_end_is_an_error"
+  test_cli_errors.py::test_a_chart_that_starts_after_the_traces_end_is_an_error
+m time-after-the-end-not-clamped analyzer/report_common.c \
+  '\tif (*seconds <= end)\n\t\treturn;' \
+  '\tif (*seconds <= end || 1)\n\t\treturn;' \
+  test_cli_errors.py::test_diff_at_a_time_after_the_traces_end_says_it_takes_the_end
 m oom-largest-size-line-through-all analyzer/remedies.c \
   'if (failing > hi && a + b * (double)failing < (double)need && need > peak_at_hi) {' \
   'if (0) {' \

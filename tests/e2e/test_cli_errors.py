@@ -151,18 +151,28 @@ def test_output_that_did_not_reach_standard_output_is_an_error(command):
     assert "cannot write to standard output" in p.stderr
 
 
-@pytest.mark.parametrize("args", [["timeline", "--to", "200", "--from", "100"], ["diff", "--at", "999"],
-                                  ["diff", "--by", "category", "--at", "999"]], ids=" ".join)
-def test_a_time_after_the_traces_end_is_an_error(args):
-    """leak-cycle.vrt ends at 5.876 s: a chart of 100-200 s, or the live set at 999 s, is a mistyped
-    time, not the end's figures under that time's name."""
+def test_a_chart_that_starts_after_the_traces_end_is_an_error():
+    """leak-cycle.vrt ends at 5.876 s: a chart of 100-200 s has nothing to show but the end's
+    figures under that window's name."""
     trace = GOLDEN / "h200" / "leak-cycle.vrt"
-    p = subprocess.run([str(VRAMTRACE)] + args + [str(trace)] + ([str(GOLDEN / "h200" / "leak-fixed.vrt")]
-                       if args[0] == "diff" else []), capture_output=True, text=True, timeout=60)
-    option = args[-2]
+    p = subprocess.run([str(VRAMTRACE), "timeline", "--from", "100", "--to", "200", str(trace)], capture_output=True,
+                       text=True, timeout=60)
     assert p.returncode == 2 and p.stdout == "", p.stdout
-    assert p.stderr == f"vramtrace {args[0]}: {trace}: {option} {float(args[-1]):.3f} s is after the trace's end (5.876 s)\n"
-    # a time within it is taken
-    within = subprocess.run([str(VRAMTRACE)] + args[:-1] + ["5"] + [str(trace)] + ([str(trace)] if args[0] == "diff" else []),
-                            capture_output=True, text=True, timeout=60)
-    assert within.returncode == 0, within.stderr
+    assert p.stderr == f"vramtrace timeline: {trace}: --from 100.000 s is after the trace's end (5.876 s)\n"
+    within = subprocess.run([str(VRAMTRACE), "timeline", "--from", "5", str(trace)], capture_output=True, text=True,
+                            timeout=60)
+    assert within.returncode == 0 and "0.876 s from 5.000 s" in within.stdout, within.stdout[:200]
+
+
+@pytest.mark.parametrize("by", ["site", "category"])
+def test_diff_at_a_time_after_the_traces_end_says_it_takes_the_end(by):
+    """`--at 1e9` is a way to say "at the end": taken so, and said, with the end's time shown."""
+    trace = GOLDEN / "h200" / "leak-cycle.vrt"
+    late = subprocess.run([str(VRAMTRACE), "diff", "--by", by, "--at", "999", "--at", "1000", str(trace)],
+                          capture_output=True, text=True, timeout=60)
+    end = subprocess.run([str(VRAMTRACE), "diff", "--by", by, "--at", "5.876", "--at", "5.876", str(trace)],
+                         capture_output=True, text=True, timeout=60)
+    assert late.returncode == 0 == end.returncode, late.stderr
+    assert late.stderr.splitlines() == [f"vramtrace diff: {trace}: --at {t}.000 s is after the trace's end: taken at "
+                                        f"its end (5.876 s)" for t in (999, 1000)]
+    assert late.stdout == end.stdout and "5.876 s" in late.stdout.splitlines()[0]
