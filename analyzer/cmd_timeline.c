@@ -187,11 +187,10 @@ int vrt_cmd_timeline(int argc, char **argv)
 	if (rc || (rc = vrt_open_or_fail(&t, o.path = path)))
 		return rc;
 	vrt_warn_trace_state(&t, o.quiet);
-	if ((rc = vrt_check_time_in_trace(&t, o.path, "timeline", "--from", o.from))) {
-		vrt_trace_close(&t);
-		return rc;
-	}
 	double end = t.state_valid && t.hdr.state.end_ts ? vrt_ts_seconds(&t, t.hdr.state.end_ts) : 0;
+	if (end && o.from > end && !o.quiet) /* what it ended holding, flat: a mistyped time, likely */
+		fprintf(stderr, "vramtrace timeline: %s: --from %.3f s is after the trace's end (%.3f s): the chart holds "
+			"what it held at its end\n", vrt_escape(o.path), o.from, end);
 	/* before a --until-mark the trace's end is that mark, found on the way: the series widens */
 	double to = o.to < 1e300 ? o.to : end > o.from && !t.end_mark ? end : 1e308;
 	struct vrt_series s;

@@ -27,19 +27,6 @@ int vrt_check_until_mark(const struct vrt_trace *t, const char *path, const char
 	return VRT_EXIT_USAGE;
 }
 
-int vrt_check_time_in_trace(const struct vrt_trace *t, const char *path, const char *command, const char *option,
-			    double seconds)
-{
-	if (!t->state_valid || !t->hdr.state.end_ts)
-		return 0;
-	double end = vrt_ts_seconds(t, t->hdr.state.end_ts);
-	if (seconds <= end)
-		return 0;
-	fprintf(stderr, "vramtrace %s: %s: %s %.3f s is after the trace's end (%.3f s)\n", command, vrt_escape(path),
-		option, seconds, end);
-	return VRT_EXIT_USAGE;
-}
-
 void vrt_clamp_time_to_trace(const struct vrt_trace *t, const char *path, const char *command, const char *option,
 			     double *seconds, bool quiet)
 {

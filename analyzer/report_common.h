@@ -25,10 +25,6 @@ uint32_t vrt_trace_string_id(const struct vrt_trace *t, const char *s);
 /* 0 when label is NULL or a string of the trace; else one line naming it, and the usage exit
  * code: a mistyped --until-mark must not read the whole trace and pass. */
 int vrt_check_until_mark(const struct vrt_trace *t, const char *path, const char *command, const char *label);
-/* 0 when seconds (given as option) falls within the trace, or its end is not known; else one
- * line naming the trace's end, and the usage exit code. */
-int vrt_check_time_in_trace(const struct vrt_trace *t, const char *path, const char *command, const char *option,
-			    double seconds);
 /* A time past the trace's end is its end ("--at 1e9" for "at the end"): *seconds becomes the
  * end's, said in one line unless quiet. */
 void vrt_clamp_time_to_trace(const struct vrt_trace *t, const char *path, const char *command, const char *option,

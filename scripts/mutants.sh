@@ -350,10 +350,10 @@ m whatif-failed-replay-not-surveyed analyzer/alloc_replay.c \
   'if (!rcode && r->failed)\n\t\te->restart = true;' \
   'if (0)\n\t\te->restart = true;' \
   test_whatif.py::test_a_replay_that_fails_early_still_knows_the_traces_limit_and_device
-m time-after-the-end-charted analyzer/report_common.c \
-  '\tif (seconds <= end)\n\t\treturn 0;' \
-  '\tif (seconds <= end || 1)\n\t\treturn 0;' \
-  test_cli_errors.py::test_a_chart_that_starts_after_the_traces_end_is_an_error
+m time-after-the-end-charted-silently analyzer/cmd_timeline.c \
+  'if (end && o.from > end && !o.quiet)' \
+  'if (0)' \
+  test_cli_errors.py::test_a_chart_that_starts_after_the_traces_end_says_so
 m time-after-the-end-not-clamped analyzer/report_common.c \
   '\tif (*seconds <= end)\n\t\treturn;' \
   '\tif (*seconds <= end || 1)\n\t\treturn;' \
