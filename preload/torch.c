@@ -70,6 +70,7 @@ struct device_state {
 	_Atomic int counters;
 	uint64_t alloc_count, alloc_bytes;
 	uint64_t addr, estimate; /* the pending ALLOC's */
+	uint64_t pendings;       /* ALLOCs that became PENDING: which one a settle read for */
 };
 
 static _Atomic int torch_state; /* 0 not yet, 1 attached, 2 attaching, -1 never */
@@ -177,6 +178,7 @@ static void on_entry(const uint8_t *te)
 		/* Settled later only from the counters as this ALLOC found them; a callback that
 		 * returned early may have made them stale since the look above. */
 		set_counters(d, counters_of(d) == FRESH ? PENDING : STALE);
+		d->pendings++;
 	} else if (action == FREE_REQUESTED) {
 		ev.op = VRT_OP_BLOCK_FREE;
 		ev.size = 0; /* the collector's, from the live block it ends */
@@ -403,13 +405,17 @@ void vrt_torch_settle(void)
 		struct device_state *d = &devices[dev];
 		if (counters_of(d) != PENDING)
 			continue;
+		lock(d);
+		uint64_t pending = d->pendings;
+		unlock(d);
 		struct stats s;
 		read_stats(dev, &s);
 		lock(d);
-		/* Not a callback: an ALLOC's callback may have come between the read and the lock (the
-		 * count has not moved past its counters then: left to the next callback), and what was
-		 * read is not known to stay the allocator's. */
-		if (counters_of(d) == PENDING && s.alloc_count > d->alloc_count) {
+		/* Not a callback: ALLOCs may have come between the read and the lock, after a reset of
+		 * the statistics too (the counters restart: the read could then match a later block's
+		 * count and size it by the old one's), and what was read is not known to stay the
+		 * allocator's. Only the ALLOC pending at the read is settled by it. */
+		if (counters_of(d) == PENDING && d->pendings == pending && s.alloc_count > d->alloc_count) {
 			settle_locked(dev, d, &s);
 			set_counters(d, STALE);
 		}

@@ -1231,6 +1231,10 @@ m torch-phase-leaves-the-block-unsettled preload/torch.c \
   '\t\tif (counters_of(d) != PENDING)\n\t\t\tcontinue;' \
   '\t\tif (counters_of(d) != PENDING || true)\n\t\t\tcontinue;' \
   test_torch_block_sizes.py::test_a_phase_boundary_settles_the_block_waiting_for_its_size
+m torch-settle-reads-for-another-block preload/torch.c \
+  'counters_of(d) == PENDING && d->pendings == pending && s.alloc_count > d->alloc_count' \
+  'counters_of(d) == PENDING && s.alloc_count > d->alloc_count' \
+  test_torch_block_sizes.py::test_every_block_has_its_real_size_before_its_free
 m torch-carry-dropped-by-other-actions preload/torch.c \
   'if (action < 0 || device < 0 || device >= MAX_DEVICES)\n\t\treturn;\n\tstruct device_state *d = &devices[device];' \
   'if (device < 0 || device >= MAX_DEVICES)\n\t\treturn;\n\tstruct device_state *d = &devices[device];\n\tif (action < 0) {\n\t\tset_counters(d, STALE);\n\t\treturn;\n\t}' \

@@ -25,6 +25,15 @@ static bool tracking;
 /* device 0's, as DeviceStats aggregates them (cumulative: reset only by fake_c10_reset_accumulated) */
 static uint64_t alloc_count, alloc_bytes;
 static uint64_t stats_reads; /* getDeviceStats calls, for a test to count */
+/* What another thread does while the next getDeviceStats call returns (its figures already
+ * copied): a reset of the statistics, then an allocation (fake_c10_during_next_stats_read). */
+static struct {
+	bool armed;
+	uint64_t addr, requested, block;
+} during_read;
+
+EXPORT void fake_c10_trace(int action, uint64_t addr, uint64_t requested, uint64_t block, uint64_t stream);
+EXPORT void fake_c10_reset_accumulated(void);
 
 bool initialized(void *self) { return self != NULL; }
 
@@ -39,6 +48,11 @@ void get_device_stats(void *out, void *self, signed char device)
 		return;
 	memcpy((char *)out + 16, &alloc_count, 8);
 	memcpy((char *)out + 400, &alloc_bytes, 8);
+	if (during_read.armed) {
+		during_read.armed = false;
+		fake_c10_reset_accumulated();
+		fake_c10_trace(0, during_read.addr, during_read.requested, during_read.block, 0);
+	}
 }
 
 void attach_tracker(void *self, void *fn)
@@ -75,3 +89,13 @@ EXPORT void fake_c10_trace(int action, uint64_t addr, uint64_t requested, uint64
 EXPORT void fake_c10_reset_accumulated(void) { alloc_count = alloc_bytes = 0; }
 
 EXPORT uint64_t fake_c10_stats_reads(void) { return stats_reads; }
+
+/* Arms the next getDeviceStats call's race (once): as it returns, the statistics are reset and
+ * a block at addr is allocated, traced (the tracker runs nested, on this thread). */
+EXPORT void fake_c10_during_next_stats_read(uint64_t addr, uint64_t requested, uint64_t block)
+{
+	during_read.addr = addr;
+	during_read.requested = requested;
+	during_read.block = block;
+	during_read.armed = true;
+}

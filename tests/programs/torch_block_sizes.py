@@ -8,7 +8,8 @@ phase boundary while a block waits for its size.
 argv[1]: libpyalloc_lib.so. Prints one JSON object: every block's address, real size and
 estimate (its request rounded up to 512) in allocation order, which one a reset came between,
 the unseen blocks freed, and how many statistics reads the repeated temporary and the whole
-program cost."""
+program cost. Last, a reset and an allocation by "another thread" while a phase boundary reads
+the statistics (the fake libc10's fake_c10_during_next_stats_read)."""
 import ctypes
 import json
 import os
@@ -73,10 +74,26 @@ segment.free_block(0)
 # A block still waiting for its size when a phase begins: the boundary settles it.
 vramtrace = ctypes.CDLL(None)  # the preload's API
 alloc(0, 3 * MiB, 2 * MiB + 4096)
+boundary_block = len(blocks) - 1
 vramtrace.vramtrace_phase_enter(b"boundary")
 segment.free_block(0)
 vramtrace.vramtrace_phase_exit(b"boundary")
 
-print(json.dumps({"blocks": blocks, "reset_block": reset_block, "unseen": unseen, "pairs": PAIRS,
+# The statistics reset and a block allocated by another thread while the boundary reads them
+# (after its read, before it settles): the read is of counters the reset ended, and must size
+# neither the block waiting then (it keeps its estimate) nor the new one (its free settles it).
+torch.cuda.reset_accumulated_memory_stats()
+alloc(0, 3 * MiB, 2 * MiB + 4096)
+raced = {"waiting": len(blocks) - 1, "new": len(blocks)}
+new_block = segment.address + 16 * MiB
+torch.cuda._during_next_stats_read(new_block, 1536 * KiB, 2 * MiB)
+blocks.append({"addr": new_block, "size": 2 * MiB, "estimate": 1536 * KiB})
+vramtrace.vramtrace_phase_enter(b"raced")
+segment.free_block(0)
+torch.cuda._trace(torch.cuda.FREE_REQUESTED, new_block, 2 * MiB, 2 * MiB, 0)
+vramtrace.vramtrace_phase_exit(b"raced")
+
+print(json.dumps({"blocks": blocks, "reset_block": reset_block, "raced": raced,
+                  "boundary_block": boundary_block, "boundaries_with_a_block_waiting": 2, "unseen": unseen, "pairs": PAIRS,
                   "temporary_reads": temporary_reads, "reads": torch.cuda._stats_reads() - reads_at_start}),
       flush=True)

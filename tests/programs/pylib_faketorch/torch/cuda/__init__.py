@@ -30,6 +30,7 @@ def _init(lib_path):
         _c10 = ctypes.CDLL(os.environ["FAKETORCH_C10"])
         _c10.fake_c10_trace.argtypes = [ctypes.c_int] + [ctypes.c_uint64] * 4
         _c10.fake_c10_stats_reads.restype = ctypes.c_uint64
+        _c10.fake_c10_during_next_stats_read.argtypes = [ctypes.c_uint64] * 3
 
 
 def reset_accumulated_memory_stats():
@@ -40,6 +41,12 @@ def reset_accumulated_memory_stats():
 def _stats_reads():
     """How often the allocator's statistics were read (getDeviceStats): the stand-in's own count."""
     return _c10.fake_c10_stats_reads() if _c10 else 0
+
+
+def _during_next_stats_read(address, requested, size):
+    """The stand-in's race: as the next statistics read returns, another thread resets the
+    statistics and allocates a block at address (the fake libc10's fake_c10_during_next_stats_read)."""
+    _c10.fake_c10_during_next_stats_read(address, requested, size)
 
 
 def _trace(action, address, requested, size, stream):
