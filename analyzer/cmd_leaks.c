@@ -44,6 +44,8 @@ struct invocation {
 	int64_t allocated, freed;
 	int64_t survivors;                /* bytes born here and live at the next entry */
 	uint64_t lost;                    /* events lost from its entry to the next (LOST records) */
+	bool returned;                    /* its exit (or the next mark) is in the trace; else the end
+					   * (or teardown) closed it */
 };
 
 struct group {
@@ -439,9 +441,10 @@ static bool is_boundary(const struct leaks *lk, const struct vrt_record *r, int 
 	return (r->op == VRT_OP_PHASE_ENTER || r->op == VRT_OP_PHASE_EXIT) && r->id == lk->name_id;
 }
 
-static void close_invocation(struct leaks *lk, const struct vrt_model *m, double now)
+static void close_invocation(struct leaks *lk, const struct vrt_model *m, double now, bool returned)
 {
 	struct invocation *v = &lk->inv[lk->n_inv - 1];
+	v->returned = returned;
 	v->exit_event = m->set.events;
 	v->exit_s = now;
 	v->live_at_exit = live_total(lk, m);
@@ -475,7 +478,7 @@ static void measure_end(struct leaks *lk, const struct vrt_model *m, double now)
 		return;
 	struct invocation *last = &lk->inv[lk->n_inv - 1];
 	if (!last->exit_event)
-		close_invocation(lk, m, now);
+		close_invocation(lk, m, now, lk->by_mark); /* an interval between marks ends with the trace */
 	last->live_at_next = live_total(lk, m);
 	scan_survivors(lk, m, (uint32_t)lk->n_inv + 1);
 }
@@ -500,10 +503,10 @@ static int replay_record(struct leaks *lk, const struct vrt_model *m, const stru
 		if (kind == 1 && lk->depth++ == 0) {
 			rc = open_invocation(lk, m, now);
 		} else if (kind == -1 && lk->depth > 0 && --lk->depth == 0) {
-			close_invocation(lk, m, now);
+			close_invocation(lk, m, now, true);
 		} else if (kind == 0) {
 			if (lk->n_inv)
-				close_invocation(lk, m, now);
+				close_invocation(lk, m, now, true);
 			rc = open_invocation(lk, m, now);
 		}
 	}
@@ -860,7 +863,11 @@ static void headline(const struct leaks *lk, const struct vrt_sites *s, char *bu
 	size_t n = 0;
 	int rc = steady_survivors(lk, &stacks, &bytes, &n);
 	struct vrt_shares shares;
-	int k = snprintf(buf, len, "+%s per %s", vrt_bytes((int64_t)growth), invocation_name(lk));
+	/* one call that had not returned: what it held so far, not a figure per call */
+	bool unfinished = lk->n_inv == 1 && !lk->inv[0].returned;
+	int k = unfinished ? snprintf(buf, len, "+%s so far in the only %s (it had not returned where the trace ends)",
+				      vrt_bytes((int64_t)growth), invocation_name(lk))
+			   : snprintf(buf, len, "+%s per %s", vrt_bytes((int64_t)growth), invocation_name(lk));
 	if (!rc && k > 0 && (size_t)k < len && !vrt_shares_build(lk->t, stacks, bytes, n, &shares)) {
 		if (shares.n) {
 			snprintf(buf + k, len - (size_t)k, ": ");
@@ -1036,19 +1043,24 @@ static void print_text(struct leaks *lk, struct vrt_sites *sites)
 {
 	const struct vrt_trace *t = lk->t;
 	char line[1024];
-	printf("vramtrace leaks: %s, phase %s%s (%zu invocations; %s)\n\n", t->path, lk->by_mark ? "mark:" : "", lk->name,
-	       lk->n_inv, lk->blocks ? "tensors" : "CUDA device allocations");
+	printf("vramtrace leaks: %s, phase %s%s (%zu invocation%s; %s)\n\n", t->path, lk->by_mark ? "mark:" : "", lk->name,
+	       lk->n_inv, lk->n_inv == 1 ? "" : "s", lk->blocks ? "tensors" : "CUDA device allocations");
 	printf("  call  live at entry      allocated          freed   live at exit  live at next entry    left behind\n");
+	bool any_open = false;
 	for (size_t i = 0; i < lk->n_inv; i++) {
 		const struct invocation *v = &lk->inv[i];
 		bool last = i + 1 == lk->n_inv;
 		char lost[48] = "";
 		if (v->lost)
 			snprintf(lost, sizeof(lost), "  (%llu events lost: bounds)", (unsigned long long)v->lost);
+		bool open = !v->returned;
 		printf("  %4zu %14s %14s %14s %14s %19s%s %13s%s\n", i + 1, vrt_bytes(v->live_at_entry),
-		       vrt_bytes(v->allocated), vrt_bytes(v->freed), vrt_bytes(v->live_at_exit), vrt_bytes(v->live_at_next),
-		       last ? "*" : " ", vrt_bytes(v->survivors), lost);
+		       vrt_bytes(v->allocated), vrt_bytes(v->freed), open ? "(running)" : vrt_bytes(v->live_at_exit),
+		       vrt_bytes(v->live_at_next), last ? "*" : " ", vrt_bytes(v->survivors), lost);
+		any_open |= open;
 	}
+	if (any_open)
+		printf("  (running): the call had not returned where the trace ends\n");
 	if (lk->n_inv && lk->teardown_s)
 		printf("  * no next call: measured where teardown began (%.3f s); the interpreter's teardown then "
 		       "freed %s\n", lk->teardown_s, vrt_bytes(lk->live_at_teardown - lk->live_at_end));
@@ -1118,10 +1130,10 @@ static void print_json(FILE *out, struct leaks *lk, struct vrt_sites *sites)
 		json_string(out, lk->name);
 		fprintf(out, ", \"index\": %zu, \"start_s\": %.6f, \"end_s\": %.6f, \"live_bytes_at_entry\": %lld, "
 			"\"allocated_bytes\": %lld, \"freed_bytes\": %lld, \"live_bytes_at_exit\": %lld, "
-			"\"live_bytes_at_next_entry\": %lld, \"survivor_bytes\": %lld, \"events_lost\": %llu}",
+			"\"live_bytes_at_next_entry\": %lld, \"survivor_bytes\": %lld, \"events_lost\": %llu, \"returned\": %s}",
 			i + 1, v->enter_s, v->exit_s, (long long)v->live_at_entry, (long long)v->allocated, (long long)v->freed,
 			(long long)v->live_at_exit, (long long)v->live_at_next, (long long)v->survivors,
-			(unsigned long long)v->lost);
+			(unsigned long long)v->lost, v->returned ? "true" : "false");
 	}
 	headline(lk, sites, line, sizeof(line));
 	fprintf(out, "], \"phase_picked_because\": ");

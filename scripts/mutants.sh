@@ -358,6 +358,14 @@ m time-after-the-end-not-clamped analyzer/report_common.c \
   '\tif (*seconds <= end)\n\t\treturn;' \
   '\tif (*seconds <= end || 1)\n\t\treturn;' \
   test_cli_errors.py::test_diff_at_a_time_after_the_traces_end_says_it_takes_the_end
+m leaks-unreturned-call-per-call analyzer/cmd_leaks.c \
+  'bool unfinished = lk->n_inv == 1 && !lk->inv[0].returned;' \
+  'bool unfinished = false;' \
+  test_h200_retention.py::test_a_call_the_trace_ends_in_is_not_a_per_call_figure
+m leaks-end-closes-as-a-return analyzer/cmd_leaks.c \
+  'close_invocation(lk, m, now, lk->by_mark);' \
+  'close_invocation(lk, m, now, true);' \
+  test_h200_retention.py::test_a_call_the_trace_ends_in_is_not_a_per_call_figure
 m oom-largest-size-line-through-all analyzer/remedies.c \
   'if (failing > hi && a + b * (double)failing < (double)need && need > peak_at_hi) {' \
   'if (0) {' \

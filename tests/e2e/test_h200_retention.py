@@ -172,3 +172,19 @@ def test_the_headline_splits_what_the_later_calls_left(name, phase):
         # "in": where the library made the largest of them, the logits (lm_head's Linear; 96 MiB
         # a call against the KV cache's 48)
         assert found["summary"].endswith(", in linear.py:134)")
+
+
+def test_a_call_the_trace_ends_in_is_not_a_per_call_figure(tmp_path):
+    """leak-cycle.vrt cut after its first chunks (a trace copied while the job ran, or cut short):
+    its one train() call had not returned. The table says so instead of a "live at exit", and
+    the headline gives what it held so far, not a figure per call."""
+    cut = tmp_path / "cut.vrt"
+    cut.write_bytes((GOLDEN / "h200" / "leak-cycle.vrt").read_bytes()[:20000])
+    d = json.loads(analyze("leaks", "--json", "-q", "--phase", "train", cut).stdout)
+    assert [p["returned"] for p in d["phases"]] == [False]
+    assert re.match(r"^\+[\d.]+ MiB so far in the only train\(\) call \(it had not returned where the trace ends\): ",
+                    d["summary"]), d["summary"]
+    text = analyze("leaks", "-q", "--phase", "train", cut).stdout.splitlines()
+    assert text[0].endswith("(1 invocation; tensors)") and "(running)" in text[3]
+    whole = leaks("leak-cycle", "train")
+    assert all(p["returned"] for p in whole["phases"]) and "so far" not in whole["summary"]
