@@ -355,6 +355,36 @@ static void recover_dir(const struct run_options *o, const char *dir, int end_si
 	closedir(d);
 }
 
+/* The default's traces in this directory that other processes of the job wrote (the command
+ * itself made no CUDA allocation: a shell or launcher ran the program as its child). */
+static bool print_childrens_traces(const struct run_options *o)
+{
+	DIR *d = opendir(".");
+	if (!d)
+		return false;
+	struct dirent *e;
+	char first[PATH_MAX] = "";
+	int found = 0;
+	while ((e = readdir(d))) {
+		struct stat st;
+		int pid, end = 0;
+		if (sscanf(e->d_name, "vramtrace.%d.vrt%n", &pid, &end) != 1 || e->d_name[end] || lstat(e->d_name, &st) ||
+		    !S_ISREG(st.st_mode) || st.st_uid != getuid() || st.st_mtime < run_started)
+			continue;
+		if (!found++)
+			snprintf(first, sizeof(first), "./%s", e->d_name);
+		if (found <= 4)
+			fprintf(stderr, "vramtrace: trace: ./%s (written by a process the command started)\n",
+				vrt_escape(e->d_name));
+	}
+	closedir(d);
+	if (found > 4)
+		fprintf(stderr, "vramtrace: ... and %d more: vramtrace report . reads them all\n", found - 4);
+	if (found)
+		print_next_step(o, found == 1 ? first : ".");
+	return found > 0;
+}
+
 static void report_trace(const struct run_options *o, bool is_dir, int status, uint64_t ended_ns)
 {
 	char path[PATH_MAX];
@@ -411,8 +441,29 @@ static void report_trace(const struct run_options *o, bool is_dir, int status, u
 	else if (WIFSIGNALED(status))
 		fprintf(stderr, "vramtrace: no trace was written: the command was killed by signal %d (%s) before its "
 				"trace's first write\n", WTERMSIG(status), strsignal(WTERMSIG(status)));
-	else
+	else if (o->output || !print_childrens_traces(o))
 		fprintf(stderr, "vramtrace: no trace was written (the command made no CUDA allocation)\n");
+}
+
+/*
+ * Where the job's processes write, as an absolute path: a relative one would be taken against
+ * each process's working directory when it writes, and a job that changes directory first (a
+ * launcher script's `cd`) would put its trace where neither the user nor the summary looks.
+ * Without -o (and no VRAMTRACE_OUTPUT set): this directory, one file per process as before.
+ */
+static int set_output_env(const char *output)
+{
+	const char *given = output ? output : getenv("VRAMTRACE_OUTPUT");
+	char cwd[PATH_MAX], absolute[PATH_MAX + 2];
+	if (given && *given == '/')
+		return setenv("VRAMTRACE_OUTPUT", given, 1) ? VRT_E_NOMEM : 0;
+	if (!getcwd(cwd, sizeof(cwd)))
+		return vrt_fail(VRT_E_IO, "cannot read the working directory: %s", strerror(errno));
+	int n = given && *given ? snprintf(absolute, sizeof(absolute), "%s/%s", cwd, given)
+				: snprintf(absolute, sizeof(absolute), "%s/", cwd);
+	if (n < 0 || (size_t)n >= sizeof(absolute))
+		return vrt_usage("run", "the trace's path is too long: choose a shorter -o");
+	return setenv("VRAMTRACE_OUTPUT", absolute, 1) ? VRT_E_NOMEM : 0;
 }
 
 int vrt_cmd_run(int argc, char **argv)
@@ -427,8 +478,8 @@ int vrt_cmd_run(int argc, char **argv)
 	bool is_dir = false;
 	if (o.output && (rc = prepare_output(o.output, o.force, &is_dir)))
 		return rc;
-	if (o.output)
-		setenv("VRAMTRACE_OUTPUT", o.output, 1);
+	if ((rc = set_output_env(o.output)))
+		return rc;
 	if ((rc = configure_env(&o, preload)))
 		return rc;
 	fflush(NULL);

@@ -366,6 +366,14 @@ m leaks-end-closes-as-a-return analyzer/cmd_leaks.c \
   'close_invocation(lk, m, now, lk->by_mark);' \
   'close_invocation(lk, m, now, true);' \
   test_h200_retention.py::test_a_call_the_trace_ends_in_is_not_a_per_call_figure
+m run-output-relative-to-the-job analyzer/cmd_run.c \
+  '\tif (given && *given == '"'"'/'"'"')' \
+  '\tif (given)' \
+  test_run_cli.py::test_a_job_that_changes_directory_writes_where_run_was_started
+m run-childrens-traces-unnamed analyzer/cmd_run.c \
+  'else if (o->output || !print_childrens_traces(o))' \
+  'else' \
+  test_run_cli.py::test_a_job_that_changes_directory_writes_where_run_was_started
 m oom-largest-size-line-through-all analyzer/remedies.c \
   'if (failing > hi && a + b * (double)failing < (double)need && need > peak_at_hi) {' \
   'if (0) {' \

@@ -133,3 +133,21 @@ def test_unknown_help_topic_and_missing_file_say_what_is_wrong(tmp_path):
     p = analyze("report", tmp_path / "nowhere.vrt", check=False)
     assert p.returncode != 0
     assert p.stderr.strip() == f"vramtrace: cannot read {tmp_path / 'nowhere.vrt'}: no such file"
+
+
+def test_a_job_that_changes_directory_writes_where_run_was_started(tmp_path):
+    """A launcher that `cd`s before it starts the program: -o FILE, -o DIR/ and the default are
+    taken against the directory `run` was started in, not the one the job writes from, and the
+    summary names what was written (the default's file is the child's, not the command's)."""
+    (tmp_path / "sub").mkdir()
+    job = ["sh", "-c", f"cd sub && {program('rt_api')}"]
+    p = run(tmp_path, "-o", "a.vrt", "--", *job)
+    assert p.returncode == 0 and (tmp_path / "a.vrt").is_file() and not (tmp_path / "sub" / "a.vrt").exists()
+    assert "vramtrace: trace: a.vrt (" in p.stderr, p.stderr
+    p = run(tmp_path, "-o", "d/", "--", *job)
+    assert p.returncode == 0 and len(list((tmp_path / "d").glob("vramtrace.*.vrt"))) == 1, p.stderr
+    p = run(tmp_path, "--", *job)
+    written = list(tmp_path.glob("vramtrace.*.vrt"))
+    assert p.returncode == 0 and len(written) == 1 and not list((tmp_path / "sub").iterdir()), p.stderr
+    assert f"vramtrace: trace: ./{written[0].name} (written by a process the command started)" in p.stderr, p.stderr
+    assert "no trace was written" not in p.stderr
