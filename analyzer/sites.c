@@ -305,10 +305,12 @@ const char *vrt_site_category(const struct vrt_trace *t, const struct vrt_site *
 
 static bool same_text(const char *a, const char *b) { return a == b || (a && b && !strcmp(a, b)); }
 
+/* A native frame is its return address: frames without a symbol have equal texts ("??"). */
 static bool same_frame(const struct vrt_frame *a, const struct vrt_frame *b)
 {
 	return a->type == b->type && a->line == b->line && a->offset == b->offset && same_text(a->function, b->function) &&
-	       same_text(a->file, b->file) && same_text(a->module, b->module);
+	       same_text(a->file, b->file) && same_text(a->module, b->module) &&
+	       (a->type != VRT_FT_NATIVE || a->address == b->address);
 }
 
 void vrt_site_print(FILE *out, const struct vrt_trace *t, const struct vrt_site *s, int max_frames)

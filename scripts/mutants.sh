@@ -374,6 +374,10 @@ m run-childrens-traces-unnamed analyzer/cmd_run.c \
   'else if (o->output || !print_childrens_traces(o))' \
   'else' \
   test_run_cli.py::test_a_job_that_changes_directory_writes_where_run_was_started
+m site-unnamed-frames-merged analyzer/sites.c \
+  '(a->type != VRT_FT_NATIVE || a->address == b->address)' \
+  'true' \
+  test_sigkill.py::test_frames_without_symbols_are_not_taken_for_recursion
 m oom-largest-size-line-through-all analyzer/remedies.c \
   'if (failing > hi && a + b * (double)failing < (double)need && need > peak_at_hi) {' \
   'if (0) {' \

@@ -71,6 +71,22 @@ def allocated_sizes(path):
 
 
 @pytest.mark.forks  # the parent's collector thread runs while it forks
+def test_frames_without_symbols_are_not_taken_for_recursion(tmp_path):
+    """Killed before it wrote its symbol tables (the collector waits 10 s between drains here, and
+    the job is killed in milliseconds), the recovered trace names its frames by address only; a
+    report shows each of them, not one line "(x5, recursion)" for five different addresses."""
+    p, out = run(tmp_path, [program("kill_early"), 3, 2], "k.vrt", env={"VRAMTRACE_FLUSH_MS": "10000"})
+    assert p.returncode == 128 + 9, p.stderr
+    rep = json.loads(analyze("report", "--json", "-q", "--frames", "100", out).stdout)
+    site = rep["live_at_end"][0]
+    addresses = [f["address"] for f in site["frames"] if f["kind"] == "native"]
+    assert {f["function"] for f in site["frames"]} == {"??"}, site["frames"]
+    assert len(addresses) > 3 and len(set(addresses)) == len(addresses), addresses
+    text = analyze("report", "-q", "--frames", "100", out).stdout
+    assert "recursion" not in text
+    assert all(a[2:] in text for a in addresses[1:]), text
+
+
 def test_every_allocation_that_returned_is_in_the_recovered_trace(tmp_path):
     """Twenty processes killed by SIGKILL (tests/programs/kill_early.c, "fork"): ten right after
     their 1st, 2nd, ... 50th allocation, ten by another thread while allocating. `run -o DIR/`
