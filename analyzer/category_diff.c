@@ -217,8 +217,8 @@ static const char *how(const struct vrt_category *c)
 
 static void print_text(const struct side *a, const struct side *b, const struct row *rows, int n)
 {
-	printf("vramtrace diff by category: %s (at %s, %.3f s) -> %s (at %s, %.3f s)\n\n", a->path, moment_text(a),
-	       a->time_s, b->path, moment_text(b), b->time_s);
+	printf("vramtrace diff by category: %s (at %s, %.3f s) -> %s (at %s, %.3f s)\n\n", vrt_escape(a->path), moment_text(a),
+	       a->time_s, vrt_escape(b->path), moment_text(b), b->time_s);
 	printf("  %-18s %12s %12s %12s  %s\n", "category", "A", "B", "change", "decided by (A, B)");
 	for (int i = 0; i < n; i++) {
 		char delta[40];

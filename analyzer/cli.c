@@ -35,12 +35,50 @@ int vrt_exit_code(int err)
 	return VRT_EXIT_INTERNAL;
 }
 
+/* Bytes of a UTF-8 sequence at s (1..4), 0 when it is not one; *cp its code point. */
+static size_t utf8_at(const unsigned char *s, uint32_t *cp)
+{
+	size_t n = s[0] < 0x80 ? 1 : (s[0] & 0xe0) == 0xc0 ? 2 : (s[0] & 0xf0) == 0xe0 ? 3 : (s[0] & 0xf8) == 0xf0 ? 4 : 0;
+	uint32_t v = n == 1 ? s[0] : n == 2 ? s[0] & 0x1f : n == 3 ? s[0] & 0x0f : s[0] & 0x07;
+	for (size_t i = 1; i < n; i++) {
+		if ((s[i] & 0xc0) != 0x80)
+			return 0;
+		v = v << 6 | (s[i] & 0x3f);
+	}
+	*cp = v;
+	return n;
+}
+
+/*
+ * A message for the terminal: what it quotes (a file name from a directory others write in, an
+ * argument) may hold controls. C0 controls but the newline, DEL, C1 and bidi controls and bytes
+ * that are not UTF-8 go out as \xNN; the rest (the messages' own "…") as it is.
+ */
+static void put_message(FILE *out, const char *fmt, va_list ap)
+{
+	char text[8192];
+	vsnprintf(text, sizeof(text), fmt, ap);
+	for (const unsigned char *p = (const unsigned char *)text; *p;) {
+		uint32_t cp = 0;
+		size_t n = utf8_at(p, &cp);
+		bool escape = !n || (cp < 0x20 && cp != '\n') || cp == 0x7f || (cp >= 0x80 && cp < 0xa0) ||
+			      (cp >= 0x202a && cp <= 0x202e) || (cp >= 0x2066 && cp <= 0x2069);
+		for (size_t i = 0; i < (n ? n : 1); i++) {
+			if (escape)
+				fprintf(out, "\\x%02x", p[i]);
+			else
+				fputc(p[i], out);
+		}
+		p += n ? n : 1;
+	}
+}
+
 int vrt_fail(int err, const char *fmt, ...)
 {
 	va_list ap;
 	fputs("vramtrace: ", stderr);
 	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
+	put_message(stderr, fmt, ap);
 	va_end(ap);
 	if (err)
 		fprintf(stderr, ": %s", vrt_strerror(err));
@@ -53,7 +91,7 @@ int vrt_usage(const char *command, const char *fmt, ...)
 	va_list ap;
 	fprintf(stderr, "vramtrace %s: ", command);
 	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
+	put_message(stderr, fmt, ap);
 	va_end(ap);
 	fprintf(stderr, "\nTry 'vramtrace %s --help'.\n", command);
 	return VRT_EXIT_USAGE;
@@ -341,15 +379,15 @@ void vrt_warn_trace_state(const struct vrt_trace *t, bool quiet)
 		fprintf(stderr, "vramtrace: warning: %s: the trace was cut short: the file holds chunks up to number %llu of "
 				"the %llu written (%llu of %llu bytes); reports cover what it holds, and how the process "
 				"ended is unknown\n",
-			t->path, (unsigned long long)t->seq_found, (unsigned long long)s->last_chunk_seq,
+			vrt_escape(t->path), (unsigned long long)t->seq_found, (unsigned long long)s->last_chunk_seq,
 			(unsigned long long)(t->end_found < t->size ? t->end_found : t->size),
 			(unsigned long long)s->log_end);
 	else if (s->end_reason == VRT_END_WRITE_FAILED)
 		fprintf(stderr, "vramtrace: warning: %s: the trace was cut short at %.3f s: writing it failed (%s); "
 				"the process went on untraced\n",
-			t->path, (double)s->end_ts * t->hdr.ts_unit_ns / 1e9, vrt_write_error_text(s->end_detail));
+			vrt_escape(t->path), (double)s->end_ts * t->hdr.ts_unit_ns / 1e9, vrt_write_error_text(s->end_detail));
 	else if (s->end_reason != VRT_END_EXIT)
-		fprintf(stderr, "vramtrace: note: %s: %s%s\n", t->path, vrt_end_sentence(s->end_reason),
+		fprintf(stderr, "vramtrace: note: %s: %s%s\n", vrt_escape(t->path), vrt_end_sentence(s->end_reason),
 			s->end_reason == VRT_END_SIGNAL || s->end_reason == VRT_END_KILLED ? " (see `vramtrace info`)" : "");
 	char rings[sizeof(t->path) + 8];
 	struct stat st;
@@ -358,7 +396,7 @@ void vrt_warn_trace_state(const struct vrt_trace *t, bool quiet)
 	    !lstat(rings, &st) && S_ISREG(st.st_mode) && t->hdr.pid > 0 && kill(t->hdr.pid, 0) && errno == ESRCH)
 		fprintf(stderr, "vramtrace: warning: %s: its process's last events are still in %s: `vramtrace recover "
 				"%s` adds them\n",
-			t->path, rings, t->path);
+			vrt_escape(t->path), vrt_escape(rings), vrt_escape(t->path));
 	if (t->history_lost && t->replay_from >= t->n_chunks)
 		fprintf(stderr, "vramtrace: warning: %s: the ring overwrote the oldest history and holds no whole "
 				"checkpoint (one was being written when the trace ended): there is nothing to replay; "
@@ -369,10 +407,10 @@ void vrt_warn_trace_state(const struct vrt_trace *t, bool quiet)
 				"window (live set and stacks are exact)\n",
 			t->path);
 	if (t->truncated || t->corrupt_chunks)
-		fprintf(stderr, "vramtrace: warning: %s: %s; reading up to the last complete chunk\n", t->path,
+		fprintf(stderr, "vramtrace: warning: %s: %s; reading up to the last complete chunk\n", vrt_escape(t->path),
 			t->corrupt_chunks ? "damaged chunks were skipped" : "the file ends in a partial chunk");
 	if (t->state_valid && s->events_lost)
-		fprintf(stderr, "vramtrace: warning: %s: %llu events were lost while recording\n", t->path,
+		fprintf(stderr, "vramtrace: warning: %s: %llu events were lost while recording\n", vrt_escape(t->path),
 			(unsigned long long)s->events_lost);
 }
 

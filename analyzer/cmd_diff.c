@@ -233,7 +233,7 @@ int vrt_cmd_diff(int argc, char **argv)
 				snprintf(when_a, sizeof(when_a), " (at %.3f s)", a.at);
 			if (b.at >= 0)
 				snprintf(when_b, sizeof(when_b), " (at %.3f s)", b.at);
-			printf("vramtrace diff: %s%s -> %s%s\n  total %s -> %s\n\n", a.path, when_a, b.path, when_b,
+			printf("vramtrace diff: %s%s -> %s%s\n  total %s -> %s\n\n", vrt_escape(a.path), when_a, vrt_escape(b.path), when_b,
 			       vrt_bytes(vrt_sites_total(&a.sites)), vrt_bytes(vrt_sites_total(&b.sites)));
 		}
 		for (size_t i = 0, shown = 0; i < n && shown < (size_t)top; i++) {

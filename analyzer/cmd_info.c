@@ -18,7 +18,7 @@ static void print_text(const struct vrt_trace *t)
 	struct tm tm;
 	if (gmtime_r(&secs, &tm))
 		strftime(when, sizeof(when), "%Y-%m-%d %H:%M:%S UTC", &tm);
-	printf("trace      %s (format %u.%u)\n", t->path, h->version_major, h->version_minor);
+	printf("trace      %s (format %u.%u)\n", vrt_escape(t->path), h->version_major, h->version_minor);
 	char host[sizeof(h->hostname) + 1];
 	snprintf(host, sizeof(host), "%.*s", (int)sizeof(h->hostname), h->hostname);
 	printf("process    pid %d, parent %d", h->pid, h->ppid);

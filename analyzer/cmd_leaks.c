@@ -215,7 +215,7 @@ static int survey(struct vrt_trace *t, const struct leaks_options *o, bool want_
 	if (want_phases)
 		vrt_model_free(&m);
 	if (error)
-		return vrt_fail(error, "%s: stopped at a bad record after %llu events", t->path,
+		return vrt_fail(error, "%s: stopped at a bad record after %llu events", vrt_escape(t->path),
 				(unsigned long long)s->blocks.events);
 	return 0;
 }
@@ -1043,7 +1043,7 @@ static void print_text(struct leaks *lk, struct vrt_sites *sites)
 {
 	const struct vrt_trace *t = lk->t;
 	char line[1024];
-	printf("vramtrace leaks: %s, phase %s%s (%zu invocation%s; %s)\n\n", t->path, lk->by_mark ? "mark:" : "", lk->name,
+	printf("vramtrace leaks: %s, phase %s%s (%zu invocation%s; %s)\n\n", vrt_escape(t->path), lk->by_mark ? "mark:" : "", lk->name,
 	       lk->n_inv, lk->n_inv == 1 ? "" : "s", lk->blocks ? "tensors" : "CUDA device allocations");
 	printf("  call  live at entry      allocated          freed   live at exit  live at next entry    left behind\n");
 	bool any_open = false;
@@ -1571,7 +1571,7 @@ static int baseline(struct leaks *lk, struct lows *lw)
 		baseline_json(lk->out, lk, &growing, top, &lw->cad, lost, window_s, summary);
 	} else if (!rc) {
 		printf("vramtrace leaks: %s (no phases: growth of %s at the low points of total memory, %d windows",
-		       lk->t->path, lk->blocks ? "tensors" : "CUDA allocations", last - first + 1);
+		       vrt_escape(lk->t->path), lk->blocks ? "tensors" : "CUDA allocations", last - first + 1);
 		if (lk->teardown_s)
 			printf("; the end is where teardown began, %.3f s", lk->teardown_s);
 		printf(")\n\n%s\n\n", summary);
@@ -1708,7 +1708,7 @@ static int leaks_one(const char *path, const struct leaks_options *o, bool many,
 	char why[256] = "";
 	int survey_rc = leaks_choose(&lk, &sv, &f, why, sizeof(why));
 	if (!o->phase && !o->quiet && !survey_rc)
-		fprintf(stderr, "vramtrace: %s: no --phase given; %s %s (%s)\n", path,
+		fprintf(stderr, "vramtrace: %s: no --phase given; %s %s (%s)\n", vrt_escape(path),
 			lk.name ? "following" : "looking for growth", lk.name ? lk.name : "without phases", why);
 	if (o->phase && !lk.name_id) {
 		/* A --phase the trace never saw is a typo (or the wrong trace): fail, don't fall back. */

@@ -322,7 +322,7 @@ static void print_text(const struct vrt_trace *t, const struct oom *o, const str
 {
 	const struct vrt_record *r = &o->rec;
 	bool torch = r->api == VRT_API_TORCH_OOM;
-	printf("vramtrace oom: %s (%d out-of-memory event%s; explaining %s)\n\n", t->path, count, count == 1 ? "" : "s",
+	printf("vramtrace oom: %s (%d out-of-memory event%s; explaining %s)\n\n", vrt_escape(t->path), count, count == 1 ? "" : "s",
 	       opt->index ? "the one asked for" : torch ? "PyTorch's" : "the last");
 	printf("failed request   %s on device %d by %s at %.3f s\n", vrt_bytes((int64_t)r->size), r->device,
 	       vrt_api_name(r->api), vrt_ts_seconds(t, r->ts));
@@ -616,7 +616,7 @@ int vrt_cmd_oom(int argc, char **argv)
 		char before[320] = "";
 		if (vrt_settings.until_mark)
 			snprintf(before, sizeof(before), " before the mark \"%s\"", vrt_escape(vrt_settings.until_mark));
-		fprintf(stderr, "vramtrace: %s: no out-of-memory event in this trace%s%s\n", path,
+		fprintf(stderr, "vramtrace: %s: no out-of-memory event in this trace%s%s\n", vrt_escape(path),
 			count ? " with that index" : "", before);
 		vrt_trace_close(&t);
 		return VRT_EXIT_FINDINGS;

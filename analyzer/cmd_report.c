@@ -184,7 +184,7 @@ static void print_text(struct report *r, const struct report_options *o)
 	char who[64];
 	vrt_process_label(t, who, sizeof(who));
 	const char *cmd = vrt_info(t, "cmdline");
-	printf("vramtrace report: %s (%s%s%s)\n", t->path, who, cmd ? ": " : "", cmd ? cmd : "");
+	printf("vramtrace report: %s (%s%s%s)\n", vrt_escape(t->path), who, cmd ? ": " : "", cmd ? cmd : "");
 	const struct vrt_file_state *st = &t->hdr.state;
 	if (t->cut_short)
 		printf("%llu events over %.3f s; the trace was cut short (%llu of the %llu events written are in the file): "
@@ -196,7 +196,8 @@ static void print_text(struct report *r, const struct report_options *o)
 		       t->state_valid ? vrt_end_sentence(st->end_reason) : "how the process ended is unknown");
 	if (r->ooms)
 		printf("it ran out of memory: %llu out-of-memory event%s; `vramtrace oom %s` explains %s\n",
-		       (unsigned long long)r->ooms, r->ooms == 1 ? "" : "s", t->path, r->ooms == 1 ? "it" : "the last");
+		       (unsigned long long)r->ooms, r->ooms == 1 ? "" : "s", vrt_escape(t->path),
+		       r->ooms == 1 ? "it" : "the last");
 	if (r->teardown_s)
 		printf("\"at the end\" below is where teardown began (%.3f s): what the interpreter freed after that, the "
 		       "program did not\n", r->teardown_s);

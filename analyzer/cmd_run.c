@@ -419,7 +419,7 @@ static void report_trace(const struct run_options *o, bool is_dir, int status, u
 	if (!trace && !vrt_output_place_ok(o->output ? o->output : ".", is_dir || !o->output, why, sizeof(why)))
 		fprintf(stderr, "vramtrace: no trace was written: %s\n", why); /* the preload refused it too */
 	else if (trace && s.end_reason == VRT_END_WRITE_FAILED) {
-		fprintf(stderr, "vramtrace: trace: %s (cut short: writing it failed: %s)\n", path,
+		fprintf(stderr, "vramtrace: trace: %s (cut short: writing it failed: %s)\n", vrt_escape(path),
 			vrt_write_error_text(s.end_detail));
 		print_next_step(o, path);
 	} else if (trace) {
@@ -429,9 +429,10 @@ static void report_trace(const struct run_options *o, bool is_dir, int status, u
 		fprintf(stderr, "vramtrace: %s is not a complete trace: the command was killed by signal %d (%s) before "
 				"its header was written\n", path, WTERMSIG(status), strsignal(WTERMSIG(status)));
 	else if (access(path, F_OK) == 0)
-		fprintf(stderr, "vramtrace: %s is not a complete trace: the preload could not write it (see above)\n", path);
+		fprintf(stderr, "vramtrace: %s is not a complete trace: the preload could not write it (see above)\n",
+			vrt_escape(path));
 	else if (!creatable(path))
-		fprintf(stderr, "vramtrace: no trace was written: %s cannot be created (%s)\n", path, strerror(errno));
+		fprintf(stderr, "vramtrace: no trace was written: %s cannot be created (%s)\n", vrt_escape(path), strerror(errno));
 	else if (is_dir) {
 		fprintf(stderr, "vramtrace: traces: %s (one file per process)\n", vrt_escape(o->output));
 		print_next_step(o, o->output);

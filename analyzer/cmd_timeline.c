@@ -123,7 +123,7 @@ static void print_chart(const struct vrt_trace *t, const struct vrt_series *s, c
 		cols = s->used - start;
 	double from = s->from + start * s->width, span = (s->used - start) * s->width;
 	printf("vramtrace timeline: %s, %.3f s from %.3f s, %d columns of %.3f s (each shows its highest value)\n\n",
-	       t->path, span, from, cols, cols ? span / cols : 0);
+	       vrt_escape(t->path), span, from, cols, cols ? span / cols : 0);
 	int64_t *v = calloc((size_t)cols, sizeof(int64_t));
 	if (!v)
 		return;

@@ -106,7 +106,7 @@ static void print_check(const struct vrt_alloc_replay *r)
 
 static void print_text(const struct vrt_trace *t, const struct vrt_alloc_replay *r)
 {
-	printf("vramtrace whatif: %s\n\n", t->path);
+	printf("vramtrace whatif: %s\n\n", vrt_escape(t->path));
 	print_release(r, stdout);
 	printf("setting    %s", conf_text(r->conf));
 	printf(r->as_recorded ? " (as recorded)\n" : " (recorded: %s)\n", conf_text(r->recorded_conf));
@@ -317,7 +317,7 @@ int vrt_cmd_whatif(int argc, char **argv)
 		return vrt_usage("whatif", "--alloc-conf: %s", err);
 	}
 	if (rc == VRT_E_UNSUPPORTED || rc == VRT_E_EMPTY) {
-		fprintf(stderr, "vramtrace: %s: %s\n", opt.path,
+		fprintf(stderr, "vramtrace: %s: %s\n", vrt_escape(opt.path),
 			rc == VRT_E_EMPTY ? "no PyTorch tensor events to replay (the trace was recorded with --no-torch, "
 					    "before tensor tracking, or without PyTorch's caching allocator)"
 					  : err);

@@ -119,7 +119,7 @@ static void warn_model(struct vrt_pass *p)
 	warned[n_warned++ % (sizeof(warned) / sizeof(warned[0]))] = p->t->serial;
 	fprintf(stderr, "vramtrace: warning: %s: %llu allocations were left out: together with what was live "
 			"they would hold more than %s (a damaged trace?)\n",
-		p->t->path, (unsigned long long)m->set.implausible, vrt_bytes((int64_t)VRT_HELD_MAX));
+		vrt_escape(p->t->path), (unsigned long long)m->set.implausible, vrt_bytes((int64_t)VRT_HELD_MAX));
 }
 
 int vrt_pass_finish(struct vrt_pass *p)
@@ -138,8 +138,8 @@ int vrt_pass_close(struct vrt_pass *p)
 	if (!error)
 		return 0;
 	if (error == VRT_E_CHANGED)
-		return vrt_fail(error, "%s: stopped after %llu events", p->t->path, events);
+		return vrt_fail(error, "%s: stopped after %llu events", vrt_escape(p->t->path), events);
 	if (p->rp.error)
-		return vrt_fail(error, "%s: stopped at a bad record after %llu events", p->t->path, events);
-	return vrt_fail(error, "%s: the live set could not be kept after %llu events", p->t->path, events);
+		return vrt_fail(error, "%s: stopped at a bad record after %llu events", vrt_escape(p->t->path), events);
+	return vrt_fail(error, "%s: the live set could not be kept after %llu events", vrt_escape(p->t->path), events);
 }

@@ -378,6 +378,14 @@ m site-unnamed-frames-merged analyzer/sites.c \
   '(a->type != VRT_FT_NATIVE || a->address == b->address)' \
   'true' \
   test_sigkill.py::test_frames_without_symbols_are_not_taken_for_recursion
+m messages-not-escaped analyzer/cli.c \
+  '\t\t\tif (escape)\n\t\t\t\tfprintf(out,' \
+  '\t\t\tif (0)\n\t\t\t\tfprintf(out,' \
+  test_hostile_input.py::test_an_error_that_names_a_file_with_terminal_escapes_shows_them_escaped
+m header-path-not-escaped analyzer/cmd_report.c \
+  'vrt_escape(t->path), who, cmd ?' \
+  't->path, who, cmd ?' \
+  "test_hostile_input.py::test_a_trace_file_name_with_terminal_escapes_is_shown_escaped"
 m oom-largest-size-line-through-all analyzer/remedies.c \
   'if (failing > hi && a + b * (double)failing < (double)need && need > peak_at_hi) {' \
   'if (0) {' \

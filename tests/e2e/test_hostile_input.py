@@ -234,6 +234,30 @@ def test_terminal_escapes_in_names_are_shown_escaped():
     assert "evil\\x1b]0;PWNED\\x07\\x1b[2J\\x9b31m\\xe2\\x80\\xaefn" in text, text  # \\x9b: not UTF-8
 
 
+@pytest.mark.parametrize("args", [["report"], ["info"], ["leaks", "--phase", "train"], ["oom"], ["whatif"],
+                                  ["timeline", "--from", "100"], ["diff", "--at", "999", "--at", "1000"]],
+                         ids=lambda a: a[0])
+def test_a_trace_file_name_with_terminal_escapes_is_shown_escaped(tmp_path, args):
+    """The file name is the user's, or a directory's that others write in (`report DIR/`): its
+    escapes reach the terminal through every header, note and warning that names the trace."""
+    name = tmp_path / "evil\x1b]0;PWNED\x07\x1b[2J.vrt"
+    shutil.copy(GOLDEN / "h200" / ("oom.vrt" if args[0] in ("oom", "whatif") else "leak-cycle.vrt"), name)
+    p = vramtrace(*args, name)
+    assert p.returncode == 0, (args, p.stderr)
+    assert "evil\\x1b]0;PWNED\\x07" in p.stdout + p.stderr, p.stdout[:300] + p.stderr
+    assert not CONTROL.search(p.stdout + p.stderr), (args, CONTROL.search(p.stdout + p.stderr))
+
+
+def test_an_error_that_names_a_file_with_terminal_escapes_shows_them_escaped(tmp_path):
+    """Every error line goes through one writer (vrt_fail, vrt_usage) that escapes controls."""
+    name = tmp_path / "evil\x1b]0;PWNED\x07.vrt"
+    name.write_bytes(b"")
+    for args in (["report"], ["export", "--format", "chrome", "-o", tmp_path / "o.json"], ["dump"]):
+        p = vramtrace(*args, name)
+        assert p.returncode != 0 and "evil\\x1b]0;PWNED\\x07.vrt" in p.stderr, (args, p.stderr)
+        assert not CONTROL.search(p.stdout + p.stderr), (args, p.stderr)
+
+
 def test_an_8_mib_name_is_cut_for_every_output(tmp_path):
     """6 KB of trace with one 8 MiB function name: 17 s in html and a 604 MB memory_viz pickle."""
     trace = BAD / "name-8mib"
