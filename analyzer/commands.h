@@ -298,7 +298,8 @@ int vrt_cmd_watch(int argc, char **argv);
 	"ptrace (x86-64 only; same user; kernel.yama.ptrace_scope must allow it, vramtrace never uses\n" \
 	"sudo): one thread waiting in a system call runs dlopen, then is put back exactly as it was.\n" \
 	"Calls through the program's own pointers (GOT slots, PyTorch's driver table) are hooked from\n" \
-	"then on. What a Python job's PyTorch held before is taken from its own snapshot (segments,\n" \
+	"then on; a function it looked up itself before (dlsym, ctypes, a static runtime) is not.\n"   \
+	"What a Python job's PyTorch held before is taken from its own snapshot (segments,\n"         \
 	"and tensors while the tensor layer is on), labelled as allocated before the attach; the rest\n" \
 	"of the memory in use then is one unattributed total per device (the CUDA context, libraries\n" \
 	"outside PyTorch). Stop it with --stop: the trace is closed, the hooked call sites are\n"     \
