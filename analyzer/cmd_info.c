@@ -45,7 +45,10 @@ static void print_text(const struct vrt_trace *t)
 			printf(" (status %d)", s->end_detail);
 		else if (s->end_reason == VRT_END_WRITE_FAILED)
 			printf(" (%s)", vrt_write_error_text(s->end_detail));
-		printf(" after %.3f s\n", vrt_ts_seconds(t, s->end_ts));
+		if (s->end_ts) /* 0: never closed (running, or killed): `report` reads how long it ran */
+			printf(" after %.3f s\n", vrt_ts_seconds(t, s->end_ts));
+		else
+			putchar('\n');
 		printf("events     %" PRIu64 " written, %" PRIu64 " lost\n", s->events_written, s->events_lost);
 	} else {
 		printf("ended      unknown: the state block is damaged\n");

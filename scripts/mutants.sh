@@ -386,6 +386,10 @@ m header-path-not-escaped analyzer/cmd_report.c \
   'vrt_escape(t->path), who, cmd ?' \
   't->path, who, cmd ?' \
   "test_hostile_input.py::test_a_trace_file_name_with_terminal_escapes_is_shown_escaped"
+m info-open-trace-ran-zero-seconds analyzer/cmd_info.c \
+  'if (s->end_ts) /* 0: never closed' \
+  'if (1) /* 0: never closed' \
+  test_sigkill.py::test_recover_by_hand
 m oom-largest-size-line-through-all analyzer/remedies.c \
   'if (failing > hi && a + b * (double)failing < (double)need && need > peak_at_hi) {' \
   'if (0) {' \

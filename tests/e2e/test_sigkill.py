@@ -161,6 +161,9 @@ def test_recover_by_hand(tmp_path):
     assert rings.exists()
     r = analyze("report", out)
     assert f"`vramtrace recover {out}` adds them" in r.stderr, r.stderr
+    # never closed: how long it ran is not in its state block (report reads it from the events)
+    ended, = [l for l in analyze("info", "-q", out).stdout.splitlines() if l.startswith("ended ")]
+    assert ended == "ended      not closed: still running, or killed (SIGKILL, OOM killer)", ended
     r = subprocess.run([str(VRAMTRACE), "recover", str(out)], capture_output=True, text=True, timeout=60)
     # (how many the collector had written before the kill depends on the machine's load)
     assert r.returncode == 0 and re.search(rf"recovered \d+ events from 1 thread buffers into {re.escape(str(out))}|"
