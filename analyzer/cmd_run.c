@@ -61,8 +61,11 @@ static int parse(int argc, char **argv, struct run_options *o)
 	if (!o->command || !o->command[0])
 		return vrt_usage("run", "no command given: vramtrace run [options] -- COMMAND [ARGS...]");
 	uint64_t size;
-	if (o->ring && vrt_parse_size(o->ring, &size))
-		return vrt_usage("run", "--ring takes a size such as 64M, 2G or 0 (keep everything)");
+	if (o->ring && (vrt_parse_size(o->ring, &size) || (size && size < (4u << 20))))
+		return vrt_usage("run", "--ring takes a size of 4M or more, such as 64M or 2G, or 0 (keep everything)");
+	long long depth;
+	if (o->depth && (rc = vrt_int_option("run", "--depth", o->depth, 0, 128, &depth)))
+		return rc;
 	char *end = NULL;
 	if (o->retain && strcmp(o->retain, "on") && strcmp(o->retain, "off") &&
 	    (strtod(o->retain, &end) <= 0 || end == o->retain || *end))

@@ -390,6 +390,10 @@ m info-open-trace-ran-zero-seconds analyzer/cmd_info.c \
   'if (s->end_ts) /* 0: never closed' \
   'if (1) /* 0: never closed' \
   test_sigkill.py::test_recover_by_hand
+m run-depth-left-to-the-preload analyzer/cmd_run.c \
+  'if (o->depth && (rc = vrt_int_option(' \
+  'if (0 && (rc = vrt_int_option(' \
+  "test_run_cli.py::test_a_bad_run_option_stops_before_the_job"
 m oom-largest-size-line-through-all analyzer/remedies.c \
   'if (failing > hi && a + b * (double)failing < (double)need && need > peak_at_hi) {' \
   'if (0) {' \

@@ -114,7 +114,7 @@ def leaks(path: str, phase_name: _Optional[str] = None) -> Leaks:
 
 
 def oom(path: str) -> Oom:
-    """`vramtrace oom`: the first out-of-memory failure, by category. NotInTrace if there is none."""
+    """`vramtrace oom`: the last out-of-memory failure, by category. NotInTrace if there is none."""
     return Oom.from_json(_reports.run_json(binary(), "oom", [], _os.fspath(path)))
 
 

@@ -6,6 +6,8 @@ import re
 import shlex
 import subprocess
 
+import pytest
+
 from conftest import VRAMTRACE, analyze, clean_env, program
 
 CHURN = [program("stress_churn"), "100", "10"]
@@ -151,3 +153,13 @@ def test_a_job_that_changes_directory_writes_where_run_was_started(tmp_path):
     assert p.returncode == 0 and len(written) == 1 and not list((tmp_path / "sub").iterdir()), p.stderr
     assert f"vramtrace: trace: ./{written[0].name} (written by a process the command started)" in p.stderr, p.stderr
     assert "no trace was written" not in p.stderr
+
+
+@pytest.mark.parametrize("option,value", [("--depth", "-3"), ("--depth", "129"), ("--ring", "1M"), ("--ring", "x")])
+def test_a_bad_run_option_stops_before_the_job(tmp_path, option, value):
+    """Said by run, under the option's name, before the job starts; not by each process's preload
+    under its environment variable's, after."""
+    marker = tmp_path / "ran"
+    p = run(tmp_path, option, value, "--", "/bin/touch", marker)
+    assert p.returncode == 2 and not marker.exists(), p.stderr
+    assert p.stderr.startswith(f"vramtrace run: {option} takes ") and "VRAMTRACE_" not in p.stderr, p.stderr
