@@ -242,6 +242,12 @@ static int handle(struct collector *c, const struct vrt_ctl_msg *m, char *reply,
 		snprintf(reply, reply_len, "armed: live set only");
 		return 0;
 	case VRT_CTL_MARK:
+		if (atomic_load(&vrt_mode) != VRT_MODE_FULL && c->output_failed && !c->writer) {
+			/* stopped: attach would be refused too (start) */
+			snprintf(reply, reply_len, "tracing was stopped and its trace %.300s closed; a process is "
+				 "traced into one file only", c->path[0] ? c->path : "");
+			return VRT_E_UNSUPPORTED;
+		}
 		if (atomic_load(&vrt_mode) != VRT_MODE_FULL) { /* it would be dropped: say so */
 			snprintf(reply, reply_len, "tracing is %s, not recording: run `vramtrace attach %d` first",
 				 mode_name(atomic_load(&vrt_mode)), (int)getpid());

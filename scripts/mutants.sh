@@ -394,6 +394,10 @@ m run-depth-left-to-the-preload analyzer/cmd_run.c \
   'if (o->depth && (rc = vrt_int_option(' \
   'if (0 && (rc = vrt_int_option(' \
   "test_run_cli.py::test_a_bad_run_option_stops_before_the_job"
+m mark-after-stop-says-attach preload/control.c \
+  'if (atomic_load(&vrt_mode) != VRT_MODE_FULL && c->output_failed && !c->writer) {' \
+  'if (0) {' \
+  test_attach.py::test_inject_refuses_a_second_trace_after_stop
 m oom-largest-size-line-through-all analyzer/remedies.c \
   'if (failing > hi && a + b * (double)failing < (double)need && need > peak_at_hi) {' \
   'if (0) {' \

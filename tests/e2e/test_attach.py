@@ -253,6 +253,7 @@ def injected(tmp_path_factory, target):
         steps["stop"] = vramtrace("attach", "--stop", prog.pid, check=False)
         steps["where_after"] = prog.send("where")
         steps["reattach"] = vramtrace("attach", prog.pid, check=False)
+        steps["mark_after_stop"] = vramtrace("mark", prog.pid, "late", check=False)
         steps["resumed"] = prog.send("resume")
         time.sleep(0.1)
         steps["end"] = prog.finish("stop")
@@ -286,6 +287,9 @@ def test_inject_refuses_a_second_trace_after_stop(injected):
     steps, _ = injected
     p = steps["reattach"]
     assert p.returncode != 0 and "is closed" in p.stderr, p.stderr
+    # and a mark says so, not "run `vramtrace attach` first", which would be refused
+    p = steps["mark_after_stop"]
+    assert p.returncode != 0 and "tracing was stopped" in p.stderr and "attach" not in p.stderr, p.stderr
 
 
 def test_inject_records_later_allocations_with_stacks(injected):
