@@ -280,9 +280,12 @@ static void print_next_step(const struct run_options *o, const char *path)
 		o->n_phases ? "leaks" : "report", shell_word(path), o->n_phases ? "report" : "leaks");
 }
 
-/* killed: the signal that ended the process before the preload closed the trace, or 0. */
+static void print_siblings(const char *path);
+
+/* killed: the signal that ended the process before the preload closed the trace, or 0.
+ * siblings: path is -o FILE, beside which the command's other processes write theirs. */
 static void print_trace_written(const struct run_options *o, const char *path, const struct vrt_file_state *s,
-				int killed, bool recovered)
+				int killed, bool recovered, bool siblings)
 {
 	struct stat st;
 	char size[32] = "";
@@ -297,6 +300,8 @@ static void print_trace_written(const struct run_options *o, const char *path, c
 	else if (killed)
 		fprintf(stderr, "vramtrace: note: the command was killed by signal %d (%s) before the trace was closed; "
 				"its last events may be missing\n", killed, strsignal(killed));
+	if (siblings)
+		print_siblings(path);
 	print_next_step(o, path);
 }
 
@@ -358,34 +363,66 @@ static void recover_dir(const struct run_options *o, const char *dir, int end_si
 	closedir(d);
 }
 
-/* The default's traces in this directory that other processes of the job wrote (the command
- * itself made no CUDA allocation: a shell or launcher ran the program as its child). */
-static bool print_childrens_traces(const struct run_options *o)
+/*
+ * Traces in dir whose names begin with prefix, made since the run started (the job's other
+ * processes: a launcher's children, a forked worker), skipping the one already named; the
+ * first four are named ("trace: NAME (what)"). Returns how many; *first: the first's path.
+ */
+static int new_traces(const char *dir, const char *prefix, const char *skip, const char *what, char *first,
+		      size_t first_len)
 {
-	DIR *d = opendir(".");
+	const char *base = *dir ? dir : ".";
+	DIR *d = opendir(base);
 	if (!d)
-		return false;
+		return 0;
+	size_t d_len = strlen(base), p_len = strlen(prefix);
+	const char *sep = base[d_len - 1] == '/' ? "" : "/";
 	struct dirent *e;
-	char first[PATH_MAX] = "";
 	int found = 0;
 	while ((e = readdir(d))) {
+		char path[PATH_MAX];
 		struct stat st;
-		int pid, end = 0;
-		if (sscanf(e->d_name, "vramtrace.%d.vrt%n", &pid, &end) != 1 || e->d_name[end] || lstat(e->d_name, &st) ||
-		    !S_ISREG(st.st_mode) || st.st_uid != getuid() || st.st_mtime < run_started)
+		size_t n = strlen(e->d_name);
+		if (strncmp(e->d_name, prefix, p_len) || n < p_len + 4 || strcmp(e->d_name + n - 4, ".vrt") ||
+		    snprintf(path, sizeof(path), "%s%s%s", base, sep, e->d_name) >= (int)sizeof(path) ||
+		    (skip && (!strcmp(path, skip) || (!*dir && !strcmp(path + 2, skip)))) || lstat(path, &st) || !S_ISREG(st.st_mode) || st.st_uid != getuid() ||
+		    st.st_mtime < run_started)
 			continue;
-		if (!found++)
-			snprintf(first, sizeof(first), "./%s", e->d_name);
-		if (found <= 4)
-			fprintf(stderr, "vramtrace: trace: ./%s (written by a process the command started)\n",
-				vrt_escape(e->d_name));
+		if (!found++ && first)
+			snprintf(first, first_len, "%s", path);
+		if (found <= 4 && what)
+			fprintf(stderr, "vramtrace: trace: %s (%s)\n", vrt_escape(path), what);
 	}
 	closedir(d);
-	if (found > 4)
-		fprintf(stderr, "vramtrace: ... and %d more: vramtrace report . reads them all\n", found - 4);
+	if (found > 4 && what)
+		fprintf(stderr, "vramtrace: ... and %d more\n", found - 4);
+	return found;
+}
+
+/* The default's traces that other processes of the job wrote (the command itself made no CUDA
+ * allocation: a shell or launcher ran the program as its child). */
+static bool print_childrens_traces(const struct run_options *o)
+{
+	char first[PATH_MAX] = "";
+	int found = new_traces(".", "vramtrace.", NULL, "written by a process the command started", first,
+			       sizeof(first));
 	if (found)
 		print_next_step(o, found == 1 ? first : ".");
 	return found > 0;
+}
+
+/* -o FILE: what the command's other processes wrote beside it ("<stem>.<pid>.vrt"). */
+static void print_siblings(const char *path)
+{
+	char dir[PATH_MAX], stem[PATH_MAX];
+	const char *slash = strrchr(path, '/');
+	snprintf(dir, sizeof(dir), "%.*s", slash ? (int)(slash - path + 1) : 0, path);
+	snprintf(stem, sizeof(stem), "%s", slash ? slash + 1 : path);
+	size_t n = strlen(stem);
+	if (n > 4 && !strcmp(stem + n - 4, ".vrt"))
+		stem[n - 4] = 0;
+	strncat(stem, ".", sizeof(stem) - strlen(stem) - 1);
+	new_traces(dir, stem, path, "beside it, from another process of the command", NULL, 0);
 }
 
 static void report_trace(const struct run_options *o, bool is_dir, int status, uint64_t ended_ns)
@@ -426,7 +463,8 @@ static void report_trace(const struct run_options *o, bool is_dir, int status, u
 			vrt_write_error_text(s.end_detail));
 		print_next_step(o, path);
 	} else if (trace) {
-		print_trace_written(o, path, &s, killed_before_close ? WTERMSIG(status) : 0, recovered);
+		print_trace_written(o, path, &s, killed_before_close ? WTERMSIG(status) : 0, recovered,
+				    o->output && !is_dir);
 	}
 	else if (access(path, F_OK) == 0 && WIFSIGNALED(status))
 		fprintf(stderr, "vramtrace: %s is not a complete trace: the command was killed by signal %d (%s) before "
@@ -436,12 +474,12 @@ static void report_trace(const struct run_options *o, bool is_dir, int status, u
 			vrt_escape(path));
 	else if (!creatable(path))
 		fprintf(stderr, "vramtrace: no trace was written: %s cannot be created (%s)\n", vrt_escape(path), strerror(errno));
-	else if (is_dir) {
+	else if (is_dir && new_traces(o->output, "vramtrace.", NULL, NULL, NULL, 0)) {
 		fprintf(stderr, "vramtrace: traces: %s (one file per process)\n", vrt_escape(o->output));
 		print_next_step(o, o->output);
 	} else if (o->armed)
-		fprintf(stderr, "vramtrace: no trace was written: the command ran armed (live set only) and was never "
-				"attached; `vramtrace attach PID` starts tracing it\n");
+		fprintf(stderr, "vramtrace: no trace was written here: the command ran armed (live set only); "
+				"`vramtrace attach PID` starts tracing it (into the place its -o names)\n");
 	else if (WIFSIGNALED(status))
 		fprintf(stderr, "vramtrace: no trace was written: the command was killed by signal %d (%s) before its "
 				"trace's first write\n", WTERMSIG(status), strsignal(WTERMSIG(status)));

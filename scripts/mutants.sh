@@ -398,6 +398,14 @@ m mark-after-stop-says-attach preload/control.c \
   'if (atomic_load(&vrt_mode) != VRT_MODE_FULL && c->output_failed && !c->writer) {' \
   'if (0) {' \
   test_attach.py::test_inject_refuses_a_second_trace_after_stop
+m run-siblings-unnamed analyzer/cmd_run.c \
+  '\tif (siblings)\n\t\tprint_siblings(path);' \
+  '\t(void)siblings;' \
+  test_run_cli.py::test_the_summary_names_what_a_forking_job_wrote_and_only_that
+m run-empty-directory-announced analyzer/cmd_run.c \
+  'else if (is_dir && new_traces(o->output, "vramtrace.", NULL, NULL, NULL, 0)) {' \
+  'else if (is_dir) {' \
+  test_run_cli.py::test_the_summary_names_what_a_forking_job_wrote_and_only_that
 m oom-largest-size-line-through-all analyzer/remedies.c \
   'if (failing > hi && a + b * (double)failing < (double)need && need > peak_at_hi) {' \
   'if (0) {' \

@@ -73,8 +73,8 @@ def test_an_armed_job_nobody_attached_is_not_said_to_allocate_nothing(tmp_path):
     p = run(tmp_path, "--armed", "-o", tmp_path / "a.vrt", "--", *CHURN)
     assert p.returncode == 0
     assert "made no CUDA allocation" not in p.stderr
-    assert "no trace was written: the command ran armed (live set only) and was never attached; " \
-           "`vramtrace attach PID` starts tracing it" in p.stderr.splitlines()[-1]
+    assert "no trace was written here: the command ran armed (live set only); `vramtrace attach PID` starts " \
+           "tracing it (into the place its -o names)" in p.stderr.splitlines()[-1]
     # The job itself says what its live set held at exit, as stress_churn counts it.
     held = re.search(r"held_count=(\d+) held_bytes=(\d+)", p.stdout)
     assert re.search(r"^vramtrace\[\d+\]: armed and never attached: %s allocations \(%s bytes\) were live at exit; "
@@ -163,3 +163,17 @@ def test_a_bad_run_option_stops_before_the_job(tmp_path, option, value):
     p = run(tmp_path, option, value, "--", "/bin/touch", marker)
     assert p.returncode == 2 and not marker.exists(), p.stderr
     assert p.stderr.startswith(f"vramtrace run: {option} takes ") and "VRAMTRACE_" not in p.stderr, p.stderr
+
+
+def test_the_summary_names_what_a_forking_job_wrote_and_only_that(tmp_path):
+    """-o FILE: the children's "<stem>.<pid>.vrt" beside it are named too; -o DIR/ that stayed
+    empty (armed, nobody attached) is not announced as holding traces."""
+    p = run(tmp_path, "-o", "f.vrt", "--", program("stress_fork"), 2, 2)
+    assert p.returncode == 0, p.stderr
+    siblings = sorted(f.name for f in tmp_path.glob("f.*.vrt"))
+    named = sorted(re.findall(r"^vramtrace: trace: \./(f\.\d+\.vrt) \(beside it", p.stderr, re.M))
+    assert len(siblings) == 2 and named == siblings, p.stderr
+    assert p.stderr.splitlines()[-1].startswith("vramtrace: next: vramtrace report f.vrt")
+    p = run(tmp_path, "--armed", "-o", "armed/", "--", program("stress_fork"), 1, 2)
+    assert p.returncode == 0 and not list((tmp_path / "armed").iterdir()), p.stderr
+    assert "traces: armed/" not in p.stderr and "no trace was written here" in p.stderr, p.stderr
