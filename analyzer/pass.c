@@ -139,6 +139,12 @@ int vrt_pass_close(struct vrt_pass *p)
 		return 0;
 	if (error == VRT_E_CHANGED)
 		return vrt_fail(error, "%s: stopped after %llu events", vrt_escape(p->t->path), events);
+	if (p->rp.error && error == VRT_E_RANGE && p->t->cut_short) { /* the tables went with the cut part */
+		vrt_fail(0, "%s: stopped after %llu events: a record names a stack, string or thread whose definition "
+			    "is in the part of the file that is missing (it was cut short); read a whole copy of it",
+			 vrt_escape(p->t->path), events);
+		return vrt_exit_code(error);
+	}
 	if (p->rp.error)
 		return vrt_fail(error, "%s: stopped at a bad record after %llu events", vrt_escape(p->t->path), events);
 	return vrt_fail(error, "%s: the live set could not be kept after %llu events", vrt_escape(p->t->path), events);

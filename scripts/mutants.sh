@@ -406,6 +406,10 @@ m run-empty-directory-announced analyzer/cmd_run.c \
   'else if (is_dir && new_traces(o->output, "vramtrace.", NULL, NULL, NULL, 0)) {' \
   'else if (is_dir) {' \
   test_run_cli.py::test_the_summary_names_what_a_forking_job_wrote_and_only_that
+m cut-ring-undefined-id-unexplained analyzer/pass.c \
+  'if (p->rp.error && error == VRT_E_RANGE && p->t->cut_short) {' \
+  'if (0) {' \
+  test_flight_recorder.py::test_a_wrapped_ring_cut_in_half_says_what_is_missing
 m oom-largest-size-line-through-all analyzer/remedies.c \
   'if (failing > hi && a + b * (double)failing < (double)need && need > peak_at_hi) {' \
   'if (0) {' \

@@ -57,6 +57,21 @@ def test_ring_wrapped_twice_keeps_exact_survivors_and_stacks(tmp_path):
     check_survivors(out, sites, made)
 
 
+def test_a_wrapped_ring_cut_in_half_says_what_is_missing(tmp_path):
+    """A copy of a wrapped ring's first half (taken while it was written, or truncated): its
+    records name stacks whose definitions were in the part cut off. One line says so and what
+    to do, exit 3 (bad data), instead of "a bad record: reference to an undefined id"."""
+    p, out, _, _ = churn(tmp_path, 600000, 100)
+    assert ring_laps(out) >= 2
+    half = tmp_path / "half.vrt"
+    half.write_bytes(out.read_bytes()[:out.stat().st_size // 2])
+    r = subprocess.run([str(VRAMTRACE), "report", "-q", str(half)], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 3, r.stderr
+    assert re.search(r"^vramtrace: .*half\.vrt: stopped after \d+ events: a record names a stack, string or thread "
+                     r"whose definition is in the part of the file that is missing \(it was cut short\); read a "
+                     r"whole copy of it$", r.stderr, re.M), r.stderr
+
+
 def damage_checkpoints(path):
     """Flips a payload byte of every CHECKPOINT chunk in the ring (a header's crc still holds)."""
     data = bytearray(path.read_bytes())
