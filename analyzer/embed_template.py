@@ -6,7 +6,8 @@
     embed_template.py report.html.in html_template.h
 
 One C string per template line, so the generated header stays diffable. Bytes outside
-printable ASCII are written as octal escapes.
+printable ASCII are written as octal escapes. The comment right after the doctype is for the
+template's readers, not the report's: it is left out.
 """
 import sys
 
@@ -36,7 +37,12 @@ def main(argv):
     if len(argv) != 3:
         sys.exit("usage: embed_template.py TEMPLATE OUTPUT.h")
     with open(argv[1], "rb") as f:
-        lines = f.read().splitlines(keepends=True)
+        text = f.read()
+    head = b"<!DOCTYPE html>\n<!--"
+    if text.startswith(head):
+        end = text.index(b"-->\n", len(head)) + len(b"-->\n")
+        text = text[:len(head) - 4] + text[end:]
+    lines = text.splitlines(keepends=True)
     body = "\n".join("\t" + c_literal(line) for line in lines) or '\t""'
     with open(argv[2], "w", encoding="ascii") as f:
         f.write("/* Generated from analyzer/report.html.in by analyzer/embed_template.py: do not edit. */\n")

@@ -288,6 +288,8 @@ def test_page_is_self_contained(demo):
     # Exactly the page's own two script elements close: embedded data cannot end one.
     assert text.count("</script") == 2
     assert "<" not in text[text.index('id="vrt-data">') + len('id="vrt-data">'):text.index("</script>")]
+    # the template's note to its readers (placeholders, where the data is documented) stays out
+    assert text.startswith("<!DOCTYPE html>\n<html") and "placeholders" not in text
 
 
 def test_leaks_headline_looks_through_an_allocating_helper(demo):
