@@ -248,8 +248,6 @@ int vrt_cmd_watch(int argc, char **argv)
 		return vrt_fail(VRT_E_IO, "cannot make a temporary directory for the snapshots: %s", strerror(errno));
 	signal(SIGINT, on_signal);
 	signal(SIGTERM, on_signal);
-	if (!o.json)
-		printf("vramtrace watch: process %d every %.3g s (Ctrl-C stops; the process goes on)\n", o.pid, o.interval);
 	struct tick first = { 0 }, last = { 0 }, now = { 0 };
 	double start = now_s();
 	for (long long n = 0; !stop && (!o.count || n < o.count); n++) {
@@ -271,6 +269,9 @@ int vrt_cmd_watch(int argc, char **argv)
 			break;
 		}
 		now.at = now_s() - start;
+		if (!n && !o.json) /* once the process has answered: a refusal is the only line */
+			printf("vramtrace watch: process %d every %.3g s (Ctrl-C stops; the process goes on)\n", o.pid,
+			       o.interval);
 		print_tick(&o, n ? &first : &now, n > 1 ? &last : n ? &first : NULL, &now);
 		if (!n) {
 			first = now;

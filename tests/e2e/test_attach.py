@@ -423,6 +423,7 @@ def test_watch_of_an_armed_process_says_to_attach_first(tmp_path, target):
         prog.finish("stop")
         prog.kill()
     assert p.returncode == 4 and "armed, not recording: run `vramtrace attach` first" in p.stderr, p.stderr
+    assert p.stdout == "", p.stdout  # no banner for a watch that never began
 
 
 def test_watch_usage_errors():
