@@ -198,7 +198,7 @@ class Remedy:
 
 @dataclass(frozen=True)
 class Oom:
-    """`vramtrace oom --json`: the first out-of-memory failure and what the memory held then."""
+    """`vramtrace oom --json`: the last out-of-memory failure and what the memory held then."""
     file: str
     requested_bytes: int
     device: int
