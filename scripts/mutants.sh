@@ -1287,6 +1287,10 @@ m torch-settle-reads-for-another-block preload/torch.c \
   'counters_of(d) == PENDING && d->pendings == pending && s.alloc_count > d->alloc_count' \
   'counters_of(d) == PENDING && s.alloc_count > d->alloc_count' \
   test_torch_block_sizes.py::test_every_block_has_its_real_size_before_its_free
+m torch-one-state-for-every-device preload/torch.c \
+  '\tstruct device_state *d = &devices[device];\n\tif (!(guard = vrt_enter())) {' \
+  '\tstruct device_state *d = &devices[0];\n\tif (!(guard = vrt_enter())) {' \
+  test_torch_block_sizes.py::test_each_device_sizes_its_own_blocks
 m torch-carry-dropped-by-other-actions preload/torch.c \
   'if (action < 0 || device < 0 || device >= MAX_DEVICES)\n\t\treturn;\n\tstruct device_state *d = &devices[device];' \
   'if (device < 0 || device >= MAX_DEVICES)\n\t\treturn;\n\tstruct device_state *d = &devices[device];\n\tif (action < 0) {\n\t\tset_counters(d, STALE);\n\t\treturn;\n\t}' \

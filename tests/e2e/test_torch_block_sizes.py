@@ -74,10 +74,10 @@ def test_a_repeated_temporary_costs_one_statistics_read_a_pair(job):
 
 
 def test_the_statistics_are_read_once_per_allocation_at_most(job):
-    """Once for each block (to settle it), once to start from, and once at each phase boundary
-    that finds a block waiting for its size."""
+    """Once for each block (to settle it), once per device to start from, and once at each phase
+    boundary that finds a block waiting for its size."""
     _, truth = job
-    most = len(truth["blocks"]) + 1 + truth["boundaries_with_a_block_waiting"]
+    most = len(truth["blocks"]) + 2 + truth["boundaries_with_a_block_waiting"]
     assert 0 < truth["reads"] <= most, (truth["reads"], most)
 
 
@@ -89,3 +89,14 @@ def test_a_phase_boundary_settles_the_block_waiting_for_its_size(job):
     born = [i for i, (op, _) in enumerate(ops) if op == "block_alloc"][truth["boundary_block"]]
     assert ops[born] == ("block_alloc", last["addr"])
     assert ops[born + 1:born + 3] == [("block_size", last["addr"]), ("phase_enter", None)], ops[born:]
+
+
+def test_each_device_sizes_its_own_blocks(job):
+    """A block of device 1 between a block of device 0 and that block's free: each is settled by
+    its own device's statistics, and the trace says which device each is on."""
+    t, truth = job
+    blocks, _ = traced_blocks(t)
+    i = truth["second_device"]["block"]
+    assert (blocks[i - 1]["size"], blocks[i]["size"]) == (truth["blocks"][i - 1]["size"], truth["blocks"][i]["size"])
+    devices = [r.device for r in t.records if r.api == TENSOR_API and r.op == "block_alloc"]
+    assert devices[i - 1:i + 1] == [0, 1] and devices.count(1) == 1, devices

@@ -22,8 +22,10 @@ struct std_function {
 
 static struct std_function tracker;
 static bool tracking;
-/* device 0's, as DeviceStats aggregates them (cumulative: reset only by fake_c10_reset_accumulated) */
-static uint64_t alloc_count, alloc_bytes;
+/* Each device's, as DeviceStats aggregates them (cumulative: reset only by
+ * fake_c10_reset_accumulated). */
+#define DEVICES 8
+static uint64_t alloc_count[DEVICES], alloc_bytes[DEVICES];
 static uint64_t stats_reads; /* getDeviceStats calls, for a test to count */
 /* What another thread does while the next getDeviceStats call returns (its figures already
  * copied): a reset of the statistics, then an allocation (fake_c10_during_next_stats_read). */
@@ -44,10 +46,10 @@ void get_device_stats(void *out, void *self, signed char device)
 	(void)self;
 	stats_reads++;
 	memset(out, 0, 976);
-	if (device != 0)
+	if (device < 0 || device >= DEVICES)
 		return;
-	memcpy((char *)out + 16, &alloc_count, 8);
-	memcpy((char *)out + 400, &alloc_bytes, 8);
+	memcpy((char *)out + 16, &alloc_count[device], 8);
+	memcpy((char *)out + 400, &alloc_bytes[device], 8);
 	if (during_read.armed) {
 		during_read.armed = false;
 		fake_c10_reset_accumulated();
@@ -65,14 +67,18 @@ void attach_tracker(void *self, void *fn)
 EXPORT void *allocator __asm__(NS "9allocatorE") = &native;
 
 /*
- * One TraceEntry on device 0 (2.11: action int at 0, device index at 4, addr at 8, stream at 32,
+ * One TraceEntry on a device (2.11: action int at 0, device index at 4, addr at 8, stream at 32,
  * size at 40; ALLOC 0, FREE_REQUESTED 1, FREE_COMPLETED 2, SEGMENT_ALLOC 3), to the tracker if
  * one is attached. As in PyTorch, an allocation is traced before the allocation counters move;
  * the other actions move neither of them.
  */
-EXPORT void fake_c10_trace(int action, uint64_t addr, uint64_t requested, uint64_t block, uint64_t stream)
+EXPORT void fake_c10_trace_on(int device, int action, uint64_t addr, uint64_t requested, uint64_t block,
+			      uint64_t stream)
 {
+	if (device < 0 || device >= DEVICES)
+		return;
 	unsigned char entry[64] = { 0 };
+	entry[4] = (unsigned char)device; /* c10::DeviceIndex, one byte */
 	memcpy(entry, &action, 4);
 	memcpy(entry + 8, &addr, 8);
 	memcpy(entry + 32, &stream, 8);
@@ -80,13 +86,22 @@ EXPORT void fake_c10_trace(int action, uint64_t addr, uint64_t requested, uint64
 	if (tracking)
 		tracker.invoker(tracker.functor, entry);
 	if (action == 0) {
-		alloc_count++;
-		alloc_bytes += block;
+		alloc_count[device]++;
+		alloc_bytes[device] += block;
 	}
 }
 
+EXPORT void fake_c10_trace(int action, uint64_t addr, uint64_t requested, uint64_t block, uint64_t stream)
+{
+	fake_c10_trace_on(0, action, addr, requested, block, stream);
+}
+
 /* torch.cuda.reset_accumulated_memory_stats(): every Stat's allocated (and freed) go to 0. */
-EXPORT void fake_c10_reset_accumulated(void) { alloc_count = alloc_bytes = 0; }
+EXPORT void fake_c10_reset_accumulated(void)
+{
+	memset(alloc_count, 0, sizeof(alloc_count));
+	memset(alloc_bytes, 0, sizeof(alloc_bytes));
+}
 
 EXPORT uint64_t fake_c10_stats_reads(void) { return stats_reads; }
 

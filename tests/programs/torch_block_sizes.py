@@ -93,7 +93,17 @@ segment.free_block(0)
 torch.cuda._trace(torch.cuda.FREE_REQUESTED, new_block, 2 * MiB, 2 * MiB, 0)
 vramtrace.vramtrace_phase_exit(b"raced")
 
-print(json.dumps({"blocks": blocks, "reset_block": reset_block, "raced": raced,
+# Two devices' blocks interleaved (a model split over two GPUs in one process): each device's
+# statistics size its own blocks; device 1's allocator traces them through the same tracker.
+on_device_1 = segment.address + 48 * MiB  # an address device 1's allocator hands out, as far as the trace can tell
+alloc(0, 3 * MiB, 2 * MiB + 4096)
+second_device = {"block": len(blocks), "device": 1}
+torch.cuda._trace_on(1, torch.cuda.ALLOC, on_device_1, 1536 * KiB, 2 * MiB, 0)
+blocks.append({"addr": on_device_1, "size": 2 * MiB, "estimate": 1536 * KiB})
+segment.free_block(0)
+torch.cuda._trace_on(1, torch.cuda.FREE_REQUESTED, on_device_1, 1536 * KiB, 2 * MiB, 0)
+
+print(json.dumps({"blocks": blocks, "reset_block": reset_block, "raced": raced, "second_device": second_device,
                   "boundary_block": boundary_block, "boundaries_with_a_block_waiting": 2, "unseen": unseen, "pairs": PAIRS,
                   "temporary_reads": temporary_reads, "reads": torch.cuda._stats_reads() - reads_at_start}),
       flush=True)

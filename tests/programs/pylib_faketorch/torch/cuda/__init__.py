@@ -31,6 +31,7 @@ def _init(lib_path):
         _c10.fake_c10_trace.argtypes = [ctypes.c_int] + [ctypes.c_uint64] * 4
         _c10.fake_c10_stats_reads.restype = ctypes.c_uint64
         _c10.fake_c10_during_next_stats_read.argtypes = [ctypes.c_uint64] * 3
+        _c10.fake_c10_trace_on.argtypes = [ctypes.c_int, ctypes.c_int] + [ctypes.c_uint64] * 4
 
 
 def reset_accumulated_memory_stats():
@@ -47,6 +48,11 @@ def _during_next_stats_read(address, requested, size):
     """The stand-in's race: as the next statistics read returns, another thread resets the
     statistics and allocates a block at address (the fake libc10's fake_c10_during_next_stats_read)."""
     _c10.fake_c10_during_next_stats_read(address, requested, size)
+
+
+def _trace_on(device, action, address, requested, size, stream):
+    """A TraceEntry of another device's allocator (the segments here are device 0's)."""
+    _c10.fake_c10_trace_on(device, action, address, requested, size, stream)
 
 
 def _trace(action, address, requested, size, stream):
