@@ -35,41 +35,26 @@ int vrt_exit_code(int err)
 	return VRT_EXIT_INTERNAL;
 }
 
-/* Bytes of a UTF-8 sequence at s (1..4), 0 when it is not one; *cp its code point. */
-static size_t utf8_at(const unsigned char *s, uint32_t *cp)
-{
-	size_t n = s[0] < 0x80 ? 1 : (s[0] & 0xe0) == 0xc0 ? 2 : (s[0] & 0xf0) == 0xe0 ? 3 : (s[0] & 0xf8) == 0xf0 ? 4 : 0;
-	uint32_t v = n == 1 ? s[0] : n == 2 ? s[0] & 0x1f : n == 3 ? s[0] & 0x0f : s[0] & 0x07;
-	for (size_t i = 1; i < n; i++) {
-		if ((s[i] & 0xc0) != 0x80)
-			return 0;
-		v = v << 6 | (s[i] & 0x3f);
-	}
-	*cp = v;
-	return n;
-}
-
 /*
  * A message for the terminal: what it quotes (a file name from a directory others write in, an
- * argument) may hold controls. C0 controls but the newline, DEL, C1 and bidi controls and bytes
- * that are not UTF-8 go out as \xNN; the rest (the messages' own "…") as it is.
+ * argument) may hold controls. Shown as the trace's strings are (vrt_text_unit), the newline
+ * excepted; the rest (the messages' own "…") as it is.
  */
 static void put_message(FILE *out, const char *fmt, va_list ap)
 {
 	char text[8192];
 	vsnprintf(text, sizeof(text), fmt, ap);
-	for (const unsigned char *p = (const unsigned char *)text; *p;) {
-		uint32_t cp = 0;
-		size_t n = utf8_at(p, &cp);
-		bool escape = !n || (cp < 0x20 && cp != '\n') || cp == 0x7f || (cp >= 0x80 && cp < 0xa0) ||
-			      (cp >= 0x202a && cp <= 0x202e) || (cp >= 0x2066 && cp <= 0x2069);
-		for (size_t i = 0; i < (n ? n : 1); i++) {
-			if (escape)
+	const uint8_t *p = (const uint8_t *)text, *end = p + strlen(text);
+	while (p < end) {
+		bool escape;
+		size_t n = vrt_text_unit(p, (size_t)(end - p), &escape);
+		for (size_t i = 0; i < n; i++) {
+			if (escape && *p != '\n')
 				fprintf(out, "\\x%02x", p[i]);
 			else
 				fputc(p[i], out);
 		}
-		p += n ? n : 1;
+		p += n;
 	}
 }
 

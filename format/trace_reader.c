@@ -688,6 +688,14 @@ static bool shown_escaped(uint32_t cp)
 	return (cp >= 0x80 && cp < 0xa0) || (cp >= 0x202a && cp <= 0x202e) || (cp >= 0x2066 && cp <= 0x2069);
 }
 
+size_t vrt_text_unit(const uint8_t *p, size_t n, bool *escape)
+{
+	uint32_t cp = p[0];
+	size_t len = p[0] < 0x80 ? 1 : utf8_len(p, n, &cp);
+	*escape = !len || cp < 0x20 || cp == 0x7f || shown_escaped(cp);
+	return len ? len : 1;
+}
+
 /*
  * A string from the trace as every report shows it: C0 and C1 controls, DEL, bidi controls and
  * bytes that are not UTF-8 written as \xNN, and cut at VRT_STRING_SHOWN bytes with a marker.
@@ -699,9 +707,8 @@ static char *display_string(const uint8_t *p, size_t n, uint32_t *len_out)
 	char out[VRT_STRING_SHOWN + 1], marker[64];
 	size_t mlen = (size_t)snprintf(marker, sizeof(marker), "...[cut: %zu bytes in all]", n), o = 0;
 	for (size_t i = 0; i < n;) {
-		uint32_t cp = p[i];
-		size_t len = p[i] < 0x80 ? 1 : utf8_len(p + i, n - i, &cp), step = len ? len : 1;
-		bool escape = !len || cp < 0x20 || cp == 0x7f || shown_escaped(cp);
+		bool escape;
+		size_t step = vrt_text_unit(p + i, n - i, &escape);
 		size_t need = escape ? 4 * step : step;
 		bool last = i + step >= n;
 		if (o + need > VRT_STRING_SHOWN - mlen && !(last && o + need <= VRT_STRING_SHOWN)) {

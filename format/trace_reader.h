@@ -175,6 +175,13 @@ const struct vrt_chunk_records *vrt_trace_chunk_records(const struct vrt_trace *
 uint32_t vrt_records_decode(const struct vrt_trace *t, struct vrt_records_cursor *c, struct vrt_record *recs,
 			    uint32_t *threads, uint32_t max, int *verdict);
 
+/*
+ * The next unit of text at p (n > 0 bytes left) as every output shows text from others: its
+ * length in bytes (a well-formed UTF-8 sequence, else 1) and whether it is written as \xNN per
+ * byte: C0 and C1 controls, DEL, bidi controls, and bytes that are not UTF-8.
+ */
+size_t vrt_text_unit(const uint8_t *p, size_t n, bool *escape);
+
 /* Table lookups: NULL / "" / 0 when undefined. */
 const char *vrt_string(const struct vrt_trace *t, uint64_t id);
 const struct vrt_symbol_def *vrt_symbol(const struct vrt_trace *t, uint64_t addr);
