@@ -281,8 +281,8 @@ int vrt_export_chrome(struct vrt_trace *t, FILE *out, const struct vrt_chrome_op
 	struct chrome c = { .t = t, .out = out, .o = o, .pid = t->hdr.pid };
 	struct vrt_series s;
 	/* before a --until-mark, the end is that mark, found on the way: the series widens to it */
-	double end = t->state_valid && t->hdr.state.end_ts && !t->end_mark ? vrt_ts_seconds(t, t->hdr.state.end_ts)
-									   : 1e308;
+	double end = t->end_mark ? 0 : vrt_trace_end_s(t);
+	end = end ? end : 1e308;
 	c.frames = open_memstream(&c.frames_text, &c.frames_len);
 	if (!c.frames || vrt_series_init(&s, o->points, 0, end)) {
 		if (c.frames)

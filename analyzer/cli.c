@@ -322,6 +322,11 @@ const char *vrt_escape(const char *s)
 	return b;
 }
 
+double vrt_trace_end_s(const struct vrt_trace *t)
+{
+	return t->state_valid && t->hdr.state.end_ts ? vrt_ts_seconds(t, t->hdr.state.end_ts) : 0;
+}
+
 const char *vrt_end_text(const struct vrt_trace *t)
 {
 	if (t->cut_short)

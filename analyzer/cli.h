@@ -112,6 +112,9 @@ extern const char *vrt_current_trace;
 int vrt_open_or_fail(struct vrt_trace *t, const char *path);
 /* How the process ended, as reports say it: "unknown" when the trace was cut short. */
 const char *vrt_end_text(const struct vrt_trace *t);
+/* When the process ended, in trace seconds, as its state block says; 0 when it does not (never
+ * closed, a damaged or cut-short state). */
+double vrt_trace_end_s(const struct vrt_trace *t);
 /* `"truncated": B, "completeness": {...}` for a --json output; events_read < 0: not counted. */
 void vrt_json_completeness(FILE *out, const struct vrt_trace *t, int64_t events_read);
 /* s with control characters and non-ASCII bytes as \xNN, for text that came from another

@@ -304,9 +304,7 @@ static int pass_totals(struct html *h)
 	/* A little of the time after the last event (when the process lived on), so the state it
 	 * left shows as more than the last bucket's sliver; not past --until-mark's mark, where the
 	 * analysis ends. */
-	double end = h->t->state_valid && h->t->hdr.state.end_ts && !vrt_settings.until_mark
-			     ? vrt_ts_seconds(h->t, h->t->hdr.state.end_ts)
-			     : 0;
+	double end = vrt_settings.until_mark ? 0 : vrt_trace_end_s(h->t);
 	double pad = (h->to - h->from) / 50;
 	if (end > h->to)
 		h->to += end - h->to < pad ? end - h->to : pad;
@@ -1146,7 +1144,8 @@ static void write_process(FILE *out, const struct html *h)
 	json_string(out, vrt_info(t, "cmdline"));
 	fputs(", \"torch\": ", out);
 	json_string(out, vrt_info(t, "torch"));
-	double end_s = t->state_valid && hd->state.end_ts ? vrt_ts_seconds(t, hd->state.end_ts) : h->to;
+	double end_s = vrt_trace_end_s(t);
+	end_s = end_s ? end_s : h->to;
 	fprintf(out, ", \"started_unix_s\": %.3f, \"duration_s\": %.6f, \"events\": %llu, \"events_lost\": %llu, \"end\": ",
 		(double)hd->start_realtime_ns / 1e9, end_s > h->to ? end_s : h->to, (unsigned long long)h->end.set.events,
 		(unsigned long long)(t->state_valid ? hd->state.events_lost : 0));

@@ -187,7 +187,7 @@ int vrt_cmd_timeline(int argc, char **argv)
 	if (rc || (rc = vrt_open_or_fail(&t, o.path = path)))
 		return rc;
 	vrt_warn_trace_state(&t, o.quiet);
-	double end = t.state_valid && t.hdr.state.end_ts ? vrt_ts_seconds(&t, t.hdr.state.end_ts) : 0;
+	double end = vrt_trace_end_s(&t);
 	if (end && o.from > end && !o.quiet) /* what it ended holding, flat: a mistyped time, likely */
 		fprintf(stderr, "vramtrace timeline: %s: --from %.3f s is after the trace's end (%.3f s): the chart holds "
 			"what it held at its end\n", vrt_escape(o.path), o.from, end);

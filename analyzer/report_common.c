@@ -30,10 +30,8 @@ int vrt_check_until_mark(const struct vrt_trace *t, const char *path, const char
 void vrt_clamp_time_to_trace(const struct vrt_trace *t, const char *path, const char *command, const char *option,
 			     double *seconds, bool quiet)
 {
-	if (!t->state_valid || !t->hdr.state.end_ts)
-		return;
-	double end = vrt_ts_seconds(t, t->hdr.state.end_ts);
-	if (*seconds <= end)
+	double end = vrt_trace_end_s(t);
+	if (!end || *seconds <= end)
 		return;
 	if (!quiet)
 		fprintf(stderr, "vramtrace %s: %s: %s %.3f s is after the trace's end: taken at its end (%.3f s)\n",

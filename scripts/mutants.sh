@@ -355,8 +355,8 @@ m time-after-the-end-charted-silently analyzer/cmd_timeline.c \
   'if (0)' \
   test_cli_errors.py::test_a_chart_that_starts_after_the_traces_end_says_so
 m time-after-the-end-not-clamped analyzer/report_common.c \
-  '\tif (*seconds <= end)\n\t\treturn;' \
-  '\tif (*seconds <= end || 1)\n\t\treturn;' \
+  'if (!end || *seconds <= end)' \
+  'if (!end || *seconds <= end || 1)' \
   test_cli_errors.py::test_diff_at_a_time_after_the_traces_end_says_it_takes_the_end
 m leaks-unreturned-call-per-call analyzer/cmd_leaks.c \
   'bool unfinished = lk->n_inv == 1 && !lk->inv[0].returned;' \
