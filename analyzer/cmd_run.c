@@ -183,6 +183,7 @@ static int configure_env(const struct run_options *o, const char *preload)
 }
 
 static pid_t child;
+static time_t run_started; /* a second before the job started: files made since are its */
 
 static void forward(int sig)
 {
@@ -280,7 +281,67 @@ static void print_next_step(const struct run_options *o, const char *path)
 		o->n_phases ? "leaks" : "report", shell_word(path), o->n_phases ? "report" : "leaks");
 }
 
-static void print_siblings(const char *path);
+/*
+ * Traces in dir whose names begin with prefix, made since the run started (the job's other
+ * processes: a launcher's children, a forked worker), but the file named skip (already said);
+ * the first four are named ("trace: NAME (what)"). Returns how many; *first: the first's path.
+ */
+static int new_traces(const char *dir, const char *prefix, const char *skip, const char *what, char *first,
+		      size_t first_len)
+{
+	const char *base = *dir ? dir : ".";
+	DIR *d = opendir(base);
+	if (!d)
+		return 0;
+	size_t d_len = strlen(base), p_len = strlen(prefix);
+	const char *sep = base[d_len - 1] == '/' ? "" : "/";
+	struct dirent *e;
+	int found = 0;
+	while ((e = readdir(d))) {
+		char path[PATH_MAX];
+		struct stat st;
+		size_t n = strlen(e->d_name);
+		if (strncmp(e->d_name, prefix, p_len) || n < p_len + 4 || strcmp(e->d_name + n - 4, ".vrt") ||
+		    snprintf(path, sizeof(path), "%s%s%s", base, sep, e->d_name) >= (int)sizeof(path) ||
+		    (skip && !strcmp(e->d_name, skip)) || lstat(path, &st) || !S_ISREG(st.st_mode) ||
+		    st.st_uid != getuid() || st.st_mtime < run_started)
+			continue;
+		if (!found++ && first)
+			snprintf(first, first_len, "%s", path);
+		if (found <= 4 && what)
+			fprintf(stderr, "vramtrace: trace: %s (%s)\n", vrt_escape(path), what);
+	}
+	closedir(d);
+	if (found > 4 && what)
+		fprintf(stderr, "vramtrace: ... and %d more\n", found - 4);
+	return found;
+}
+
+/* The default's traces that other processes of the job wrote (the command itself made no CUDA
+ * allocation: a shell or launcher ran the program as its child). */
+static bool print_childrens_traces(const struct run_options *o)
+{
+	char first[PATH_MAX] = "";
+	int found = new_traces(".", "vramtrace.", NULL, "written by a process the command started", first,
+			       sizeof(first));
+	if (found)
+		print_next_step(o, found == 1 ? first : ".");
+	return found > 0;
+}
+
+/* -o FILE: what the command's other processes wrote beside it ("<stem>.<pid>.vrt"). */
+static void print_siblings(const char *path)
+{
+	char dir[PATH_MAX], stem[PATH_MAX];
+	const char *slash = strrchr(path, '/'), *name = slash ? slash + 1 : path;
+	snprintf(dir, sizeof(dir), "%.*s", slash ? (int)(slash - path + 1) : 0, path);
+	snprintf(stem, sizeof(stem), "%s", name);
+	size_t n = strlen(stem);
+	if (n > 4 && !strcmp(stem + n - 4, ".vrt"))
+		stem[n - 4] = 0;
+	strncat(stem, ".", sizeof(stem) - strlen(stem) - 1);
+	new_traces(dir, stem, name, "beside it, from another process of the command", NULL, 0);
+}
 
 /* killed: the signal that ended the process before the preload closed the trace, or 0.
  * siblings: path is -o FILE, beside which the command's other processes write theirs. */
@@ -319,8 +380,6 @@ static bool recover_killed(const struct run_options *o, const char *path, int en
 		vrt_recovery_say(path, &r);
 	return true;
 }
-
-static time_t run_started;
 
 /* Whether the process that owns a sidecar is still running (another job writing into the same
  * directory): its trace is not ours to touch. */
@@ -361,68 +420,6 @@ static void recover_dir(const struct run_options *o, const char *dir, int end_si
 		(void)recover_killed(o, trace, end_signal);
 	}
 	closedir(d);
-}
-
-/*
- * Traces in dir whose names begin with prefix, made since the run started (the job's other
- * processes: a launcher's children, a forked worker), skipping the one already named; the
- * first four are named ("trace: NAME (what)"). Returns how many; *first: the first's path.
- */
-static int new_traces(const char *dir, const char *prefix, const char *skip, const char *what, char *first,
-		      size_t first_len)
-{
-	const char *base = *dir ? dir : ".";
-	DIR *d = opendir(base);
-	if (!d)
-		return 0;
-	size_t d_len = strlen(base), p_len = strlen(prefix);
-	const char *sep = base[d_len - 1] == '/' ? "" : "/";
-	struct dirent *e;
-	int found = 0;
-	while ((e = readdir(d))) {
-		char path[PATH_MAX];
-		struct stat st;
-		size_t n = strlen(e->d_name);
-		if (strncmp(e->d_name, prefix, p_len) || n < p_len + 4 || strcmp(e->d_name + n - 4, ".vrt") ||
-		    snprintf(path, sizeof(path), "%s%s%s", base, sep, e->d_name) >= (int)sizeof(path) ||
-		    (skip && (!strcmp(path, skip) || (!*dir && !strcmp(path + 2, skip)))) || lstat(path, &st) || !S_ISREG(st.st_mode) || st.st_uid != getuid() ||
-		    st.st_mtime < run_started)
-			continue;
-		if (!found++ && first)
-			snprintf(first, first_len, "%s", path);
-		if (found <= 4 && what)
-			fprintf(stderr, "vramtrace: trace: %s (%s)\n", vrt_escape(path), what);
-	}
-	closedir(d);
-	if (found > 4 && what)
-		fprintf(stderr, "vramtrace: ... and %d more\n", found - 4);
-	return found;
-}
-
-/* The default's traces that other processes of the job wrote (the command itself made no CUDA
- * allocation: a shell or launcher ran the program as its child). */
-static bool print_childrens_traces(const struct run_options *o)
-{
-	char first[PATH_MAX] = "";
-	int found = new_traces(".", "vramtrace.", NULL, "written by a process the command started", first,
-			       sizeof(first));
-	if (found)
-		print_next_step(o, found == 1 ? first : ".");
-	return found > 0;
-}
-
-/* -o FILE: what the command's other processes wrote beside it ("<stem>.<pid>.vrt"). */
-static void print_siblings(const char *path)
-{
-	char dir[PATH_MAX], stem[PATH_MAX];
-	const char *slash = strrchr(path, '/');
-	snprintf(dir, sizeof(dir), "%.*s", slash ? (int)(slash - path + 1) : 0, path);
-	snprintf(stem, sizeof(stem), "%s", slash ? slash + 1 : path);
-	size_t n = strlen(stem);
-	if (n > 4 && !strcmp(stem + n - 4, ".vrt"))
-		stem[n - 4] = 0;
-	strncat(stem, ".", sizeof(stem) - strlen(stem) - 1);
-	new_traces(dir, stem, path, "beside it, from another process of the command", NULL, 0);
 }
 
 static void report_trace(const struct run_options *o, bool is_dir, int status, uint64_t ended_ns)
