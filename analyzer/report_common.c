@@ -91,14 +91,14 @@ struct group {
 	int64_t torch_segments[VRT_MAX_DEVICES + 1], blocks[VRT_MAX_DEVICES + 1];
 };
 
-/* mixed: the list holds every kind (g->kind < 0), so each site keeps its kinds to say so */
-static void add(struct vrt_sites *s, const struct vrt_item *it, bool mixed)
+/* A list of every kind (g->kind < 0) keeps each site's kinds, to say so. */
+static void add(const struct group *g, const struct vrt_item *it)
 {
-	struct vrt_site *site = vrt_sites_get(s, it->stack, NULL);
+	struct vrt_site *site = vrt_sites_get(g->s, it->stack, NULL);
 	if (site) {
 		site->bytes += (int64_t)it->size;
 		site->count++;
-		if (mixed)
+		if (g->kind < 0)
 			site->kinds |= (uint8_t)(1u << (it->space == VRT_SPACE_BLOCK ? VRT_KIND_DEVICE : it->kind));
 	}
 }
@@ -112,17 +112,17 @@ static void visit(void *ctx, const struct vrt_item *it)
 	if (g->kind == -1) {
 		if (it->space == VRT_SPACE_BLOCK) {
 			g->blocks[d] += (int64_t)it->size;
-			add(g->s, it, g->kind < 0);
+			add(g, it);
 		} else if (vrt_item_counted(it)) {
 			if (it->kind == VRT_KIND_DEVICE && vrt_stack_is_torch_segment(g->t, it->stack))
 				g->torch_segments[d] += (int64_t)it->size;
 			else
-				add(g->s, it, g->kind < 0);
+				add(g, it);
 		}
 		return;
 	}
 	if (vrt_item_counted(it) && (g->kind == -2 || it->kind == g->kind))
-		add(g->s, it, g->kind < 0);
+		add(g, it);
 }
 
 void vrt_report_group_live(const struct vrt_trace *t, const struct vrt_model *m, struct vrt_sites *s, int slot,

@@ -175,9 +175,12 @@ static int status_line(struct collector *c, char *reply, size_t reply_len)
  * open yet. A trace that was closed (attach --stop, or a write error) is not reopened: its
  * tables went into the old file, and a new file would lack them.
  */
+/* Closed for good: attach --stop, or a write error (no file is reopened, see start). */
+static bool trace_closed(const struct collector *c) { return c->output_failed && !c->writer; }
+
 static int start(struct collector *c, const char *path, char *reply, size_t reply_len)
 {
-	if (c->output_failed && !c->writer) {
+	if (trace_closed(c)) {
 		snprintf(reply, reply_len, "this process's trace %.300s is closed (stopped, or a write failed); "
 			 "a process is traced into one file only", c->path[0] ? c->path : "");
 		return VRT_E_UNSUPPORTED;
@@ -242,8 +245,7 @@ static int handle(struct collector *c, const struct vrt_ctl_msg *m, char *reply,
 		snprintf(reply, reply_len, "armed: live set only");
 		return 0;
 	case VRT_CTL_MARK:
-		if (atomic_load(&vrt_mode) != VRT_MODE_FULL && c->output_failed && !c->writer) {
-			/* stopped: attach would be refused too (start) */
+		if (atomic_load(&vrt_mode) != VRT_MODE_FULL && trace_closed(c)) { /* attach is refused too */
 			snprintf(reply, reply_len, "tracing was stopped and its trace %.300s closed; a process is "
 				 "traced into one file only", c->path[0] ? c->path : "");
 			return VRT_E_UNSUPPORTED;

@@ -70,7 +70,7 @@ struct device_state {
 	_Atomic int counters;
 	uint64_t alloc_count, alloc_bytes;
 	uint64_t addr, estimate; /* the pending ALLOC's */
-	uint64_t pendings;       /* ALLOCs that became PENDING: which one a settle read for */
+	uint64_t pendings;       /* ALLOCs seen: whether the one pending is still the one a settle read for */
 };
 
 static _Atomic int torch_state; /* 0 not yet, 1 attached, 2 attaching, -1 never */

@@ -323,8 +323,8 @@ m oom-rest-from-the-first-call-is-a-verdict analyzer/remedies.c \
   'out->call_from_first = false;' \
   test_whatif.py::test_oom_does_not_rule_out_a_remedy_its_real_rerun_fitted
 m report-sites-kinds-not-kept analyzer/report_common.c \
-  '\t\tif (mixed)\n' \
-  '\t\tif (0)\n' \
+  '\t\tif (g->kind < 0)\n\t\t\tsite->kinds' \
+  '\t\tif (0)\n\t\t\tsite->kinds' \
   test_h200_traces.py::test_report_marks_pinned_host_memory_in_the_list_of_device_memory
 m report-site-kind-not-printed analyzer/sites.c \
   'if (s->kinds && !(s->kinds & (1u << VRT_KIND_DEVICE)))' \
@@ -395,7 +395,7 @@ m run-depth-left-to-the-preload analyzer/cmd_run.c \
   'if (0 && (rc = vrt_int_option(' \
   "test_run_cli.py::test_a_bad_run_option_stops_before_the_job"
 m mark-after-stop-says-attach preload/control.c \
-  'if (atomic_load(&vrt_mode) != VRT_MODE_FULL && c->output_failed && !c->writer) {' \
+  'if (atomic_load(&vrt_mode) != VRT_MODE_FULL && trace_closed(c)) {' \
   'if (0) {' \
   test_attach.py::test_inject_refuses_a_second_trace_after_stop
 m run-siblings-unnamed analyzer/cmd_run.c \
