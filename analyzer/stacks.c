@@ -351,6 +351,12 @@ static size_t tail_start(const char *s, size_t n, int k)
 	return i;
 }
 
+/* s's first head columns, "\u2026", then s from tail on. */
+static void join_ends(const char *s, size_t n, int head, const char *tail, char *out, size_t len)
+{
+	snprintf(out, len, "%.*s" ELLIPSIS "%s", (int)head_bytes(s, n, head), s, tail);
+}
+
 /* s in at most room columns into out: whole, or its head and tail around "\u2026", the tail
  * the larger part (a name's last component says the most). */
 static void cut_middle(const char *s, int room, char *out, size_t len)
@@ -365,7 +371,7 @@ static void cut_middle(const char *s, int room, char *out, size_t len)
 		return;
 	}
 	int head = (room - 1) / 3, tail = room - 1 - head;
-	snprintf(out, len, "%.*s" ELLIPSIS "%s", (int)head_bytes(s, n, head), s, s + tail_start(s, n, tail));
+	join_ends(s, n, head, s + tail_start(s, n, tail), out, len);
 }
 
 /* " (/a/b/c.py:12)" in room columns: its opening, then its end ("…c.py:12)"). */
@@ -383,7 +389,7 @@ static void cut_keeping_end(const char *s, int room, char *out, size_t len)
 		cut_middle(s, room, out, len);
 		return;
 	}
-	snprintf(out, len, "%.*s" ELLIPSIS "%s", (int)head_bytes(s, n, head), s, s + tail_start(s, n, tail));
+	join_ends(s, n, head, s + tail_start(s, n, tail), out, len);
 }
 
 /* A name in room columns: its last component ("setup_buckets", "create_out(…)") whole where it
@@ -402,8 +408,7 @@ static void cut_name(const char *name, int room, char *out, size_t len)
 		cut_middle(name, room, out, len);
 		return;
 	}
-	int head = room - 1 - tail;
-	snprintf(out, len, "%.*s" ELLIPSIS "%s", (int)head_bytes(name, n, head), name, name + last);
+	join_ends(name, n, room - 1 - tail, name + last, out, len);
 }
 
 /* A C++ signature's argument list (the group the last ')' closes, with nothing but qualifiers
