@@ -697,13 +697,14 @@ static int by_bytes(const void *a, const void *b)
 	return x->invocation < y->invocation ? -1 : x->invocation > y->invocation;
 }
 
-/* Per site over all invocations: bytes, and in how many invocations it left something. */
-static void sites_total(const struct leaks *lk, struct vrt_sites *s)
+/* Per site over the invocations from `from` on (1: all), largest first: bytes, and in how many
+ * invocations it left something. */
+static void sites_since(const struct leaks *lk, uint32_t from, struct vrt_sites *s)
 {
 	vrt_sites_init(s);
 	for (size_t i = 0; i < lk->n_groups; i++) {
 		const struct group *g = &lk->groups[i];
-		if (!g->count)
+		if (!g->count || g->invocation < from)
 			continue;
 		struct vrt_site *site = vrt_sites_get(s, g->stack, NULL);
 		if (!site)
@@ -809,39 +810,36 @@ static const struct vrt_site *top_blamed(const struct leaks *lk, const struct vr
 	return top;
 }
 
+/* The blamed sites of the survivors of calls from `from` on, largest first, as stacks and bytes. */
+static int blamed_since(const struct leaks *lk, uint32_t from, uint32_t **stacks, int64_t **bytes, size_t *n)
+{
+	struct vrt_sites since;
+	sites_since(lk, from, &since); /* largest first: vrt_shares_build keeps the first MAX_SITES, and a
+					* share's first stack names it */
+	*stacks = calloc(since.n ? since.n : 1, sizeof(**stacks));
+	*bytes = calloc(since.n ? since.n : 1, sizeof(**bytes));
+	*n = 0;
+	for (size_t i = 0; *stacks && *bytes && i < since.n; i++)
+		if (!persistent_by_design(lk->t, &since.v[i]) && since.v[i].bytes > 0) {
+			(*stacks)[*n] = since.v[i].stack;
+			(*bytes)[(*n)++] = since.v[i].bytes;
+		}
+	vrt_sites_free(&since);
+	return *stacks && *bytes ? 0 : VRT_E_NOMEM;
+}
+
 /* The survivors the headline splits: those of the calls its growth is measured over (from the
  * second call on, as growth_per_invocation), so that what only the first call left (optimizer
  * state built lazily, warm-up) takes no share of a per-call figure it is not part of; all
- * calls' where the later calls left nothing blamed. Per site, persistent-by-design left out. */
+ * calls' where the later calls left nothing blamed. */
 static int steady_survivors(const struct leaks *lk, uint32_t **stacks, int64_t **bytes, size_t *n)
 {
-	uint32_t first = lk->n_inv >= 2 ? 2 : 1;
-	for (;; first = 1) {
-		struct vrt_sites steady;
-		vrt_sites_init(&steady);
-		for (size_t i = 0; i < lk->n_groups; i++) {
-			const struct group *g = &lk->groups[i];
-			struct vrt_site *site = g->count && g->invocation >= first ? vrt_sites_get(&steady, g->stack, NULL) : NULL;
-			if (site)
-				site->bytes += g->bytes;
-		}
-		vrt_sites_sort(&steady); /* vrt_shares_build keeps the first MAX_SITES, and a share's first stack names it */
-		*stacks = calloc(steady.n ? steady.n : 1, sizeof(**stacks));
-		*bytes = calloc(steady.n ? steady.n : 1, sizeof(**bytes));
-		*n = 0;
-		for (size_t i = 0; *stacks && *bytes && i < steady.n; i++)
-			if (!persistent_by_design(lk->t, &steady.v[i]) && steady.v[i].bytes > 0) {
-				(*stacks)[*n] = steady.v[i].stack;
-				(*bytes)[(*n)++] = steady.v[i].bytes;
-			}
-		vrt_sites_free(&steady);
-		if (!*stacks || !*bytes)
-			return VRT_E_NOMEM;
-		if (*n || first == 1)
-			return 0;
-		free(*stacks);
-		free(*bytes);
-	}
+	int rc = blamed_since(lk, lk->n_inv >= 2 ? 2 : 1, stacks, bytes, n);
+	if (rc || *n || lk->n_inv < 2)
+		return rc;
+	free(*stacks);
+	free(*bytes);
+	return blamed_since(lk, 1, stacks, bytes, n);
 }
 
 /*
@@ -1683,7 +1681,7 @@ static int leaks_report(struct leaks *lk, const struct survey *sv, struct follow
 		rc = VRT_EXIT_USAGE;
 	} else if (!rc) {
 		struct vrt_sites sites;
-		sites_total(lk, &sites);
+		sites_since(lk, 1, &sites);
 		if (lk->o->json)
 			print_json(lk->out, lk, &sites);
 		else
@@ -1807,7 +1805,7 @@ int vrt_leaks_feed_json(struct vrt_leaks_feed *f, FILE *out)
 	if (!f->lk.name_id)
 		return baseline(&f->lk, f->lw);
 	struct vrt_sites sites;
-	sites_total(&f->lk, &sites);
+	sites_since(&f->lk, 1, &sites);
 	print_json(out, &f->lk, &sites);
 	vrt_sites_free(&sites);
 	return 0;
