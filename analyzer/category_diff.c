@@ -144,12 +144,12 @@ static int load(struct side *s, bool quiet)
 		return rc;
 	s->open = true;
 	vrt_warn_trace_state(&s->t, quiet);
-	if (s->at >= 0)
+	if (s->at >= 0) {
 		vrt_clamp_time_to_trace(&s->t, s->path, "diff", "--at", &s->at, quiet);
-	if (s->at >= 0)
 		s->moment = AT_TIME;
-	else if ((rc = find_moment(s, quiet)))
+	} else if ((rc = find_moment(s, quiet))) {
 		return vrt_fail(rc, "%s", s->path);
+	}
 	rc = categorize_at(s, quiet);
 	return rc ? vrt_fail(rc, "%s", s->path) : 0;
 }
