@@ -677,8 +677,8 @@ m python-directory-list-not-unwrapped python/vramtrace/_reports.py \
   '    if False and isinstance(processes, list):  # a run' \
   test_python_api.py::test_a_runs_directory_reads_as_its_one_trace_and_two_traces_are_a_usage_error
 m html-pads-past-the-mark analyzer/cmd_html.c \
-  'h->t->hdr.state.end_ts && !vrt_settings.until_mark' \
-  'h->t->hdr.state.end_ts' \
+  'double end = vrt_settings.until_mark ? 0 : vrt_trace_end_s(h->t);' \
+  'double end = vrt_trace_end_s(h->t);' \
   test_cli_options.py::test_html_until_mark_draws_no_time_past_the_mark
 m leaks-baseline-step-miscounted analyzer/cmd_leaks.c \
   'if (it->stack != lw->top_stack || it->born_event <= lw->min_event[lw->first]' \
