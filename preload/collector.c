@@ -51,10 +51,15 @@ bool vrt_collector_alive(void)
  * after its first allocation returned leaves a trace with a valid header (its state block says
  * "running": not closed). The collector makes it (it owns the file); the asking thread waits,
  * once per process, at most FILE_WAIT_NS: a collector that cannot answer (blocked, stopped for a
- * fork) makes the file at its next drain, as before. 0: not asked, 1: asked, 2: answered.
+ * fork) makes the file at its next drain, as before, and the process says that until then a kill
+ * loses what it recorded. The bound is generous because a freshly forked child's collector on a
+ * loaded machine (under a sanitizer, F32 in docs/RELIABILITY.md) took more than a second; a
+ * collector that answers at all answers within milliseconds, so only a stuck one costs the wait.
+ * 0: not asked, 1: asked, 2: answered.
  */
-#define FILE_WAIT_NS 1000000000ull
+#define FILE_WAIT_NS 5000000000ull
 static _Atomic int file_state;
+static _Atomic bool file_late_said;
 
 void vrt_collector_want_file(void)
 {
@@ -68,8 +73,13 @@ void vrt_collector_want_file(void)
 	uint64_t deadline = vrt_now_ns() + FILE_WAIT_NS;
 	while (atomic_load_explicit(&file_state, memory_order_acquire) == 1 && vrt_collector_alive()) {
 		uint64_t now = vrt_now_ns();
-		if (now >= deadline)
+		if (now >= deadline) {
+			if (!atomic_exchange(&file_late_said, true))
+				vrt_log("the trace file was not made within %llu s of the first event; until the collector "
+				        "makes it, a kill loses what this process recorded",
+				        (unsigned long long)(FILE_WAIT_NS / 1000000000ull));
 			return;
+		}
 		struct timespec left = { 0, 20000000 };
 		syscall(SYS_futex, &file_state, FUTEX_WAIT, 1, &left, NULL, 0);
 	}
@@ -987,6 +997,7 @@ void vrt_collector_after_fork_child(void)
 	atomic_store(&stopping_buf, NULL);
 	atomic_store(&pending_query, NULL);
 	atomic_store(&file_state, 0); /* the child's trace is a new file */
+	atomic_store(&file_late_said, false);
 	atomic_store(&c->wake_fd, -1);
 	c->control_fd = -1;
 	fork_section_depth = 0;

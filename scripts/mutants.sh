@@ -978,6 +978,14 @@ m file-not-from-first-event preload/collector.c \
   'atomic_compare_exchange_strong(&file_state, &expected, 1);' \
   '(void)expected;' \
   test_sigkill.py::test_the_trace_exists_from_the_first_allocation
+m file-late-unsaid preload/collector.c \
+  'if (!atomic_exchange(&file_late_said, true))' \
+  'if (0)' \
+  test_sigkill.py::test_a_trace_file_the_collector_could_not_make_in_time_is_said
+m file-wait-one-second preload/collector.c \
+  '#define FILE_WAIT_NS 5000000000ull' \
+  '#define FILE_WAIT_NS 1000000000ull' \
+  test_sigkill.py::test_a_trace_file_the_collector_could_not_make_in_time_is_said
 m rings-tail-before-write preload/collector.c \
   'k->b->read_pos = k->pos; /* an EVENTS chunk written from here on holds it */' \
   'k->b->read_pos = k->pos; atomic_store(&k->b->tail, k->pos);' \

@@ -4,6 +4,7 @@ with write(2) before the kill can land)."""
 import json
 import re
 import subprocess
+import time
 
 import pytest
 
@@ -102,7 +103,14 @@ def test_every_allocation_that_returned_is_in_the_recovered_trace(tmp_path):
     for pid, i, size in re.findall(r"^returned (\d+) (\d+) (\d+)$", p.stdout, re.M):
         said.setdefault(pid, []).append(int(size))
     assert not list(out.glob("*.rings")), p.stderr
+    # A child whose collector did not make the file within the bound says so (F32: a forked
+    # child's collector on a loaded machine, under a sanitizer); what it recorded before may be
+    # lost, and that is the loss it reported. Every other child is checked in full.
+    late = set(re.findall(r"^vramtrace\[(\d+)\]: the trace file was not made within", p.stderr, re.M))
+    assert len(late) < len(children) // 2, p.stderr
     for pid, at, mode in children:
+        if pid in late:
+            continue
         trace = out / f"vramtrace.{pid}.vrt"
         got, returned_sizes = allocated_sizes(trace), sorted(said.get(pid, []))
         if mode == "self":  # killed right after the at-th call returned: exactly those
@@ -112,6 +120,22 @@ def test_every_allocation_that_returned_is_in_the_recovered_trace(tmp_path):
             assert set(returned_sizes) <= set(got) <= set(possible) and len(returned_sizes) >= int(at), (pid, at)
         t = info(trace)  # run knows how its own child ended, not how the processes it forked did
         assert t["end_reason"].startswith("not closed") and t["events_written"] == len(got), (pid, t)
+
+
+def test_a_trace_file_the_collector_could_not_make_in_time_is_said(tmp_path):
+    """The collector's first write (the file's header) stalls 7 s (libstress_slowsink.so): the
+    first allocation waits for the file at most 5 s, then returns, and the process says in one
+    line that until the file exists a kill loses what it recorded (the program then kills
+    itself, 1 s later, while the header is still stalled)."""
+    env = {"STRESS_SLOW_SKIP": "0", "STRESS_SLOW_WRITES": "1", "STRESS_SLOW_MS": "7000",
+           "KILL_EARLY_PAUSE_MS": "1000"}
+    started = time.monotonic()
+    p, out = run(tmp_path, [program("kill_early"), 1, 1], "w.vrt", env=env, extra_preload=SLOWSINK, quiet=False)
+    assert p.returncode == 128 + 9, p.stderr
+    assert len(returned(p.stdout)) == 1, p.stdout
+    said = [line for line in p.stderr.splitlines() if "the trace file was not made within 5 s" in line]
+    assert len(said) == 1 and "a kill loses what this process recorded" in said[0], p.stderr
+    assert time.monotonic() - started >= 5
 
 
 def test_events_the_collector_was_writing_when_killed_are_recovered(tmp_path):
