@@ -658,7 +658,8 @@ int vrt_recover(const char *path, int end_signal, int signal_pid, struct vrt_rec
 		}
 	}
 	close(rfd);
-	qsort(refs, n, sizeof(*refs), by_time);
+	if (n) /* refs is NULL when no slot held an event, and qsort must get an array */
+		qsort(refs, n, sizeof(*refs), by_time);
 	struct defs d = { .t = &t, .next_string = t.tables.n_strings ? t.tables.n_strings : 1,
 			  .next_node = t.tables.n_nodes ? t.tables.n_nodes : 1 };
 	node_used = hash_used = 0;
