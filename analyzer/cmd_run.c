@@ -183,7 +183,17 @@ static int configure_env(const struct run_options *o, const char *preload)
 }
 
 static pid_t child;
-static time_t run_started; /* a second before the job started: files made since are its */
+static struct timespec run_started; /* the coarse clock file times come from, before the job */
+
+/* Whether a file was modified after the job started: to the nanosecond where its file system
+ * keeps them, else (a time on a whole second) from the second before the start. */
+static bool modified_since_start(const struct stat *st)
+{
+	if (st->st_mtim.tv_nsec == 0)
+		return st->st_mtim.tv_sec >= run_started.tv_sec - 1;
+	return st->st_mtim.tv_sec > run_started.tv_sec ||
+	       (st->st_mtim.tv_sec == run_started.tv_sec && st->st_mtim.tv_nsec >= run_started.tv_nsec);
+}
 
 static void forward(int sig)
 {
@@ -304,7 +314,7 @@ static int new_traces(const char *dir, const char *prefix, const char *skip, con
 		if (strncmp(e->d_name, prefix, p_len) || n < p_len + 4 || strcmp(e->d_name + n - 4, ".vrt") ||
 		    snprintf(path, sizeof(path), "%s%s%s", base, sep, e->d_name) >= (int)sizeof(path) ||
 		    (skip && !strcmp(e->d_name, skip)) || lstat(path, &st) || !S_ISREG(st.st_mode) ||
-		    st.st_uid != getuid() || st.st_mtime < run_started)
+		    st.st_uid != getuid() || !modified_since_start(&st))
 			continue;
 		if (!found++ && first)
 			snprintf(first, first_len, "%s", path);
@@ -415,7 +425,7 @@ static void recover_dir(const struct run_options *o, const char *dir, int end_si
 		if (n <= suffix || strcmp(e->d_name + n - suffix, VRT_RINGS_SUFFIX) ||
 		    snprintf(trace, sizeof(trace), "%s%s%.*s", dir, sep, (int)(n - suffix), e->d_name) >= (int)sizeof(trace) ||
 		    snprintf(rings, sizeof(rings), "%s%s%s", dir, sep, e->d_name) >= (int)sizeof(rings) ||
-		    lstat(rings, &st) || st.st_mtime < run_started || (skip && !strcmp(trace, skip)) || owner_running(rings))
+		    lstat(rings, &st) || !modified_since_start(&st) || (skip && !strcmp(trace, skip)) || owner_running(rings))
 			continue;
 		(void)recover_killed(o, trace, end_signal);
 	}
@@ -522,7 +532,7 @@ int vrt_cmd_run(int argc, char **argv)
 	if ((rc = configure_env(&o, preload)))
 		return rc;
 	fflush(NULL);
-	run_started = time(NULL) - 1; /* a sidecar's mtime has whole seconds on some file systems */
+	clock_gettime(CLOCK_REALTIME_COARSE, &run_started); /* never after a file time taken later */
 	/* The child reports a failed exec through a close-on-exec pipe: a command that never ran
 	 * gets one line ("cannot run"), not a second one about the trace it could not write. */
 	int exec_failed[2];

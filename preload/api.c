@@ -2,6 +2,7 @@
 /* The optional user API (include/vramtrace/vramtrace.h), also used by the Python module. */
 #define _GNU_SOURCE
 #define VRT_CTL_CLIENT
+#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -107,8 +108,15 @@ VRT_EXPORT void vramtrace_record_oom_limits(int device, unsigned long long reque
 
 VRT_EXPORT void vramtrace_record_exiting(int stage) { vrt_record_exiting(stage); }
 
+static bool keep_exiting(int stage);
+
+/* The teardown mark. One from before the trace began is kept, as the facts are (below): no file
+ * for it alone (a Python helper of the job that never touched CUDA), and the file a first
+ * allocation in the teardown makes starts with it (what comes after is the teardown's). */
 void vrt_record_exiting(int stage)
 {
+	if (atomic_load(&vrt_mode) == VRT_MODE_FULL && keep_exiting(stage))
+		return;
 	struct vrt_event ev = { .op = VRT_OP_EXITING, .api = VRT_API_USER_API, .aux = (uint64_t)stage };
 	record(&ev, NULL);
 	vrt_collector_wake(); /* what comes next may be a fast exit */
@@ -128,11 +136,74 @@ static bool info_text(const char *key, const char *value, char text[VRT_TEXT_MAX
 	return true;
 }
 
+/*
+ * The process's facts are kept here as well as sent: the collector writes the kept ones when it
+ * makes the file (vrt_info_write_kept), so a fact from before the trace began waits for it
+ * instead of asking for a file. A process that never traces anything (a helper that imports
+ * torch and makes no CUDA allocation) leaves none, and a forked child's file has its parent's
+ * facts. Until the file exists a fact is only kept; after, it is also sent through the thread's
+ * buffer as any record. Facts past INFO_KEPT_MAX are sent only (they ask for the file then).
+ */
+#define INFO_KEPT_MAX 32
+static pthread_mutex_t info_lock = PTHREAD_MUTEX_INITIALIZER;
+static char *info_kept[INFO_KEPT_MAX];
+static int info_kept_n;
+static bool info_written; /* the file holds the kept facts: a new one is sent as well */
+static uint64_t exiting_kept_ns; /* a teardown mark from before the trace began (0: none) */
+static int exiting_kept_stage;
+
+/* Whether the fact still has to be sent through a buffer. */
+static bool info_keep(const char *text)
+{
+	pthread_mutex_lock(&info_lock);
+	bool kept = info_kept_n < INFO_KEPT_MAX && (info_kept[info_kept_n] = strdup(text)) != NULL;
+	info_kept_n += kept;
+	bool send = !kept || info_written;
+	pthread_mutex_unlock(&info_lock);
+	return send;
+}
+
+/* Whether the mark is kept rather than sent: nothing has asked for the file yet. */
+static bool keep_exiting(int stage)
+{
+	pthread_mutex_lock(&info_lock);
+	bool keep = !info_written && !vrt_collector_trace_begun();
+	if (keep && !exiting_kept_ns) {
+		exiting_kept_ns = vrt_now_ns();
+		exiting_kept_stage = stage;
+	}
+	pthread_mutex_unlock(&info_lock);
+	return keep;
+}
+
+void vrt_info_write_kept(const struct vrt_kept_writer *w, void *ctx)
+{
+	pthread_mutex_lock(&info_lock);
+	for (int i = 0; i < info_kept_n; i++) {
+		char *sep = strchr(info_kept[i], '\x1e');
+		*sep = 0;
+		w->fact(ctx, info_kept[i], sep + 1);
+		*sep = '\x1e';
+	}
+	if (exiting_kept_ns)
+		w->exiting(ctx, exiting_kept_ns, exiting_kept_stage);
+	exiting_kept_ns = 0;
+	info_written = true;
+	pthread_mutex_unlock(&info_lock);
+}
+
+void vrt_info_after_fork(void)
+{
+	info_lock = (pthread_mutex_t)PTHREAD_MUTEX_INITIALIZER; /* maybe held by a thread gone here */
+	info_written = false;                                  /* the child's file is a new one */
+	exiting_kept_ns = 0;
+}
+
 VRT_EXPORT void vramtrace_record_info(const char *key, const char *value)
 {
 	char text[VRT_TEXT_MAX + 1];
 	struct vrt_event ev = { .op = VRT_OP_INFO, .api = VRT_API_USER_API };
-	if (info_text(key, value, text))
+	if (recording() && info_text(key, value, text) && info_keep(text))
 		record(&ev, text);
 }
 
@@ -140,6 +211,6 @@ void vrt_emit_info(const char *key, const char *value)
 {
 	char text[VRT_TEXT_MAX + 1];
 	struct vrt_event ev = { .op = VRT_OP_INFO, .api = VRT_API_USER_API };
-	if (info_text(key, value, text))
+	if (info_text(key, value, text) && info_keep(text))
 		vrt_emit_text(&ev, text, strlen(text));
 }

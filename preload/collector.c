@@ -85,6 +85,12 @@ void vrt_collector_want_file(void)
 	}
 }
 
+bool vrt_collector_trace_begun(void)
+{
+	return atomic_load_explicit(&file_state, memory_order_acquire) != 0 ||
+	       atomic_load_explicit(&vrt_output_opened, memory_order_acquire);
+}
+
 /* The collector's side: makes the file if asked (an error is the usual one line). */
 static void answer_file_request(struct collector *c)
 {
@@ -998,6 +1004,8 @@ void vrt_collector_after_fork_child(void)
 	atomic_store(&pending_query, NULL);
 	atomic_store(&file_state, 0); /* the child's trace is a new file */
 	atomic_store(&file_late_said, false);
+	atomic_store(&vrt_output_opened, false);
+	vrt_info_after_fork();
 	atomic_store(&c->wake_fd, -1);
 	c->control_fd = -1;
 	fork_section_depth = 0;

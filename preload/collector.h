@@ -60,6 +60,8 @@ extern struct collector vrt_collector;
 
 /* trace_output.c */
 int vrt_output_open(struct collector *c);
+/* Set once vrt_output_open made this process's file (read by other threads; reset at fork). */
+extern _Atomic bool vrt_output_opened;
 /* The file is open, or made now: 0, or an error (tracing has ended, its one line said why). */
 static inline int vrt_output_ensure(struct collector *c) { return VRT_LIKELY(c->writer != NULL) ? 0 : vrt_output_open(c); }
 void vrt_output_flush(struct collector *c);

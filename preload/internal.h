@@ -354,9 +354,11 @@ void vrt_emit_label(uint8_t op, const char *label);
 #define VRT_TEXT_MAX 4000u
 void vrt_emit_text(const struct vrt_event *ev, const char *text, size_t len);
 /* From a thread's first event, before it is written: in full mode, asks the collector to make
- * the trace file now (issue 22, item 6) and waits for it, at most a second; returns at once once
+ * the trace file now (issue 22, item 6) and waits for it, at most 5 s; returns at once once
  * asked and answered, in armed mode, from a signal handler's hook or without a collector. */
 void vrt_collector_want_file(void);
+/* Whether this process's trace has begun: its file is open, or an event asked for it. */
+bool vrt_collector_trace_begun(void);
 /* Whether a collector thread is there to drain the buffers (a full one is worth waiting for). */
 bool vrt_collector_alive(void);
 
@@ -527,6 +529,15 @@ struct collector;
 void vrt_attach_seed_adjust(struct collector *c, int dev, int64_t delta, uint64_t ts);
 /* An INFO record from a thread already inside vramtrace (a hook; api.c). */
 void vrt_emit_info(const char *key, const char *value);
+/* What api.c kept until the file was made: the facts so far, and a teardown mark from before
+ * the trace began (its CLOCK_MONOTONIC time). The collector making the file has them written;
+ * from then on they are sent through the buffers. */
+struct vrt_kept_writer {
+	void (*fact)(void *ctx, const char *key, const char *value);
+	void (*exiting)(void *ctx, uint64_t at_ns, int stage);
+};
+void vrt_info_write_kept(const struct vrt_kept_writer *w, void *ctx);
+void vrt_info_after_fork(void);
 /* The EXITING record (stage: enum vrt_exiting), from any thread (api.c). */
 void vrt_record_exiting(int stage);
 void vrt_torch_settle(void);

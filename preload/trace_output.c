@@ -187,6 +187,19 @@ static void emit_info(struct collector *c, const char *key, const char *value)
 
 void vrt_output_info(struct collector *c, const char *key, const char *value) { emit_info(c, key, value); }
 
+static void write_kept_fact(void *c, const char *key, const char *value) { emit_info(c, key, value); }
+
+static void write_kept_exiting(void *ctx, uint64_t at_ns, int stage)
+{
+	struct collector *c = ctx;
+	uint64_t since = at_ns > c->t0_ns ? at_ns - c->t0_ns : 0;
+	struct vrt_record r = { .op = VRT_OP_EXITING, .api = VRT_API_USER_API,
+				.ts = since / (uint64_t)vrt_cfg.ts_unit_ns, .id = (uint64_t)stage };
+	vrt_output_event(c, 0, &r);
+}
+
+static const struct vrt_kept_writer kept_writer = { write_kept_fact, write_kept_exiting };
+
 static void emit_process_info(struct collector *c)
 {
 	char buf[4096];
@@ -362,6 +375,8 @@ static void ring_too_small(struct collector *c, uint64_t items, uint64_t ring_ne
 	end_output(c, VRT_E_SIZE, why);
 }
 
+_Atomic bool vrt_output_opened;
+
 int vrt_output_open(struct collector *c)
 {
 	if (c->writer)
@@ -392,9 +407,11 @@ int vrt_output_open(struct collector *c)
 		output_error(c, rc);
 		return rc;
 	}
+	atomic_store_explicit(&vrt_output_opened, true, memory_order_release);
 	if (!vrt_cfg.quiet)
 		vrt_log("tracing to %s", c->path);
 	emit_process_info(c);
+	vrt_info_write_kept(&kept_writer, c);
 	rings_create(c);
 	if (rings_path[0]) {
 		const char *base = strrchr(rings_path, '/');

@@ -978,6 +978,26 @@ m file-not-from-first-event preload/collector.c \
   'atomic_compare_exchange_strong(&file_state, &expected, 1);' \
   '(void)expected;' \
   test_sigkill.py::test_the_trace_exists_from_the_first_allocation
+m run-names-traces-by-the-second analyzer/cmd_run.c \
+  'if (st->st_mtim.tv_nsec == 0)' \
+  'if (1)' \
+  test_run_cli.py::test_a_trace_from_before_the_run_is_not_named_as_the_jobs
+m info-sent-before-the-file preload/api.c \
+  'bool send = !kept || info_written;' \
+  'bool send = true;' \
+  test_run_cli.py::test_processes_that_make_no_cuda_allocation_write_no_trace
+m info-kept-never-written preload/trace_output.c \
+  '\tvrt_info_write_kept(&kept_writer, c);' \
+  '\t(void)kept_writer;' \
+  test_run_cli.py::test_a_forked_child_trace_has_the_facts_its_parent_recorded_before_the_fork
+m exiting-makes-a-file preload/api.c \
+  'if (atomic_load(&vrt_mode) == VRT_MODE_FULL && keep_exiting(stage))' \
+  'if (0)' \
+  test_run_cli.py::test_processes_that_make_no_cuda_allocation_write_no_trace
+m exiting-kept-never-written preload/api.c \
+  '\tif (exiting_kept_ns)\n\t\tw->exiting' \
+  '\tif (0)\n\t\tw->exiting' \
+  test_passes.py::test_a_phase_called_only_in_teardown_is_followed_as_its_own_replay_sees_it
 m file-late-unsaid preload/collector.c \
   'if (!atomic_exchange(&file_late_said, true))' \
   'if (0)' \

@@ -5,10 +5,12 @@ its event count and a next command that runs as printed."""
 import re
 import shlex
 import subprocess
+import sys
+import time
 
 import pytest
 
-from conftest import VRAMTRACE, analyze, clean_env, program
+from conftest import CUDART, VRAMTRACE, analyze, clean_env, program
 
 CHURN = [program("stress_churn"), "100", "10"]
 
@@ -180,3 +182,58 @@ def test_the_summary_names_what_a_forking_job_wrote_and_only_that(tmp_path):
     p = run(tmp_path, "--armed", "-o", "armed/", "--", *job)
     assert p.returncode == 0 and not list((tmp_path / "armed").iterdir()), p.stderr
     assert "traces: armed/" not in p.stderr and "no trace was written here" in p.stderr, p.stderr
+
+
+FORK_AND_ALLOCATE = """
+import ctypes, os
+rt = ctypes.CDLL(os.environ["CUDART"])
+pid = os.fork()
+ptr = ctypes.c_void_p()
+assert rt.cudaMalloc(ctypes.byref(ptr), 1 << 20) == 0
+if pid:
+    os.waitpid(pid, 0)
+else:
+    os._exit(0)
+"""
+
+
+def test_processes_that_make_no_cuda_allocation_write_no_trace(tmp_path):
+    """A job's helper processes (two Python interpreters that never touch CUDA) leave no trace
+    file: the facts their start records (python.library_paths) and their exit mark wait for a
+    first event that never comes (ux audit 73). The one process that allocates writes its trace,
+    and run's summary names that one only."""
+    script = f"{shlex.quote(sys.executable)} -c pass; {shlex.quote(sys.executable)} -c 'import os'; " \
+             + " ".join(map(shlex.quote, map(str, CHURN)))
+    p = run(tmp_path, "--", "/bin/sh", "-c", script)
+    assert p.returncode == 0, p.stderr
+    traces = sorted(tmp_path.glob("vramtrace.*.vrt"))
+    assert len(traces) == 1, (traces, p.stderr)
+    said = [line for line in p.stderr.splitlines() if line.startswith("vramtrace: trace: ")]
+    assert said == [f"vramtrace: trace: ./{traces[0].name} (written by a process the command started)"], p.stderr
+
+
+def test_a_forked_child_trace_has_the_facts_its_parent_recorded_before_the_fork(tmp_path):
+    """The facts a process recorded before its trace began are kept, and written when its file
+    is made: a child forked before either process allocated has them in its own file too."""
+    env = clean_env({"CUDART": str(CUDART)})
+    p = subprocess.run([str(VRAMTRACE), "run", "-o", "d/", "--", sys.executable, "-c", FORK_AND_ALLOCATE],
+                       capture_output=True, text=True, env=env, cwd=tmp_path, timeout=60)
+    assert p.returncode == 0, p.stderr
+    traces = sorted((tmp_path / "d").glob("*.vrt"))
+    assert len(traces) == 2, (traces, p.stderr)
+    for t in traces:
+        dump = analyze("dump", "-q", t).stdout
+        assert "python.library_paths" in dump and " alloc " in dump, dump[:2000]
+
+
+def test_a_trace_from_before_the_run_is_not_named_as_the_jobs(tmp_path):
+    """run names the traces a launcher's children wrote by their times: one written by an earlier
+    run a moment before (the same second) is not among them."""
+    first = run(tmp_path, "--", *CHURN)
+    assert first.returncode == 0, first.stderr
+    earlier = next(tmp_path.glob("vramtrace.*.vrt")).name
+    time.sleep(0.05)  # past the coarse clock's tick, well inside the second
+    p = run(tmp_path, "--", "/bin/sh", "-c", " ".join(map(shlex.quote, map(str, CHURN))))
+    assert p.returncode == 0, p.stderr
+    said = [line for line in p.stderr.splitlines() if line.startswith("vramtrace: trace: ")]
+    assert len(said) == 1 and earlier not in said[0], p.stderr
