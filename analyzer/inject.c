@@ -582,8 +582,9 @@ static bool blocking_syscall(long nr)
 {
 	static const long allowed[] = {
 		0 /* read */, 7 /* poll */, 16 /* ioctl */, 23 /* select */, 24 /* sched_yield */, 34 /* pause */,
-		35 /* nanosleep */, 61 /* wait4 */, 202 /* futex */, 230 /* clock_nanosleep */, 232 /* epoll_wait */,
-		270 /* pselect6 */, 271 /* ppoll */, 281 /* epoll_pwait */, 441 /* epoll_pwait2 */,
+		35 /* nanosleep */, 61 /* wait4 */, 130 /* rt_sigsuspend */, 202 /* futex */, 230 /* clock_nanosleep */,
+		232 /* epoll_wait */, 247 /* waitid */, 270 /* pselect6 */, 271 /* ppoll */, 281 /* epoll_pwait */,
+		441 /* epoll_pwait2 */,
 	};
 	for (size_t i = 0; i < sizeof(allowed) / sizeof(allowed[0]); i++)
 		if (allowed[i] == nr)

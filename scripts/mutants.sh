@@ -978,6 +978,10 @@ m file-not-from-first-event preload/collector.c \
   'atomic_compare_exchange_strong(&file_state, &expected, 1);' \
   '(void)expected;' \
   test_sigkill.py::test_the_trace_exists_from_the_first_allocation
+m inject-no-sigsuspend analyzer/inject.c \
+  '130 /* rt_sigsuspend */, ' \
+  '' \
+  test_attach.py::test_inject_borrows_a_thread_waiting_in_sigsuspend
 m run-names-traces-by-the-second analyzer/cmd_run.c \
   'if (st->st_mtim.tv_nsec == 0)' \
   'if (1)' \

@@ -262,6 +262,28 @@ def injected(tmp_path_factory, target):
     return steps, Traced([target, "loop"], out, steps["end"][3], "", "")
 
 
+def test_inject_borrows_a_thread_waiting_in_sigsuspend(tmp_path, target):
+    """A program whose only thread waits in sigsuspend(2) is attached to (ux audit 77: "no
+    thread waited in a system call where it is safe to borrow it" after 10 s); the wait goes on
+    after the attach, and what the program allocates when its signal comes is in the trace."""
+    why = _ptrace_unavailable()
+    if why:
+        pytest.skip(f"ptrace is not permitted here: {why}")
+    out = tmp_path / "suspend.vrt"
+    prog = Running([target, "suspend"], tmp_path)
+    try:
+        p = vramtrace("attach", "-o", out, prog.pid, check=False)
+        assert p.returncode == 0 and "injected" in p.stdout, p.stderr
+        assert prog.running()
+        os.kill(prog.pid, signal.SIGUSR1)
+        assert prog.line() == "late done"
+        assert prog.proc.wait(timeout=TIMEOUT) == 0
+    finally:
+        prog.kill()
+    t = Traced([target, "suspend"], out, 0, "", "")
+    assert [r["size"] for r in t.events("alloc", "cudaMalloc")] == [4 << 20]
+
+
 def _count(line, key="n"):
     return int(re.search(rf"\b{key}=(\d+)", line)[1])
 

@@ -15,11 +15,14 @@
  *                           resume  -> "resumed"
  *                           stop    -> "loop: <allocations> allocations", exit 0
  *                         Device bytes in use at any time: 3 MiB + n * 64 KiB, none freed.
+ *   attach_target suspend waits in sigsuspend(2) (SIGUSR1 blocked outside it); on SIGUSR1
+ *                         late_site, prints "late done", exits 0.
  */
 #define _GNU_SOURCE
 #include <cuda_runtime_api.h>
 #include <dlfcn.h>
 #include <poll.h>
+#include <signal.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -115,10 +118,36 @@ static int loop(void)
 	}
 }
 
+static volatile sig_atomic_t woken;
+
+static void wake(int sig)
+{
+	(void)sig;
+	woken = 1;
+}
+
+static int suspend(void)
+{
+	sigset_t usr1, none;
+	sigemptyset(&usr1);
+	sigaddset(&usr1, SIGUSR1);
+	sigemptyset(&none);
+	signal(SIGUSR1, wake);
+	sigprocmask(SIG_BLOCK, &usr1, NULL);
+	say("ready pid=%ld\n", (long)getpid());
+	while (!woken)
+		sigsuspend(&none);
+	late_site();
+	say("late done%.0ld\n", 0);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	CHECK(cudaSetDevice(0));
 	early_site();
+	if (argc > 1 && !strcmp(argv[1], "suspend"))
+		return suspend();
 	say("ready pid=%ld\n", (long)getpid());
 	return argc > 1 && !strcmp(argv[1], "loop") ? loop() : steps();
 }
