@@ -203,7 +203,7 @@ VRT_EXPORT void vramtrace_record_info(const char *key, const char *value)
 {
 	char text[VRT_TEXT_MAX + 1];
 	struct vrt_event ev = { .op = VRT_OP_INFO, .api = VRT_API_USER_API };
-	if (recording() && info_text(key, value, text) && info_keep(text))
+	if (info_text(key, value, text) && info_keep(text)) /* kept while armed too: for an attach */
 		record(&ev, text);
 }
 

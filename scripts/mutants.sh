@@ -986,6 +986,10 @@ m run-names-traces-by-the-second analyzer/cmd_run.c \
   'if (st->st_mtim.tv_nsec == 0)' \
   'if (1)' \
   test_run_cli.py::test_a_trace_from_before_the_run_is_not_named_as_the_jobs
+m info-not-kept-while-armed preload/api.c \
+  'if (info_text(key, value, text) && info_keep(text)) /* kept' \
+  'if (recording() && info_text(key, value, text) && info_keep(text)) /* kept' \
+  test_attach.py::test_an_attached_python_jobs_trace_has_the_facts_it_recorded_while_armed
 m info-sent-before-the-file preload/api.c \
   'bool send = !kept || info_written;' \
   'bool send = true;' \

@@ -645,3 +645,31 @@ def test_torch_seed_is_told_apart_in_the_categories(torch_job):
     # the unattributed seed (X 3 + F 1 MiB), b1 and f1 (seeded tensors)
     assert cats["unattributed"] == 4 * MiB + 2 * MiB + 256 * KiB
     assert cats["non_pytorch"] == 1 * MiB  # C's segment, which the stand-in allocates itself
+
+
+ARMED_PYTHON = """
+import ctypes, os, sys
+rt = ctypes.CDLL(os.environ["CUDART"])
+print(f"ready pid={os.getpid()}", flush=True)
+sys.stdin.readline()
+ptr = ctypes.c_void_p()
+assert rt.cudaMalloc(ctypes.byref(ptr), 1 << 20) == 0
+print("done", flush=True)
+"""
+
+
+def test_an_attached_python_jobs_trace_has_the_facts_it_recorded_while_armed(tmp_path):
+    """The facts an armed job recorded at its start (its bootstrap's python.library_paths, which
+    tell its own code from libraries) are kept, and the trace an attach starts has them."""
+    out = tmp_path / "armed.vrt"
+    prog = Running([str(VRAMTRACE), "run", "-q", "--armed", "-o", str(out), "--", sys.executable, "-c", ARMED_PYTHON],
+                   tmp_path, env={"CUDART": str(DOUBLES / "libcudart.so.13")})
+    try:
+        p = vramtrace("attach", prog.pid, check=False)
+        assert p.returncode == 0, p.stderr
+        assert prog.send("go") == "done"
+        assert prog.proc.wait(timeout=TIMEOUT) == 0
+    finally:
+        prog.kill()
+    dump = analyze("dump", "-q", out).stdout
+    assert "# python.library_paths = " in dump and " alloc " in dump, dump[:3000]
