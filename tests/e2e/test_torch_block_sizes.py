@@ -6,6 +6,7 @@ free says its block's size, 0 for a block never seen allocated; and the statisti
 once per allocation at most (and once to start from): a temporary allocated and freed over and
 over costs one read a pair, a run of frees none."""
 import json
+import re
 import sys
 
 import pytest
@@ -100,3 +101,10 @@ def test_each_device_sizes_its_own_blocks(job):
     assert (blocks[i - 1]["size"], blocks[i]["size"]) == (truth["blocks"][i - 1]["size"], truth["blocks"][i]["size"])
     devices = [r.device for r in t.records if r.api == TENSOR_API and r.op == "block_alloc"]
     assert devices[i - 1:i + 1] == [0, 1] and devices.count(1) == 1, devices
+
+
+def test_the_trace_names_the_torch_release_whose_allocator_it_read(job):
+    """The release is a fact the preload learns inside the first allocation's hook, before the
+    trace's file exists: it is kept, and written when the file is made."""
+    t, _ = job
+    assert re.search(r"^# torch = \d+\.\d+", t.dump_text, re.M), t.dump_text[:2000]
