@@ -16,7 +16,8 @@ enum vrt_opt_type { VRT_OPT_STRING, VRT_OPT_SIZE, VRT_OPT_INT, VRT_OPT_BOOL, VRT
 
 #define VRT_OPTIONS(X)                                                                                   \
 	X(OUTPUT, "VRAMTRACE_OUTPUT", VRT_OPT_STRING, "", 0, 0,                                          \
-	  "trace file, or a directory (existing, or ending in /) that gets one file per process")       \
+	  "trace file, or a directory (existing, or ending in /) that gets one file per process that "  \
+	  "allocates")                                                                                   \
 	X(MODE, "VRAMTRACE_MODE", VRT_OPT_MODE, "full", 0, 2,                                            \
 	  "full: record everything; armed: keep only the live set until `vramtrace attach`; off")       \
 	X(RING, "VRAMTRACE_RING", VRT_OPT_SIZE, "256M", 0, (1ll << 40),                                 \
