@@ -3,6 +3,7 @@
 #define _GNU_SOURCE
 #define VRT_CTL_CLIENT
 #include <pthread.h>
+#include <sched.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -142,22 +143,43 @@ static bool info_text(const char *key, const char *value, char text[VRT_TEXT_MAX
  * instead of asking for a file. A process that never traces anything (a helper that imports
  * torch and makes no CUDA allocation) leaves none, and a forked child's file has its parent's
  * facts. Until the file exists a fact is only kept; after, it is also sent through the thread's
- * buffer as any record. Facts past INFO_KEPT_MAX are sent only (they ask for the file then).
+ * buffer as any record. Facts past INFO_KEPT_MAX or the arena are sent only (they ask for the
+ * file then).
  */
 #define INFO_KEPT_MAX 32
+#define INFO_ARENA_BYTES 32768 /* no malloc: a hook may be where a fact is learned */
 static pthread_mutex_t info_lock = PTHREAD_MUTEX_INITIALIZER;
+static char info_arena[INFO_ARENA_BYTES];
+static size_t info_arena_used;
 static char *info_kept[INFO_KEPT_MAX];
 static int info_kept_n;
 static bool info_written; /* the file holds the kept facts: a new one is sent as well */
 static uint64_t exiting_kept_ns; /* a teardown mark from before the trace began (0: none) */
 static int exiting_kept_stage;
 
+/* The lock, tried a bounded number of times: a signal handler's hook may interrupt its own
+ * thread holding it. A thread that does not get it sends, as for a fact past the limit. */
+static bool info_lock_try(void)
+{
+	for (int i = 0; i < 64; i++) {
+		if (!pthread_mutex_trylock(&info_lock))
+			return true;
+		sched_yield();
+	}
+	return false;
+}
+
 /* Whether the fact still has to be sent through a buffer. */
 static bool info_keep(const char *text)
 {
-	pthread_mutex_lock(&info_lock);
-	bool kept = info_kept_n < INFO_KEPT_MAX && (info_kept[info_kept_n] = strdup(text)) != NULL;
-	info_kept_n += kept;
+	if (!info_lock_try())
+		return true;
+	size_t len = strlen(text) + 1;
+	bool kept = info_kept_n < INFO_KEPT_MAX && len <= INFO_ARENA_BYTES - info_arena_used;
+	if (kept) {
+		info_kept[info_kept_n++] = memcpy(info_arena + info_arena_used, text, len);
+		info_arena_used += len;
+	}
 	bool send = !kept || info_written;
 	pthread_mutex_unlock(&info_lock);
 	return send;
@@ -166,7 +188,8 @@ static bool info_keep(const char *text)
 /* Whether the mark is kept rather than sent: nothing has asked for the file yet. */
 static bool keep_exiting(int stage)
 {
-	pthread_mutex_lock(&info_lock);
+	if (!info_lock_try())
+		return false;
 	bool keep = !info_written && !vrt_collector_trace_begun();
 	if (keep && !exiting_kept_ns) {
 		exiting_kept_ns = vrt_now_ns();

@@ -990,6 +990,10 @@ m info-not-kept-while-armed preload/api.c \
   'if (info_text(key, value, text) && info_keep(text)) /* kept' \
   'if (recording() && info_text(key, value, text) && info_keep(text)) /* kept' \
   test_attach.py::test_an_attached_python_jobs_trace_has_the_facts_it_recorded_while_armed
+m info-past-the-limit-dropped preload/api.c \
+  'bool send = !kept || info_written;' \
+  'bool send = kept && info_written;' \
+  test_run_cli.py::test_facts_past_what_the_preload_keeps_still_reach_the_trace
 m info-sent-before-the-file preload/api.c \
   'bool send = !kept || info_written;' \
   'bool send = true;' \

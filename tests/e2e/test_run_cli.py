@@ -237,3 +237,20 @@ def test_a_trace_from_before_the_run_is_not_named_as_the_jobs(tmp_path):
     assert p.returncode == 0, p.stderr
     said = [line for line in p.stderr.splitlines() if line.startswith("vramtrace: trace: ")]
     assert len(said) == 1 and earlier not in said[0], p.stderr
+
+
+MANY_FACTS = """
+import ctypes
+lib = ctypes.CDLL(None)
+for i in range(40):
+    lib.vramtrace_record_info(b"fact.%d" % i, b"x" * 2000)
+"""
+
+
+def test_facts_past_what_the_preload_keeps_still_reach_the_trace(tmp_path):
+    """A process keeps at most 32 facts (and 32 KiB of them) until its file exists; past that a
+    fact is sent as any record, which makes the file: every one of 40 facts of 2000 bytes is in it."""
+    p = run(tmp_path, "-o", tmp_path / "f.vrt", "--", sys.executable, "-c", MANY_FACTS)
+    assert p.returncode == 0, p.stderr
+    dump = analyze("dump", "-q", tmp_path / "f.vrt").stdout
+    assert sorted(re.findall(r"^# (fact\.\d+) = x{2000}$", dump, re.M)) == sorted(f"fact.{i}" for i in range(40))
