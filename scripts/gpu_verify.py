@@ -86,7 +86,15 @@ def check_torch(name, truth, report):
     other = device_live(report) - device_live(report, key="pytorch_allocator_bytes")
     rows.append(row(name, "other CUDA allocations (not PyTorch's allocator)", other, None, False,
                     "cuBLAS/cuDNN handles etc.; shown for information"))
+    rows.append(row(name, "the trace's torch release vs torch.__version__", trace_fact(report, "torch"),
+                    truth.get("torch"), True, "learned inside the first allocation's hook, kept until the file exists"))
     return rows
+
+
+def trace_fact(report, key):
+    """A fact of the trace's header, as `vramtrace info --json` gives it (None: not there)."""
+    p = subprocess.run([report["vramtrace"], "info", "--json", report["trace"]], capture_output=True, text=True)
+    return json.loads(p.stdout).get(key) if p.returncode == 0 else None
 
 
 def check_async(name, truth, report):
