@@ -107,22 +107,6 @@ VRT_EXPORT void vramtrace_record_oom_limits(int device, unsigned long long reque
 	record(&ev, NULL);
 }
 
-VRT_EXPORT void vramtrace_record_exiting(int stage) { vrt_record_exiting(stage); }
-
-static bool keep_exiting(int stage);
-
-/* The teardown mark. One from before the trace began is kept, as the facts are (below): no file
- * for it alone (a Python helper of the job that never touched CUDA), and the file a first
- * allocation in the teardown makes starts with it (what comes after is the teardown's). */
-void vrt_record_exiting(int stage)
-{
-	if (atomic_load(&vrt_mode) == VRT_MODE_FULL && keep_exiting(stage))
-		return;
-	struct vrt_event ev = { .op = VRT_OP_EXITING, .api = VRT_API_USER_API, .aux = (uint64_t)stage };
-	record(&ev, NULL);
-	vrt_collector_wake(); /* what comes next may be a fast exit */
-}
-
 /* A fact about the process for the trace's INFO table (key: at most 127 bytes). */
 /* The INFO record's text, "key\x1evalue"; false for a key the format refuses. */
 static bool info_text(const char *key, const char *value, char text[VRT_TEXT_MAX + 1])
@@ -220,6 +204,20 @@ void vrt_info_after_fork(void)
 	info_lock = (pthread_mutex_t)PTHREAD_MUTEX_INITIALIZER; /* maybe held by a thread gone here */
 	info_written = false;                                  /* the child's file is a new one */
 	exiting_kept_ns = 0;
+}
+
+VRT_EXPORT void vramtrace_record_exiting(int stage) { vrt_record_exiting(stage); }
+
+/* The teardown mark. One from before the trace began is kept, as the facts are (above): no file
+ * for it alone (a Python helper of the job that never touched CUDA), and the file a first
+ * allocation in the teardown makes starts with it (what comes after is the teardown's). */
+void vrt_record_exiting(int stage)
+{
+	if (atomic_load(&vrt_mode) == VRT_MODE_FULL && keep_exiting(stage))
+		return;
+	struct vrt_event ev = { .op = VRT_OP_EXITING, .api = VRT_API_USER_API, .aux = (uint64_t)stage };
+	record(&ev, NULL);
+	vrt_collector_wake(); /* what comes next may be a fast exit */
 }
 
 VRT_EXPORT void vramtrace_record_info(const char *key, const char *value)

@@ -196,11 +196,6 @@ static void measure_seeds(void)
 	measure_primary_contexts(&f);
 }
 
-static uint64_t to_units(const struct collector *c, uint64_t ns)
-{
-	return ns > c->t0_ns ? (ns - c->t0_ns) / (uint64_t)vrt_cfg.ts_unit_ns : 0;
-}
-
 /*
  * Device bytes on dev that the live set holds and the measurement already counted: allocated
  * after hooking (recorded, armed) and stamped before the measurement. An allocation is stamped
@@ -209,7 +204,7 @@ static uint64_t to_units(const struct collector *c, uint64_t ns)
  */
 static uint64_t known_device_bytes(struct collector *c, int dev, uint64_t measured_ns)
 {
-	uint64_t sum = 0, limit = to_units(c, measured_ns);
+	uint64_t sum = 0, limit = vrt_ts_units(c, measured_ns);
 	for (size_t i = 0; i < c->live.used; i++) {
 		struct vrt_item e;
 		vrt_live_at(&c->live, i, &e);
@@ -238,7 +233,7 @@ void vrt_attach_on_start(struct collector *c)
 		uint64_t known = known_device_bytes(c, seeds[i].device, seeds[i].measured_ns);
 		seeds[i].unattributed = seeds[i].used > known ? (int64_t)(seeds[i].used - known) : 0;
 		if (seeds[i].unattributed)
-			emit_seed(c, seeds[i].device, (uint64_t)seeds[i].unattributed, to_units(c, vrt_now_ns()));
+			emit_seed(c, seeds[i].device, (uint64_t)seeds[i].unattributed, vrt_ts_units(c, vrt_now_ns()));
 	}
 }
 

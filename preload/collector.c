@@ -121,13 +121,6 @@ void vrt_collector_section_leave(void)
 
 bool vrt_collector_wait_parked(uint64_t deadline_ns) { return vrt_fork_wait_clear(&fork_section, deadline_ns); }
 
-static uint64_t to_units(const struct collector *c, uint64_t ns)
-{
-	uint64_t since = ns > c->t0_ns ? ns - c->t0_ns : 0;
-	/* The default unit as a constant: a multiply, not a 64-bit division, per event. */
-	return vrt_cfg.ts_unit_ns == 1000 ? since / 1000 : since / (uint64_t)vrt_cfg.ts_unit_ns;
-}
-
 /* ---- stacks ----------------------------------------------------------------------------- */
 
 static bool symbolized_insert(struct collector *c, uint64_t addr)
@@ -412,7 +405,7 @@ static void retention_fields(struct collector *c, const struct vrt_raw *raw, str
 	case VRT_OP_WALK:
 		r->id = raw->aux;
 		r->id2 = raw->aux2;
-		r->aux = raw->addr ? to_units(c, raw->addr) : 0;
+		r->aux = raw->addr ? vrt_ts_units(c, raw->addr) : 0;
 		r->aux2 = raw->stream;
 		r->addr = r->stream = 0;
 		break;
@@ -432,7 +425,7 @@ static void retention_fields(struct collector *c, const struct vrt_raw *raw, str
 static void record_of(const struct collector *c, const struct vrt_raw *raw, struct vrt_record *r)
 {
 	r->op = raw->op;
-	r->ts = to_units(c, raw->ts_ns);
+	r->ts = vrt_ts_units(c, raw->ts_ns);
 	r->addr = raw->addr;
 	r->size = raw->size;
 	r->aux = raw->aux;
@@ -720,7 +713,7 @@ void vrt_collector_set_mode(struct collector *c, int mode, int cause)
 	/* Entering full tracing: describe what is already alive, then record from here. */
 	if (vrt_output_ensure(c))
 		return;
-	struct vrt_record r = { .op = VRT_OP_MODE, .ts = to_units(c, vrt_now_ns()), .id = (uint64_t)mode,
+	struct vrt_record r = { .op = VRT_OP_MODE, .ts = vrt_ts_units(c, vrt_now_ns()), .id = (uint64_t)mode,
 				.id2 = (uint64_t)cause };
 	vrt_output_event(c, 0, &r);
 	vrt_output_checkpoint(c, VRT_CP_ATTACH);
@@ -970,7 +963,7 @@ long vrt_collector_query_live(uint64_t born_after_ns, struct vramtrace_live_item
 		pthread_mutex_unlock(&lifecycle_lock);
 		return VRT_E_UNSUPPORTED;
 	}
-	struct live_query q = { .born_after = born_after_ns ? to_units(c, born_after_ns) : 0, .out = out, .cap = cap };
+	struct live_query q = { .born_after = born_after_ns ? vrt_ts_units(c, born_after_ns) : 0, .out = out, .cap = cap };
 	atomic_store(&pending_query, &q);
 	vrt_collector_wake();
 	uint64_t deadline = vrt_now_ns() + QUERY_WAIT_NS;

@@ -58,6 +58,14 @@ struct collector {
 
 extern struct collector vrt_collector;
 
+/* A CLOCK_MONOTONIC time as the trace's ts (units since t0; 0 for a time before it). */
+static inline uint64_t vrt_ts_units(const struct collector *c, uint64_t ns)
+{
+	uint64_t since = ns > c->t0_ns ? ns - c->t0_ns : 0;
+	/* The default unit as a constant: a multiply, not a 64-bit division, per event. */
+	return vrt_cfg.ts_unit_ns == 1000 ? since / 1000 : since / (uint64_t)vrt_cfg.ts_unit_ns;
+}
+
 /* trace_output.c */
 int vrt_output_open(struct collector *c);
 /* Set once vrt_output_open made this process's file (read by other threads; reset at fork). */

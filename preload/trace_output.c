@@ -192,9 +192,8 @@ static void write_kept_fact(void *c, const char *key, const char *value) { emit_
 static void write_kept_exiting(void *ctx, uint64_t at_ns, int stage)
 {
 	struct collector *c = ctx;
-	uint64_t since = at_ns > c->t0_ns ? at_ns - c->t0_ns : 0;
-	struct vrt_record r = { .op = VRT_OP_EXITING, .api = VRT_API_USER_API,
-				.ts = since / (uint64_t)vrt_cfg.ts_unit_ns, .id = (uint64_t)stage };
+	struct vrt_record r = { .op = VRT_OP_EXITING, .api = VRT_API_USER_API, .ts = vrt_ts_units(c, at_ns),
+				.id = (uint64_t)stage };
 	vrt_output_event(c, 0, &r);
 }
 
@@ -326,7 +325,7 @@ static long dump_tables(void *ctx, uint8_t **out)
 
 /* ---- the file --------------------------------------------------------------------------- */
 
-static uint64_t now_ts(const struct collector *c) { return (vrt_now_ns() - c->t0_ns) / (uint64_t)vrt_cfg.ts_unit_ns; }
+static uint64_t now_ts(const struct collector *c) { return vrt_ts_units(c, vrt_now_ns()); }
 
 /*
  * The trace ends at the first error, and its state block says so (rewriting the header's page
