@@ -2,7 +2,7 @@
 """bench.py - vramtrace's CPU benchmarks; bench/run.sh builds what they need and calls this.
 
     python3 bench/bench.py --build BUILD_DIR [--reps N] [--big EVENTS] [--json OUT]
-                           [--only hot,whole,size,analyzer,whatif] [--quick] [--compare BUILD_DIR[=LABEL]]
+                           [--only hot,whole,cold,size,analyzer,whatif] [--quick] [--compare BUILD_DIR[=LABEL]]
 
 Prints one table (see bench/NOTES.md for what every number means):
 
@@ -18,6 +18,11 @@ Prints one table (see bench/NOTES.md for what every number means):
              stacks, C 40 frames deep with native stacks, Python 20 deep with native and Python
              stacks; with --compare, each build's preload in turn on the same programs,
              interleaved run by run (a before and after in the same minutes).
+  cold       the same pair with the caches cold, as a framework's step leaves them (hotpath
+             cold: 40 distinct frames along 64 paths, 4 MiB touched between pairs): wall ns
+             inside the pair, traced with no stacks and with native stacks, minus untraced;
+             with --compare, each build's preload in turn. The warm rows above read the hooks'
+             instructions; these read their cache misses, which a real step pays.
   trace size bytes per event of a training-like loop traced for real (keep-all trace).
   analyzer   `vramtrace report --json -q` and `vramtrace leaks --json -q` on synthetic traces
              of 10M and --big events: events/s (per CPU second, both of the reader's threads
@@ -84,7 +89,7 @@ class Bench:
         # The preloads measured by `whole`: this build's, then each --compare build's.
         self.preloads = [(label, os.path.join(os.path.dirname(os.path.dirname(vt)), "preload", "libvramtrace.so"))
                          for label, vt in self.analyzers]
-        self.results = {"hot": [], "whole": [], "size": {}, "analyzer": [], "memory": [], "whatif": [], "notes": []}
+        self.results = {"hot": [], "whole": [], "cold": [], "size": {}, "analyzer": [], "memory": [], "whatif": [], "notes": []}
         self.lost_total = 0
 
     # ---- helpers ------------------------------------------------------------------------
@@ -272,6 +277,66 @@ class Bench:
                                  f"{r['median_thread_ns_per_pair']:>+7.0f} {r['events_lost']:>5}")
         lines.append("  targets (issue 17, whole process): no stacks <= 100 ns an event (200 a pair); "
                      "Python 20 deep <= 800 ns a pair")
+
+    # ---- the pair with cold caches ---------------------------------------------------------
+
+    COLD_CONFIGS = (("nostack", "C, 40 distinct frames, no stacks"), ("native", "C, 40 distinct frames, native stacks"))
+
+    def cold_run(self, config, pairs, preload=None):
+        out = os.path.join(self.tmp, "cold.vrt")
+        if os.path.exists(out):
+            os.unlink(out)
+        env = self.env("null", config, 1 << 24, out, preload)
+        cmd = [self.hotpath, "cold", "1", str(pairs)]
+        r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
+        if r.returncode:
+            raise SystemExit(f"bench: {' '.join(cmd)} failed ({r.returncode}): {r.stderr.strip()[-500:]}")
+        kv = {}
+        for line in r.stdout.strip().splitlines():
+            kv.update(self.parse_kv(line))
+        lost = 0
+        if config != "untraced":
+            inf = self.info(out)
+            if inf is None:
+                raise SystemExit(f"bench: no readable trace from {' '.join(cmd)} ({config})")
+            lost = inf["events_lost"]
+            self.lost_total += lost
+        return kv["pair_ns"], lost
+
+    def cold(self):
+        pairs = 2000 if self.a.quick else 20000
+        runs = {}
+        t0 = time.time()
+        for rep in range(self.a.reps):
+            base, _ = self.cold_run("untraced", pairs)
+            order = self.preloads[rep % len(self.preloads):] + self.preloads[:rep % len(self.preloads)]
+            for label, preload in order:
+                for config, _ in self.COLD_CONFIGS:
+                    ns, lost = self.cold_run(config, pairs, preload)
+                    runs.setdefault((config, label), []).append((ns - base, lost))
+            self.progress(f"cold caches: repetition {rep + 1}/{self.a.reps} done ({time.time() - t0:.0f} s)")
+        for (config, label), rs in runs.items():
+            added = sorted(r[0] for r in rs)
+            self.results["cold"].append({"config": config, "build": label, "runs": len(rs),
+                                         "median_added_ns_per_pair": statistics.median(added),
+                                         "min_added_ns_per_pair": added[0], "max_added_ns_per_pair": added[-1],
+                                         "events_lost": sum(r[1] for r in rs)})
+
+    def cold_table(self, lines):
+        rows = {(r["config"], r["build"]): r for r in self.results["cold"]}
+        if not rows:
+            return
+        lines.append("")
+        lines.append("COLD CACHES: wall ns added inside a cudaMalloc+cudaFree pair, 4 MiB touched between pairs "
+                     "(median [min..max] of %d runs; null runtime)" % self.a.reps)
+        lines.append(f"  {'row':36} {'build':10} {'added':>7} {'[min..max]':>14} {'lost':>5}")
+        for config, name in self.COLD_CONFIGS:
+            for label, _ in self.preloads:
+                r = rows.get((config, label))
+                if r:
+                    span = f"[{r['min_added_ns_per_pair']:.0f}..{r['max_added_ns_per_pair']:.0f}]"
+                    lines.append(f"  {name:36} {label:10} {r['median_added_ns_per_pair']:>+7.0f} {span:>14} "
+                                 f"{r['events_lost']:>5}")
 
     # ---- trace size ---------------------------------------------------------------------
 
@@ -566,6 +631,7 @@ class Bench:
         self.results["commit"] = commit
         self.hot_table(lines)
         self.whole_table(lines)
+        self.cold_table(lines)
         self.size_table(lines)
         self.analyzer_table(lines)
         self.whatif_table(lines)
@@ -581,7 +647,7 @@ def main():
     p.add_argument("--big", type=int, default=200_000_000, help="events in the large analyzer trace")
     p.add_argument("--budget", type=float, default=60.0, help="CPU seconds the large analyzer run may take")
     p.add_argument("--force-big", action="store_true", help="run --big events even if over --budget")
-    p.add_argument("--only", default="hot,whole,size,analyzer,whatif")
+    p.add_argument("--only", default="hot,whole,cold,size,analyzer,whatif")
     p.add_argument("--quick", action="store_true", help="small sizes, for checking the harness")
     p.add_argument("--compare", action="append", metavar="BUILD_DIR[=LABEL]",
                    help="also measure this build's analyzer, interleaved (default label: its commit)")
@@ -596,6 +662,8 @@ def main():
             b.hot()
         if "whole" in only:
             b.whole()
+        if "cold" in only:
+            b.cold()
         if "size" in only:
             b.size()
         if "analyzer" in only:

@@ -2,7 +2,7 @@
 /*
  * hotpath - the cost of one cudaMalloc + cudaFree pair, the way the preload sees it.
  *
- *   hotpath flat|deep|train THREADS PAIRS [SIZE]
+ *   hotpath flat|deep|train|cold THREADS PAIRS [SIZE]
  *
  * flat   each thread makes PAIRS cudaMalloc(SIZE) + cudaFree pairs from one call site;
  * deep   the same from the bottom of a 40-frame native call chain (one fixed chain, so the
@@ -10,6 +10,12 @@
  * train  a training-like step loop for the trace-size measurement: each step makes ~1000
  *        events (500 allocations, 500 frees) from 12 sites of different sizes and depths,
  *        holding a small working set and a few long-lived buffers. PAIRS = steps.
+ * cold   a pair at the bottom of a 40-frame chain of 40 distinct functions, two call sites
+ *        each, taken along one of 64 paths in turn (64 stacks, 80 return addresses), after
+ *        touching 4 MiB between pairs: the caches hold nothing of the preload's when its hook
+ *        runs, as in a real framework's step, which runs much code between two allocations.
+ *        The touching costs the same untraced; subtract, or read pair_ns: the time inside
+ *        the pairs alone (wall, one thread).
  *
  * Linked against the CUDA runtime test double (tests/doubles), so "untraced" includes the
  * double's own cost (a mutex, an mmap and a munmap per pair). Prints one line of key=value:
@@ -46,7 +52,7 @@ static pthread_barrier_t start_line;
 static uint64_t thread_cpu[256], thread_faults[256], thread_user[256], wall_start[256], wall_end[256];
 static volatile int sink;
 
-enum { FLAT, DEEP, TRAIN };
+enum { FLAT, DEEP, TRAIN, COLD };
 
 static uint64_t now(clockid_t id)
 {
@@ -78,6 +84,48 @@ NOINLINE static int chain(int depth)
 		return sink;
 	}
 	return chain(depth - 1) + 1;
+}
+
+/* ---- cold: 40 distinct frames along 64 paths, caches evicted between pairs ----------------- */
+
+#define COLD_LEVELS 40
+#define COLD_PATHS 64
+#define COLD_EVICT (4u << 20)
+
+static unsigned char *evict_buf;
+
+/* Level L calls level L + 1 from one of two call sites, picked by the path's bit L % 6 (a
+ * different combination of them per path); the add after each call keeps it a real frame. */
+#define COLD_LEVEL(l, next)                                       \
+	NOINLINE static int cold##l(unsigned path)                \
+	{                                                         \
+		if (path >> ((l) % 6) & 1)                        \
+			return next(path) + 1;                    \
+		return next(path) * 3 + (int)(path & 1);          \
+	}
+static uint64_t cold_pair_ns; /* time inside the pairs themselves (one thread) */
+
+NOINLINE static int cold40(unsigned path)
+{
+	uint64_t t0 = now(CLOCK_MONOTONIC);
+	pair();
+	cold_pair_ns += now(CLOCK_MONOTONIC) - t0;
+	return (int)path + sink;
+}
+#define COLD_CHAIN(X) X(39, cold40) X(38, cold39) X(37, cold38) X(36, cold37) X(35, cold36) X(34, cold35) \
+	X(33, cold34) X(32, cold33) X(31, cold32) X(30, cold31) X(29, cold30) X(28, cold29) X(27, cold28)      \
+	X(26, cold27) X(25, cold26) X(24, cold25) X(23, cold24) X(22, cold23) X(21, cold22) X(20, cold21)      \
+	X(19, cold20) X(18, cold19) X(17, cold18) X(16, cold17) X(15, cold16) X(14, cold15) X(13, cold14)      \
+	X(12, cold13) X(11, cold12) X(10, cold11) X(9, cold10) X(8, cold9) X(7, cold8) X(6, cold7)            \
+	X(5, cold6) X(4, cold5) X(3, cold4) X(2, cold3) X(1, cold2) X(0, cold1)
+COLD_CHAIN(COLD_LEVEL)
+
+NOINLINE static void cold_pair(long i)
+{
+	for (size_t at = 0; at < COLD_EVICT; at += 64)
+		evict_buf[at]++;
+	/* 64 paths: bits 0-5 of a multiplicative scramble of i, so neighbours differ */
+	sink += cold0((unsigned)((uint64_t)(i % COLD_PATHS) * 0x9e3779b97f4a7c15ull >> 58));
 }
 
 /* ---- train: a steady step loop from a dozen sites ---------------------------------------- */
@@ -158,6 +206,8 @@ NOINLINE static void loop(long n)
 			pair();
 		else if (mode == DEEP)
 			chain(DEEP_FRAMES);
+		else if (mode == COLD)
+			cold_pair(i);
 		else
 			train_step(i);
 	}
@@ -182,9 +232,10 @@ static void *worker(void *arg)
 			pthread_barrier_wait(&start_line);
 			getrusage(RUSAGE_THREAD, &r0);
 			wall_start[index] = now(CLOCK_MONOTONIC);
+			cold_pair_ns = 0;
 			t0 = now(CLOCK_THREAD_CPUTIME_ID);
 		}
-		loop(timed ? pairs : (mode == TRAIN ? 1 : 2)); /* warm-up: lazy init, buffer, stack cache */
+		loop(timed ? pairs : (mode == TRAIN ? 1 : mode == COLD ? 2 * COLD_PATHS : 2)); /* warm-up: lazy init, buffer, stack cache */
 	}
 	thread_cpu[index] = now(CLOCK_THREAD_CPUTIME_ID) - t0;
 	wall_end[index] = now(CLOCK_MONOTONIC);
@@ -223,10 +274,10 @@ int main(int argc, char **argv)
 	if (argc > 1 && !strcmp(argv[1], "faults"))
 		return calibrate_faults();
 	if (argc < 4) {
-		fprintf(stderr, "usage: hotpath flat|deep|train THREADS PAIRS [SIZE]\n");
+		fprintf(stderr, "usage: hotpath flat|deep|train|cold THREADS PAIRS [SIZE]\n");
 		return 2;
 	}
-	mode = !strcmp(argv[1], "deep") ? DEEP : !strcmp(argv[1], "train") ? TRAIN : FLAT;
+	mode = !strcmp(argv[1], "deep") ? DEEP : !strcmp(argv[1], "train") ? TRAIN : !strcmp(argv[1], "cold") ? COLD : FLAT;
 	threads = atoi(argv[2]);
 	pairs = atol(argv[3]);
 	if (argc > 4)
@@ -235,6 +286,12 @@ int main(int argc, char **argv)
 		fprintf(stderr, "hotpath: bad arguments (train runs on one thread)\n");
 		return 2;
 	}
+	if (mode == COLD && threads != 1) {
+		fprintf(stderr, "hotpath: cold runs on one thread\n");
+		return 2;
+	}
+	if (mode == COLD && !(evict_buf = calloc(COLD_EVICT, 1)))
+		return 3;
 	pthread_t t[256];
 	pthread_barrier_init(&start_line, NULL, (unsigned)threads + 1);
 	for (int i = 0; i < threads; i++)
@@ -263,5 +320,7 @@ int main(int argc, char **argv)
 	printf("mode=%s threads=%d pairs=%ld wall_ns=%llu cpu_ns=%llu user_ns=%llu proc_cpu_ns=%llu faults=%llu\n",
 	       argv[1], threads, total, (unsigned long long)wall, (unsigned long long)cpu, (unsigned long long)user,
 	       (unsigned long long)proc, (unsigned long long)faults);
+	if (mode == COLD)
+		printf("pair_ns=%.1f\n", (double)cold_pair_ns / (double)pairs);
 	return 0;
 }

@@ -2,7 +2,7 @@
 # bench/run.sh - builds and runs vramtrace's CPU benchmarks and prints one table.
 #
 #   bench/run.sh [--quick] [--reps N] [--big EVENTS] [--budget CPU_S] [--force-big]
-#                [--only hot,whole,size,analyzer,whatif] [--json FILE] [--compare BUILD_DIR[=LABEL]]
+#                [--only hot,whole,cold,size,analyzer,whatif] [--json FILE] [--compare BUILD_DIR[=LABEL]]
 #
 # What it measures (bench/NOTES.md explains every number and holds the results):
 #   hot path    ns vramtrace adds to a cudaMalloc+cudaFree pair: C (1 call site, 40-frame chain)
