@@ -71,7 +71,11 @@ static int shape_rbp_slot(uint64_t s) { return (int8_t)(uint8_t)(s >> 8); }
 static uint32_t shape_epoch(uint64_t s) { return (uint32_t)(s >> 16) & 0xffff; }
 static int32_t shape_cfa_off(uint64_t s) { return (int32_t)(uint32_t)(s >> 32); }
 
-#define SHAPE_SLOTS (1u << 17) /* 2 MiB reserved, touched as used */
+/* 2 MiB in one huge page where the kernel gives one (vrt_unwind_init): a walk probes a slot per
+ * frame not in its memo, each in a line of its own, and after the application's own work
+ * between two allocations those probes miss the caches; one TLB entry then serves them all
+ * instead of one a page. Without huge pages, reserved and touched as used. */
+#define SHAPE_SLOTS (1u << 17)
 #define SHAPE_PROBES 32
 
 struct shape_slot {
@@ -594,12 +598,16 @@ static uintptr_t stack_top(uintptr_t sp)
 
 /*
  * One frame of a walk: where it was (ip, sp, and rbp as it was there), and what its shape made
- * of it (its CFA, the slot its caller's RBP came from).
+ * of it (its CFA, the slot its caller's RBP came from), relative to sp: 32 bytes, so that the
+ * memo a walk writes is two frames a cache line (the walk's stores miss as its probes do).
  */
 struct frame {
-	uint64_t ip, sp, rbp, cfa, rbp_slot;
-	uint32_t flags; /* its shape's */
+	uint64_t ip, sp, rbp;
+	uint32_t cfa_off; /* CFA - sp */
+	int8_t rbp_slot;  /* SHAPE_RBP_SAVED: the caller's RBP is at CFA + 8 * rbp_slot */
+	uint8_t flags;    /* its shape's */
 };
+_Static_assert(sizeof(struct frame) == 32, "two frames of a walk a cache line");
 
 /*
  * The thread's last walk (two buffers: the last, and the one the next walk writes). A frame
@@ -625,21 +633,22 @@ static bool frame_from_shape(struct frame *f, uint32_t now, uintptr_t top)
 {
 	uint64_t s = shape_of(f->ip, now);
 	unsigned flags = shape_flags(s);
-	f->flags = flags;
-	f->cfa = f->rbp_slot = 0;
+	f->flags = (uint8_t)flags;
+	f->cfa_off = 0;
+	f->rbp_slot = 0;
 	if (!(flags & SHAPE_WALKABLE))
 		return false;
 	if (flags & SHAPE_OUTERMOST)
 		return true;
 	uintptr_t cfa = ((flags & SHAPE_CFA_RBP) ? f->rbp : f->sp) + (uintptr_t)(intptr_t)shape_cfa_off(s);
-	if (cfa < f->sp + 8 || cfa > top)
+	if (cfa < f->sp + 8 || cfa > top || cfa - f->sp > UINT32_MAX)
 		return false;
-	f->cfa = cfa;
+	f->cfa_off = (uint32_t)(cfa - f->sp);
 	if (flags & SHAPE_RBP_SAVED) {
 		uintptr_t slot = cfa + (uintptr_t)((intptr_t)shape_rbp_slot(s) * 8);
 		if (slot < f->sp || slot + 8 > top)
 			return false;
-		f->rbp_slot = slot;
+		f->rbp_slot = (int8_t)shape_rbp_slot(s);
 	}
 	return true;
 }
@@ -657,12 +666,13 @@ static bool same_frame(const struct frame *o, const struct state *at)
 /* To the caller of frame f (whose CFA and RBP slot are known): reads what the stack holds now. */
 static void step(struct state *at, const struct frame *f)
 {
-	at->ip = *(const uintptr_t *)(f->cfa - 8);
+	uintptr_t cfa = f->sp + f->cfa_off;
+	at->ip = *(const uintptr_t *)(cfa - 8);
 	if (f->flags & SHAPE_RBP_SAVED)
-		at->rbp = *(const uintptr_t *)f->rbp_slot;
+		at->rbp = *(const uintptr_t *)(cfa + (uintptr_t)((intptr_t)f->rbp_slot * 8));
 	else if (f->flags & SHAPE_RBP_LOST)
 		at->rbp = 0;
-	at->sp = f->cfa;
+	at->sp = cfa;
 }
 
 /*
@@ -728,7 +738,7 @@ __attribute__((no_sanitize_address)) static int walk(struct vrt_unwind_memo *m, 
 		const struct frame *o = last ? last_frame(last, n_last, &k, &at) : NULL;
 		struct frame f = { .ip = at.ip, .sp = at.sp, .rbp = at.rbp };
 		if (o) {
-			f.cfa = o->cfa;
+			f.cfa_off = o->cfa_off;
 			f.rbp_slot = o->rbp_slot;
 			f.flags = o->flags;
 		} else if (!frame_from_shape(&f, now, top)) {
@@ -770,8 +780,16 @@ bool vrt_unwind_init(void *dl_find_object)
 		main_stack_span = rl.rlim_cur;
 	if (shapes)
 		return true;
-	void *mem = mmap(NULL, sizeof(struct shape_slot) * SHAPE_SLOTS, PROT_READ | PROT_WRITE,
-			 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-	shapes = mem == MAP_FAILED ? NULL : mem;
-	return shapes != NULL;
+	/* Twice the table, trimmed to its aligned half: a huge page needs a 2 MiB boundary. */
+	size_t bytes = sizeof(struct shape_slot) * SHAPE_SLOTS;
+	char *mem = mmap(NULL, 2 * bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	if (mem == MAP_FAILED)
+		return false;
+	char *at = (char *)(((uintptr_t)mem + bytes - 1) & ~(uintptr_t)(bytes - 1));
+	if (at > mem)
+		munmap(mem, (size_t)(at - mem));
+	munmap(at + bytes, (size_t)(mem + 2 * bytes - (at + bytes)));
+	madvise(at, bytes, MADV_HUGEPAGE); /* a hint: where refused, 4 KiB pages as before */
+	shapes = (struct shape_slot *)at;
+	return true;
 }

@@ -194,12 +194,20 @@ m unwind-memo-ignores-ip preload/unwind.c \
   'return o->sp == at->sp &&' \
   meson:unwind
 m unwind-rbp-not-restored preload/unwind.c \
-  '\tif (f->flags & SHAPE_RBP_SAVED)\n\t\tat->rbp = *(const uintptr_t *)f->rbp_slot;' \
-  '\tif (0)\n\t\tat->rbp = *(const uintptr_t *)f->rbp_slot;' \
+  '\tif (f->flags & SHAPE_RBP_SAVED)\n\t\tat->rbp = *(const uintptr_t *)(cfa' \
+  '\tif (0)\n\t\tat->rbp = *(const uintptr_t *)(cfa' \
+  meson:unwind
+m unwind-rbp-slot-unscaled preload/unwind.c \
+  'at->rbp = *(const uintptr_t *)(cfa + (uintptr_t)((intptr_t)f->rbp_slot * 8));' \
+  'at->rbp = *(const uintptr_t *)(cfa + (uintptr_t)((intptr_t)f->rbp_slot));' \
   meson:unwind
 m unwind-return-address-slot preload/unwind.c \
-  'at->ip = *(const uintptr_t *)(f->cfa - 8);' \
-  'at->ip = *(const uintptr_t *)(f->cfa - 16);' \
+  'at->ip = *(const uintptr_t *)(cfa - 8);' \
+  'at->ip = *(const uintptr_t *)(cfa - 16);' \
+  meson:unwind
+m unwind-memo-cfa-not-kept preload/unwind.c \
+  '\t\t\tf.cfa_off = o->cfa_off;' \
+  '\t\t\tf.cfa_off = 8;' \
   meson:unwind
 m python-frame-cache-ignores-offset preload/python.c \
   '0x9e3779b97f4a7c15ull ^ (uint64_t)(uint32_t)lasti;\n\t\te = &frame_cache[(h ^ (h >> 31)) & (FRAME_CACHE_SLOTS - 1)];\n\t\tif (e->code == code && e->lasti == lasti &&' \
