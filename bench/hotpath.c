@@ -88,7 +88,6 @@ NOINLINE static int chain(int depth)
 
 /* ---- cold: 40 distinct frames along 64 paths, caches evicted between pairs ----------------- */
 
-#define COLD_LEVELS 40
 #define COLD_PATHS 64
 #define COLD_EVICT (4u << 20)
 
@@ -124,8 +123,9 @@ NOINLINE static void cold_pair(long i)
 {
 	for (size_t at = 0; at < COLD_EVICT; at += 64)
 		evict_buf[at]++;
-	/* 64 paths: bits 0-5 of a multiplicative scramble of i, so neighbours differ */
-	sink += cold0((unsigned)((uint64_t)(i % COLD_PATHS) * 0x9e3779b97f4a7c15ull >> 58));
+	/* 37 is odd: every path once in 64 pairs, and each pair's path differs from the last one's
+	 * in several bits (levels) */
+	sink += cold0((unsigned)(i * 37 % COLD_PATHS));
 }
 
 /* ---- train: a steady step loop from a dozen sites ---------------------------------------- */
