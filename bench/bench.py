@@ -287,6 +287,10 @@ class Bench:
         if os.path.exists(out):
             os.unlink(out)
         env = self.env("null", config, 1 << 24, out, preload)
+        # After the null runtime, the caller's path: where the preload's own libraries live
+        # (a GPU host without a system libunwind). The double is not in play here.
+        if os.environ.get("LD_LIBRARY_PATH"):
+            env["LD_LIBRARY_PATH"] += ":" + os.environ["LD_LIBRARY_PATH"]
         cmd = [self.hotpath, "cold", "1", str(pairs)]
         r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
         if r.returncode:
