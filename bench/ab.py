@@ -3,7 +3,7 @@
 
     python3 bench/ab.py c      --build BUILD [--deep] [--pairs 20000] [--blocks 60] [--json OUT]
     python3 bench/ab.py python --build BUILD [--workload ctypes|torch-micro|torch-tiny|llama]
-                               [--units N] [--blocks 40] [--recorder] [--json OUT]
+                               [--units N] [--blocks 40] [--recorder] [--split] [--json OUT]
 
 Separate-process timings of one step were too noisy to tell 1.02x from 1.10x (bench/NOTES.md).
 Here the same process runs many short intervals, switching vramtrace between full tracing and
@@ -23,6 +23,10 @@ as the hooks'. Modes:
            aliases (bench/null_cudart.c): untraced, in this process
   recorder (--recorder, torch workloads) PyTorch's _record_memory_history(stacks="all") on for
            the interval, vramtrace armed; the same process, the same work
+
+--split runs the workload once per stack setting (everything; no stacks; native frames only;
+Python frames only: VRAMTRACE_STACK_DEPTH and VRAMTRACE_PYTHON), each in its own process, and
+prints one table of full against armed: what each part of a stack costs the step.
 
 Reported per mode against the reference (raw where there is one, else armed): the ratio of
 interval times and the time added per unit (pair, step), each as the median over blocks with its
@@ -289,17 +293,53 @@ def worker(args):
                   flush=True)
 
 
-def run_python(args):
+def run_worker(args, extra_env=None):
+    """The worker's intervals, in a traced process with extra_env on top."""
     with tempfile.TemporaryDirectory(prefix="vt-ab-") as tmp:
         cmd = [sys.executable, os.path.abspath(__file__), "worker", "--build", args.build, "--workload", args.workload,
                "--units", str(args.units), "--blocks", str(args.blocks), "--seed", str(args.seed)]
         if args.recorder:
             cmd.append("--recorder")
-        p = subprocess.run(cmd, env=traced_env(args.build, tmp), capture_output=True, text=True)
+        env = traced_env(args.build, tmp)
+        env.update(extra_env or {})
+        p = subprocess.run(cmd, env=env, capture_output=True, text=True)
         if p.returncode:
             sys.exit(f"ab.py: worker failed ({p.returncode}): {p.stderr.strip()[-2000:]}")
+    return parse(p.stdout)
+
+
+# What --split runs: the stack settings that tell the parts of a stack's cost apart.
+SPLITS = (("everything", {}),
+          ("no stacks", {"VRAMTRACE_STACK_DEPTH": "0", "VRAMTRACE_PYTHON": "0"}),
+          ("native frames only", {"VRAMTRACE_PYTHON": "0"}),
+          ("Python frames only", {"VRAMTRACE_STACK_DEPTH": "0"}))
+
+
+def run_split(args, reference, unit):
+    clock = "proc_ns" if args.workload == "ctypes" else "wall_ns"
+    print(f"python {args.workload}: full against {reference}, {clock.replace('_ns', '')} time, one process each, "
+          f"median [IQR] (bootstrap 95% CI of the median)")
+    result = {"args": vars(args), "reference": reference, "clock": clock, "splits": {}}
+    scale, per = (1e6, "ms") if unit == "step" else (1, "ns")
+    for name, env in SPLITS:
+        s = summarize(run_worker(args, env), reference, clock)["full"]
+        r, a = s["ratio"], s["added_ns"]
+        print(f"  {name:19s} ratio {r['median']:7.4f}x ({r['ci95'][0]:.4f}..{r['ci95'][1]:.4f})   "
+              f"added {a['median'] / scale:+9.2f} {per}/{unit} [{a['q1'] / scale:+.2f}..{a['q3'] / scale:+.2f}]"
+              f"   n={s['blocks']}", flush=True)
+        result["splits"][name] = s
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(result, f, indent=1)
+
+
+def run_python(args):
     reference = "raw" if args.workload == "ctypes" else "armed"
-    report(args, parse(p.stdout), reference, "pair" if args.workload in ("ctypes", "torch-micro") else "step")
+    unit = "pair" if args.workload in ("ctypes", "torch-micro") else "step"
+    if args.split:
+        run_split(args, reference, unit)
+        return
+    report(args, run_worker(args), reference, unit)
 
 
 def main():
@@ -313,6 +353,7 @@ def main():
     ap.add_argument("--blocks", type=int, default=0)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--recorder", action="store_true")
+    ap.add_argument("--split", action="store_true", help="python: once per stack setting, one table")
     ap.add_argument("--json")
     args = ap.parse_args()
     args.build = os.path.abspath(args.build)
