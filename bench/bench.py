@@ -156,6 +156,20 @@ class Bench:
 
     # ---- hot path -----------------------------------------------------------------------
 
+    def run_traced(self, cmd, env, out, config, traced):
+        """Runs cmd (SystemExit if it fails); returns its stdout lines and, when traced, its trace's
+        `info` (SystemExit if unreadable; its losses counted in lost_total), else None."""
+        r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
+        if r.returncode:
+            raise SystemExit(f"bench: {' '.join(cmd)} failed ({r.returncode}): {r.stderr.strip()[-500:]}")
+        inf = None
+        if traced:
+            inf = self.info(out)  # this build's reader: traces of earlier commits read too
+            if inf is None:
+                raise SystemExit(f"bench: no readable trace from {' '.join(cmd)} ({config})")
+            self.lost_total += inf["events_lost"]
+        return r.stdout.strip().splitlines(), inf
+
     def hot_run(self, runtime, program, threads, config, pairs, preload=None):
         out = os.path.join(self.tmp, "hot.vrt")
         if os.path.exists(out):
@@ -170,23 +184,17 @@ class Bench:
             cmd = [sys.executable, self.pyprog, lib, str(pairs), "20"] + (["--global"] if config == "nostack-global" else [])
         else:
             cmd = [self.hotpath, program, str(threads), str(per_thread)]
-        r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
-        if r.returncode:
-            raise SystemExit(f"bench: {' '.join(cmd)} failed ({r.returncode}): {r.stderr.strip()[-500:]}")
-        kv = self.parse_kv(r.stdout.strip().splitlines()[-1])
+        lines, inf = self.run_traced(cmd, env, out, config, config not in ("untraced", "armed"))
+        kv = self.parse_kv(lines[-1])
         n = kv["pairs"]
         rec = {"runtime": runtime, "program": program, "threads": threads, "config": config, "pairs": n,
                "cpu_ns_per_pair": kv["cpu_ns"] / n, "wall_ns_per_pair": kv["wall_ns"] / n,
                "faults": kv.get("faults", 0)}
         if "proc_cpu_ns" in kv:
             rec["proc_cpu_ns_per_pair"] = kv["proc_cpu_ns"] / n
-        if config not in ("untraced", "armed"):
-            inf = self.info(out)  # this build's reader: traces of earlier commits read too
-            if inf is None:
-                raise SystemExit(f"bench: no readable trace from {' '.join(cmd)} ({config})")
+        if inf:
             rec["events_written"] = inf["events_written"]
             rec["events_lost"] = inf["events_lost"]
-            self.lost_total += inf["events_lost"]
         return rec
 
     def hot(self):
@@ -292,20 +300,11 @@ class Bench:
         if os.environ.get("LD_LIBRARY_PATH"):
             env["LD_LIBRARY_PATH"] += ":" + os.environ["LD_LIBRARY_PATH"]
         cmd = [self.hotpath, "cold", "1", str(pairs)]
-        r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
-        if r.returncode:
-            raise SystemExit(f"bench: {' '.join(cmd)} failed ({r.returncode}): {r.stderr.strip()[-500:]}")
+        lines, inf = self.run_traced(cmd, env, out, config, config != "untraced")
         kv = {}
-        for line in r.stdout.strip().splitlines():
+        for line in lines:
             kv.update(self.parse_kv(line))
-        lost = 0
-        if config != "untraced":
-            inf = self.info(out)
-            if inf is None:
-                raise SystemExit(f"bench: no readable trace from {' '.join(cmd)} ({config})")
-            lost = inf["events_lost"]
-            self.lost_total += lost
-        return kv["pair_ns"], lost
+        return kv["pair_ns"], inf["events_lost"] if inf else 0
 
     def cold(self):
         pairs = 2000 if self.a.quick else 20000
