@@ -28,7 +28,10 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
@@ -581,6 +584,32 @@ static uint64_t shape_of(uint64_t ip, uint32_t now)
 
 /* ---- the walk -------------------------------------------------------------------------------- */
 
+#ifdef VRT_UNWIND_COUNTS
+static _Atomic uint64_t counts[5];
+#define COUNT(field, n) \
+	atomic_fetch_add_explicit(&counts[offsetof(struct vrt_unwind_counts, field) / 8], (uint64_t)(n), memory_order_relaxed)
+
+void vrt_unwind_counts(struct vrt_unwind_counts *out)
+{
+	uint64_t *v = (uint64_t *)out;
+	for (int i = 0; i < 5; i++)
+		v[i] = atomic_load_explicit(&counts[i], memory_order_relaxed);
+}
+
+/* A measurement build says what it counted when the process ends. */
+__attribute__((destructor)) static void print_counts(void)
+{
+	struct vrt_unwind_counts c;
+	vrt_unwind_counts(&c);
+	if (getenv("VRT_UNWIND_COUNTS_PRINT"))
+		fprintf(stderr, "vrt_unwind_counts walks=%llu followed=%llu moved=%llu met_again=%llu probed=%llu\n",
+			(unsigned long long)c.walks, (unsigned long long)c.followed, (unsigned long long)c.moved,
+			(unsigned long long)c.met_again, (unsigned long long)c.probed);
+}
+#else
+#define COUNT(field, n) ((void)0)
+#endif
+
 #define THREAD_STACK_SPAN (64ull << 20)
 static uintptr_t main_stack_span = 8ull << 20;
 
@@ -617,6 +646,13 @@ _Static_assert(sizeof(struct frame) == 32, "two frames of a walk a cache line");
  * from the stack is read again - the return address, the saved RBP - so a frame whose caller
  * changed is followed into its new caller. A loop allocating from one site walks its whole
  * stack this way, and says so (same_as_last) for the caller to keep what it made of it.
+ *
+ * The same holds relative to sp: CFA - sp follows from the ip's shape alone, or from it and
+ * RBP - sp where the CFA comes from RBP. So where the walk starts at another depth (the same
+ * inner functions under other callers: an allocator's frames under each operator), its first
+ * frames are still the last walk's, moved, while their ips (and RBP - sp) agree
+ * (follow_moved); only the frames from the first that differs to where the walks meet again
+ * at the same addresses (last_frame) probe the shape table.
  */
 struct vrt_unwind_memo {
 	uint32_t epoch;
@@ -699,6 +735,46 @@ __attribute__((no_sanitize_address)) static int follow(const struct frame *last,
 	return n_last;
 }
 
+/* Whether frame f, taken from a walk at another depth, stays inside the stack (frame_from_shape's
+ * checks that depend on where the frame is: the rest held where the walk took it from). */
+static bool fits(const struct frame *f, uintptr_t top)
+{
+	uintptr_t cfa = f->sp + f->cfa_off;
+	if (cfa > top)
+		return false;
+	return !(f->flags & SHAPE_RBP_SAVED) || cfa + (uintptr_t)((intptr_t)f->rbp_slot * 8) + 8 <= top;
+}
+
+/*
+ * follow for a walk that starts where the last one did not (see the memo): frame n is the last
+ * walk's frame n moved while the ips agree, and RBP - sp where the CFA comes from RBP. Writes
+ * each frame followed to next, since they are not the last walk's.
+ */
+__attribute__((no_sanitize_address)) static int follow_moved(const struct frame *last, int n_last, struct state *at,
+							     uintptr_t top, struct frame *next, uint64_t *out,
+							     bool *ended)
+{
+	*ended = false;
+	for (int n = 0; n < n_last; n++) {
+		const struct frame *o = &last[n];
+		if (o->ip != at->ip || ((o->flags & SHAPE_CFA_RBP) && o->rbp - o->sp != at->rbp - at->sp))
+			return n;
+		struct frame f = { .ip = at->ip, .sp = at->sp, .rbp = at->rbp,
+				   .cfa_off = o->cfa_off, .rbp_slot = o->rbp_slot, .flags = o->flags };
+		if (!(f.flags & SHAPE_OUTERMOST) && !fits(&f, top))
+			return n;
+		next[n] = f;
+		out[n] = at->ip;
+		if (f.flags & SHAPE_OUTERMOST) {
+			*ended = true;
+			return n + 1;
+		}
+		step(at, &f);
+	}
+	*ended = !at->ip;
+	return n_last;
+}
+
 /* The last walk's frame at this position, if the walk is at that frame again (see the memo). */
 static const struct frame *last_frame(const struct frame *last, int n_last, int *k, const struct state *at)
 {
@@ -726,12 +802,23 @@ __attribute__((no_sanitize_address)) static int walk(struct vrt_unwind_memo *m, 
 	bool ended = false;
 	if (have_last) {
 		n = follow(last, n_last, &at, out, &ended);
+		COUNT(followed, n);
 		/* follow stops short of n_last (<= max) only at a frame that differs, and not ended */
 		if (ended || n == max) {
+			COUNT(walks, 1);
 			*same_as_last = true;
 			return n;
 		}
-		memcpy(next, last, sizeof(*next) * (size_t)n); /* the frames followed are the new walk's */
+		if (n) {
+			memcpy(next, last, sizeof(*next) * (size_t)n); /* the frames followed are the new walk's */
+		} else {
+			n = follow_moved(last, n_last, &at, top, next, out, &ended);
+			COUNT(moved, n);
+			if (ended || n == max) {
+				*same_as_last = true;
+				goto kept;
+			}
+		}
 		k = n;
 	}
 	while (!ended && n < max && at.ip) {
@@ -741,8 +828,11 @@ __attribute__((no_sanitize_address)) static int walk(struct vrt_unwind_memo *m, 
 			f.cfa_off = o->cfa_off;
 			f.rbp_slot = o->rbp_slot;
 			f.flags = o->flags;
+			COUNT(met_again, 1);
 		} else if (!frame_from_shape(&f, now, top)) {
 			return -1;
+		} else {
+			COUNT(probed, 1);
 		}
 		if (next)
 			next[n] = f;
@@ -751,6 +841,8 @@ __attribute__((no_sanitize_address)) static int walk(struct vrt_unwind_memo *m, 
 			break;
 		step(&at, &f);
 	}
+kept:
+	COUNT(walks, 1);
 	if (m) {
 		m->last ^= 1;
 		m->n[m->last] = n;

@@ -25,4 +25,17 @@ int vrt_unwind(struct vrt_unwind_memo *memo, uint64_t *out, int max, bool *same_
 /* An object was unloaded: shapes read before are read again before use. */
 void vrt_unwind_forget(void);
 
+#ifdef VRT_UNWIND_COUNTS
+/* Where the walks' frames came from, summed over the process: built into the unit test and
+ * measurement builds only (-DVRT_UNWIND_COUNTS), never into the preload the tool ships. */
+struct vrt_unwind_counts {
+	uint64_t walks;     /* that vrt_unwind finished (not handed to libunwind) */
+	uint64_t followed;  /* frames that were the last walk's, at the same address */
+	uint64_t moved;     /* frames that were the last walk's, at another depth */
+	uint64_t met_again; /* frames found in the last walk after a frame that was not */
+	uint64_t probed;    /* frames whose shape came from the shape table */
+};
+void vrt_unwind_counts(struct vrt_unwind_counts *out);
+#endif
+
 #endif

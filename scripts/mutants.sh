@@ -209,6 +209,14 @@ m unwind-memo-cfa-not-kept preload/unwind.c \
   '\t\t\tf.cfa_off = o->cfa_off;' \
   '\t\t\tf.cfa_off = 8;' \
   meson:unwind
+m unwind-moved-ignores-rbp preload/unwind.c \
+  'if (o->ip != at->ip || ((o->flags & SHAPE_CFA_RBP) && o->rbp - o->sp != at->rbp - at->sp))' \
+  'if (o->ip != at->ip)' \
+  meson:unwind
+m unwind-moved-never preload/unwind.c \
+  '\t\t\tn = follow_moved(last, n_last, &at, top, next, out, &ended);' \
+  '\t\t\tn = 0;' \
+  meson:unwind
 m python-frame-cache-ignores-offset preload/python.c \
   '0x9e3779b97f4a7c15ull ^ (uint64_t)(uint32_t)lasti;\n\t\te = &frame_cache[(h ^ (h >> 31)) & (FRAME_CACHE_SLOTS - 1)];\n\t\tif (e->code == code && e->lasti == lasti &&' \
   '0x9e3779b97f4a7c15ull;\n\t\te = &frame_cache[(h ^ (h >> 31)) & (FRAME_CACHE_SLOTS - 1)];\n\t\tif (e->code == code &&' \

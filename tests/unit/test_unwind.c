@@ -8,7 +8,8 @@
  * holds a signal frame, which only libunwind takes. Each thread walks with its memo of the last
  * walk (the fast path for a repeated stack): a stack walked again says so, and a frame whose
  * caller changed under an unchanged inner part (twin callers with equal frames, alternating) is
- * followed into the new caller.
+ * followed into the new caller; the same inner frames at another depth are the last walk's moved,
+ * but not a frame-pointer frame whose RBP - sp changed (a VLA of another length).
  */
 #define _GNU_SOURCE
 #define UNW_LOCAL_ONLY
@@ -153,6 +154,46 @@ static NOINLINE void alternate(void)
 		sink += twin_a(6); /* the same stack again: walked from the memo */
 }
 
+/* A frame-pointer frame (a VLA) whose RBP - sp is its length's, under a chain of RSP frames. */
+static NOINLINE int vla_under_chain(int n)
+{
+	volatile char buf[n];
+	buf[0] = (char)n;
+	sink += chain(4, MAX);
+	return buf[0];
+}
+
+static NOINLINE int at_depth(int depth, int vla_len)
+{
+	volatile char pad[96];
+	pad[0] = 1;
+	if (depth)
+		sink += at_depth(depth - 1, vla_len);
+	else
+		sink += vla_len ? vla_under_chain(vla_len) : chain(6, MAX);
+	return pad[0];
+}
+
+static NOINLINE void moved(void)
+{
+	struct vrt_unwind_counts before, after;
+	int fell_before = fell_back, compared_before = compared;
+	vrt_unwind_counts(&before);
+	for (int i = 0; i < 6; i++)
+		sink += at_depth(1 + i % 3, 0); /* the same inner frames at three depths */
+	for (int i = 0; i < 6; i++)
+		sink += at_depth(2, 16 + 64 * (i % 2)); /* one depth, the VLA's length alternating */
+	vrt_unwind_counts(&after);
+	uint64_t moved_frames = after.moved - before.moved;
+	/* each walk after the first starts at another depth: chain(6) and check's frames (9) in the
+	 * first loop, chain(4)'s (7) in the second, at least */
+	if (moved_frames < 5 * 9 + 5 * 7)
+		failures++, fprintf(stderr, "FAIL moved: %llu frames taken moved from the last walk, want >= %d\n",
+				    (unsigned long long)moved_frames, 5 * 9 + 5 * 7);
+	if (fell_back != fell_before || compared - compared_before != 12)
+		failures++, fprintf(stderr, "FAIL moved: %d of 12 walks handed to libunwind\n", fell_back - fell_before);
+}
+
 static void on_signal(int sig)
 {
 	(void)sig;
@@ -183,6 +224,7 @@ int main(void)
 	vrt_unwind_forget();
 	check("after a new epoch", MAX);
 	alternate();
+	moved();
 	pthread_t t;
 	pthread_create(&t, NULL, thread_main, NULL);
 	pthread_join(t, NULL);
