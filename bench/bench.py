@@ -19,7 +19,8 @@ Prints one table (see bench/NOTES.md for what every number means):
              stacks; with --compare, each build's preload in turn on the same programs,
              interleaved run by run (a before and after in the same minutes).
   cold       the same pair with the caches cold, as a framework's step leaves them (hotpath
-             cold: 40 distinct frames along 64 paths, 4 MiB touched between pairs): wall ns
+             cold: 40 distinct frames along 64 paths, 4 MiB touched between pairs; hotpath
+             ops: one allocator's frames under 8 operators of other depths): wall ns
              inside the pair, traced with no stacks and with native stacks, minus untraced;
              with --compare, each build's preload in turn. The warm rows above read the hooks'
              instructions; these read their cache misses, which a real step pays.
@@ -288,9 +289,13 @@ class Bench:
 
     # ---- the pair with cold caches ---------------------------------------------------------
 
-    COLD_CONFIGS = (("nostack", "C, 40 distinct frames, no stacks"), ("native", "C, 40 distinct frames, native stacks"))
+    # (program, configuration, row): hotpath's cold mode (40 distinct frames, 64 paths) and its
+    # ops mode (one allocator's frames under 8 operators of other depths, a framework's shape)
+    COLD_ROWS = (("cold", "nostack", "C, 40 distinct frames, no stacks"),
+                 ("cold", "native", "C, 40 distinct frames, native stacks"),
+                 ("ops", "native", "C, allocator under 8 operators, native"))
 
-    def cold_run(self, config, pairs, preload=None):
+    def cold_run(self, program, config, pairs, preload=None):
         out = os.path.join(self.tmp, "cold.vrt")
         if os.path.exists(out):
             os.unlink(out)
@@ -299,7 +304,7 @@ class Bench:
         # (a GPU host without a system libunwind). The double is not in play here.
         if os.environ.get("LD_LIBRARY_PATH"):
             env["LD_LIBRARY_PATH"] += ":" + os.environ["LD_LIBRARY_PATH"]
-        cmd = [self.hotpath, "cold", "1", str(pairs)]
+        cmd = [self.hotpath, program, "1", str(pairs)]
         lines, inf = self.run_traced(cmd, env, out, config, config != "untraced")
         kv = {}
         for line in lines:
@@ -311,34 +316,34 @@ class Bench:
         runs = {}
         t0 = time.time()
         for rep in range(self.a.reps):
-            base, _ = self.cold_run("untraced", pairs)
+            base = {program: self.cold_run(program, "untraced", pairs)[0] for program in ("cold", "ops")}
             order = self.preloads[rep % len(self.preloads):] + self.preloads[:rep % len(self.preloads)]
             for label, preload in order:
-                for config, _ in self.COLD_CONFIGS:
-                    ns, lost = self.cold_run(config, pairs, preload)
-                    runs.setdefault((config, label), []).append((ns - base, lost))
+                for program, config, _ in self.COLD_ROWS:
+                    ns, lost = self.cold_run(program, config, pairs, preload)
+                    runs.setdefault((program, config, label), []).append((ns - base[program], lost))
             self.progress(f"cold caches: repetition {rep + 1}/{self.a.reps} done ({time.time() - t0:.0f} s)")
-        for (config, label), rs in runs.items():
+        for (program, config, label), rs in runs.items():
             added = sorted(r[0] for r in rs)
-            self.results["cold"].append({"config": config, "build": label, "runs": len(rs),
+            self.results["cold"].append({"program": program, "config": config, "build": label, "runs": len(rs),
                                          "median_added_ns_per_pair": statistics.median(added),
                                          "min_added_ns_per_pair": added[0], "max_added_ns_per_pair": added[-1],
                                          "events_lost": sum(r[1] for r in rs)})
 
     def cold_table(self, lines):
-        rows = {(r["config"], r["build"]): r for r in self.results["cold"]}
+        rows = {(r["program"], r["config"], r["build"]): r for r in self.results["cold"]}
         if not rows:
             return
         lines.append("")
         lines.append("COLD CACHES: wall ns added inside a cudaMalloc+cudaFree pair, 4 MiB touched between pairs "
                      "(median [min..max] of %d runs; null runtime)" % self.a.reps)
-        lines.append(f"  {'row':36} {'build':10} {'added':>7} {'[min..max]':>14} {'lost':>5}")
-        for config, name in self.COLD_CONFIGS:
+        lines.append(f"  {'row':40} {'build':10} {'added':>7} {'[min..max]':>14} {'lost':>5}")
+        for program, config, name in self.COLD_ROWS:
             for label, _ in self.preloads:
-                r = rows.get((config, label))
+                r = rows.get((program, config, label))
                 if r:
                     span = f"[{r['min_added_ns_per_pair']:.0f}..{r['max_added_ns_per_pair']:.0f}]"
-                    lines.append(f"  {name:36} {label:10} {r['median_added_ns_per_pair']:>+7.0f} {span:>14} "
+                    lines.append(f"  {name:40} {label:10} {r['median_added_ns_per_pair']:>+7.0f} {span:>14} "
                                  f"{r['events_lost']:>5}")
 
     # ---- trace size ---------------------------------------------------------------------

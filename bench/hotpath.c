@@ -2,7 +2,7 @@
 /*
  * hotpath - the cost of one cudaMalloc + cudaFree pair, the way the preload sees it.
  *
- *   hotpath flat|deep|train|cold THREADS PAIRS [SIZE]
+ *   hotpath flat|deep|train|cold|ops THREADS PAIRS [SIZE]
  *
  * flat   each thread makes PAIRS cudaMalloc(SIZE) + cudaFree pairs from one call site;
  * deep   the same from the bottom of a 40-frame native call chain (one fixed chain, so the
@@ -16,6 +16,10 @@
  *        runs, as in a real framework's step, which runs much code between two allocations.
  *        The touching costs the same untraced; subtract, or read pair_ns: the time inside
  *        the pairs alone (wall, one thread).
+ * ops    cold's caches, and a framework's stack shape: the pair at the bottom of 6 distinct
+ *        "allocator" functions, under one of 8 "operators" in turn (3 distinct functions each,
+ *        of their own frame sizes, so the allocator's frames sit at another depth under each),
+ *        under one 16-frame outer chain. Prints pair_ns too.
  *
  * Linked against the CUDA runtime test double (tests/doubles), so "untraced" includes the
  * double's own cost (a mutex, an mmap and a munmap per pair). Prints one line of key=value:
@@ -34,6 +38,7 @@
 #define _GNU_SOURCE
 #include <cuda_runtime_api.h>
 #include <pthread.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -52,7 +57,7 @@ static pthread_barrier_t start_line;
 static uint64_t thread_cpu[256], thread_faults[256], thread_user[256], wall_start[256], wall_end[256];
 static volatile int sink;
 
-enum { FLAT, DEEP, TRAIN, COLD };
+enum { FLAT, DEEP, TRAIN, COLD, OPS_MODE };
 
 static uint64_t now(clockid_t id)
 {
@@ -126,6 +131,52 @@ NOINLINE static void cold_pair(long i)
 	/* 37 is odd: every path once in 64 pairs, and each pair's path differs from the last one's
 	 * in several bits (levels) */
 	sink += cold0((unsigned)(i * 37 % COLD_PATHS));
+}
+
+/* ---- ops: one allocator's frames under operators of other depths ------------------------- */
+
+#define OPS 8
+
+NOINLINE static int alloc5(int x)
+{
+	uint64_t t0 = now(CLOCK_MONOTONIC);
+	pair();
+	cold_pair_ns += now(CLOCK_MONOTONIC) - t0;
+	return x + sink;
+}
+#define ALLOC_LEVEL(l, next) \
+	NOINLINE static int alloc##l(int x) { return next(x + (l)) + 1; }
+ALLOC_LEVEL(4, alloc5) ALLOC_LEVEL(3, alloc4) ALLOC_LEVEL(2, alloc3) ALLOC_LEVEL(1, alloc2) ALLOC_LEVEL(0, alloc1)
+
+/* Operator k's level l: a frame of its own size, so what it calls sits at its own depth. */
+#define OP_LEVEL(k, l, next)                                 \
+	NOINLINE static int op##k##_##l(int x)               \
+	{                                                    \
+		volatile char pad[16 + 48 * ((k) * 3 + (l))]; \
+		pad[0] = (char)x;                            \
+		return next(x) + pad[0];                     \
+	}
+#define OPERATOR(k) OP_LEVEL(k, 2, alloc0) OP_LEVEL(k, 1, op##k##_2) OP_LEVEL(k, 0, op##k##_1)
+OPERATOR(0) OPERATOR(1) OPERATOR(2) OPERATOR(3) OPERATOR(4) OPERATOR(5) OPERATOR(6) OPERATOR(7)
+
+NOINLINE static int ops_dispatch(int k)
+{
+	static int (*const ops[OPS])(int) = { op0_0, op1_0, op2_0, op3_0, op4_0, op5_0, op6_0, op7_0 };
+	return ops[k](k) + 1;
+}
+
+NOINLINE static int ops_outer(int depth, int k)
+{
+	volatile char pad[64];
+	pad[0] = (char)depth;
+	return (depth ? ops_outer(depth - 1, k) : ops_dispatch(k)) + pad[0];
+}
+
+NOINLINE static void ops_pair(long i)
+{
+	for (size_t at = 0; at < COLD_EVICT; at += 64)
+		evict_buf[at]++;
+	sink += ops_outer(15, (int)(i % OPS));
 }
 
 /* ---- train: a steady step loop from a dozen sites ---------------------------------------- */
@@ -208,6 +259,8 @@ NOINLINE static void loop(long n)
 			chain(DEEP_FRAMES);
 		else if (mode == COLD)
 			cold_pair(i);
+		else if (mode == OPS_MODE)
+			ops_pair(i);
 		else
 			train_step(i);
 	}
@@ -235,7 +288,7 @@ static void *worker(void *arg)
 			cold_pair_ns = 0;
 			t0 = now(CLOCK_THREAD_CPUTIME_ID);
 		}
-		loop(timed ? pairs : (mode == TRAIN ? 1 : mode == COLD ? 2 * COLD_PATHS : 2)); /* warm-up: lazy init, buffer, stack cache */
+		loop(timed ? pairs : (mode == TRAIN ? 1 : mode == COLD ? 2 * COLD_PATHS : mode == OPS_MODE ? 2 * OPS : 2)); /* warm-up: lazy init, buffer, stack cache */
 	}
 	thread_cpu[index] = now(CLOCK_THREAD_CPUTIME_ID) - t0;
 	wall_end[index] = now(CLOCK_MONOTONIC);
@@ -274,10 +327,11 @@ int main(int argc, char **argv)
 	if (argc > 1 && !strcmp(argv[1], "faults"))
 		return calibrate_faults();
 	if (argc < 4) {
-		fprintf(stderr, "usage: hotpath flat|deep|train|cold THREADS PAIRS [SIZE]\n");
+		fprintf(stderr, "usage: hotpath flat|deep|train|cold|ops THREADS PAIRS [SIZE]\n");
 		return 2;
 	}
-	mode = !strcmp(argv[1], "deep") ? DEEP : !strcmp(argv[1], "train") ? TRAIN : !strcmp(argv[1], "cold") ? COLD : FLAT;
+	mode = !strcmp(argv[1], "deep") ? DEEP : !strcmp(argv[1], "train") ? TRAIN : !strcmp(argv[1], "cold") ? COLD
+	       : !strcmp(argv[1], "ops") ? OPS_MODE : FLAT;
 	threads = atoi(argv[2]);
 	pairs = atol(argv[3]);
 	if (argc > 4)
@@ -286,11 +340,12 @@ int main(int argc, char **argv)
 		fprintf(stderr, "hotpath: bad arguments (train runs on one thread)\n");
 		return 2;
 	}
-	if (mode == COLD && threads != 1) {
-		fprintf(stderr, "hotpath: cold runs on one thread\n");
+	bool evicting = mode == COLD || mode == OPS_MODE;
+	if (evicting && threads != 1) {
+		fprintf(stderr, "hotpath: cold and ops run on one thread\n");
 		return 2;
 	}
-	if (mode == COLD && !(evict_buf = calloc(COLD_EVICT, 1)))
+	if (evicting && !(evict_buf = calloc(COLD_EVICT, 1)))
 		return 3;
 	pthread_t t[256];
 	pthread_barrier_init(&start_line, NULL, (unsigned)threads + 1);
@@ -320,7 +375,7 @@ int main(int argc, char **argv)
 	printf("mode=%s threads=%d pairs=%ld wall_ns=%llu cpu_ns=%llu user_ns=%llu proc_cpu_ns=%llu faults=%llu\n",
 	       argv[1], threads, total, (unsigned long long)wall, (unsigned long long)cpu, (unsigned long long)user,
 	       (unsigned long long)proc, (unsigned long long)faults);
-	if (mode == COLD)
+	if (evicting)
 		printf("pair_ns=%.1f\n", (double)cold_pair_ns / (double)pairs);
 	return 0;
 }
