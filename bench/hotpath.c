@@ -17,9 +17,10 @@
  *        The touching costs the same untraced; subtract, or read pair_ns: the time inside
  *        the pairs alone (wall, one thread).
  * ops    cold's caches, and a framework's stack shape: the pair at the bottom of 6 distinct
- *        "allocator" functions, under one of 8 "operators" in turn (3 distinct functions each,
+ *        "allocator" functions, under one of 8 "operators" (3 distinct functions each,
  *        of their own frame sizes, so the allocator's frames sit at another depth under each),
- *        under one 16-frame outer chain. Prints pair_ns too.
+ *        under one 16-frame outer chain, the operator picked in a fixed pseudo-random order.
+ *        Prints pair_ns too.
  *
  * Linked against the CUDA runtime test double (tests/doubles), so "untraced" includes the
  * double's own cost (a mutex, an mmap and a munmap per pair). Prints one line of key=value:
@@ -176,7 +177,14 @@ NOINLINE static void ops_pair(long i)
 {
 	for (size_t at = 0; at < COLD_EVICT; at += 64)
 		evict_buf[at]++;
-	sink += ops_outer(15, (int)(i % OPS));
+	/* a fixed pseudo-random order (xorshift32): an operator comes back after a few others, or
+	 * after many */
+	static uint32_t x = 2463534242u;
+	(void)i;
+	x ^= x << 13;
+	x ^= x >> 17;
+	x ^= x << 5;
+	sink += ops_outer(15, (int)(x % OPS));
 }
 
 /* ---- train: a steady step loop from a dozen sites ---------------------------------------- */
