@@ -9,6 +9,11 @@
  *
  * A site is keyed by where the user's code made it (attribution.h), not by stack id: ids are
  * per file, and every tick is a new file.
+ *
+ * Where the driver's NVML is there, each tick also reads what the driver counts for the process
+ * (driver_memory.h) and sets its growth beside the traced CUDA allocations' growth: an attached
+ * process's allocations through a function it looked up before the attach are not traced, and
+ * this is where they show.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -23,6 +28,7 @@
 #include "cli.h"
 #include "commands.h"
 #include "control_client.h"
+#include "driver_memory.h"
 #include "json.h"
 #include "model.h"
 #include "report_common.h"
@@ -31,6 +37,10 @@
 #include "vramtrace/error.h"
 
 #define KEY_LEN 640
+
+/* Driver growth beyond the traced CUDA allocations' growth that watch calls out: above what a
+ * lazily loaded module or a library's workspace adds in one go. */
+#define UNSEEN_WORTH_SAYING (64ll << 20)
 
 struct watch_options {
 	double interval;
@@ -48,7 +58,10 @@ struct tick {
 	size_t n;
 	int64_t total;
 	bool tensors;
-	double at; /* seconds since the first tick */
+	double at;          /* seconds since the first tick */
+	int64_t cuda_total; /* traced CUDA device allocations, whatever layer total counts */
+	int driver_rc;      /* 0: driver_bytes holds the driver's figure (driver_memory.h) */
+	uint64_t driver_bytes;
 };
 
 static volatile sig_atomic_t stop;
@@ -103,6 +116,8 @@ static int read_tick(const char *path, struct tick *k)
 		return vrt_fail(VRT_E_NOMEM, "watch");
 	}
 	if (!(rc = vrt_report_replay(&t, &m, true))) {
+		for (int dev = 0; dev < VRT_MAX_DEVICES; dev++)
+			k->cuda_total += m.live[dev][VRT_KIND_DEVICE] + m.live[dev][VRT_KIND_ARRAY];
 		struct vrt_sites sites;
 		vrt_sites_init(&sites);
 		k->tensors = m.any_blocks;
@@ -143,6 +158,22 @@ static int by_growth(const void *a, const void *b)
 	return x->since_first < y->since_first ? 1 : x->since_first > y->since_first ? -1 : strcmp(x->e->key, y->e->key);
 }
 
+/* The driver's figure under the tick's line, and what of its growth the trace did not see. */
+static void print_driver(const struct tick *now, const struct tick *first, const struct tick *last,
+			 int64_t driver_growth, int64_t unseen)
+{
+	printf("          driver: %s in use by the process", vrt_bytes((int64_t)now->driver_bytes));
+	if (last)
+		printf(" (%s%s since the first look)", driver_growth >= 0 ? "+" : "-",
+		       vrt_bytes(driver_growth >= 0 ? driver_growth : -driver_growth));
+	putchar('\n');
+	if (last && unseen >= UNSEEN_WORTH_SAYING)
+		printf("          ! %s of that growth is not in the trace: allocations through a CUDA function the\n"
+		       "            program looked up before the attach (see vramtrace attach --help), or the\n"
+		       "            driver's own (modules loaded lazily, a new context)\n",
+		       vrt_bytes(unseen));
+}
+
 static void print_tick(const struct watch_options *o, const struct tick *first, const struct tick *last,
 		       const struct tick *now)
 {
@@ -157,10 +188,21 @@ static void print_tick(const struct watch_options *o, const struct tick *first, 
 	if (n)
 		qsort(g, n, sizeof(*g), by_growth);
 	double step = last ? now->at - last->at : 0;
+	bool driver = !now->driver_rc && !first->driver_rc;
+	int64_t driver_growth = driver ? (int64_t)(now->driver_bytes - first->driver_bytes) : 0;
+	int64_t unseen = driver_growth - (now->cuda_total - first->cuda_total);
 	if (o->json) {
 		printf("{\"pid\": %d, \"t\": %.3f, \"layer\": \"%s\", \"live_bytes\": %lld, \"since_first_bytes\": %lld, "
-		       "\"growing\": [", o->pid, now->at, now->tensors ? "tensors" : "cuda", (long long)now->total,
-		       (long long)(now->total - first->total));
+		       "\"traced_cuda_bytes\": %lld, \"traced_cuda_since_first_bytes\": %lld, ",
+		       o->pid, now->at, now->tensors ? "tensors" : "cuda", (long long)now->total,
+		       (long long)(now->total - first->total), (long long)now->cuda_total,
+		       (long long)(now->cuda_total - first->cuda_total));
+		if (driver)
+			printf("\"driver_bytes\": %llu, \"driver_since_first_bytes\": %lld, \"unseen_since_first_bytes\": %lld, ",
+			       (unsigned long long)now->driver_bytes, (long long)driver_growth, (long long)unseen);
+		else
+			printf("\"driver_bytes\": null, \"driver_since_first_bytes\": null, \"unseen_since_first_bytes\": null, ");
+		printf("\"growing\": [");
 		for (size_t i = 0; i < n && (long long)i < o->top; i++) {
 			printf("%s{\"site\": ", i ? ", " : "");
 			json_string(stdout, g[i].e->key);
@@ -175,6 +217,8 @@ static void print_tick(const struct watch_options *o, const struct tick *first, 
 			printf("  %s%s since the first look", now->total >= first->total ? "+" : "-",
 			       vrt_bytes(now->total >= first->total ? now->total - first->total : first->total - now->total));
 		putchar('\n');
+		if (driver)
+			print_driver(now, first, last, driver_growth, unseen);
 		for (size_t i = 0; i < n && (long long)i < o->top; i++) {
 			printf("          +%-10s %s", vrt_bytes(g[i].since_first), vrt_escape(g[i].e->key));
 			if (step > 0)
@@ -216,8 +260,10 @@ static double now_s(void)
 	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
-/* One tick: a snapshot into dir, read, removed. 1 when the process has gone. */
-static int take(const struct watch_options *o, const char *dir, long long n, struct tick *k)
+/* One tick: a snapshot into dir, read, removed, and the driver's figure where it has one. 1
+ * when the process has gone. */
+static int take(const struct watch_options *o, struct vrt_driver_memory *driver, const char *dir, long long n,
+		struct tick *k)
 {
 	char path[4096];
 	snprintf(path, sizeof(path), "%s/%lld.vrt", dir, n);
@@ -228,6 +274,7 @@ static int take(const struct watch_options *o, const char *dir, long long n, str
 	}
 	rc = read_tick(path, k);
 	unlink(path);
+	k->driver_rc = driver ? vrt_driver_memory_of(driver, o->pid, &k->driver_bytes) : VRT_E_UNSUPPORTED;
 	return rc;
 }
 
@@ -248,6 +295,8 @@ int vrt_cmd_watch(int argc, char **argv)
 		return vrt_fail(VRT_E_IO, "cannot make a temporary directory for the snapshots: %s", strerror(errno));
 	signal(SIGINT, on_signal);
 	signal(SIGTERM, on_signal);
+	struct vrt_driver_memory *driver = NULL;
+	vrt_driver_memory_open(&driver); /* none: no driver figure, nothing else changes */
 	struct tick first = { 0 }, last = { 0 }, now = { 0 };
 	double start = now_s();
 	for (long long n = 0; !stop && (!o.count || n < o.count); n++) {
@@ -259,7 +308,7 @@ int vrt_cmd_watch(int argc, char **argv)
 				break;
 		}
 		memset(&now, 0, sizeof(now));
-		if ((rc = take(&o, d, n, &now))) {
+		if ((rc = take(&o, driver, d, n, &now))) {
 			if (rc == 1) {
 				if (!o.json)
 					printf("process %d has exited\n", o.pid);
@@ -269,9 +318,13 @@ int vrt_cmd_watch(int argc, char **argv)
 			break;
 		}
 		now.at = now_s() - start;
-		if (!n && !o.json) /* once the process has answered: a refusal is the only line */
+		if (!n && !o.json) { /* once the process has answered: a refusal is the only line */
 			printf("vramtrace watch: process %d every %.3g s (Ctrl-C stops; the process goes on)\n", o.pid,
 			       o.interval);
+			if (driver && now.driver_rc == VRT_E_NOENT)
+				printf("(the driver lists no process %d: no driver figure beside the trace's; in a "
+				       "container it may list the host's process ids)\n", o.pid);
+		}
 		print_tick(&o, n ? &first : &now, n > 1 ? &last : n ? &first : NULL, &now);
 		if (!n) {
 			first = now;
@@ -284,6 +337,7 @@ int vrt_cmd_watch(int argc, char **argv)
 	if (last.v != first.v)
 		free(last.v);
 	free(first.v);
+	vrt_driver_memory_close(driver);
 	rmdir(d);
 	return rc;
 }

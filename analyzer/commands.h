@@ -298,7 +298,8 @@ int vrt_cmd_watch(int argc, char **argv);
 	"ptrace (x86-64 only; same user; kernel.yama.ptrace_scope must allow it, vramtrace never uses\n" \
 	"sudo): one thread waiting in a system call runs dlopen, then is put back exactly as it was.\n" \
 	"Calls through the program's own pointers (GOT slots, PyTorch's driver table) are hooked from\n" \
-	"then on; a function it looked up itself before (dlsym, ctypes, a static runtime) is not.\n"   \
+	"then on; a function it looked up itself before (dlsym, ctypes, a static runtime) is not\n"    \
+	"(`vramtrace watch` shows what grows through it: the driver's count against the trace's).\n"  \
 	"What a Python job's PyTorch held before is taken from its own snapshot (segments,\n"         \
 	"and tensors while the tensor layer is on), labelled as allocated before the attach; the rest\n" \
 	"of the memory in use then is one unattributed total per device (the CUDA context, libraries\n" \
@@ -345,6 +346,12 @@ int vrt_cmd_watch(int argc, char **argv);
 	"read), and the sites are compared with the first look (growth so far) and the one before (the\n" \
 	"rate now). Sites are named by the user's code that allocated them; tensors where PyTorch's\n"    \
 	"allocator is seen.\n"                                                                            \
+	"\n"                                                                                           \
+	"Where the NVIDIA driver's NVML is there (libnvidia-ml.so.1), each look also shows what the\n"    \
+	"driver counts for the process, and how much of its growth the trace did not see: in an\n"     \
+	"attached process, allocations through a CUDA function it looked up before the attach\n"      \
+	"(dlsym, ctypes, a static runtime, NCCL), or the driver's own (modules loaded lazily). In a\n"   \
+	"container whose driver lists the host's process ids there is no figure, and watch says so.\n" \
 	"\n"                                                                                           \
 	"options:\n"                                                                                   \
 	"  --interval S   seconds between looks (default 5)\n"                                          \

@@ -217,6 +217,22 @@ m unwind-moved-never preload/unwind.c \
   '\t\t\tn = follow_moved(last, n_last, &at, top, next, out, &ended);' \
   '\t\t\tn = 0;' \
   meson:unwind
+m watch-unseen-is-driver-growth analyzer/cmd_watch.c \
+  'int64_t unseen = driver_growth - (now->cuda_total - first->cuda_total);' \
+  'int64_t unseen = driver_growth;' \
+  test_attach.py::test_watch_sees_nothing_unseen_where_the_trace_saw_it_all
+m driver-memory-any-process analyzer/driver_memory.c \
+  '			if (d->list[k].pid != (unsigned int)pid)\n				continue;' \
+  '' \
+  test_attach.py::test_watch_shows_what_the_driver_counts_and_the_trace_did_not_see
+m driver-memory-list-not-grown analyzer/driver_memory.c \
+  'if (rc != NVML_INSUFFICIENT_SIZE || *n > MAX_PROCESSES)' \
+  'if (1)' \
+  test_attach.py::test_watch_shows_what_the_driver_counts_and_the_trace_did_not_see
+m watch-unseen-always-said analyzer/cmd_watch.c \
+  'if (last && unseen >= UNSEEN_WORTH_SAYING)' \
+  'if (last)' \
+  test_attach.py::test_watch_text_says_what_grew_unseen_and_without_a_driver_figure_says_so
 m python-frame-cache-ignores-offset preload/python.c \
   '0x9e3779b97f4a7c15ull ^ (uint64_t)(uint32_t)lasti;\n\t\te = &frame_cache[(h ^ (h >> 31)) & (FRAME_CACHE_SLOTS - 1)];\n\t\tif (e->code == code && e->lasti == lasti &&' \
   '0x9e3779b97f4a7c15ull;\n\t\te = &frame_cache[(h ^ (h >> 31)) & (FRAME_CACHE_SLOTS - 1)];\n\t\tif (e->code == code &&' \

@@ -14,6 +14,8 @@
  * Capacity: FAKECUDA_DEVICES devices (default 1) of FAKECUDA_TOTAL_BYTES each
  * (default 80G; K/M/G/T suffixes).  FAKECUDA_DEBUG=1 logs to stderr.
  * Test hooks: fakecuda_used_bytes(), fakecuda_live_allocations() (fakecuda.h).
+ * FAKE_NVML_DIR=DIR: the bytes in use over all devices are kept in DIR/<pid>, as a driver
+ * counts a process's memory for NVML; the NVML double (fake_nvml.c) reads them there.
  *
  * Not faked: kernels, modules, events, graphs, peer access, real asynchrony
  * (stream-ordered calls complete immediately), the context stack (one current
@@ -61,6 +63,7 @@ static struct {
     size_t total_bytes;
     int devices;
     bool debug;
+    const char *nvml_dir;
 } config;
 
 static pthread_once_t config_once = PTHREAD_ONCE_INIT;
@@ -139,6 +142,8 @@ static void config_load(void)
     if (s && !parse_devices(s, &config.devices))
         dbg("ignoring bad FAKECUDA_DEVICES=%s (0..%d)", s, MAX_DEVICES);
     dbg("%d device(s) of %zu bytes", config.devices, config.total_bytes);
+    s = getenv("FAKE_NVML_DIR");
+    config.nvml_dir = s && s[0] ? s : NULL;
     init_tables();
 }
 
@@ -160,6 +165,35 @@ static bool device_valid(int dev)
 static _Atomic size_t used_bytes[MAX_DEVICES];
 static _Atomic size_t live_objects;
 
+/* The process's bytes in use, where FAKE_NVML_DIR asks for them: a fixed-width line rewritten
+ * in place, under a lock so that an older total never lands after a newer one. */
+static void report_used(void)
+{
+    static pthread_mutex_t report_lock = PTHREAD_MUTEX_INITIALIZER;
+    static int fd = -1;
+    static pid_t fd_pid;
+
+    if (!config.nvml_dir)
+        return;
+    pthread_mutex_lock(&report_lock);
+    if (fd < 0 || fd_pid != getpid()) { /* a forked child counts in a file of its own */
+        char path[4096];
+        if (fd >= 0)
+            close(fd);
+        snprintf(path, sizeof(path), "%s/%d", config.nvml_dir, (int)getpid());
+        fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+        fd_pid = getpid();
+    }
+    size_t total = 0;
+    for (int d = 0; d < MAX_DEVICES; d++)
+        total += atomic_load(&used_bytes[d]);
+    char line[32];
+    int n = snprintf(line, sizeof(line), "%20zu\n", total);
+    if (fd >= 0 && pwrite(fd, line, (size_t)n, 0) != n)
+        dbg("FAKE_NVML_DIR: cannot write %s/%d", config.nvml_dir, (int)getpid());
+    pthread_mutex_unlock(&report_lock);
+}
+
 /* Reserves `size` bytes of `dev`; false (and nothing charged) when full. */
 static bool charge(int dev, size_t size)
 {
@@ -169,12 +203,14 @@ static bool charge(int dev, size_t size)
         if (size > config.total_bytes - cur)
             return false;
     } while (!atomic_compare_exchange_weak(&used_bytes[dev], &cur, cur + size));
+    report_used();
     return true;
 }
 
 static void uncharge(int dev, size_t size)
 {
     atomic_fetch_sub(&used_bytes[dev], size);
+    report_used();
 }
 
 size_t fakecuda_used_bytes(int device)

@@ -448,6 +448,77 @@ def test_watch_of_an_armed_process_says_to_attach_first(tmp_path, target):
     assert p.stdout == "", p.stdout  # no banner for a watch that never began
 
 
+# ---- what the driver counts beside what the trace sees (docs/ux-audit.md #72) ----------------
+
+def _watch_across_a_big_allocation(tmp_path, target, mode, text=False, nvml_for_target=True):
+    """attach_target MODE started without vramtrace and attached to, its small allocations
+    paused; `watch` (with the NVML double, which reads what the driver double counts) looks,
+    the program allocates 100 MiB (big_site), watch looks again. Returns watch's stdout lines."""
+    why = _ptrace_unavailable()
+    if why:
+        pytest.skip(f"ptrace is not permitted here: {why}")
+    nvml = tmp_path / "nvml"
+    nvml.mkdir()
+    (nvml / "1").write_text(f"{5 << 30}\n")  # another process on the device, 5 GiB
+    prog = Running([target, mode], tmp_path, {"FAKE_NVML_DIR": str(nvml)} if nvml_for_target else None)
+    try:
+        vramtrace("attach", "-o", tmp_path / "w.vrt", prog.pid)
+        assert prog.send("pause").startswith("paused")
+        watch = subprocess.Popen([str(VRAMTRACE), "watch", "--interval", "0.5", "--count", "2",
+                                  *([] if text else ["--json"]), str(prog.pid)],
+                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                 env=dict(clean_env(), LD_LIBRARY_PATH=str(DOUBLES), FAKE_NVML_DIR=str(nvml)))
+        lines = []
+        while not lines or (text and " live " not in lines[-1]):  # the first look
+            line = watch.stdout.readline()
+            assert line, watch.stderr.read()
+            lines.append(line.rstrip("\n"))
+        assert prog.send("big") == "big done"
+        rest = watch.stdout.read()  # not communicate(): it would skip what readline buffered
+        assert watch.wait(timeout=TIMEOUT) == 0, watch.stderr.read()
+        prog.finish("stop")
+    finally:
+        prog.kill()
+    return lines + rest.splitlines()
+
+
+def test_watch_shows_what_the_driver_counts_and_the_trace_did_not_see(tmp_path, target):
+    """The attach's blind spot: a program allocating through the cudaMalloc dlsym gave it before
+    the attach. The trace sees none of its 100 MiB; the driver counts all of it, and watch says
+    how much grew unseen."""
+    first, second = [json.loads(line) for line in _watch_across_a_big_allocation(tmp_path, target, "lookedup")]
+    # the program's 3 MiB and its loop's 64 KiB allocations; not the other process's 5 GiB
+    assert 3 * MiB <= first["driver_bytes"] < 1 << 30 and first["unseen_since_first_bytes"] == 0, first
+    assert second["driver_since_first_bytes"] == 100 * MiB, second
+    assert second["traced_cuda_since_first_bytes"] == 0 and second["since_first_bytes"] == 0, second
+    assert second["unseen_since_first_bytes"] == 100 * MiB, second
+
+
+def test_watch_sees_nothing_unseen_where_the_trace_saw_it_all(tmp_path, target):
+    """The same program allocating through its own call (the GOT the attach redirects): the
+    driver's growth and the trace's are the same 100 MiB."""
+    first, second = [json.loads(line) for line in _watch_across_a_big_allocation(tmp_path, target, "loop")]
+    assert second["driver_since_first_bytes"] == 100 * MiB, second
+    assert second["traced_cuda_since_first_bytes"] == 100 * MiB, second
+    assert second["unseen_since_first_bytes"] == 0, second
+    assert second["growing"][0]["site"] == "big_site (attach_target)", second
+
+
+def test_watch_text_says_what_grew_unseen_and_without_a_driver_figure_says_so(tmp_path, target):
+    (tmp_path / "a").mkdir()
+    lines = _watch_across_a_big_allocation(tmp_path / "a", target, "lookedup", text=True)
+    driver = [line.strip() for line in lines if line.strip().startswith("driver:")]
+    assert len(driver) == 2 and driver[1].endswith("(+100 MiB since the first look)"), lines
+    assert any(line.strip().startswith("! 100 MiB of that growth is not in the trace") for line in lines), lines
+    (tmp_path / "b").mkdir()
+    lines = _watch_across_a_big_allocation(tmp_path / "b", target, "loop", text=True)
+    assert not any(line.strip().startswith("!") for line in lines), lines
+    (tmp_path / "c").mkdir()  # the driver (its double) lists no such process: no figure, one line says why
+    lines = _watch_across_a_big_allocation(tmp_path / "c", target, "loop", text=True, nvml_for_target=False)
+    assert any(line.startswith("(the driver lists no process ") for line in lines), lines
+    assert not any(line.strip().startswith(("driver:", "!")) for line in lines), lines
+
+
 def test_watch_usage_errors():
     for args, words in ((["watch"], "expected a process id"), (["watch", "--interval", "0", "1"], "at least 0.05"),
                         (["watch", "--count", "x", "1"], "--count"), (["watch", "abc"], "not a process id")):

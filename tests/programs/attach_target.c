@@ -13,8 +13,12 @@
  *                                      while attached by injection, libcudart.so.13 otherwise)
  *                           pause   -> "paused n=<allocations>" (no allocation until resume)
  *                           resume  -> "resumed"
+ *                           big     -> big_site allocates 100 MiB and keeps it: "big done"
  *                           stop    -> "loop: <allocations> allocations", exit 0
- *                         Device bytes in use at any time: 3 MiB + n * 64 KiB, none freed.
+ *                         Device bytes in use at any time: 3 MiB + n * 64 KiB (+ 100 MiB a
+ *                         big), none freed.
+ *   attach_target lookedup  the same loop, allocating through the cudaMalloc that dlsym gave
+ *                         before "ready" (the runtime's own): what an attach cannot see.
  *   attach_target suspend waits in sigsuspend(2) (SIGUSR1 blocked outside it); on SIGUSR1
  *                         late_site, prints "late done", exits 0.
  */
@@ -23,6 +27,7 @@
 #include <dlfcn.h>
 #include <poll.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -44,10 +49,19 @@ SITE void late_site(void)
 	CHECK(cudaFree(a));
 }
 
+/* lookedup: cudaMalloc as dlsym gave it at the start; else the call goes through the GOT. */
+static cudaError_t (*looked_up)(void **, size_t);
+
 SITE void loop_site(void)
 {
 	void *p;
-	CHECK(cudaMalloc(&p, LOOP_BYTES));
+	CHECK(looked_up ? looked_up(&p, LOOP_BYTES) : cudaMalloc(&p, LOOP_BYTES));
+}
+
+SITE void big_site(void)
+{
+	void *p;
+	CHECK(looked_up ? looked_up(&p, 100 * MiB) : cudaMalloc(&p, 100 * MiB));
 }
 
 static void say(const char *fmt, long v)
@@ -106,6 +120,9 @@ static int loop(void)
 			} else if (!strcmp(line, "resume")) {
 				paused = 0;
 				say("resumed%.0ld\n", 0);
+			} else if (!strcmp(line, "big")) {
+				big_site();
+				say("big done%.0ld\n", 0);
 			} else {
 				say("loop: %ld allocations\n", n);
 				return 0;
@@ -148,6 +165,9 @@ int main(int argc, char **argv)
 	early_site();
 	if (argc > 1 && !strcmp(argv[1], "suspend"))
 		return suspend();
+	bool lookedup = argc > 1 && !strcmp(argv[1], "lookedup");
+	if (lookedup)
+		looked_up = (cudaError_t (*)(void **, size_t))dlsym(RTLD_DEFAULT, "cudaMalloc");
 	say("ready pid=%ld\n", (long)getpid());
-	return argc > 1 && !strcmp(argv[1], "loop") ? loop() : steps();
+	return argc > 1 && (lookedup || !strcmp(argv[1], "loop")) ? loop() : steps();
 }
