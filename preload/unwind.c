@@ -585,14 +585,14 @@ static uint64_t shape_of(uint64_t ip, uint32_t now)
 /* ---- the walk -------------------------------------------------------------------------------- */
 
 #ifdef VRT_UNWIND_COUNTS
-static _Atomic uint64_t counts[5];
+static _Atomic uint64_t counts[sizeof(struct vrt_unwind_counts) / 8];
 #define COUNT(field, n) \
 	atomic_fetch_add_explicit(&counts[offsetof(struct vrt_unwind_counts, field) / 8], (uint64_t)(n), memory_order_relaxed)
 
 void vrt_unwind_counts(struct vrt_unwind_counts *out)
 {
 	uint64_t *v = (uint64_t *)out;
-	for (int i = 0; i < 5; i++)
+	for (size_t i = 0; i < sizeof(*out) / 8; i++)
 		v[i] = atomic_load_explicit(&counts[i], memory_order_relaxed);
 }
 
