@@ -173,14 +173,13 @@ NOINLINE static int ops_outer(int depth, int k)
 	return (depth ? ops_outer(depth - 1, k) : ops_dispatch(k)) + pad[0];
 }
 
-NOINLINE static void ops_pair(long i)
+NOINLINE static void ops_pair(void)
 {
 	for (size_t at = 0; at < COLD_EVICT; at += 64)
 		evict_buf[at]++;
 	/* a fixed pseudo-random order (xorshift32): an operator comes back after a few others, or
 	 * after many */
 	static uint32_t x = 2463534242u;
-	(void)i;
 	x ^= x << 13;
 	x ^= x >> 17;
 	x ^= x << 5;
@@ -268,7 +267,7 @@ NOINLINE static void loop(long n)
 		else if (mode == COLD)
 			cold_pair(i);
 		else if (mode == OPS_MODE)
-			ops_pair(i);
+			ops_pair();
 		else
 			train_step(i);
 	}
@@ -296,7 +295,7 @@ static void *worker(void *arg)
 			cold_pair_ns = 0;
 			t0 = now(CLOCK_THREAD_CPUTIME_ID);
 		}
-		loop(timed ? pairs : (mode == TRAIN ? 1 : mode == COLD ? 2 * COLD_PATHS : mode == OPS_MODE ? 2 * OPS : 2)); /* warm-up: lazy init, buffer, stack cache */
+		loop(timed ? pairs : (mode == TRAIN ? 1 : mode == COLD ? 2 * COLD_PATHS : mode == OPS_MODE ? 8 * OPS : 2)); /* warm-up: lazy init, buffer, stack cache */
 	}
 	thread_cpu[index] = now(CLOCK_THREAD_CPUTIME_ID) - t0;
 	wall_end[index] = now(CLOCK_MONOTONIC);
