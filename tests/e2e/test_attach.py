@@ -464,7 +464,8 @@ def _watch_across_a_big_allocation(tmp_path, target, mode, text=False, nvml_for_
     try:
         vramtrace("attach", "-o", tmp_path / "w.vrt", prog.pid)
         assert prog.send("pause").startswith("paused")
-        watch = subprocess.Popen([str(VRAMTRACE), "watch", "--interval", "0.5", "--count", "2",
+        # the second look 1.5 s after the first: "big" (an answer within ~20 ms) lands between
+        watch = subprocess.Popen([str(VRAMTRACE), "watch", "--interval", "1.5", "--count", "2",
                                   *([] if text else ["--json"]), str(prog.pid)],
                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                  env=dict(clean_env(), LD_LIBRARY_PATH=str(DOUBLES), FAKE_NVML_DIR=str(nvml)))
