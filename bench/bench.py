@@ -316,7 +316,8 @@ class Bench:
         runs = {}
         t0 = time.time()
         for rep in range(self.a.reps):
-            base = {program: self.cold_run(program, "untraced", pairs)[0] for program in ("cold", "ops")}
+            base = {program: self.cold_run(program, "untraced", pairs)[0]
+                    for program in dict.fromkeys(program for program, _, _ in self.COLD_ROWS)}
             order = self.preloads[rep % len(self.preloads):] + self.preloads[:rep % len(self.preloads)]
             for label, preload in order:
                 for program, config, _ in self.COLD_ROWS:
