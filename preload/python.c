@@ -65,7 +65,7 @@ struct layout {
 	int co_filename, co_name, co_qualname, co_firstlineno, co_firsttraceable, co_code_adaptive;
 	int frame_type_size;   /* PyFrame_Type.tp_basicsize, a layout fingerprint */
 	int str_ascii_size;    /* sizeof(PyASCIIObject): compact ASCII data follows it */
-	int str_utf8;          /* offsetof(PyCompactUnicodeObject, utf8) */
+	int str_compact_size;  /* sizeof(PyCompactUnicodeObject): other compact data follows it */
 };
 
 #include "python_layout_table.h"
@@ -76,6 +76,7 @@ struct layout {
 #define STR_STATE 32
 #define STR_COMPACT (1u << 5)
 #define STR_ASCII (1u << 6)
+#define STR_KIND_SHIFT 2 /* the kind: bytes a character, 1, 2 or 4 */
 
 static struct python_api py;
 static const struct layout *L;
@@ -269,39 +270,105 @@ static bool table_put(struct table *t, uintptr_t key, uint32_t key2, uint32_t va
 	return true;
 }
 
-static const char *arena_copy(const char *s, size_t n)
+/* Room for n bytes and a terminating 0 in the arena (NULL without memory); arena_commit takes
+ * what was written. */
+static char *arena_room(size_t n)
 {
 	if (n + 1 > arena_left) {
 		size_t chunk = n + 1 > (1u << 20) ? n + 1 : (1u << 20);
 		char *fresh = reserve(chunk);
 		if (!fresh)
-			return "?";
+			return NULL;
 		arena = fresh;
 		arena_left = chunk;
 	}
+	return arena;
+}
+
+static const char *arena_commit(size_t n)
+{
 	char *out = arena;
-	memcpy(out, s, n);
 	out[n] = 0;
 	arena += n + 1;
 	arena_left -= n + 1;
 	return out;
 }
 
-/* The UTF-8 text of a str object, read from its own storage: compact ASCII strings hold it
- * inline; others only if CPython already made their UTF-8 copy. */
+static const char *arena_copy(const char *s, size_t n)
+{
+	char *out = arena_room(n);
+	if (!out)
+		return "?";
+	memcpy(out, s, n);
+	return arena_commit(n);
+}
+
+/* Code point cp as UTF-8 at out; returns the bytes written (at most 4). A lone surrogate from
+ * the surrogateescape error handler (U+DC80-U+DCFF: a file name's byte that was not UTF-8)
+ * becomes that byte again; any other lone surrogate U+FFFD. The reader shows bytes that are not
+ * UTF-8 as \xNN. */
+static size_t put_utf8(char *out, uint32_t cp)
+{
+	if (cp >= 0xdc80 && cp <= 0xdcff) {
+		out[0] = (char)(cp - 0xdc00);
+		return 1;
+	}
+	if ((cp >= 0xd800 && cp <= 0xdfff) || cp > 0x10ffff)
+		cp = 0xfffd;
+	if (cp < 0x80) {
+		out[0] = (char)cp;
+		return 1;
+	}
+	if (cp < 0x800) {
+		out[0] = (char)(0xc0 | cp >> 6);
+		out[1] = (char)(0x80 | (cp & 0x3f));
+		return 2;
+	}
+	if (cp < 0x10000) {
+		out[0] = (char)(0xe0 | cp >> 12);
+		out[1] = (char)(0x80 | (cp >> 6 & 0x3f));
+		out[2] = (char)(0x80 | (cp & 0x3f));
+		return 3;
+	}
+	out[0] = (char)(0xf0 | cp >> 18);
+	out[1] = (char)(0x80 | (cp >> 12 & 0x3f));
+	out[2] = (char)(0x80 | (cp >> 6 & 0x3f));
+	out[3] = (char)(0x80 | (cp & 0x3f));
+	return 4;
+}
+
+/* A compact string's n code points of `kind` bytes each (1, 2 or 4), as UTF-8 in the arena. */
+static const char *arena_utf8(const void *data, unsigned kind, size_t n)
+{
+	char *out = arena_room(4 * n);
+	if (!out)
+		return "?";
+	size_t o = 0;
+	for (size_t i = 0; i < n; i++) {
+		uint32_t cp = kind == 1 ? ((const uint8_t *)data)[i]
+			      : kind == 2 ? ((const uint16_t *)data)[i] : ((const uint32_t *)data)[i];
+		o += put_utf8(out + o, cp);
+	}
+	return arena_commit(o);
+}
+
+/* The UTF-8 text of a str object, read from its own storage: compact strings (what the compiler
+ * makes of names and file names) hold their characters inline, ASCII after the PyASCIIObject,
+ * others in 1, 2 or 4 bytes each after the PyCompactUnicodeObject. */
 static const char *string_text(PyObject *s)
 {
 	if (!s)
 		return NULL;
 	unsigned state = RD(unsigned, s, STR_STATE);
 	ssize_t n = RD(ssize_t, s, STR_LENGTH);
-	if (n < 0 || n > 4096)
+	if (n < 0 || n > 4096 || !(state & STR_COMPACT))
 		return NULL;
-	if ((state & STR_COMPACT) && (state & STR_ASCII))
+	if (state & STR_ASCII)
 		return arena_copy((const char *)s + L->str_ascii_size, (size_t)n);
-	const char *utf8 = (state & STR_COMPACT) ? RD(const char *, s, L->str_utf8) : NULL;
-	ssize_t len = utf8 ? RD(ssize_t, s, L->str_utf8 - 8) : 0;
-	return utf8 && len >= 0 && len <= 4096 ? arena_copy(utf8, (size_t)len) : NULL;
+	unsigned kind = (state >> STR_KIND_SHIFT) & 7;
+	if (kind != 1 && kind != 2 && kind != 4)
+		return NULL;
+	return arena_utf8((const char *)s + L->str_compact_size, kind, (size_t)n);
 }
 
 static PyObject *code_field(PyObject *code, int off) { return off >= 0 ? RD(PyObject *, code, off) : NULL; }

@@ -26,11 +26,11 @@ TABLE = ROOT / "preload" / "python_layout_table.h"
 FIELDS = ["minor", "ts_frame", "ts_cframe", "cframe_current", "f_back", "f_code", "f_lasti", "lasti_scale",
           "if_code", "if_previous", "if_instr", "if_is_entry", "if_owner", "owner_generator", "owner_cstack",
           "code_tag_bits", "co_filename", "co_name", "co_qualname", "co_firstlineno", "co_firsttraceable",
-          "co_code_adaptive", "frame_type_size", "str_ascii_size", "str_utf8"]
+          "co_code_adaptive", "frame_type_size", "str_ascii_size", "str_compact_size"]
 # What python.c and pyreach.c read at fixed offsets in every version.
 FIXED = {"ob_type": 8, "tp_basicsize": 32, "tp_flags": 168, "tp_traverse": 184, "tp_is_gc": 328,
          "tpflags_have_gc": 1 << 14, "str_length": 16, "str_state": 32, "str_compact_bit": 1 << 5,
-         "str_ascii_bit": 1 << 6, "gil_disabled": 0}
+         "str_ascii_bit": 1 << 6, "str_kind_1byte": 1 << 2, "gil_disabled": 0}
 
 
 def probe(include: Path):

@@ -56,6 +56,8 @@ int main(void)
 	P("str_ascii_size", sizeof(PyASCIIObject));
 	P("str_utf8", offsetof(PyCompactUnicodeObject, utf8));
 	P("str_utf8_length", offsetof(PyCompactUnicodeObject, utf8_length));
+	P("str_compact_size", sizeof(PyCompactUnicodeObject));
+	P("str_kind_1byte", STATE_BIT(kind));
 	/* code objects */
 	P("co_filename", offsetof(PyCodeObject, co_filename));
 	P("co_name", offsetof(PyCodeObject, co_name));

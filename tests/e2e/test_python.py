@@ -1,5 +1,7 @@
 """Python stacks: tests/programs/ctypes_alloc.py allocates through the runtime double with ctypes
 from named Python functions. Expected lines come from its "# MARK:" comments."""
+import os
+
 import pytest
 
 from conftest import CUDART, KiB, MiB, PROGRAM_SOURCES, assert_nothing_lost, assert_unchanged_behaviour, \
@@ -102,3 +104,31 @@ def test_lines_of_one_frame_and_recursion_depths_are_separate_stacks(tmp_path, p
     down = [malloc, ("recurse", LINES["bottom"])]
     assert lines[(3 * MiB, 1)][:-2] == down + [("recurse", LINES["recurse"])] * 2
     assert lines[(5 * MiB, 1)][:-2] == down + [("recurse", LINES["recurse"])] * 4
+
+
+NAMES_SCRIPT = '''
+import ctypes, sys
+rt = ctypes.PyDLL(sys.argv[1])
+rt.cudaMalloc.argtypes = [ctypes.POINTER(ctypes.c_void_p), ctypes.c_size_t]
+def r\u00e9server(n):              # Latin-1: one byte a character
+    p = ctypes.c_void_p()
+    rt.cudaMalloc(ctypes.byref(p), n)
+def \u5206\u914d_\u00e9(n):        # CJK: two bytes a character
+    r\u00e9server(n)
+\u5206\u914d_\u00e9(1 << 20)
+'''
+
+
+def test_python_names_and_files_beyond_ascii_keep_their_text(tmp_path, python_exe):
+    """CPython keeps a non-ASCII str in 1, 2 or 4 bytes a character and makes no UTF-8 copy of
+    it: the walk encodes the characters itself (a function name in Latin-1 and in CJK, a file
+    name with an emoji), and a file name's byte that is not UTF-8 (surrogateescape) is that byte
+    again, which the reports show as \\xNN."""
+    script = tmp_path / os.fsdecode("\U0001F600_\u00e9".encode() + b"\xff.py")
+    script.write_text(NAMES_SCRIPT, encoding="utf-8")
+    t = trace(tmp_path, [python_exe, script, CUDART])
+    assert t.returncode == 0, t.stderr
+    (site,) = t.live_sites()
+    frames = [(f["function"], f["file"]) for f in site["frames"] if f["kind"] == "python"]
+    shown = str(tmp_path / "\U0001F600_\u00e9") + "\\xff.py"
+    assert frames == [("r\u00e9server", shown), ("\u5206\u914d_\u00e9", shown), ("<module>", shown)], frames
