@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "charset.h"
 #include "cli.h"
 #include "model.h"
 #include "pass.h"
@@ -113,8 +114,10 @@ static int first_busy_bucket(const struct vrt_series *s, const struct marks *mk)
 static void print_chart(const struct vrt_trace *t, const struct vrt_series *s, const struct marks *mk, int width,
 			bool from_given)
 {
-	static const char *const levels[] = { " ", "\u2581", "\u2582", "\u2583", "\u2584", "\u2585", "\u2586", "\u2587",
+	static const char *const blocks[] = { " ", "\u2581", "\u2582", "\u2583", "\u2584", "\u2585", "\u2586", "\u2587",
 					      "\u2588" };
+	static const char *const ascii[] = { " ", "_", ".", "-", "~", "=", "+", "*", "#" }; /* charset.h */
+	const char *const *levels = vrt_charset_utf8() ? blocks : ascii;
 	int start = from_given ? 0 : first_busy_bucket(s, mk);
 	int cols = width - 24;
 	if (cols < 10)

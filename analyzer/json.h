@@ -3,24 +3,48 @@
 #ifndef VRAMTRACE_JSON_H
 #define VRAMTRACE_JSON_H
 
+#include <stdint.h>
 #include <stdio.h>
+#include <string.h>
 
+#include "trace_reader.h"
+
+/*
+ * A JSON string, in ASCII whatever it holds: other characters as \uXXXX (a surrogate pair past
+ * U+FFFF), so the document reads the same in every locale and through charset.h's guarded
+ * streams. A byte that is not UTF-8 (a path from the command line can hold any) is written as the
+ * text \xNN, as the reports show it: the document stays valid JSON.
+ */
 static inline void json_string(FILE *out, const char *s)
 {
+	const unsigned char *p = (const unsigned char *)(s ? s : "");
+	size_t left = strlen((const char *)p);
 	fputc('"', out);
-	for (const unsigned char *p = (const unsigned char *)(s ? s : ""); *p; p++) {
-		switch (*p) {
-		case '"': fputs("\\\"", out); break;
-		case '\\': fputs("\\\\", out); break;
-		case '\n': fputs("\\n", out); break;
-		case '\r': fputs("\\r", out); break;
-		case '\t': fputs("\\t", out); break;
-		default:
-			if (*p < 0x20)
-				fprintf(out, "\\u%04x", *p);
-			else
-				fputc(*p, out);
+	while (left) {
+		uint32_t cp;
+		size_t n = vrt_utf8_char(p, left, &cp);
+		if (!n) {
+			fprintf(out, "\\\\x%02x", *p);
+			n = 1;
+		} else if (cp == '"' || cp == '\\') {
+			fputc('\\', out);
+			fputc((int)cp, out);
+		} else if (cp == '\n') {
+			fputs("\\n", out);
+		} else if (cp == '\r') {
+			fputs("\\r", out);
+		} else if (cp == '\t') {
+			fputs("\\t", out);
+		} else if (cp >= 0x20 && cp < 0x7f) {
+			fputc((int)cp, out);
+		} else if (cp < 0x10000) {
+			fprintf(out, "\\u%04x", (unsigned)cp);
+		} else {
+			cp -= 0x10000;
+			fprintf(out, "\\u%04x\\u%04x", 0xd800 + (unsigned)(cp >> 10), 0xdc00 + (unsigned)(cp & 0x3ff));
 		}
+		p += n;
+		left -= n;
 	}
 	fputc('"', out);
 }

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "budget.h"
+#include "charset.h"
 #include "cli.h"
 #include "commands.h"
 #include "vramtrace/format.h"
@@ -96,6 +97,10 @@ static bool reads_traces(const char *name)
 	return false;
 }
 
+/* Commands whose standard output may be a file format of its own ("-o -"): charset.h's guard
+ * stays off it. */
+static bool writes_formats(const char *name) { return !strcmp(name, "export") || !strcmp(name, "html"); }
+
 /*
  * Takes --max-memory SIZE (or --max-memory=SIZE) out of a trace-reading command's arguments and
  * sets the budget: that value, or the default. A --json output is held back until the command
@@ -173,6 +178,7 @@ static int stdout_written(int rc)
 
 int main(int argc, char **argv)
 {
+	vrt_charset_init();
 	if (argc < 2) {
 		overview(stderr);
 		return VRT_EXIT_USAGE;
@@ -196,6 +202,8 @@ static int main_dispatch(int argc, char **argv)
 		if (strcmp(c->name, name))
 			continue;
 		int n = argc - 1, rc;
+		if ((rc = vrt_charset_guard_streams(!writes_formats(name))))
+			return vrt_fail(rc, "cannot set up standard output");
 		if (reads_traces(name) && (rc = take_budget(name, &n, argv + 1)))
 			return rc;
 		return stdout_written(c->run(n, argv + 1));

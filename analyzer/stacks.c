@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "attribution.h"
+#include "charset.h"
 #include "json.h"
 
 /* From libstdc++: the analyzer is C, but demangling is a solved problem. */
@@ -316,7 +317,6 @@ void vrt_frame_format(const struct vrt_frame *f, char *buf, size_t len)
 
 /* ---- fitting a frame into a width ---------------------------------------------------------- */
 
-#define ELLIPSIS "\u2026" /* one column, three bytes */
 
 /* Columns of UTF-8 text: every byte but continuation bytes. */
 static int columns_of(const char *s, size_t n)
@@ -351,13 +351,13 @@ static size_t tail_start(const char *s, size_t n, int k)
 	return i;
 }
 
-/* s's first head columns, "\u2026", then s from tail on. */
+/* s's first head columns, the ellipsis (charset.h), then s from tail on. */
 static void join_ends(const char *s, size_t n, int head, const char *tail, char *out, size_t len)
 {
-	snprintf(out, len, "%.*s" ELLIPSIS "%s", (int)head_bytes(s, n, head), s, tail);
+	snprintf(out, len, "%.*s%s%s", (int)head_bytes(s, n, head), s, vrt_ellipsis(), tail);
 }
 
-/* s in at most room columns into out: whole, or its head and tail around "\u2026", the tail
+/* s in at most room columns into out: whole, or its head and tail around the ellipsis, the tail
  * the larger part (a name's last component says the most). */
 static void cut_middle(const char *s, int room, char *out, size_t len)
 {
@@ -366,11 +366,15 @@ static void cut_middle(const char *s, int room, char *out, size_t len)
 		snprintf(out, len, "%s", s);
 		return;
 	}
-	if (room < 2) {
-		snprintf(out, len, "%s", room == 1 ? ELLIPSIS : "");
+	int dots = vrt_ellipsis_columns();
+	if (room <= dots) { /* no room for a character beside it: as much of the ellipsis as fits */
+		if (room == dots)
+			snprintf(out, len, "%s", vrt_ellipsis());
+		else
+			snprintf(out, len, "%.*s", room > 0 ? room : 0, "..."); /* ASCII's, shorter */
 		return;
 	}
-	int head = (room - 1) / 3, tail = room - 1 - head;
+	int head = (room - dots) / 3, tail = room - dots - head;
 	join_ends(s, n, head, s + tail_start(s, n, tail), out, len);
 }
 
@@ -383,8 +387,9 @@ static void cut_keeping_end(const char *s, int room, char *out, size_t len)
 		return;
 	}
 	size_t open = strcspn(s, "(");
-	int head = open < n && columns_of(s, open + 1) + 2 <= room ? columns_of(s, open + 1) : 0;
-	int tail = room - head - 1;
+	int dots = vrt_ellipsis_columns();
+	int head = open < n && columns_of(s, open + 1) + dots + 1 <= room ? columns_of(s, open + 1) : 0;
+	int tail = room - head - dots;
 	if (tail < 1) {
 		cut_middle(s, room, out, len);
 		return;
@@ -403,16 +408,16 @@ static void cut_name(const char *name, int room, char *out, size_t len)
 		if (!depth && (name[i] == '.' || (name[i] == ':' && name[i + 1] == ':')))
 			last = i;
 	}
-	int tail = columns_of(name + last, n - last);
-	if (!last || columns_of(name, n) <= room || tail + 2 > room) {
+	int tail = columns_of(name + last, n - last), dots = vrt_ellipsis_columns();
+	if (!last || columns_of(name, n) <= room || tail + dots + 1 > room) {
 		cut_middle(name, room, out, len);
 		return;
 	}
-	join_ends(name, n, room - 1 - tail, name + last, out, len);
+	join_ends(name, n, room - dots - tail, name + last, out, len);
 }
 
 /* A C++ signature's argument list (the group the last ')' closes, with nothing but qualifiers
- * after it) as "(\u2026)": the part of a demangled name a reader needs least. */
+ * after it) as "(" ellipsis ")": the part of a demangled name a reader needs least. */
 static void drop_arguments(const char *name, char *out, size_t len)
 {
 	const char *close = strrchr(name, ')');
@@ -428,7 +433,7 @@ static void drop_arguments(const char *name, char *out, size_t len)
 	if (!open || close - open < 2 || strstr(close, "::") || open == name)
 		snprintf(out, len, "%s", name);
 	else
-		snprintf(out, len, "%.*s(" ELLIPSIS "%s", (int)(open - name), name, close);
+		snprintf(out, len, "%.*s(%s%s", (int)(open - name), name, vrt_ellipsis(), close);
 }
 
 void vrt_frame_fit(const struct vrt_frame *f, char *buf, size_t len, int columns)

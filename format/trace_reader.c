@@ -688,6 +688,15 @@ static bool shown_escaped(uint32_t cp)
 	return (cp >= 0x80 && cp < 0xa0) || (cp >= 0x202a && cp <= 0x202e) || (cp >= 0x2066 && cp <= 0x2069);
 }
 
+size_t vrt_utf8_char(const uint8_t *p, size_t n, uint32_t *cp)
+{
+	if (p[0] < 0x80) {
+		*cp = p[0];
+		return 1;
+	}
+	return utf8_len(p, n, cp);
+}
+
 size_t vrt_text_unit(const uint8_t *p, size_t n, bool *escape)
 {
 	uint32_t cp = p[0];

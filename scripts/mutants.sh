@@ -1384,6 +1384,46 @@ m stdout-never-checked analyzer/main.c \
   'return c->run(n, argv + 1);' \
   test_cli_errors.py::test_output_that_did_not_reach_standard_output_is_an_error
 
+# ---- the locale's character set (analyzer/charset.c, json.h; docs/ux-audit.md #76) -------------
+m charset-ellipsis-always-utf8 analyzer/charset.c \
+  'const char *vrt_ellipsis(void) { return utf8 ? "\u2026" : "..."; }' \
+  'const char *vrt_ellipsis(void) { return "\u2026"; }' \
+  test_cli_options.py::test_the_c_locale_gets_ascii_text_with_the_same_cuts
+m charset-ellipsis-width-one analyzer/charset.c \
+  'int vrt_ellipsis_columns(void) { return utf8 ? 1 : 3; }' \
+  'int vrt_ellipsis_columns(void) { return 1; }' \
+  test_cli_options.py::test_the_c_locale_gets_ascii_text_with_the_same_cuts
+m charset-streams-unguarded analyzer/charset.c \
+  '\tstdout = out;\n\tstderr = err;\n' \
+  '\t(void)out;\n\t(void)err;\n' \
+  test_cli_options.py::test_the_c_locale_escapes_the_traces_own_text
+m charset-locale-ignored analyzer/charset.c \
+  '\t\tutf8 = names_utf8(nl_langinfo(CODESET));\n' \
+  '\t\tutf8 = true;\n' \
+  test_cli_options.py::test_the_c_locale_draws_the_timeline_in_ascii
+m charset-missing-locale-ascii analyzer/charset.c \
+  '\tutf8 = names_utf8(codeset);\n}' \
+  '\tutf8 = false;\n}' \
+  test_cli_options.py::test_a_locale_this_machine_lacks_is_read_by_its_name
+m json-non-ascii-raw analyzer/json.h \
+  '\t\t} else if (cp < 0x10000) {' \
+  '\t\t} else if (cp < 0x10000 && 0) {' \
+  test_cli_options.py::test_json_is_ascii_and_the_same_in_every_locale
+m json-bad-byte-raw analyzer/json.h \
+  '\t\t\tfprintf(out, "\\\\x%02x", *p);' \
+  '\t\t\tfputc(*p, out);' \
+  test_cli_options.py::test_json_of_a_path_that_is_not_utf8_stays_json
+
+# ---- Python names beyond ASCII (preload/python.c) -------------------------------------------
+m python-str-ascii-only preload/python.c \
+  '\treturn arena_utf8((const char *)s + L->str_compact_size, kind, (size_t)n);' \
+  '\treturn NULL;' \
+  test_python.py::test_python_names_and_files_beyond_ascii_keep_their_text
+m python-str-surrogate-as-fffd preload/python.c \
+  '\tif (cp >= 0xdc80 && cp <= 0xdcff) {' \
+  '\tif (0) {' \
+  test_python.py::test_python_names_and_files_beyond_ascii_keep_their_text
+
 # ---- an attached PyTorch job: its allocator's snapshot seeds what it held (torch_seed.c) ------
 m torch-seed-not-requested preload/attach.c \
   '\tvrt_torch_seed_request(); /* before the teardown watch: pending calls run in order */\n' \

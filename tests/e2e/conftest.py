@@ -44,6 +44,10 @@ KiB = 1 << 10
 
 TIMEOUT = 60  # seconds for any one command; the whole suite takes a few seconds
 
+# The reports' text depends on the locale's character set (analyzer/charset.h): the suite reads
+# it in UTF-8 whatever the machine's default, and a test that wants another says so.
+os.environ["LC_ALL"] = "C.UTF-8"
+
 if not VRAMTRACE.exists():
     pytest.exit(f"{VRAMTRACE} is not built: run `ninja -C {BUILD}` (or set VRAMTRACE_BUILD)", returncode=2)
 

@@ -4,11 +4,12 @@ reads a trace, and a wrong option is a usage error (exit 2) that names it (ux-de
 import json
 import os
 import re
+import shutil
 import subprocess
 
 import pytest
 
-from conftest import GOLDEN, VRAMTRACE, analyze, on_a_terminal
+from conftest import CUDART, GOLDEN, TIMEOUT, VRAMTRACE, analyze, on_a_terminal, trace
 from test_html import page_data
 
 H200 = GOLDEN / "h200"
@@ -284,3 +285,84 @@ def test_timeline_width_is_the_charts_width():
     assert 55 <= max(map(len, rows(narrow))) <= 60 and 95 <= max(map(len, rows(piped))) <= 100
     assert sized_terminal([VRAMTRACE, "timeline", "-q", LEAK_CYCLE], 72) == \
         analyze("timeline", "-q", "--width", "72", LEAK_CYCLE).stdout
+
+
+# ---- the locale's character set (analyzer/charset.h; docs/ux-audit.md #76) ------------------
+
+UNICODE_SCRIPT = '''
+import ctypes, sys
+rt = ctypes.PyDLL(sys.argv[1])
+rt.cudaMalloc.argtypes = [ctypes.POINTER(ctypes.c_void_p), ctypes.c_size_t]
+def r\u00e9server_\u00dbn(n):  # U+00DB is C3 9B in UTF-8: 0x9b is CSI to a terminal in an 8-bit set
+    p = ctypes.c_void_p()
+    rt.cudaMalloc(ctypes.byref(p), n)
+r\u00e9server_\u00dbn(1 << 20)
+'''
+
+
+def in_locale(locale, *args):
+    env = dict(os.environ, LC_ALL=locale)
+    return subprocess.run([str(VRAMTRACE), *map(str, args)], capture_output=True, env=env, timeout=TIMEOUT)
+
+
+@pytest.fixture(scope="module")
+def unicode_trace(tmp_path_factory, python_exe):
+    d = tmp_path_factory.mktemp("unicode")
+    script = d / "\u00e9t\u00e9.py"
+    script.write_text(UNICODE_SCRIPT, encoding="utf-8")
+    return trace(d, [python_exe, script, CUDART]).trace
+
+
+def test_the_c_locale_gets_ascii_text_with_the_same_cuts():
+    """LC_ALL=C: a cut frame says "..." where UTF-8 says the ellipsis, in the same width, the
+    method and the line kept; nothing above 0x7f is written."""
+    args = ("leaks", "-q", "--phase", "train", "--width", "60", H200 / "retain-ds-zero2.vrt")
+    utf8, ascii_ = in_locale("C.UTF-8", *args), in_locale("C", *args)
+    assert utf8.returncode == ascii_.returncode == 0, ascii_.stderr
+    assert b"\xe2\x80\xa6" in utf8.stdout and max(ascii_.stdout) < 0x80
+    head = next(l for l in ascii_.stdout.decode().splitlines() if re.match(r"^ +[\d.]+ [KMG]iB +\d+x ", l))
+    assert len(head) <= 60 and re.search(r"\.\.\.\.setup_buckets \(\.\.\.[^ ]*_2\.py:3266\)$", head), head
+    # the same lines, each as wide as it was
+    widths = lambda out: [len(l) for l in out.splitlines()]
+    assert widths(ascii_.stdout.decode()) == widths(utf8.stdout.decode("utf-8"))
+
+
+def test_the_c_locale_draws_the_timeline_in_ascii():
+    utf8, ascii_ = (in_locale(l, "timeline", "--width", "60", LEAK_CYCLE) for l in ("C.UTF-8", "C"))
+    assert b"\xe2\x96\x88" in utf8.stdout and max(ascii_.stdout) < 0x80
+    blocks = " \u2581\u2582\u2583\u2584\u2585\u2586\u2587\u2588"
+    as_levels = lambda text, chars: [[chars.index(c) for c in l[23:]] for l in text.splitlines()
+                                     if l.startswith("dev")]
+    assert as_levels(ascii_.stdout.decode(), " _.-~=+*#") == as_levels(utf8.stdout.decode(), blocks) != []
+
+
+def test_the_c_locale_escapes_the_traces_own_text(unicode_trace):
+    """A function and a file named in UTF-8: shown as they are in a UTF-8 locale, as \\xNN bytes
+    in the C locale (0x9b alone is CSI to an 8-bit terminal), on standard output and in messages."""
+    utf8, ascii_ = (in_locale(l, "report", unicode_trace) for l in ("C.UTF-8", "C"))
+    assert "r\u00e9server_\u00dbn" in utf8.stdout.decode() and "\u00e9t\u00e9.py" in utf8.stdout.decode()
+    assert max(ascii_.stdout) < 0x80
+    assert b"r\\xc3\\xa9server_\\xc3\\x9bn" in ascii_.stdout and b"\\xc3\\xa9t\\xc3\\xa9.py" in ascii_.stdout
+    missing = in_locale("C", "report", unicode_trace.parent / "\u00e9\u00e9.vrt")
+    assert missing.returncode != 0 and max(missing.stderr) < 0x80 and b"\\xc3\\xa9" in missing.stderr
+
+
+def test_json_is_ascii_and_the_same_in_every_locale(unicode_trace):
+    outs = [in_locale(l, "report", "--json", unicode_trace) for l in ("C.UTF-8", "C", "en_US.ISO-8859-1")]
+    assert all(o.returncode == 0 for o in outs) and outs[0].stdout == outs[1].stdout == outs[2].stdout
+    assert max(outs[0].stdout) < 0x80
+    assert "r\u00e9server_\u00dbn" in json.dumps(json.loads(outs[0].stdout), ensure_ascii=False)
+
+
+def test_json_of_a_path_that_is_not_utf8_stays_json(tmp_path, unicode_trace):
+    odd = tmp_path / os.fsdecode(b"t\xff.vrt")
+    shutil.copy(unicode_trace, odd)
+    p = in_locale("C.UTF-8", "info", "--json", odd)
+    assert p.returncode == 0, p.stderr
+    assert json.loads(p.stdout)["file"].endswith("t\\xff.vrt")
+
+
+def test_a_locale_this_machine_lacks_is_read_by_its_name():
+    args = ("timeline", "--width", "60", LEAK_CYCLE)
+    assert b"\xe2\x96" in in_locale("xx_YY.UTF-8", *args).stdout
+    assert max(in_locale("xx_YY.ISO-8859-1", *args).stdout) < 0x80

@@ -1,0 +1,127 @@
+/* SPDX-License-Identifier: MIT */
+/* What text for people may hold (charset.h). */
+#define _GNU_SOURCE
+#include "charset.h"
+
+#include <errno.h>
+#include <langinfo.h>
+#include <locale.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <unistd.h>
+
+#include "vramtrace/error.h"
+
+static bool utf8 = true;
+
+static bool names_utf8(const char *codeset)
+{
+	return codeset && (!strcasecmp(codeset, "UTF-8") || !strcasecmp(codeset, "UTF8"));
+}
+
+/* The locale the environment names, as setlocale would pick it: LC_ALL, LC_CTYPE, LANG. */
+static const char *locale_named(void)
+{
+	static const char *const vars[] = { "LC_ALL", "LC_CTYPE", "LANG" };
+	for (size_t i = 0; i < sizeof(vars) / sizeof(vars[0]); i++) {
+		const char *v = getenv(vars[i]);
+		if (v && *v)
+			return v;
+	}
+	return "C";
+}
+
+void vrt_charset_init(void)
+{
+	if (setlocale(LC_CTYPE, "")) {
+		utf8 = names_utf8(nl_langinfo(CODESET));
+		setlocale(LC_CTYPE, "C");
+		return;
+	}
+	/* A locale this machine does not have (a copied environment): its name says the set. */
+	const char *name = locale_named(), *dot = strchr(name, '.');
+	char codeset[32] = "";
+	if (dot)
+		snprintf(codeset, sizeof(codeset), "%.*s", (int)strcspn(dot + 1, "@"), dot + 1);
+	utf8 = names_utf8(codeset);
+}
+
+void vrt_charset_set_utf8(bool on) { utf8 = on; }
+bool vrt_charset_utf8(void) { return utf8; }
+const char *vrt_ellipsis(void) { return utf8 ? "\u2026" : "..."; }
+int vrt_ellipsis_columns(void) { return utf8 ? 1 : 3; }
+
+/* ---- the guarded streams: what is written goes to the descriptor, bytes above 0x7f as \xNN */
+
+static int write_all(int fd, const char *p, size_t n)
+{
+	while (n) {
+		ssize_t w = write(fd, p, n);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0)
+			return -1;
+		p += w;
+		n -= (size_t)w;
+	}
+	return 0;
+}
+
+static ssize_t guarded_write(void *cookie, const char *buf, size_t size)
+{
+	int fd = (int)(intptr_t)cookie;
+	char out[4096];
+	size_t o = 0;
+	for (size_t i = 0; i < size; i++) {
+		unsigned char c = (unsigned char)buf[i];
+		if (o + 4 > sizeof(out)) {
+			if (write_all(fd, out, o))
+				return -1;
+			o = 0;
+		}
+		if (c < 0x80) {
+			out[o++] = (char)c;
+		} else {
+			static const char hex[] = "0123456789abcdef";
+			out[o++] = '\\';
+			out[o++] = 'x';
+			out[o++] = hex[c >> 4];
+			out[o++] = hex[c & 15];
+		}
+	}
+	if (o && write_all(fd, out, o))
+		return -1;
+	return (ssize_t)size;
+}
+
+static FILE *guarded(int fd, int mode)
+{
+	cookie_io_functions_t io = { .write = guarded_write };
+	FILE *f = fopencookie((void *)(intptr_t)fd, "w", io);
+	if (f)
+		setvbuf(f, NULL, mode, 0);
+	return f;
+}
+
+int vrt_charset_guard_streams(bool with_output)
+{
+	if (utf8)
+		return 0;
+	fflush(stdout);
+	fflush(stderr);
+	FILE *out = with_output ? guarded(STDOUT_FILENO, isatty(STDOUT_FILENO) ? _IOLBF : _IOFBF) : stdout;
+	FILE *err = guarded(STDERR_FILENO, _IONBF);
+	if (!out || !err) {
+		if (out && out != stdout)
+			fclose(out);
+		if (err)
+			fclose(err);
+		return VRT_E_NOMEM;
+	}
+	stdout = out;
+	stderr = err;
+	return 0;
+}
