@@ -17,9 +17,8 @@
  * holder may wait for) and no Python API that allocates or touches reference counts is called:
  * while a thread is inside C, nobody else changes its frame chain, and the code objects on it
  * and their name strings are alive. Names are copied at first sight from the string objects'
- * own storage. A code object may die later and its address be reused; the intern key therefore
- * includes its filename and name objects and first line, which a new code object at the same
- * address will not share.
+ * own storage. A code object may die later and another take its address (see "code objects that
+ * died" below).
  *
  * The intern tables are shared by all threads and guarded by a spinlock, which a thread takes
  * only to publish a stack its stack cache does not know, and then only when its own small cache
@@ -71,6 +70,7 @@ struct layout {
 #include "python_layout_table.h"
 
 #define TP_BASICSIZE 32
+#define TP_DEALLOC 48
 #define OB_TYPE 8
 #define STR_LENGTH 16
 #define STR_STATE 32
@@ -92,7 +92,8 @@ struct slot {
 	uint32_t value;
 };
 
-/* What identifies a code object beyond its address (see the top of the file). */
+/* What the code index checks beyond a code object's address: its file name and name objects
+ * and first line (see "code objects that died"). */
 struct code_guard {
 	PyObject *filename, *name;
 	int firstlineno;
@@ -104,18 +105,19 @@ struct table {
 	uint32_t used;
 };
 
-/* Per-thread: recent (code object, offset) -> frame id, checked against the code's guard. */
+/* Per-thread: recent (code object, offset) -> frame id, emptied when a code object dies. */
 struct frame_cache_entry {
 	PyObject *code;
-	struct code_guard guard;
 	int lasti;
 	uint32_t id;
 };
 #define FRAME_CACHE_SLOTS 512u
 static __thread struct frame_cache_entry *frame_cache VRT_TLS;
+static __thread uint64_t frame_cache_deaths VRT_TLS; /* code_deaths when the cache was last emptied */
 
 static struct vrt_pycode *codes;
 static struct code_guard *guards;
+static uint64_t *guards_checked; /* code_deaths when the code's guard was last known to name it */
 static struct vrt_pyframe *frames;
 static _Atomic int intern_lock;
 static _Atomic uint32_t n_codes, n_frames;
@@ -124,6 +126,42 @@ static char *arena;
 static size_t arena_left;
 
 #define RD(type, base, off) (*(type *)((char *)(base) + (off)))
+
+/*
+ * Code objects that died. A code object's address names it only while it lives: the next one
+ * may take it, and with it the addresses of its file name and name strings, which die with it
+ * (code made at run time: exec, namedtuple, dataclasses, torch.compile), so not even those tell
+ * the two apart. PyCode_Type's tp_dealloc is wrapped to count the deaths, and whatever this
+ * file keeps by address holds only while the count stands: a walk reads it once and names each
+ * frame by its code object's address alone, the stack hash the thread's stack cache is keyed by
+ * takes the count in, the walk memo and the thread's frame cache are dropped when it moved, and
+ * a code index entry kept before it moved is checked by its text (intern_code). A thread's own
+ * stack holds live code objects only; a death in another thread before this one runs the code
+ * born in its place is ordered before it by the GIL's hand-over.
+ */
+static _Atomic uint64_t code_deaths;
+static void (*code_dealloc_next)(PyObject *);
+
+/* Runs for every code object freed, in whatever thread frees it (holding the GIL). */
+static void code_dealloc_counting(PyObject *code)
+{
+	atomic_fetch_add_explicit(&code_deaths, 1, memory_order_relaxed);
+	code_dealloc_next(code);
+}
+
+/* Wraps PyCode_Type's tp_dealloc once per process (a forked child finds it wrapped); false if
+ * it cannot. A pointer store: a code object freed meanwhile runs one or the other, both whole. */
+static bool count_code_deaths(void)
+{
+	void (**slot)(PyObject *) = (void (**)(PyObject *))((char *)py.PyCode_Type + TP_DEALLOC);
+	void (*now)(PyObject *) = __atomic_load_n(slot, __ATOMIC_ACQUIRE);
+	if (now == code_dealloc_counting)
+		return true;
+	if (!now)
+		return false;
+	code_dealloc_next = now;
+	return __atomic_compare_exchange_n(slot, &now, code_dealloc_counting, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
+}
 
 static void *sym(const char *name) { return vrt_real_dlsym(NULL /* RTLD_DEFAULT */, name); }
 
@@ -194,8 +232,9 @@ void vrt_python_init(void)
 {
 	codes = reserve(sizeof(*codes) * MAX_CODES);
 	guards = reserve(sizeof(*guards) * MAX_CODES);
+	guards_checked = reserve(sizeof(*guards_checked) * MAX_CODES);
 	frames = reserve(sizeof(*frames) * MAX_FRAMES);
-	if (!codes || !guards || !frames || !table_init(&code_index, 1u << 12) || !table_init(&frame_index, 1u << 14))
+	if (!codes || !guards || !guards_checked || !frames || !table_init(&code_index, 1u << 12) || !table_init(&frame_index, 1u << 14))
 		atomic_store(&py_state, -1);
 }
 
@@ -218,6 +257,11 @@ static bool python_ready(void)
 	L = match_layout(why, sizeof(why));
 	if (!L) {
 		vrt_log("Python stacks off: %s; native stacks continue", why);
+		atomic_store(&py_state, -1);
+		return false;
+	}
+	if (!count_code_deaths()) {
+		vrt_log("Python stacks off: PyCode_Type's deallocator could not be followed; native stacks continue");
 		atomic_store(&py_state, -1);
 		return false;
 	}
@@ -371,12 +415,36 @@ static const char *string_text(PyObject *s)
 	return arena_utf8((const char *)s + L->str_compact_size, kind, (size_t)n);
 }
 
+/* Whether string_text(s) would give text (NULL as "?"), compared in place: nothing is copied. */
+static bool text_equals(PyObject *s, const char *text)
+{
+	unsigned state = s ? RD(unsigned, s, STR_STATE) : 0;
+	ssize_t n = s ? RD(ssize_t, s, STR_LENGTH) : -1;
+	unsigned kind = (state >> STR_KIND_SHIFT) & 7;
+	if (n < 0 || n > 4096 || !(state & STR_COMPACT) || (!(state & STR_ASCII) && kind != 1 && kind != 2 && kind != 4))
+		return !strcmp(text, "?");
+	if (state & STR_ASCII)
+		return strlen(text) == (size_t)n && !memcmp((const char *)s + L->str_ascii_size, text, (size_t)n);
+	const void *data = (const char *)s + L->str_compact_size;
+	for (ssize_t i = 0; i < n; i++) {
+		uint32_t cp = kind == 1 ? ((const uint8_t *)data)[i]
+			      : kind == 2 ? ((const uint16_t *)data)[i] : ((const uint32_t *)data)[i];
+		char utf8[4];
+		size_t k = put_utf8(utf8, cp);
+		for (size_t j = 0; j < k; j++, text++)
+			if (!*text || *text != utf8[j])
+				return false;
+	}
+	return !*text;
+}
+
 static PyObject *code_field(PyObject *code, int off) { return off >= 0 ? RD(PyObject *, code, off) : NULL; }
+
+static PyObject *qualname_of(PyObject *code) { return code_field(code, L->co_qualname >= 0 ? L->co_qualname : L->co_name); }
 
 static struct code_guard guard_of(PyObject *code)
 {
-	return (struct code_guard){ code_field(code, L->co_filename),
-				    code_field(code, L->co_qualname >= 0 ? L->co_qualname : L->co_name),
+	return (struct code_guard){ code_field(code, L->co_filename), code_field(code, L->co_name),
 				    RD(int, code, L->co_firstlineno) };
 }
 
@@ -385,23 +453,33 @@ static bool same_guard(const struct code_guard *a, const struct code_guard *b)
 	return a->filename == b->filename && a->name == b->name && a->firstlineno == b->firstlineno;
 }
 
-/* The code object's id; described at first sight (or when its address was reused). */
+/* The code object's id; described at first sight (or when its address was reused). An entry
+ * kept before a code object died is checked by its text: its guard's strings may be reborn. */
 static int intern_code(PyObject *code)
 {
+	uint64_t deaths = atomic_load_explicit(&code_deaths, memory_order_relaxed);
 	struct code_guard g = guard_of(code);
 	struct slot *s = table_find(&code_index, (uintptr_t)code, 0);
-	if (s->key && same_guard(&guards[s->value], &g))
-		return (int)s->value;
+	if (s->key && same_guard(&guards[s->value], &g)) {
+		uint32_t known = s->value;
+		if (guards_checked[known] == deaths)
+			return (int)known;
+		if (text_equals(g.filename, codes[known].filename) && text_equals(qualname_of(code), codes[known].qualname)) {
+			guards_checked[known] = deaths;
+			return (int)known;
+		}
+	}
 	uint32_t id = atomic_load_explicit(&n_codes, memory_order_relaxed);
 	if (id >= MAX_CODES)
 		return -1;
 	struct vrt_pycode *c = &codes[id];
 	c->filename = string_text(g.filename);
-	c->qualname = string_text(g.name);
+	c->qualname = string_text(qualname_of(code));
 	c->filename = c->filename ? c->filename : "?";
 	c->qualname = c->qualname ? c->qualname : "?";
 	c->firstlineno = (uint32_t)g.firstlineno;
 	guards[id] = g;
+	guards_checked[id] = deaths;
 	if (s->key)
 		s->value = id; /* the address now names a different code object */
 	else if (!table_put(&code_index, (uintptr_t)code, 0, id))
@@ -469,49 +547,65 @@ void vrt_python_fork_child(bool locked)
 /* Frame id of (code, lasti): from this thread's cache, else interned under the lock. */
 static int frame_id(PyObject *code, int lasti)
 {
-	struct code_guard g = guard_of(code);
 	struct frame_cache_entry *e = NULL;
+	uint64_t deaths = atomic_load_explicit(&code_deaths, memory_order_relaxed);
+	if (frame_cache && frame_cache_deaths != deaths) {
+		memset(frame_cache, 0, sizeof(struct frame_cache_entry) * FRAME_CACHE_SLOTS);
+		frame_cache_deaths = deaths;
+	}
 	if (frame_cache) {
 		uint64_t h = ((uintptr_t)code >> 4) * 0x9e3779b97f4a7c15ull ^ (uint64_t)(uint32_t)lasti;
 		e = &frame_cache[(h ^ (h >> 31)) & (FRAME_CACHE_SLOTS - 1)];
-		if (e->code == code && e->lasti == lasti && same_guard(&e->guard, &g))
+		if (e->code == code && e->lasti == lasti)
 			return (int)e->id;
 	}
 	lock_tables();
 	int id = intern_frame(code, lasti);
 	unlock_tables();
 	if (e && id >= 0)
-		*e = (struct frame_cache_entry){ code, g, lasti, (uint32_t)id };
+		*e = (struct frame_cache_entry){ code, lasti, (uint32_t)id };
 	return id;
 }
 
 /* ---- the walk --------------------------------------------------------------------------- */
 
 /*
- * A walk reads frames and names each by its raw key (stack_hash.h: the code object, its guard,
- * the instruction offset); nothing is interned and no lock is taken, so a stack the thread's
- * cache already knows costs only the reads. Interning follows on a miss (vrt_python_frame_ids).
+ * A walk reads frames and names each by its raw key (stack_hash.h: the code object's address and
+ * the instruction offset, with the count of code objects that died once a walk); nothing is
+ * interned and no lock is taken, so a stack the thread's cache already knows costs only the
+ * reads. Interning follows on a miss (vrt_python_frame_ids).
  *
- * The thread's last walk is kept (the memo): an interpreter frame at the same address running
- * the same code object at the same instruction, entered the same way, gives what it gave then,
- * and with the same guard (a code object can die and another take its address), without its key
- * made again. The memo is followed from the innermost frame until the first frame that differs;
- * from there the walk reads everything and writes the memo anew.
+ * The thread's last walk is kept (the memo): an interpreter frame running the same code object
+ * at the same instruction, entered the same way, gives what it gave then, without its key made
+ * again, while no code object died since the memo was written. It is followed from the
+ * innermost frame until the first frame that differs; from there the walk reads everything and
+ * writes the memo anew. (Where a frame is does not enter: what it gives follows from the fields
+ * compared.) Following reads the memo while the framework's work between two allocations has
+ * evicted it, so what it compares is packed apart from what it does not (a frame's key and the
+ * hash after it, read for the last frame followed): 24 bytes a frame, eight in three lines.
  */
 struct memo_frame {
-	const void *frame, *code; /* code as read, tag bits and all */
-	struct code_guard guard;  /* the code object's, when it gave a frame */
+	const void *code;         /* as read, tag bits and all */
 	uintptr_t where;          /* 3.11+: the instruction pointer; 3.9/3.10: f_lasti */
-	uint32_t how;             /* 3.11+: owner, and entry (3.11), as read */
 	int32_t lasti;
+	uint16_t how;             /* 3.11+: owner, and entry (3.11) << 8, as read */
 	bool has_frame, boundary; /* what the frame gave */
+};
+_Static_assert(sizeof(struct memo_frame) == 24, "eight memo frames in three cache lines");
+
+struct memo_tail {
 	uint64_t key;
 	struct vrt_hash_stream after; /* the walk's hash once the frame was given */
 };
 
+/* Valid for walks of the same max while code_deaths stands at deaths (a frame's has_frame came
+ * from its code object's first traceable instruction, which a code object born in its place
+ * need not share). */
 struct vrt_python_memo {
 	int n, max;
+	uint64_t deaths;
 	struct memo_frame frames[VRT_MAX_PYTHON];
+	struct memo_tail tails[VRT_MAX_PYTHON];
 };
 
 size_t vrt_python_memo_size(void) { return sizeof(struct vrt_python_memo); }
@@ -543,24 +637,17 @@ static void put_boundary(struct walk *w)
 	vrt_hash_stream_add(w->hash, VRT_HASH_PY_TAG | VRT_PY_EVAL_BOUNDARY);
 }
 
-/* The memo frame's code object is still the one at its address. */
-static bool same_code(const struct memo_frame *m, const void *tagged)
-{
-	struct code_guard g = guard_of((PyObject *)((uintptr_t)tagged & ~(uintptr_t)L->code_tag_bits));
-	return same_guard(&m->guard, &g);
-}
-
 /* What the memo's next frame gave, if the frame visited now is that frame again. */
-static bool follow(struct walk *w, const void *frame, const void *code, uintptr_t where, uint32_t how)
+static bool follow(struct walk *w, const void *code, uintptr_t where, uint32_t how)
 {
 	const struct memo_frame *m = w->following && w->visited < w->memo->n ? &w->memo->frames[w->visited] : NULL;
-	if (!m || m->frame != frame || m->code != code || m->where != where || m->how != how ||
-	    (m->has_frame && !same_code(m, code))) {
+	if (!m || m->code != code || m->where != where || m->how != how) {
 		w->following = false;
 		return false;
 	}
 	if (m->has_frame)
-		put_key(w, (PyObject *)((uintptr_t)code & ~(uintptr_t)L->code_tag_bits), m->lasti, m->key);
+		put_key(w, (PyObject *)((uintptr_t)code & ~(uintptr_t)L->code_tag_bits), m->lasti,
+			w->memo->tails[w->visited].key);
 	if (m->boundary)
 		put_boundary(w);
 	w->visited++;
@@ -570,17 +657,17 @@ static bool follow(struct walk *w, const void *frame, const void *code, uintptr_
 /* Gives what a frame read in full gives, and keeps it in the memo. */
 static void give(struct walk *w, struct memo_frame f, PyObject *code)
 {
+	uint64_t key = 0;
 	if (f.has_frame) {
-		struct code_guard g = f.guard = guard_of(code);
-		f.key = vrt_hash_pyframe((uintptr_t)code, (uintptr_t)g.filename, (uintptr_t)g.name,
-					 (uint32_t)g.firstlineno, f.lasti);
-		put_key(w, code, f.lasti, f.key);
+		key = vrt_hash_pyframe((uintptr_t)code, f.lasti);
+		put_key(w, code, f.lasti, key);
 	}
 	if (f.boundary)
 		put_boundary(w);
-	f.after = *w->hash;
-	if (w->memo && w->visited < VRT_MAX_PYTHON)
+	if (w->memo && w->visited < VRT_MAX_PYTHON) {
+		w->memo->tails[w->visited] = (struct memo_tail){ key, *w->hash };
 		w->memo->frames[w->visited++] = f;
+	}
 }
 
 /* 3.9 / 3.10: a chain of PyFrameObjects, one eval call each. */
@@ -589,11 +676,11 @@ static void walk_frame_objects(struct walk *w, PyObject *f)
 	for (int guard = 0; f && w->n < w->max && guard < 10000; guard++, f = RD(PyObject *, f, L->f_back)) {
 		PyObject *code = RD(PyObject *, f, L->f_code);
 		int lasti = RD(int, f, L->f_lasti);
-		if (follow(w, f, code, (uintptr_t)(uint32_t)lasti, 0))
+		if (follow(w, code, (uintptr_t)(uint32_t)lasti, 0))
 			continue;
 		if (!is_code(code))
 			return;
-		struct memo_frame m = { .frame = f, .code = code, .where = (uintptr_t)(uint32_t)lasti,
+		struct memo_frame m = { .code = code, .where = (uintptr_t)(uint32_t)lasti,
 					.lasti = lasti < 0 ? -1 : lasti * L->lasti_scale, .has_frame = true, .boundary = true };
 		give(w, m, code);
 	}
@@ -631,31 +718,25 @@ static struct iframe read_iframe(PyObject *f)
 static PyObject *follow_interpreter_frames(struct walk *w, PyObject *f)
 {
 	const ptrdiff_t o_owner = L->if_owner, o_entry = L->if_is_entry, o_code = L->if_code, o_instr = L->if_instr,
-			o_previous = L->if_previous, o_filename = L->co_filename, o_firstlineno = L->co_firstlineno,
-			o_name = L->co_qualname >= 0 ? L->co_qualname : L->co_name;
+			o_previous = L->if_previous;
 	const uintptr_t untag = ~(uintptr_t)L->code_tag_bits;
 	const struct memo_frame *m = w->memo->frames, *end = m + w->memo->n;
 	struct vrt_pyraw *raw = w->raw + w->n;
 	for (; f && m < end; m++, f = RD(PyObject *, f, o_previous)) {
 		const void *code = RD(const void *, f, o_code);
-		if (m->frame != f || m->code != code || m->where != RD(uintptr_t, f, o_instr))
+		if (m->code != code || m->where != RD(uintptr_t, f, o_instr))
 			break;
 		uint32_t how = (uint8_t)RD(char, f, o_owner) | (o_entry >= 0 && RD(char, f, o_entry) ? 1u << 8 : 0);
 		if (m->how != how)
 			break;
-		if (m->has_frame) {
-			PyObject *c = (PyObject *)((uintptr_t)code & untag);
-			if (m->guard.filename != RD(PyObject *, c, o_filename) || m->guard.name != RD(PyObject *, c, o_name) ||
-			    m->guard.firstlineno != RD(int, c, o_firstlineno))
-				break;
-			*raw++ = (struct vrt_pyraw){ c, m->lasti };
-		}
+		if (m->has_frame)
+			*raw++ = (struct vrt_pyraw){ (PyObject *)((uintptr_t)code & untag), m->lasti };
 		if (m->boundary)
 			*raw++ = (struct vrt_pyraw){ NULL, 0 };
 	}
 	int followed = (int)(m - w->memo->frames);
 	if (followed) {
-		*w->hash = m[-1].after;
+		*w->hash = w->memo->tails[followed - 1].after;
 		w->n = w->hash->n; /* the memo was walked with the same max: its outputs fit */
 	}
 	w->visited = followed;
@@ -670,7 +751,7 @@ static void walk_interpreter_frames(struct walk *w, PyObject *f)
 		f = follow_interpreter_frames(w, f);
 	for (int guard = 0; f && w->n < w->max && guard < 100000; guard++, f = RD(PyObject *, f, L->if_previous)) {
 		struct iframe i = read_iframe(f);
-		struct memo_frame m = { .frame = f, .code = i.code, .where = i.instr, .how = i.how };
+		struct memo_frame m = { .code = i.code, .where = i.instr, .how = (uint16_t)i.how };
 		int owner = (int)(int8_t)(i.how & 0xff);
 		if (L->owner_cstack >= 0 && owner == L->owner_cstack) {
 			m.boundary = true;
@@ -694,7 +775,8 @@ int vrt_python_walk(struct vrt_python_memo *memo, struct vrt_pyraw *raw, struct 
 	void *ts = max > 0 ? python_thread() : NULL;
 	if (!ts)
 		return 0;
-	bool have_memo = memo && memo->max == max;
+	uint64_t deaths = atomic_load_explicit(&code_deaths, memory_order_relaxed);
+	bool have_memo = memo && memo->max == max && memo->deaths == deaths;
 	struct walk w = { raw, hash, 0, max, memo, 0, have_memo };
 	if (L->minor <= 10) {
 		walk_frame_objects(&w, RD(PyObject *, ts, L->ts_frame));
@@ -707,7 +789,10 @@ int vrt_python_walk(struct vrt_python_memo *memo, struct vrt_pyraw *raw, struct 
 	if (memo) {
 		memo->n = w.visited;
 		memo->max = max;
+		memo->deaths = deaths;
 	}
+	if (w.n && deaths) /* the frames' keys are addresses, which name them until a death */
+		hash->h = vrt_hash_mum(hash->h ^ VRT_HASH_K1, deaths ^ VRT_HASH_PY_TAG);
 	return w.n;
 }
 

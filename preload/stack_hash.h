@@ -71,14 +71,12 @@ static inline uint64_t vrt_hash_stream_end(const struct vrt_hash_stream *s, uint
 	return h ? h : 1; /* 0 marks an empty cache slot */
 }
 
-/* A Python frame's key as the hot path sees it before interning: its code object with what
- * tells a reused address apart (filename and name objects, first line), and the instruction
- * offset. Interned frames (ids) are keyed VRT_HASH_PY_TAG | id instead. */
-static inline uint64_t vrt_hash_pyframe(uint64_t code, uint64_t filename, uint64_t name, uint32_t firstlineno,
-					int32_t lasti)
+/* A Python frame's key as the hot path sees it before interning: its code object's address
+ * and the instruction offset (the walk adds the count of code objects that died, which tells a
+ * reused address apart: python.c). Interned frames (ids) are keyed VRT_HASH_PY_TAG | id instead. */
+static inline uint64_t vrt_hash_pyframe(uint64_t code, int32_t lasti)
 {
-	uint64_t where = vrt_hash_mum(filename ^ VRT_HASH_K1, name ^ VRT_HASH_K0);
-	return vrt_hash_mum(code ^ VRT_HASH_K3, where ^ ((uint64_t)firstlineno << 32 | (uint32_t)lasti));
+	return vrt_hash_mum(code ^ VRT_HASH_K3, (uint64_t)(uint32_t)lasti ^ VRT_HASH_K1);
 }
 
 /* A whole stack of interned frames (a phase entry's, the unit test's). */

@@ -132,3 +132,81 @@ def test_python_names_and_files_beyond_ascii_keep_their_text(tmp_path, python_ex
     frames = [(f["function"], f["file"]) for f in site["frames"] if f["kind"] == "python"]
     shown = str(tmp_path / "\U0001F600_\u00e9") + "\\xff.py"
     assert frames == [("r\u00e9server", shown), ("\u5206\u914d_\u00e9", shown), ("<module>", shown)], frames
+
+
+REBORN_SCRIPT = '''
+import ctypes, gc, sys, time
+rt = ctypes.PyDLL(sys.argv[1])
+rt.cudaMalloc.argtypes = [ctypes.POINTER(ctypes.c_void_p), ctypes.c_size_t]
+p = ctypes.c_void_p()
+def alloc(n):
+    rt.cudaMalloc(ctypes.byref(p), n)
+addresses = set()
+for i in range(12):
+    ns = {"alloc": alloc}
+    exec(compile(f"def fn_{i}(n):\\n    alloc(n)\\n", f"gen_{i}.py", "exec"), ns)
+    fn = ns[f"fn_{i}"]
+    addresses.add(id(fn.__code__))
+    fn((i + 1) << 20)
+    time.sleep(0.2)  # the collector drains (every 10 ms here): the thread's stack cache knows this stack
+    del ns, fn
+    gc.collect()
+print(len(addresses))
+'''
+
+
+def test_a_code_object_born_where_a_dead_one_was_is_named_anew(tmp_path, python_exe):
+    """Code made at run time (exec, as dataclasses, namedtuple and torch.compile do) dies and the
+    next takes its address, running the same instruction from the same caller: the thread's
+    walk memo and frame cache must tell them apart by the code object's guard (its file, name and
+    first line), not name the new frame after the dead one: its stack's hash would be the dead
+    one's, which the thread's stack cache knows."""
+    script = tmp_path / "reborn.py"
+    script.write_text(REBORN_SCRIPT)
+    t = trace(tmp_path, [python_exe, script, CUDART], env={"VRAMTRACE_FLUSH_MS": "10"})
+    assert t.returncode == 0, t.stderr
+    assert int(t.stdout) < 12, "no code object took a dead one's address: the test checks nothing"
+    named = {}
+    for site in t.live_sites():
+        python = [f for f in site["frames"] if f["kind"] == "python"]
+        named[site["bytes"] >> 20] = (python[1]["function"], python[1]["file"])
+    assert named == {i + 1: (f"fn_{i}", f"gen_{i}.py") for i in range(12)}, named
+
+
+SAME_NAME_SCRIPT = '''
+import array, ctypes, gc, sys, time
+rt = ctypes.PyDLL(sys.argv[1])
+rt.cudaMalloc.argtypes = [ctypes.POINTER(ctypes.c_void_p), ctypes.c_size_t]
+p = ctypes.c_void_p()
+def alloc(n):
+    rt.cudaMalloc(ctypes.byref(p), n)
+FILE = "gen.py"  # one string object: every code object's co_filename is it
+seen = array.array("Q", bytes(8 * 12))
+for i in range(12):
+    ns = {"alloc": alloc}
+    exec(compile(f"class C_{i}:\\n    def m(self, n):\\n        alloc(n)\\n", FILE, "exec"), ns)
+    obj = ns[f"C_{i}"]()
+    seen[i] = id(obj.m.__code__)
+    obj.m((i + 1) << 20)
+    time.sleep(0.2)  # the collector drains (every 10 ms here)
+    del ns, obj
+    gc.collect()
+print(len(set(seen)))
+'''
+
+
+def test_a_code_object_reborn_with_the_same_file_name_and_line_is_named_by_its_qualified_name(tmp_path, python_exe):
+    """Methods of classes made at run time: the same file name object, the same name ("m",
+    interned), the same first line, another qualified name (C_0.m, C_1.m...). Where a code object
+    dies and the next takes its address, what the code index kept for the address is checked by
+    its text, not by those addresses alone."""
+    script = tmp_path / "same_name.py"
+    script.write_text(SAME_NAME_SCRIPT)
+    t = trace(tmp_path, [python_exe, script, CUDART], env={"VRAMTRACE_FLUSH_MS": "10"})
+    assert t.returncode == 0, t.stderr
+    assert int(t.stdout) < 12, "no code object took a dead one's address: the test checks nothing"
+    named = {}
+    for site in t.live_sites():
+        python = [f for f in site["frames"] if f["kind"] == "python"]
+        named[site["bytes"] >> 20] = (python[1]["function"], python[1]["file"], python[1]["line"])
+    assert named == {i + 1: (f"C_{i}.m", "gen.py", 3) for i in range(12)}, named
