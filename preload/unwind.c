@@ -627,8 +627,7 @@ static uintptr_t stack_top(uintptr_t sp)
 
 /*
  * One frame of a walk: where it was (ip, sp, and rbp as it was there), and what its shape made
- * of it (its CFA, the slot its caller's RBP came from), relative to sp: 32 bytes, so that the
- * memo a walk writes is two frames a cache line (the walk's stores miss as its probes do).
+ * of it (its CFA, the slot its caller's RBP came from), relative to sp.
  */
 struct frame {
 	uint64_t ip, sp, rbp;
@@ -636,7 +635,23 @@ struct frame {
 	int8_t rbp_slot;  /* SHAPE_RBP_SAVED: the caller's RBP is at CFA + 8 * rbp_slot */
 	uint8_t flags;    /* its shape's */
 };
-_Static_assert(sizeof(struct frame) == 32, "two frames of a walk a cache line");
+
+/*
+ * A frame as the memo keeps it, 24 bytes: the low half of its sp, and its rbp above its sp where
+ * its CFA comes from RBP (rbp is read from the memo nowhere else). The memo is used only by walks
+ * that start less than 4 GiB below the top of the stack (walk), so two sps of its walks are equal
+ * when their low halves are; rbp is compared at its full width, so an offset that does not fit
+ * (an RBP past the CFA) only makes the frame one the memo does not know.
+ */
+struct memo_frame {
+	uint64_t ip;
+	uint32_t sp_lo;     /* (uint32_t)sp */
+	uint32_t rbp_off;   /* SHAPE_CFA_RBP: rbp - sp */
+	uint32_t cfa_off;
+	int8_t rbp_slot;
+	uint8_t flags;
+};
+_Static_assert(sizeof(struct memo_frame) == 24, "eight memo frames in three cache lines");
 
 /*
  * The thread's last walk (two buffers: the last, and the one the next walk writes). A frame
@@ -653,16 +668,38 @@ _Static_assert(sizeof(struct frame) == 32, "two frames of a walk a cache line");
  * frames are still the last walk's, moved, while their ips (and RBP - sp) agree
  * (follow_moved); only the frames from the first that differs to where the walks meet again
  * at the same addresses (last_frame) probe the shape table.
+ *
+ * A real step's own work evicts the memo between two walks, so what a walk reads of it is what
+ * it pays: 8 bytes a frame where it looks for the meeting point, 24 where it takes a frame
+ * (cachesim in bench/NOTES.md).
  */
 struct vrt_unwind_memo {
 	uint32_t epoch;
 	int max;
 	int n[2];
 	int last;
-	struct frame frames[2][VRT_UNWIND_MAX];
+	uintptr_t top; /* of the stack its walks were on */
+	struct memo_frame frames[2][VRT_UNWIND_MAX];
 };
 
 size_t vrt_unwind_memo_size(void) { return sizeof(struct vrt_unwind_memo); }
+
+/* One buffer of the memo: a walk's frames, on the stack whose top is top. */
+struct walk_buf {
+	struct memo_frame *frames;
+	uintptr_t top;
+};
+
+static struct walk_buf memo_buf(struct vrt_unwind_memo *m, int which, uintptr_t top)
+{
+	return (struct walk_buf){ m->frames[which], top };
+}
+
+static void buf_put(struct walk_buf b, int n, const struct frame *f)
+{
+	uint32_t rbp_off = (f->flags & SHAPE_CFA_RBP) ? (uint32_t)(f->rbp - f->sp) : 0;
+	b.frames[n] = (struct memo_frame){ f->ip, (uint32_t)f->sp, rbp_off, f->cfa_off, f->rbp_slot, f->flags };
+}
 
 /* The frame at ip from its shape; false if the walk cannot take it. */
 static bool frame_from_shape(struct frame *f, uint32_t now, uintptr_t top)
@@ -694,21 +731,29 @@ struct state {
 	uintptr_t ip, sp, rbp;
 };
 
-static bool same_frame(const struct frame *o, const struct state *at)
+/* Whether the walk is at the memo's frame o. */
+static bool same_frame(const struct memo_frame *o, const struct state *at)
 {
-	return o->sp == at->sp && o->ip == at->ip && (!(o->flags & SHAPE_CFA_RBP) || o->rbp == at->rbp);
+	return o->sp_lo == (uint32_t)at->sp && o->ip == at->ip &&
+	       (!(o->flags & SHAPE_CFA_RBP) || at->sp + o->rbp_off == at->rbp);
 }
 
-/* To the caller of frame f (whose CFA and RBP slot are known): reads what the stack holds now. */
-static void step(struct state *at, const struct frame *f)
+/* To the caller of the frame at sp whose CFA and RBP slot o gives: reads what the stack holds now. */
+static void step(struct state *at, uint64_t sp, const struct memo_frame *o)
 {
-	uintptr_t cfa = f->sp + f->cfa_off;
+	uintptr_t cfa = sp + o->cfa_off;
 	at->ip = *(const uintptr_t *)(cfa - 8);
-	if (f->flags & SHAPE_RBP_SAVED)
-		at->rbp = *(const uintptr_t *)(cfa + (uintptr_t)((intptr_t)f->rbp_slot * 8));
-	else if (f->flags & SHAPE_RBP_LOST)
+	if (o->flags & SHAPE_RBP_SAVED)
+		at->rbp = *(const uintptr_t *)(cfa + (uintptr_t)((intptr_t)o->rbp_slot * 8));
+	else if (o->flags & SHAPE_RBP_LOST)
 		at->rbp = 0;
 	at->sp = cfa;
+}
+
+static void step_frame(struct state *at, const struct frame *f)
+{
+	struct memo_frame o = { .cfa_off = f->cfa_off, .rbp_slot = f->rbp_slot, .flags = f->flags };
+	step(at, f->sp, &o);
 }
 
 /*
@@ -716,12 +761,12 @@ static void step(struct state *at, const struct frame *f)
  * slots, what the stack holds now. Returns the frames followed; *ended when the stack ends
  * there (an outermost frame, or no caller past the last frame).
  */
-__attribute__((no_sanitize_address)) static int follow(const struct frame *last, int n_last, struct state *at,
+__attribute__((no_sanitize_address)) static int follow(struct walk_buf last, int n_last, struct state *at,
 						       uint64_t *out, bool *ended)
 {
 	*ended = false;
 	for (int n = 0; n < n_last; n++) {
-		const struct frame *o = &last[n];
+		const struct memo_frame *o = &last.frames[n];
 		if (!same_frame(o, at))
 			return n;
 		out[n] = at->ip;
@@ -729,7 +774,7 @@ __attribute__((no_sanitize_address)) static int follow(const struct frame *last,
 			*ended = true;
 			return n + 1;
 		}
-		step(at, o);
+		step(at, at->sp, o);
 	}
 	*ended = !at->ip;
 	return n_last;
@@ -750,39 +795,40 @@ static bool fits(const struct frame *f, uintptr_t top)
  * walk's frame n moved while the ips agree, and RBP - sp where the CFA comes from RBP. Writes
  * each frame followed to next, since they are not the last walk's.
  */
-__attribute__((no_sanitize_address)) static int follow_moved(const struct frame *last, int n_last, struct state *at,
-							     uintptr_t top, struct frame *next, uint64_t *out,
+__attribute__((no_sanitize_address)) static int follow_moved(struct walk_buf last, int n_last, struct state *at,
+							     uintptr_t top, struct walk_buf next, uint64_t *out,
 							     bool *ended)
 {
 	*ended = false;
 	for (int n = 0; n < n_last; n++) {
-		const struct frame *o = &last[n];
-		if (o->ip != at->ip || ((o->flags & SHAPE_CFA_RBP) && o->rbp - o->sp != at->rbp - at->sp))
+		const struct memo_frame *o = &last.frames[n];
+		if (o->ip != at->ip || ((o->flags & SHAPE_CFA_RBP) && o->rbp_off != at->rbp - at->sp))
 			return n;
 		struct frame f = { .ip = at->ip, .sp = at->sp, .rbp = at->rbp,
 				   .cfa_off = o->cfa_off, .rbp_slot = o->rbp_slot, .flags = o->flags };
 		if (!(f.flags & SHAPE_OUTERMOST) && !fits(&f, top))
 			return n;
-		next[n] = f;
+		buf_put(next, n, &f);
 		out[n] = at->ip;
 		if (f.flags & SHAPE_OUTERMOST) {
 			*ended = true;
 			return n + 1;
 		}
-		step(at, &f);
+		step_frame(at, &f);
 	}
 	*ended = !at->ip;
 	return n_last;
 }
 
 /* The last walk's frame at this position, if the walk is at that frame again (see the memo). */
-static const struct frame *last_frame(const struct frame *last, int n_last, int *k, const struct state *at)
+static const struct memo_frame *last_frame(struct walk_buf last, int n_last, int *k, const struct state *at)
 {
 	int i = *k;
-	while (i < n_last && last[i].sp < at->sp)
+	uint32_t top = (uint32_t)last.top, at_below = top - (uint32_t)at->sp; /* below 4 GiB (walk) */
+	while (i < n_last && top - last.frames[i].sp_lo > at_below)
 		i++;
 	*k = i;
-	return i < n_last && same_frame(&last[i], at) ? &last[i] : NULL;
+	return i < n_last && same_frame(&last.frames[i], at) ? &last.frames[i] : NULL;
 }
 
 /* From the caller's frame outward; the frame pointer of vrt_unwind is the way in. */
@@ -794,10 +840,15 @@ __attribute__((no_sanitize_address)) static int walk(struct vrt_unwind_memo *m, 
 	if (!top || !shapes || max > VRT_UNWIND_MAX)
 		return -1;
 	uint32_t now = atomic_load_explicit(&epoch, memory_order_acquire);
-	bool have_last = m && m->epoch == now && m->max == max;
-	const struct frame *last = have_last ? m->frames[m->last] : NULL;
+	/* The memo keeps the low halves of sps: walks that start 4 GiB or more below the top of the
+	 * stack (a main stack of such a size) go without it. stack_top gives the same top for every
+	 * walk of a thread; checked all the same, so that the halves are never read against another. */
+	if (top - at.sp > UINT32_MAX)
+		m = NULL;
+	bool have_last = m && m->epoch == now && m->max == max && m->top == top;
+	struct walk_buf last = have_last ? memo_buf(m, m->last, top) : (struct walk_buf){ NULL, top };
 	int n_last = have_last ? m->n[m->last] : 0;
-	struct frame *next = m ? m->frames[m->last ^ 1] : NULL;
+	struct walk_buf next = m ? memo_buf(m, m->last ^ 1, top) : (struct walk_buf){ NULL, top };
 	int n = 0, k = 0;
 	bool ended = false;
 	if (have_last) {
@@ -809,8 +860,8 @@ __attribute__((no_sanitize_address)) static int walk(struct vrt_unwind_memo *m, 
 			*same_as_last = true;
 			return n;
 		}
-		if (n) {
-			memcpy(next, last, sizeof(*next) * (size_t)n); /* the frames followed are the new walk's */
+		if (n) { /* the frames followed are the new walk's */
+			memcpy(next.frames, last.frames, sizeof(*next.frames) * (size_t)n);
 		} else {
 			n = follow_moved(last, n_last, &at, top, next, out, &ended);
 			COUNT(moved, n);
@@ -822,7 +873,7 @@ __attribute__((no_sanitize_address)) static int walk(struct vrt_unwind_memo *m, 
 		k = n;
 	}
 	while (!ended && n < max && at.ip) {
-		const struct frame *o = last ? last_frame(last, n_last, &k, &at) : NULL;
+		const struct memo_frame *o = have_last ? last_frame(last, n_last, &k, &at) : NULL;
 		struct frame f = { .ip = at.ip, .sp = at.sp, .rbp = at.rbp };
 		if (o) {
 			f.cfa_off = o->cfa_off;
@@ -834,12 +885,12 @@ __attribute__((no_sanitize_address)) static int walk(struct vrt_unwind_memo *m, 
 		} else {
 			COUNT(probed, 1);
 		}
-		if (next)
-			next[n] = f;
+		if (m)
+			buf_put(next, n, &f);
 		out[n++] = at.ip;
 		if (f.flags & SHAPE_OUTERMOST)
 			break;
-		step(&at, &f);
+		step_frame(&at, &f);
 	}
 kept:
 	COUNT(walks, 1);
@@ -848,6 +899,7 @@ kept:
 		m->n[m->last] = n;
 		m->epoch = now;
 		m->max = max;
+		m->top = top;
 	}
 	return n;
 }

@@ -210,16 +210,16 @@ m stack-native-hash-kept-for-another-stack preload/stacks.c \
   '\tif (b->native_hash)' \
   test_unwind.py::test_the_fast_walk_records_what_libunwind_records
 m unwind-memo-ignores-ip preload/unwind.c \
-  'return o->sp == at->sp && o->ip == at->ip &&' \
-  'return o->sp == at->sp &&' \
+  'return o->below_top == top - at->sp && o->ip == at->ip &&' \
+  'return o->below_top == top - at->sp &&' \
   meson:unwind
 m unwind-rbp-not-restored preload/unwind.c \
-  '\tif (f->flags & SHAPE_RBP_SAVED)\n\t\tat->rbp = *(const uintptr_t *)(cfa' \
+  '\tif (o->flags & SHAPE_RBP_SAVED)\n\t\tat->rbp = *(const uintptr_t *)(cfa' \
   '\tif (0)\n\t\tat->rbp = *(const uintptr_t *)(cfa' \
   meson:unwind
 m unwind-rbp-slot-unscaled preload/unwind.c \
-  'at->rbp = *(const uintptr_t *)(cfa + (uintptr_t)((intptr_t)f->rbp_slot * 8));' \
-  'at->rbp = *(const uintptr_t *)(cfa + (uintptr_t)((intptr_t)f->rbp_slot));' \
+  'at->rbp = *(const uintptr_t *)(cfa + (uintptr_t)((intptr_t)o->rbp_slot * 8));' \
+  'at->rbp = *(const uintptr_t *)(cfa + (uintptr_t)((intptr_t)o->rbp_slot));' \
   meson:unwind
 m unwind-return-address-slot preload/unwind.c \
   'at->ip = *(const uintptr_t *)(cfa - 8);' \
@@ -230,8 +230,16 @@ m unwind-memo-cfa-not-kept preload/unwind.c \
   '\t\t\tf.cfa_off = 8;' \
   meson:unwind
 m unwind-moved-ignores-rbp preload/unwind.c \
-  'if (o->ip != at->ip || ((o->flags & SHAPE_CFA_RBP) && o->rbp - o->sp != at->rbp - at->sp))' \
+  'if (o->ip != at->ip || ((o->flags & SHAPE_CFA_RBP) && o->rbp_off != at->rbp - at->sp))' \
   'if (o->ip != at->ip)' \
+  meson:unwind
+m unwind-memo-ignores-sp preload/unwind.c \
+  'return o->below_top == top - at->sp && o->ip == at->ip &&' \
+  'return o->ip == at->ip &&' \
+  meson:unwind
+m unwind-memo-ignores-rbp preload/unwind.c \
+  '(!(o->flags & SHAPE_CFA_RBP) || at->sp + o->rbp_off == at->rbp);' \
+  '1;' \
   meson:unwind
 m unwind-moved-never preload/unwind.c \
   '\t\t\tn = follow_moved(last, n_last, &at, top, next, out, &ended);' \

@@ -9,7 +9,9 @@
  * walk (the fast path for a repeated stack): a stack walked again says so, and a frame whose
  * caller changed under an unchanged inner part (twin callers with equal frames, alternating) is
  * followed into the new caller; the same inner frames at another depth are the last walk's moved,
- * but not a frame-pointer frame whose RBP - sp changed (a VLA of another length).
+ * but not a frame-pointer frame whose RBP - sp changed (a VLA of another length); nor is a
+ * frame-pointer frame at the same sp and return address as the last walk's whose RBP is not its
+ * RBP (a VLA sized so that its bottom lands where the other caller's did).
  */
 #define _GNU_SOURCE
 #define UNW_LOCAL_ONLY
@@ -194,6 +196,57 @@ static NOINLINE void moved(void)
 		failures++, fprintf(stderr, "FAIL moved: %d of 12 walks handed to libunwind\n", fell_back - fell_before);
 }
 
+/* A VLA whose bottom lands at the same address whatever the caller's depth: its length grows by
+ * what the caller's frame is shallower than the deepest seen (frames are 16-byte aligned), so the
+ * frames above it sit at the same sps and return addresses while its RBP, and with it its CFA,
+ * is the caller's. */
+static uintptr_t deepest_rbp, landed;
+static int landed_twice;
+
+static NOINLINE int vla_landing(void)
+{
+	uintptr_t rbp = (uintptr_t)__builtin_frame_address(0);
+	if (!deepest_rbp || rbp < deepest_rbp)
+		deepest_rbp = rbp;
+	volatile char buf[64 + (rbp - deepest_rbp)];
+	buf[0] = 1;
+	if (landed == (uintptr_t)&buf[0])
+		landed_twice++;
+	landed = (uintptr_t)&buf[0];
+	sink += chain(3, MAX);
+	return buf[0];
+}
+
+static NOINLINE int shallow_caller(void)
+{
+	volatile char pad[32];
+	pad[0] = 1;
+	sink += vla_landing();
+	return pad[0];
+}
+
+static NOINLINE int deep_caller(void)
+{
+	volatile char pad[32 + 512];
+	pad[0] = 2;
+	sink += vla_landing();
+	return pad[0];
+}
+
+static NOINLINE void same_sp_other_rbp(void)
+{
+	sink += deep_caller(); /* first: the deepest RBP is known before the walks compared */
+	landed_twice = 0;
+	int failed_before = failures;
+	for (int i = 0; i < 6; i++)
+		sink += (i & 1 ? deep_caller : shallow_caller)();
+	if (landed_twice < 5)
+		failures++, fprintf(stderr, "FAIL same sp, other rbp: the VLA landed at one address %d times of 5; the "
+				    "case is not made\n", landed_twice);
+	else if (failures != failed_before)
+		fprintf(stderr, "(the walks above followed a frame-pointer frame by its sp and return address alone)\n");
+}
+
 static void on_signal(int sig)
 {
 	(void)sig;
@@ -225,6 +278,7 @@ int main(void)
 	check("after a new epoch", MAX);
 	alternate();
 	moved();
+	same_sp_other_rbp();
 	pthread_t t;
 	pthread_create(&t, NULL, thread_main, NULL);
 	pthread_join(t, NULL);
