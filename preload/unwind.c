@@ -670,8 +670,7 @@ _Static_assert(sizeof(struct memo_frame) == 24, "eight memo frames in three cach
  * at the same addresses (last_frame) probe the shape table.
  *
  * A real step's own work evicts the memo between two walks, so what a walk reads of it is what
- * it pays: 8 bytes a frame where it looks for the meeting point, 24 where it takes a frame
- * (cachesim in bench/NOTES.md).
+ * it pays (callgrind's cache simulation, bench/NOTES.md): 24 bytes a frame.
  */
 struct vrt_unwind_memo {
 	uint32_t epoch;
