@@ -79,3 +79,25 @@ def test_free_threaded_build_gets_native_stacks_and_one_message(tmp_path):
     site = t.site("ft_alloc_site")
     assert (site["bytes"], site["count"]) == (1 * MiB, 1)
     assert python_frames(site) == [] and "main" in frame_functions(site)
+
+
+@pytest.mark.parametrize("minor", MINORS, ids=[f"3.{m}" for m in MINORS])
+def test_names_beyond_ascii_and_reborn_code_on_each_version(tmp_path, minor):
+    """What each version keeps its strings in (1-, 2- and 4-byte compact strings after its own
+    PyCompactUnicodeObject) and how it frees its code objects (the wrapped deallocator): the
+    tests of test_python.py that depend on them, run by each interpreter. 3.9 and 3.10 have no
+    qualified names: the methods of classes made at run time are all "m" there."""
+    from test_python import (test_a_code_object_born_where_a_dead_one_was_is_named_anew,
+                             test_a_code_object_reborn_with_the_same_file_name_and_line_is_named_by_its_qualified_name,
+                             test_python_names_and_files_beyond_ascii_keep_their_text)
+    exe = FOUND.get(minor)
+    if not exe:
+        pytest.skip(f"no CPython 3.{minor} here (pyenv, python3.{minor} on PATH, VRAMTRACE_TEST_PYTHONS)")
+    for i, test in enumerate((test_python_names_and_files_beyond_ascii_keep_their_text,
+                              test_a_code_object_born_where_a_dead_one_was_is_named_anew,
+                              test_a_code_object_reborn_with_the_same_file_name_and_line_is_named_by_its_qualified_name)):
+        if i == 2 and minor < 11:
+            continue
+        d = tmp_path / str(i)
+        d.mkdir()
+        test(d, exe)
