@@ -54,6 +54,26 @@ bool vrt_charset_utf8(void) { return utf8; }
 const char *vrt_ellipsis(void) { return utf8 ? "\u2026" : "..."; }
 int vrt_ellipsis_columns(void) { return utf8 ? 1 : 3; }
 
+void vrt_charset_shown(const char *in, char *out, size_t cap)
+{
+	static const char hex[] = "0123456789abcdef";
+	size_t o = 0;
+	for (const unsigned char *p = (const unsigned char *)in; *p && o + 1 < cap; p++) {
+		if (utf8 || *p < 0x80) {
+			out[o++] = (char)*p;
+		} else if (o + 5 <= cap) {
+			out[o++] = '\\';
+			out[o++] = 'x';
+			out[o++] = hex[*p >> 4];
+			out[o++] = hex[*p & 15];
+		} else {
+			break;
+		}
+	}
+	if (cap)
+		out[o] = 0;
+}
+
 /* ---- the guarded streams: what is written goes to the descriptor, bytes above 0x7f as \xNN */
 
 static int write_all(int fd, const char *p, size_t n)

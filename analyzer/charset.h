@@ -10,6 +10,7 @@
 #define VRAMTRACE_CHARSET_H
 
 #include <stdbool.h>
+#include <stddef.h>
 
 /* Reads the locale's character set from the environment (LC_ALL, LC_CTYPE, LANG); once, in
  * main, before anything is written. The process's own locale stays "C". */
@@ -17,6 +18,10 @@ void vrt_charset_init(void);
 /* Sets it (tests, and the library's users, which never call vrt_charset_init). */
 void vrt_charset_set_utf8(bool utf8);
 bool vrt_charset_utf8(void);
+
+/* in as the guarded streams would show it (in UTF-8: in itself), into out (cut at cap): text whose
+ * width is measured before it is written, so that it is measured as shown. */
+void vrt_charset_shown(const char *in, char *out, size_t cap);
 
 /* "…" (one column), or "..." (three). */
 const char *vrt_ellipsis(void);

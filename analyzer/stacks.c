@@ -317,37 +317,55 @@ void vrt_frame_format(const struct vrt_frame *f, char *buf, size_t len)
 
 /* ---- fitting a frame into a width ---------------------------------------------------------- */
 
+static bool is_hex(char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); }
 
-/* Columns of UTF-8 text: every byte but continuation bytes. */
+/* The unit of text at s[i] that a cut keeps whole: an escape \xNN (a byte the reader or
+ * charset.h shows so), four columns; else a UTF-8 character, one column. Its bytes. */
+static size_t unit_bytes(const char *s, size_t n, size_t i)
+{
+	if (s[i] == '\\' && i + 3 < n && s[i + 1] == 'x' && is_hex(s[i + 2]) && is_hex(s[i + 3]))
+		return 4;
+	size_t k = 1;
+	while (i + k < n && ((unsigned char)s[i + k] & 0xc0) == 0x80)
+		k++;
+	return k;
+}
+
+static int unit_columns(size_t bytes, const char *unit) { return unit[0] == '\\' && bytes == 4 ? 4 : 1; }
+
+/* Columns of text: a UTF-8 character one, an escape four. */
 static int columns_of(const char *s, size_t n)
 {
 	int c = 0;
-	for (size_t i = 0; i < n; i++)
-		c += ((unsigned char)s[i] & 0xc0) != 0x80;
+	for (size_t i = 0; i < n; i += unit_bytes(s, n, i))
+		c += unit_columns(unit_bytes(s, n, i), s + i);
 	return c;
 }
 
-/* Bytes of s's first k columns (not splitting a character). */
+/* Bytes of s's first k columns (not splitting a character or an escape). */
 static size_t head_bytes(const char *s, size_t n, int k)
 {
 	size_t i = 0;
-	for (int c = 0; i < n; i++) {
-		if (((unsigned char)s[i] & 0xc0) != 0x80 && c++ == k)
+	for (int c = 0; i < n;) {
+		size_t b = unit_bytes(s, n, i);
+		c += unit_columns(b, s + i);
+		if (c > k)
 			break;
+		i += b;
 	}
 	return i;
 }
 
-/* Where s's last k columns begin. */
+/* Where s's last k columns begin (at a unit's start: at most k columns). */
 static size_t tail_start(const char *s, size_t n, int k)
 {
-	size_t i = n;
-	for (int c = 0; i > 0 && c < k;) {
-		i--;
-		c += ((unsigned char)s[i] & 0xc0) != 0x80;
+	int left = columns_of(s, n);
+	size_t i = 0;
+	while (i < n && left > k) {
+		size_t b = unit_bytes(s, n, i);
+		left -= unit_columns(b, s + i);
+		i += b;
 	}
-	while (i < n && ((unsigned char)s[i] & 0xc0) == 0x80)
-		i++;
 	return i;
 }
 
@@ -436,14 +454,19 @@ static void drop_arguments(const char *name, char *out, size_t len)
 		snprintf(out, len, "%.*s(%s%s", (int)(open - name), name, vrt_ellipsis(), close);
 }
 
+/* Widths are measured on the text as it will be shown (charset.h: outside UTF-8, a byte above
+ * 0x7f takes four columns). */
 void vrt_frame_fit(const struct vrt_frame *f, char *buf, size_t len, int columns)
 {
-	vrt_frame_format(f, buf, len);
+	char formatted[1024], function[1024];
+	vrt_frame_format(f, formatted, sizeof(formatted));
+	vrt_charset_shown(formatted, buf, len);
 	if (columns <= 0 || columns_of(buf, strlen(buf)) <= columns)
 		return;
 	/* the name, and what follows it: " (file:line)", "+0x.. (module)" */
+	vrt_charset_shown(f->function, function, sizeof(function));
 	size_t name_len = f->type == VRT_FT_LABEL || (f->type == VRT_FT_NATIVE && !strcmp(f->function, "??"))
-				  ? 0 : strlen(f->function);
+				  ? 0 : strlen(function);
 	const char *rest = buf + (name_len <= strlen(buf) ? name_len : 0);
 	if (!name_len) { /* no name: the place's two ends (its file:line) stay */
 		char whole[1024];
@@ -455,7 +478,7 @@ void vrt_frame_fit(const struct vrt_frame *f, char *buf, size_t len, int columns
 	 * half the room (all it needs, if less) and the place what is left, its end (the file and
 	 * line) kept: "…Optimizer.setup_buckets (…stage_1_and_2.py:3266)" */
 	char name[1024], fitted[1024], place[1024];
-	drop_arguments(f->function, name, sizeof(name));
+	drop_arguments(function, name, sizeof(name));
 	int room = columns - columns_of(rest, strlen(rest));
 	if (room >= 12) {
 		snprintf(place, sizeof(place), "%s", rest);

@@ -1442,6 +1442,15 @@ m json-bad-byte-raw analyzer/json.h \
   '\t\t\tfputc(*p, out);' \
   test_cli_options.py::test_json_of_a_path_that_is_not_utf8_stays_json
 
+m charset-fit-measures-unshown analyzer/stacks.c \
+  '\tvrt_charset_shown(formatted, buf, len);' \
+  '\tsnprintf(buf, len, "%s", formatted);' \
+  test_cli_options.py::test_the_c_locale_escapes_the_traces_own_text
+m stacks-cut-splits-escapes analyzer/stacks.c \
+  "\tif (s[i] == '\\\\' && i + 3 < n && s[i + 1] == 'x' && is_hex(s[i + 2]) && is_hex(s[i + 3]))" \
+  '\tif (0)' \
+  test_cli_options.py::test_the_c_locale_escapes_the_traces_own_text
+
 # ---- Python names beyond ASCII (preload/python.c) -------------------------------------------
 m python-str-ascii-only preload/python.c \
   '\treturn arena_utf8((const char *)s + L->str_compact_size, kind, (size_t)n);' \

@@ -343,6 +343,11 @@ def test_the_c_locale_escapes_the_traces_own_text(unicode_trace):
     assert "r\u00e9server_\u00dbn" in utf8.stdout.decode() and "\u00e9t\u00e9.py" in utf8.stdout.decode()
     assert max(ascii_.stdout) < 0x80
     assert b"r\\xc3\\xa9server_\\xc3\\x9bn" in ascii_.stdout and b"\\xc3\\xa9t\\xc3\\xa9.py" in ascii_.stdout
+    # a frame cut to a width is cut as shown: four columns a byte above 0x7f
+    narrow = in_locale("C", "report", "--width", "50", unicode_trace).stdout.decode()
+    frames = [l for l in narrow.splitlines() if l.startswith(" ") and "\\x" in l]
+    assert frames and all(len(l) <= 50 for l in frames), narrow
+    assert not any(re.search(r"\\x?\.\.\.|\\x[0-9a-f]?\.\.\.", l) for l in frames), narrow  # no escape cut
     missing = in_locale("C", "report", unicode_trace.parent / "\u00e9\u00e9.vrt")
     assert missing.returncode != 0 and max(missing.stderr) < 0x80 and b"\\xc3\\xa9" in missing.stderr
 
