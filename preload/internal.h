@@ -122,6 +122,7 @@ struct vrt_config {
 	bool follow_fork;
 	bool quiet;
 	bool output_unusable; /* VRAMTRACE_OUTPUT was given but cannot be taken: do not trace */
+	bool terminal_utf8;   /* the locale the environment names is UTF-8: vrt_log passes UTF-8 */
 };
 
 extern struct vrt_config vrt_cfg;

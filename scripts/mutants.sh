@@ -1451,6 +1451,19 @@ m stacks-cut-splits-escapes analyzer/stacks.c \
   '\tif (0)' \
   test_cli_options.py::test_the_c_locale_escapes_the_traces_own_text
 
+m preload-log-raw preload/base.c \
+  '\t\tsize_t keep = p[i] >= 0x20 && p[i] < 0x7f ? 1 :' \
+  '\t\tsize_t keep = 1 ? 1 :' \
+  test_stress.py::test_the_preloads_messages_show_what_others_chose_escaped
+m preload-log-passes-c1 preload/base.c \
+  ' && (cp < 0x80 || cp > 0x9f);' \
+  ';' \
+  test_stress.py::test_the_preloads_messages_show_what_others_chose_escaped
+m preload-locale-always-utf8 preload/config.c \
+  '\tcfg->terminal_utf8 = locale_is_utf8();' \
+  '\tcfg->terminal_utf8 = true;' \
+  test_stress.py::test_the_preloads_messages_show_what_others_chose_escaped
+
 # ---- Python names beyond ASCII (preload/python.c) -------------------------------------------
 m python-str-ascii-only preload/python.c \
   '\treturn arena_utf8((const char *)s + L->str_compact_size, kind, (size_t)n);' \

@@ -585,6 +585,21 @@ BAD_SETTINGS = [
 ]
 
 
+@pytest.mark.parametrize("locale, shown", [("C.UTF-8", "\\x1b]0;PWNED\\x07\u00e9\\xc2\\x9b"),
+                                           ("C", "\\x1b]0;PWNED\\x07\\xc3\\xa9\\xc2\\x9b")])
+def test_the_preloads_messages_show_what_others_chose_escaped(tmp_path, locale, shown):
+    """A setting's value is quoted in the message about it: its control characters (C1 too, as
+    UTF-8 writes them) reach the terminal as \\xNN, and outside a UTF-8 locale every byte above
+    0x7f does."""
+    value = "\x1b]0;PWNED\x07\u00e9\u009b"
+    p, out = run(tmp_path, [program("stress_churn"), 200, 10], "t.vrt",
+                 env={"VRAMTRACE_MODE": value, "LC_ALL": locale}, quiet=False)
+    assert p.returncode == 0
+    said = [line.split(": ", 1)[1] for line in preload_lines(p.stderr)]
+    assert said[0] == f"VRAMTRACE_MODE={shown} is not valid; using the default full", p.stderr
+    assert "\x1b" not in p.stderr and "\x07" not in p.stderr and "\u009b" not in p.stderr
+
+
 @pytest.mark.parametrize("name, value, default", BAD_SETTINGS, ids=[f"{n[10:]}={v!r}" for n, v, _ in BAD_SETTINGS])
 def test_bad_setting_one_clear_message_default_used_program_unaffected(tmp_path, name, value, default):
     argv = [program("stress_churn"), 2000, 10]
