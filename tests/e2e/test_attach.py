@@ -320,7 +320,9 @@ def test_inject_records_later_allocations_with_stacks(injected):
     assert allocs and {r["size"] for r in allocs} == {LOOP_BYTES}
     site = t.site("loop_site")
     assert frame_functions(site)[:2] == ["loop_site", "loop"]
-    assert site["count"] == len(allocs)
+    # Once (a full suite at 30a0243, not seen again in 20 runs of this file) 33 of 34: say which.
+    others = [(r.text, t.stack_of(r)) for r in allocs if r["stack"] != allocs[-1]["stack"]]
+    assert site["count"] == len(allocs), (others, t.report_text)
 
 
 def _recorded_before_full_tracing(t):
