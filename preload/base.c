@@ -61,7 +61,7 @@ void vrt_log(const char *fmt, ...)
 {
 	if (vrt_cfg.quiet)
 		return;
-	char text[1024], line[4096 + 64];
+	char text[1024], line[2048]; /* small: it may run on a signal handler's stack */
 	va_list ap;
 	va_start(ap, fmt);
 	int m = vsnprintf(text, sizeof(text), fmt, ap);
@@ -69,7 +69,7 @@ void vrt_log(const char *fmt, ...)
 	size_t n = (size_t)snprintf(line, sizeof(line), "vramtrace[%d]: ", (int)getpid());
 	size_t len = m < 0 ? 0 : (size_t)m < sizeof(text) ? (size_t)m : sizeof(text) - 1;
 	const unsigned char *p = (const unsigned char *)text;
-	for (size_t i = 0; i < len;) {
+	for (size_t i = 0; i < len && n + 5 < sizeof(line);) {
 		size_t keep = p[i] >= 0x20 && p[i] < 0x7f ? 1 : p[i] >= 0x80 && vrt_cfg.terminal_utf8 ? shown_utf8(p + i, len - i) : 0;
 		if (keep) {
 			memcpy(line + n, p + i, keep);
