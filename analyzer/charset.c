@@ -14,39 +14,19 @@
 #include <unistd.h>
 
 #include "vramtrace/error.h"
+#include "vramtrace/utf8.h"
 
 static bool utf8 = true;
-
-static bool names_utf8(const char *codeset)
-{
-	return codeset && (!strcasecmp(codeset, "UTF-8") || !strcasecmp(codeset, "UTF8"));
-}
-
-/* The locale the environment names, as setlocale would pick it: LC_ALL, LC_CTYPE, LANG. */
-static const char *locale_named(void)
-{
-	static const char *const vars[] = { "LC_ALL", "LC_CTYPE", "LANG" };
-	for (size_t i = 0; i < sizeof(vars) / sizeof(vars[0]); i++) {
-		const char *v = getenv(vars[i]);
-		if (v && *v)
-			return v;
-	}
-	return "C";
-}
 
 void vrt_charset_init(void)
 {
 	if (setlocale(LC_CTYPE, "")) {
-		utf8 = names_utf8(nl_langinfo(CODESET));
+		const char *codeset = nl_langinfo(CODESET);
+		utf8 = !strcasecmp(codeset, "UTF-8") || !strcasecmp(codeset, "UTF8");
 		setlocale(LC_CTYPE, "C");
 		return;
 	}
-	/* A locale this machine does not have (a copied environment): its name says the set. */
-	const char *name = locale_named(), *dot = strchr(name, '.');
-	char codeset[32] = "";
-	if (dot)
-		snprintf(codeset, sizeof(codeset), "%.*s", (int)strcspn(dot + 1, "@"), dot + 1);
-	utf8 = names_utf8(codeset);
+	utf8 = vrt_locale_name_utf8(); /* a locale this machine does not have: its name says the set */
 }
 
 void vrt_charset_set_utf8(bool on) { utf8 = on; }
@@ -54,21 +34,27 @@ bool vrt_charset_utf8(void) { return utf8; }
 const char *vrt_ellipsis(void) { return utf8 ? "\u2026" : "..."; }
 int vrt_ellipsis_columns(void) { return utf8 ? 1 : 3; }
 
-void vrt_charset_shown(const char *in, char *out, size_t cap)
+/* c as \xNN at out: 4 bytes. */
+static size_t put_escaped(char *out, unsigned char c)
 {
 	static const char hex[] = "0123456789abcdef";
+	out[0] = '\\';
+	out[1] = 'x';
+	out[2] = hex[c >> 4];
+	out[3] = hex[c & 15];
+	return 4;
+}
+
+void vrt_charset_shown(const char *in, char *out, size_t cap)
+{
 	size_t o = 0;
 	for (const unsigned char *p = (const unsigned char *)in; *p && o + 1 < cap; p++) {
-		if (utf8 || *p < 0x80) {
+		if (utf8 || *p < 0x80)
 			out[o++] = (char)*p;
-		} else if (o + 5 <= cap) {
-			out[o++] = '\\';
-			out[o++] = 'x';
-			out[o++] = hex[*p >> 4];
-			out[o++] = hex[*p & 15];
-		} else {
+		else if (o + 5 <= cap)
+			o += put_escaped(out + o, *p);
+		else
 			break;
-		}
 	}
 	if (cap)
 		out[o] = 0;
@@ -102,15 +88,10 @@ static ssize_t guarded_write(void *cookie, const char *buf, size_t size)
 				return -1;
 			o = 0;
 		}
-		if (c < 0x80) {
+		if (c < 0x80)
 			out[o++] = (char)c;
-		} else {
-			static const char hex[] = "0123456789abcdef";
-			out[o++] = '\\';
-			out[o++] = 'x';
-			out[o++] = hex[c >> 4];
-			out[o++] = hex[c & 15];
-		}
+		else
+			o += put_escaped(out + o, c);
 	}
 	if (o && write_all(fd, out, o))
 		return -1;

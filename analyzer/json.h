@@ -7,7 +7,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "trace_reader.h"
+#include "vramtrace/utf8.h"
 
 /*
  * A JSON string, in ASCII whatever it holds: other characters as \uXXXX (a surrogate pair past
@@ -22,7 +22,7 @@ static inline void json_string(FILE *out, const char *s)
 	fputc('"', out);
 	while (left) {
 		uint32_t cp;
-		size_t n = vrt_utf8_char(p, left, &cp);
+		size_t n = vrt_utf8_decode(p, left, &cp);
 		if (!n) {
 			fprintf(out, "\\\\x%02x", *p);
 			n = 1;

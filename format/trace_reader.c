@@ -21,6 +21,7 @@
 #include <zstd.h>
 
 #include "vramtrace/error.h"
+#include "vramtrace/utf8.h"
 
 static uint64_t align8(uint64_t v) { return (v + 7) & ~7ull; }
 
@@ -663,45 +664,11 @@ static int put_symbol(struct vrt_tables *tb, const struct vrt_symbol_def *s)
 
 /* ---- strings as shown ---------------------------------------------------------------- */
 
-/* Length of the UTF-8 sequence at p (n bytes left) if it is well formed, else 0. */
-static size_t utf8_len(const uint8_t *p, size_t n, uint32_t *cp)
-{
-	size_t len = p[0] >= 0xf0 && p[0] <= 0xf4 ? 4 : p[0] >= 0xe0 ? 3 : p[0] >= 0xc2 && p[0] < 0xe0 ? 2 : 0;
-	if (!len || len > n)
-		return 0;
-	uint32_t v = p[0] & (0x7f >> len);
-	for (size_t i = 1; i < len; i++) {
-		if ((p[i] & 0xc0) != 0x80)
-			return 0;
-		v = v << 6 | (p[i] & 0x3f);
-	}
-	static const uint32_t least[5] = { 0, 0, 0x80, 0x800, 0x10000 };
-	if (v < least[len] || v > 0x10ffff || (v >= 0xd800 && v <= 0xdfff))
-		return 0;
-	*cp = v;
-	return len;
-}
-
-/* Code points a terminal acts on or that reorder what is shown: C1 controls, bidi controls. */
-static bool shown_escaped(uint32_t cp)
-{
-	return (cp >= 0x80 && cp < 0xa0) || (cp >= 0x202a && cp <= 0x202e) || (cp >= 0x2066 && cp <= 0x2069);
-}
-
-size_t vrt_utf8_char(const uint8_t *p, size_t n, uint32_t *cp)
-{
-	if (p[0] < 0x80) {
-		*cp = p[0];
-		return 1;
-	}
-	return utf8_len(p, n, cp);
-}
-
 size_t vrt_text_unit(const uint8_t *p, size_t n, bool *escape)
 {
-	uint32_t cp = p[0];
-	size_t len = p[0] < 0x80 ? 1 : utf8_len(p, n, &cp);
-	*escape = !len || cp < 0x20 || cp == 0x7f || shown_escaped(cp);
+	uint32_t cp;
+	size_t len = vrt_utf8_decode(p, n, &cp);
+	*escape = !len || vrt_utf8_escaped(cp);
 	return len ? len : 1;
 }
 

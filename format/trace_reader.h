@@ -181,9 +181,6 @@ uint32_t vrt_records_decode(const struct vrt_trace *t, struct vrt_records_cursor
  * byte: C0 and C1 controls, DEL, bidi controls, and bytes that are not UTF-8.
  */
 size_t vrt_text_unit(const uint8_t *p, size_t n, bool *escape);
-/* The UTF-8 character at p (n > 0 bytes there): its length, with *cp its code point; 0 where p
- * holds no well-formed character (overlong, a surrogate, past U+10FFFF, cut short). */
-size_t vrt_utf8_char(const uint8_t *p, size_t n, uint32_t *cp);
 
 /* Table lookups: NULL / "" / 0 when undefined. */
 const char *vrt_string(const struct vrt_trace *t, uint64_t id);

@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "internal.h"
+#include "vramtrace/utf8.h"
 
 struct vrt_config vrt_cfg; /* filled by vrt_config_load (config.c) before any hook records */
 _Atomic int vrt_state = VRT_STATE_UNINIT;
@@ -37,26 +38,18 @@ uint64_t vrt_now_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
-/* The length of the UTF-8 character at p (n bytes there) that a terminal may be given as it
- * is: well-formed, and not a C1 control (U+0080-U+009F); 0 otherwise. */
+/* The length of the character at p (n bytes there) that a terminal may be given as it is; 0
+ * for a control, a bidi control, or a byte that is not UTF-8. */
 static size_t shown_utf8(const unsigned char *p, size_t n)
 {
-	size_t len = p[0] >= 0xc2 && p[0] <= 0xdf ? 2 : p[0] >= 0xe0 && p[0] <= 0xef ? 3 : p[0] >= 0xf0 && p[0] <= 0xf4 ? 4 : 0;
-	if (!len || len > n)
-		return 0;
-	uint32_t cp = p[0] & (0x7f >> len);
-	for (size_t i = 1; i < len; i++) {
-		if ((p[i] & 0xc0) != 0x80)
-			return 0;
-		cp = cp << 6 | (p[i] & 0x3f);
-	}
-	static const uint32_t least[5] = { 0, 0, 0x80, 0x800, 0x10000 };
-	bool ok = cp >= least[len] && cp <= 0x10ffff && (cp < 0xd800 || cp > 0xdfff) && (cp < 0x80 || cp > 0x9f);
-	return ok ? len : 0;
+	uint32_t cp;
+	size_t len = vrt_utf8_decode(p, n, &cp);
+	return len && !vrt_utf8_escaped(cp) ? len : 0;
 }
 
-/* The messages quote what others chose (settings, paths, library names): controls, and bytes
- * above 0x7f but UTF-8 in a UTF-8 locale, are written as \xNN. */
+/* The messages quote what others chose (settings, paths, library names): what a terminal may
+ * not be given as it is (vramtrace/utf8.h), and bytes above 0x7f outside a UTF-8 locale, are
+ * written as \xNN. */
 void vrt_log(const char *fmt, ...)
 {
 	if (vrt_cfg.quiet)
@@ -70,7 +63,7 @@ void vrt_log(const char *fmt, ...)
 	size_t len = m < 0 ? 0 : (size_t)m < sizeof(text) ? (size_t)m : sizeof(text) - 1;
 	const unsigned char *p = (const unsigned char *)text;
 	for (size_t i = 0; i < len && n + 5 < sizeof(line);) {
-		size_t keep = p[i] >= 0x20 && p[i] < 0x7f ? 1 : p[i] >= 0x80 && vrt_cfg.terminal_utf8 ? shown_utf8(p + i, len - i) : 0;
+		size_t keep = p[i] < 0x80 || vrt_cfg.terminal_utf8 ? shown_utf8(p + i, len - i) : 0;
 		if (keep) {
 			memcpy(line + n, p + i, keep);
 			n += keep;

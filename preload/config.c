@@ -6,6 +6,7 @@
 
 #include "internal.h"
 #include "vramtrace/error.h"
+#include "vramtrace/utf8.h"
 
 struct option_def {
 	const char *name;
@@ -131,27 +132,12 @@ static void load_from_env(struct vrt_config *cfg, int id)
 		warn("%s is %zu bytes long, more than vramtrace takes; ignored", d->name, strlen(s));
 }
 
-/* Whether the locale the environment names (LC_ALL, LC_CTYPE, LANG, as setlocale picks it) is
- * UTF-8, by its name: the program's own locale is not ours to set or read. */
-static bool locale_is_utf8(void)
-{
-	static const char *const vars[] = { "LC_ALL", "LC_CTYPE", "LANG" };
-	for (size_t i = 0; i < sizeof(vars) / sizeof(vars[0]); i++) {
-		const char *v = getenv(vars[i]);
-		if (!v || !*v)
-			continue;
-		const char *dot = strchr(v, '.');
-		return dot && (!strncasecmp(dot + 1, "utf-8", 5) || !strncasecmp(dot + 1, "utf8", 4));
-	}
-	return false;
-}
-
 void vrt_config_load(struct vrt_config *cfg)
 {
 	settings_said = getenv(SETTINGS_SAID) != NULL;
 	settings_warned = false;
 	memset(cfg, 0, sizeof(*cfg));
-	cfg->terminal_utf8 = locale_is_utf8(); /* before the warnings below */
+	cfg->terminal_utf8 = vrt_locale_name_utf8(); /* before the warnings below */
 	for (int id = 0; id < VRT_OPTION_COUNT; id++) {
 		const struct option_def *d = &option_defs[id];
 		long long v = 0;

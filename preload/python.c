@@ -37,6 +37,7 @@
 
 #include "internal.h"
 #include "stack_hash.h"
+#include "vramtrace/utf8.h"
 
 typedef void PyObject;
 
@@ -357,28 +358,13 @@ static size_t put_utf8(char *out, uint32_t cp)
 		out[0] = (char)(cp - 0xdc00);
 		return 1;
 	}
-	if ((cp >= 0xd800 && cp <= 0xdfff) || cp > 0x10ffff)
-		cp = 0xfffd;
-	if (cp < 0x80) {
-		out[0] = (char)cp;
-		return 1;
-	}
-	if (cp < 0x800) {
-		out[0] = (char)(0xc0 | cp >> 6);
-		out[1] = (char)(0x80 | (cp & 0x3f));
-		return 2;
-	}
-	if (cp < 0x10000) {
-		out[0] = (char)(0xe0 | cp >> 12);
-		out[1] = (char)(0x80 | (cp >> 6 & 0x3f));
-		out[2] = (char)(0x80 | (cp & 0x3f));
-		return 3;
-	}
-	out[0] = (char)(0xf0 | cp >> 18);
-	out[1] = (char)(0x80 | (cp >> 12 & 0x3f));
-	out[2] = (char)(0x80 | (cp >> 6 & 0x3f));
-	out[3] = (char)(0x80 | (cp & 0x3f));
-	return 4;
+	return vrt_utf8_encode(out, (cp >= 0xd800 && cp <= 0xdfff) || cp > 0x10ffff ? 0xfffd : cp);
+}
+
+/* Code point i of a compact string's characters, `kind` bytes each (1, 2 or 4). */
+static uint32_t code_point(const void *data, unsigned kind, size_t i)
+{
+	return kind == 1 ? ((const uint8_t *)data)[i] : kind == 2 ? ((const uint16_t *)data)[i] : ((const uint32_t *)data)[i];
 }
 
 /* A compact string's n code points of `kind` bytes each (1, 2 or 4), as UTF-8 in the arena. */
@@ -388,11 +374,8 @@ static const char *arena_utf8(const void *data, unsigned kind, size_t n)
 	if (!out)
 		return "?";
 	size_t o = 0;
-	for (size_t i = 0; i < n; i++) {
-		uint32_t cp = kind == 1 ? ((const uint8_t *)data)[i]
-			      : kind == 2 ? ((const uint16_t *)data)[i] : ((const uint32_t *)data)[i];
-		o += put_utf8(out + o, cp);
-	}
+	for (size_t i = 0; i < n; i++)
+		o += put_utf8(out + o, code_point(data, kind, i));
 	return arena_commit(o);
 }
 
@@ -427,10 +410,8 @@ static bool text_equals(PyObject *s, const char *text)
 		return strlen(text) == (size_t)n && !memcmp((const char *)s + L->str_ascii_size, text, (size_t)n);
 	const void *data = (const char *)s + L->str_compact_size;
 	for (ssize_t i = 0; i < n; i++) {
-		uint32_t cp = kind == 1 ? ((const uint8_t *)data)[i]
-			      : kind == 2 ? ((const uint16_t *)data)[i] : ((const uint32_t *)data)[i];
 		char utf8[4];
-		size_t k = put_utf8(utf8, cp);
+		size_t k = put_utf8(utf8, code_point(data, kind, (size_t)i));
 		for (size_t j = 0; j < k; j++, text++)
 			if (!*text || *text != utf8[j])
 				return false;

@@ -1426,12 +1426,12 @@ m charset-streams-unguarded analyzer/charset.c \
   '\t(void)out;\n\t(void)err;\n' \
   test_cli_options.py::test_the_c_locale_escapes_the_traces_own_text
 m charset-locale-ignored analyzer/charset.c \
-  '\t\tutf8 = names_utf8(nl_langinfo(CODESET));\n' \
-  '\t\tutf8 = true;\n' \
+  '\t\tutf8 = !strcasecmp(codeset, "UTF-8") || !strcasecmp(codeset, "UTF8");' \
+  '\t\tutf8 = true;' \
   test_cli_options.py::test_the_c_locale_draws_the_timeline_in_ascii
 m charset-missing-locale-ascii analyzer/charset.c \
-  '\tutf8 = names_utf8(codeset);\n}' \
-  '\tutf8 = false;\n}' \
+  '\tutf8 = vrt_locale_name_utf8();' \
+  '\tutf8 = false;' \
   test_cli_options.py::test_a_locale_this_machine_lacks_is_read_by_its_name
 m json-non-ascii-raw analyzer/json.h \
   '\t\t} else if (cp < 0x10000) {' \
@@ -1452,15 +1452,15 @@ m stacks-cut-splits-escapes analyzer/stacks.c \
   test_cli_options.py::test_the_c_locale_escapes_the_traces_own_text
 
 m preload-log-raw preload/base.c \
-  '\t\tsize_t keep = p[i] >= 0x20 && p[i] < 0x7f ? 1 :' \
-  '\t\tsize_t keep = 1 ? 1 :' \
+  '\t\tsize_t keep = p[i] < 0x80 || vrt_cfg.terminal_utf8 ? shown_utf8(p + i, len - i) : 0;' \
+  '\t\tsize_t keep = 1;' \
   test_stress.py::test_the_preloads_messages_show_what_others_chose_escaped
-m preload-log-passes-c1 preload/base.c \
-  ' && (cp < 0x80 || cp > 0x9f);' \
-  ';' \
+m preload-log-passes-controls preload/base.c \
+  '\treturn len && !vrt_utf8_escaped(cp) ? len : 0;' \
+  '\treturn len;' \
   test_stress.py::test_the_preloads_messages_show_what_others_chose_escaped
 m preload-locale-always-utf8 preload/config.c \
-  '\tcfg->terminal_utf8 = locale_is_utf8();' \
+  '\tcfg->terminal_utf8 = vrt_locale_name_utf8();' \
   '\tcfg->terminal_utf8 = true;' \
   test_stress.py::test_the_preloads_messages_show_what_others_chose_escaped
 
