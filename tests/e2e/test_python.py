@@ -155,21 +155,25 @@ print(len(addresses))
 '''
 
 
-def test_a_code_object_born_where_a_dead_one_was_is_named_anew(tmp_path, python_exe):
-    """Code made at run time (exec, as dataclasses, namedtuple and torch.compile do) dies and the
-    next takes its address, running the same instruction from the same caller: the thread's
-    walk memo and frame cache must tell them apart by the code object's guard (its file, name and
-    first line), not name the new frame after the dead one: its stack's hash would be the dead
-    one's, which the thread's stack cache knows."""
-    script = tmp_path / "reborn.py"
-    script.write_text(REBORN_SCRIPT)
+def callers_by_size(tmp_path, python_exe, name, text):
+    """Runs one of the scripts below, which allocate (i + 1) MiB from the i-th code object made
+    at run time: the Python frame that called alloc in each size's site, by the size in MiB."""
+    script = tmp_path / name
+    script.write_text(text)
     t = trace(tmp_path, [python_exe, script, CUDART], env={"VRAMTRACE_FLUSH_MS": "10"})
     assert t.returncode == 0, t.stderr
     assert int(t.stdout) < 12, "no code object took a dead one's address: the test checks nothing"
-    named = {}
-    for site in t.live_sites():
-        python = [f for f in site["frames"] if f["kind"] == "python"]
-        named[site["bytes"] >> 20] = (python[1]["function"], python[1]["file"])
+    return {site["bytes"] >> 20: [f for f in site["frames"] if f["kind"] == "python"][1] for site in t.live_sites()}
+
+
+def test_a_code_object_born_where_a_dead_one_was_is_named_anew(tmp_path, python_exe):
+    """Code made at run time (exec, as dataclasses, namedtuple and torch.compile do) dies and the
+    next takes its address, running the same instruction from the same caller, its file name and
+    name strings at theirs too: the walk memo, the thread's frame cache and the stack hash hold
+    only while no code object died, not name the new frame after the dead one (its stack's hash
+    would be the dead one's, which the thread's stack cache knows)."""
+    named = {mib: (f["function"], f["file"]) for mib, f in callers_by_size(tmp_path, python_exe, "reborn.py",
+                                                                           REBORN_SCRIPT).items()}
     assert named == {i + 1: (f"fn_{i}", f"gen_{i}.py") for i in range(12)}, named
 
 
@@ -200,13 +204,6 @@ def test_a_code_object_reborn_with_the_same_file_name_and_line_is_named_by_its_q
     interned), the same first line, another qualified name (C_0.m, C_1.m...). Where a code object
     dies and the next takes its address, what the code index kept for the address is checked by
     its text, not by those addresses alone."""
-    script = tmp_path / "same_name.py"
-    script.write_text(SAME_NAME_SCRIPT)
-    t = trace(tmp_path, [python_exe, script, CUDART], env={"VRAMTRACE_FLUSH_MS": "10"})
-    assert t.returncode == 0, t.stderr
-    assert int(t.stdout) < 12, "no code object took a dead one's address: the test checks nothing"
-    named = {}
-    for site in t.live_sites():
-        python = [f for f in site["frames"] if f["kind"] == "python"]
-        named[site["bytes"] >> 20] = (python[1]["function"], python[1]["file"], python[1]["line"])
+    named = {mib: (f["function"], f["file"], f["line"])
+             for mib, f in callers_by_size(tmp_path, python_exe, "same_name.py", SAME_NAME_SCRIPT).items()}
     assert named == {i + 1: (f"C_{i}.m", "gen.py", 3) for i in range(12)}, named
