@@ -19,7 +19,7 @@
 #include "memory_viz.h"
 #include "safe_output.h"
 #include "model.h"
-#include "pass.h"
+#include "peak_sites.h"
 #include "paths.h"
 #include "report_common.h"
 #include "sites.h"
@@ -86,7 +86,7 @@ static void write_folded(FILE *out, const struct vrt_trace *t, const struct vrt_
 struct main_peak {
 	int slot;
 	int64_t bytes;
-	uint64_t event, ts;
+	uint64_t ts;
 };
 
 static struct main_peak main_peak_of(const struct vrt_model *m)
@@ -95,9 +95,7 @@ static struct main_peak main_peak_of(const struct vrt_model *m)
 	for (int d = 0; d <= VRT_MAX_DEVICES; d++) {
 		int64_t v = m->any_blocks ? m->tensor_peak[d] : m->peak[d][VRT_KIND_DEVICE];
 		if (v > p.bytes)
-			p = m->any_blocks ? (struct main_peak){ d, v, m->tensor_peak_event[d], m->tensor_peak_ts[d] }
-					  : (struct main_peak){ d, v, m->peak_event[d][VRT_KIND_DEVICE],
-								m->peak_ts[d][VRT_KIND_DEVICE] };
+			p = (struct main_peak){ d, v, m->any_blocks ? m->tensor_peak_ts[d] : m->peak_ts[d][VRT_KIND_DEVICE] };
 	}
 	return p;
 }
@@ -122,32 +120,38 @@ static void folded_slot(FILE *out, const struct vrt_trace *t, const struct vrt_m
 static int export_folded(struct vrt_trace *t, FILE *out, bool at_peak, bool quiet)
 {
 	struct vrt_model m;
-	if (vrt_model_init(&m))
-		return VRT_EXIT_INTERNAL;
+	struct vrt_peak_sites *at_peaks = at_peak ? vrt_peak_sites_new(t) : NULL;
+	if ((at_peak && !at_peaks) || vrt_model_init(&m)) {
+		vrt_peak_sites_free(at_peaks);
+		return vrt_fail(VRT_E_NOMEM, "export");
+	}
+	if (at_peaks)
+		vrt_peak_sites_follow(at_peaks, &m);
 	int rc = vrt_report_replay(t, &m, quiet);
 	if (!rc && at_peak) {
 		struct main_peak peak = main_peak_of(&m);
 		bool tensors = m.any_blocks;
 		double when = vrt_ts_seconds(t, peak.ts);
-		vrt_model_free(&m);
-		vrt_model_init(&m);
-		struct vrt_pass p;
-		vrt_pass_open(&p, t, &(struct vrt_pass_options){ .label = "export", .quiet = quiet, .model = &m });
-		vrt_pass_seek(&p, peak.event);
-		rc = vrt_pass_close(&p);
 		char root[160];
 		if (tensors)
 			snprintf(root, sizeof(root), "%s at its tensor peak (%s of tensors at %.3f s)",
 				 vrt_device_name(peak.slot), vrt_bytes(peak.bytes), when);
 		else
 			snprintf(root, sizeof(root), "%s at its peak (%.3f s)", vrt_device_name(peak.slot), when);
-		if (!rc)
-			folded_slot(out, t, &m, peak.slot, tensors ? -1 : VRT_KIND_DEVICE, root);
+		struct vrt_sites s;
+		vrt_sites_init(&s);
+		rc = vrt_peak_sites_take(at_peaks, peak.slot, tensors ? -1 : VRT_KIND_DEVICE, &s);
+		if (rc)
+			rc = vrt_fail(rc, "export");
+		else
+			write_folded(out, t, &s, root);
+		vrt_sites_free(&s);
 	} else if (!rc) {
 		for (int slot = 0; slot <= VRT_MAX_DEVICES; slot++)
 			folded_slot(out, t, &m, slot, m.any_blocks ? -1 : -2, vrt_device_name(slot));
 	}
 	vrt_model_free(&m);
+	vrt_peak_sites_free(at_peaks);
 	return rc;
 }
 

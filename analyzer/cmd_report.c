@@ -11,8 +11,8 @@
 #include "cli.h"
 #include "json.h"
 #include "model.h"
-#include "pass.h"
 #include "owners.h"
+#include "peak_sites.h"
 #include "report_common.h"
 #include "sites.h"
 #include "stacks.h"
@@ -24,7 +24,6 @@ struct report_options {
 
 struct peak_target {
 	int slot, kind;  /* kind -1: the tensor layer */
-	uint64_t event;
 	struct vrt_sites sites;
 	bool taken;
 };
@@ -53,7 +52,7 @@ static void collect_peaks(struct report *r)
 			struct peak_target *p = &r->peaks[d][k];
 			bool tensor = k == VRT_KIND_LAST;
 			int64_t peak = tensor ? m->tensor_peak[d] : m->peak[d][k];
-			*p = (struct peak_target){ d, tensor ? -1 : k, tensor ? m->tensor_peak_event[d] : m->peak_event[d][k] };
+			*p = (struct peak_target){ d, tensor ? -1 : k };
 			vrt_sites_init(&p->sites);
 			if (peak > 0)
 				r->n_peaks++;
@@ -62,38 +61,20 @@ static void collect_peaks(struct report *r)
 		}
 }
 
-static int by_event(const void *a, const void *b)
+/* The sites at each peak, as followed through the pass (peak_sites.h). */
+static int take_peaks(struct report *r, const struct vrt_peak_sites *ps)
 {
-	const struct peak_target *x = *(const struct peak_target *const *)a, *y = *(const struct peak_target *const *)b;
-	return x->event < y->event ? -1 : x->event > y->event;
-}
-
-/* Second pass: stop at each peak's event (in event order) and group what is live then. */
-static int snapshot_peaks(struct report *r, bool quiet)
-{
-	struct peak_target *order[(VRT_MAX_DEVICES + 1) * (VRT_KIND_LAST + 1)];
-	int n = 0;
 	for (int d = 0; d <= VRT_MAX_DEVICES; d++)
-		for (int k = 0; k <= VRT_KIND_LAST; k++)
-			if (!r->peaks[d][k].taken)
-				order[n++] = &r->peaks[d][k];
-	qsort(order, (size_t)n, sizeof(order[0]), by_event);
-	struct vrt_model m;
-	if (vrt_model_init(&m))
-		return VRT_EXIT_INTERNAL;
-	struct vrt_pass pass;
-	vrt_pass_open(&pass, r->t, &(struct vrt_pass_options){ .label = "report: peaks", .quiet = quiet, .model = &m });
-	int next = 0;
-	while (next < n && vrt_pass_take(&pass, NULL)) {
-		for (; next < n && order[next]->event == m.set.events; next++) {
-			struct peak_target *p = order[next];
-			vrt_report_group_live(r->t, &m, &p->sites, p->slot, p->kind);
+		for (int k = 0; k <= VRT_KIND_LAST; k++) {
+			struct peak_target *p = &r->peaks[d][k];
+			if (p->taken)
+				continue;
+			int rc = vrt_peak_sites_take(ps, p->slot, p->kind, &p->sites);
+			if (rc)
+				return vrt_fail(rc, "report");
 			p->taken = true;
 		}
-	}
-	int rc = vrt_pass_close(&pass);
-	vrt_model_free(&m);
-	return rc;
+	return 0;
 }
 
 /* What is live at the end, by what it is, per device: the last retention walk decides what it
@@ -324,12 +305,15 @@ static int report_one(const char *path, const struct report_options *o, bool man
 		return rc;
 	vrt_warn_trace_state(&t, o->quiet);
 	struct report *r = calloc(1, sizeof(*r));
-	if (!r || vrt_model_init(&r->end)) {
+	struct vrt_peak_sites *at_peaks = vrt_peak_sites_new(&t);
+	if (!r || !at_peaks || vrt_model_init(&r->end)) {
 		free(r);
+		vrt_peak_sites_free(at_peaks);
 		vrt_trace_close(&t);
 		return vrt_fail(VRT_E_NOMEM, "report");
 	}
 	r->t = &t;
+	vrt_peak_sites_follow(at_peaks, &r->end);
 	struct vrt_replay_options ro = { .quiet = o->quiet, .stop_at_teardown = true,
 					 .owners = &r->owners };
 	rc = vrt_report_replay_ex(&t, &r->end, &ro);
@@ -346,10 +330,7 @@ static int report_one(const char *path, const struct report_options *o, bool man
 				if (r->end.peak[d][k])
 					r->torch_segments[d][k] = vrt_torch_segment_bytes(&t, &r->end, d, k);
 		categorize_end(r);
-		/* What the end holds is grouped: only its totals are needed from here on, so that the
-		 * second pass's model is the only live set in memory. */
-		vrt_model_free(&r->end);
-		rc = snapshot_peaks(r, o->quiet);
+		rc = take_peaks(r, at_peaks);
 	}
 	if (!rc) {
 		if (o->json) {
@@ -370,6 +351,7 @@ static int report_one(const char *path, const struct report_options *o, bool man
 	vrt_model_free(&r->end);
 	vrt_owners_free(&r->owners);
 	free(r);
+	vrt_peak_sites_free(at_peaks);
 	vrt_trace_close(&t);
 	return rc;
 }

@@ -24,7 +24,7 @@ bool vrt_effect_only_own(const struct vrt_effect *e)
 }
 
 /* it's size changed by delta: the totals of its layer follow, and the effect's delta. */
-static void count(struct vrt_model *m, const struct vrt_item *it, int64_t delta)
+static void count_totals(struct vrt_model *m, const struct vrt_item *it, int64_t delta)
 {
 	struct vrt_effect *e = m->effect;
 	int d = vrt_device_slot(it->device);
@@ -34,6 +34,7 @@ static void count(struct vrt_model *m, const struct vrt_item *it, int64_t delta)
 			m->tensor_peak[d] = m->tensors[d];
 			m->tensor_peak_ts[d] = m->last_ts;
 			m->tensor_peak_event[d] = m->set.events;
+			m->peak_raises++;
 		}
 		e->delta += delta; /* a birth may have added the ending of an item it replaced */
 		e->tensor = true;
@@ -55,8 +56,18 @@ static void count(struct vrt_model *m, const struct vrt_item *it, int64_t delta)
 		m->peak[d][it->kind] = *live;
 		m->peak_ts[d][it->kind] = m->last_ts;
 		m->peak_event[d][it->kind] = m->set.events;
+		m->peak_raises++;
 	}
 	e->delta += delta;
+}
+
+/* it's size changed by delta, and the items by `items` (1 born, -1 ended, 0 resized): the
+ * totals of its layer follow, the effect's delta, and the observer is told. */
+static void count(struct vrt_model *m, const struct vrt_item *it, int64_t delta, int items)
+{
+	count_totals(m, it, delta);
+	if (m->observer)
+		m->observer->changed(m->observer->ctx, it, delta, items);
 }
 
 /* The set's on_end: an item ended; the record's own one is the effect's. */
@@ -68,7 +79,7 @@ static void ended(void *ctx, const struct vrt_item *it, enum vrt_live_end why)
 		if (it != &m->effect->item) /* the set unpacks the record's own item there */
 			m->effect->item = *it;
 	}
-	count(m, it, -(int64_t)it->size);
+	count(m, it, -(int64_t)it->size, -1);
 }
 
 int vrt_model_init(struct vrt_model *m)
@@ -95,21 +106,24 @@ __attribute__((flatten)) void vrt_model_apply(struct vrt_model *m, const struct 
 	if (!cp && r->ts > m->last_ts)
 		m->last_ts = r->ts;
 	struct vrt_live_change c;
+	uint64_t raises = m->peak_raises;
 	m->set.ctx = m; /* a model may have been moved (copied whole) since the last record */
 	m->effect = e;
 	vrt_live_apply_into(&m->set, r, &c, &e->item);
 	if (c.outcome == VRT_LIVE_BORN) {
 		e->kind = VRT_EFFECT_BORN;
-		count(m, &e->item, (int64_t)e->item.size);
+		count(m, &e->item, (int64_t)e->item.size, 1);
 		m->any_blocks |= e->item.space == VRT_SPACE_BLOCK;
 	} else if (c.outcome == VRT_LIVE_RESIZED) {
 		e->kind = VRT_EFFECT_RESIZED;
-		count(m, &e->item, c.resize);
+		count(m, &e->item, c.resize, 0);
 	}
 	if (r->op == VRT_OP_LOST)
 		m->lost += r->id;
 	if ((e->kind == VRT_EFFECT_BORN || e->kind == VRT_EFFECT_DIED) && e->item.space == VRT_SPACE_BLOCK)
 		m->tensor_events[vrt_device_slot(e->item.device)]++;
+	if (m->observer && m->peak_raises != raises)
+		m->observer->peak_raised(m->observer->ctx, m);
 	m->effect = NULL;
 }
 

@@ -40,11 +40,23 @@ struct vrt_model {
 	int64_t tensors[VRT_MAX_DEVICES + 1], tensor_peak[VRT_MAX_DEVICES + 1];
 	uint64_t tensor_peak_ts[VRT_MAX_DEVICES + 1], tensor_peak_event[VRT_MAX_DEVICES + 1];
 	uint64_t tensor_events[VRT_MAX_DEVICES + 1];
+	uint64_t peak_raises; /* times a peak above rose */
 	int64_t imported[VRT_MAX_DEVICES + 1], reserved_va;
 	uint64_t last_ts;
 	uint64_t lost;
 	bool any_blocks;
 	struct vrt_effect *effect; /* the record under way's, while the set applies it */
+	const struct vrt_model_observer *observer; /* NULL: none */
+};
+
+/* Told of what the model follows as it happens (peak_sites.c follows the sites at the peaks). */
+struct vrt_model_observer {
+	/* An item's bytes changed by `bytes` and the items by `items` (1 born, -1 ended, 0
+	 * resized), after the model's totals followed. */
+	void (*changed)(void *ctx, const struct vrt_item *it, int64_t bytes, int items);
+	/* A record raised one or more peaks (once, after all its changes). */
+	void (*peak_raised)(void *ctx, const struct vrt_model *m);
+	void *ctx;
 };
 
 int vrt_model_init(struct vrt_model *m);

@@ -94,14 +94,6 @@ bool vrt_pass_next(struct vrt_pass *p, struct vrt_record *r, struct vrt_effect *
 	return next != NULL;
 }
 
-bool vrt_pass_seek(struct vrt_pass *p, uint64_t event)
-{
-	while (p->events < event)
-		if (!vrt_pass_take(p, NULL))
-			return false;
-	return true;
-}
-
 void vrt_pass_abandon(struct vrt_pass *p)
 {
 	vrt_progress_end(&p->progress);

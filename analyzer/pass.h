@@ -51,9 +51,6 @@ bool vrt_pass_next(struct vrt_pass *p, struct vrt_record *r, struct vrt_effect *
 /* vrt_pass_next without the copy: the record in the pass's batch, valid until the next call;
  * NULL where vrt_pass_next returns false. */
 const struct vrt_record *vrt_pass_take(struct vrt_pass *p, struct vrt_effect *e);
-/* Applies records until the model has seen `event` events (none when it has already): the
- * state just after that event. false when the trace ended first. */
-bool vrt_pass_seek(struct vrt_pass *p, uint64_t event);
 /* Ends the pass: clears the progress line, warns once per trace about what the model refused,
  * and turns a bad record into its message. Returns 0 or an exit code (after the message). */
 int vrt_pass_close(struct vrt_pass *p);

@@ -91,6 +91,21 @@ struct group {
 	int64_t torch_segments[VRT_MAX_DEVICES + 1], blocks[VRT_MAX_DEVICES + 1];
 };
 
+enum vrt_group_role vrt_group_role(const struct vrt_trace *t, const struct vrt_item *it, int slot, int kind)
+{
+	if (slot != -2 && vrt_device_slot(it->device) != slot)
+		return VRT_GROUP_OUT;
+	if (kind == -1) {
+		if (it->space == VRT_SPACE_BLOCK)
+			return VRT_GROUP_BLOCK;
+		if (!vrt_item_counted(it))
+			return VRT_GROUP_OUT;
+		return it->kind == VRT_KIND_DEVICE && vrt_stack_is_torch_segment(t, it->stack) ? VRT_GROUP_SEGMENT
+											     : VRT_GROUP_SITE;
+	}
+	return vrt_item_counted(it) && (kind == -2 || it->kind == kind) ? VRT_GROUP_SITE : VRT_GROUP_OUT;
+}
+
 /* A list of every kind (g->kind < 0) keeps each site's kinds, to say so. */
 static void add(const struct group *g, const struct vrt_item *it)
 {
@@ -99,7 +114,7 @@ static void add(const struct group *g, const struct vrt_item *it)
 		site->bytes += (int64_t)it->size;
 		site->count++;
 		if (g->kind < 0)
-			site->kinds |= (uint8_t)(1u << (it->space == VRT_SPACE_BLOCK ? VRT_KIND_DEVICE : it->kind));
+			site->kinds |= vrt_group_kind_bit(it);
 	}
 }
 
@@ -107,22 +122,19 @@ static void visit(void *ctx, const struct vrt_item *it)
 {
 	struct group *g = ctx;
 	int d = vrt_device_slot(it->device);
-	if (g->slot != -2 && d != g->slot)
+	switch (vrt_group_role(g->t, it, g->slot, g->kind)) {
+	case VRT_GROUP_OUT:
 		return;
-	if (g->kind == -1) {
-		if (it->space == VRT_SPACE_BLOCK) {
-			g->blocks[d] += (int64_t)it->size;
-			add(g, it);
-		} else if (vrt_item_counted(it)) {
-			if (it->kind == VRT_KIND_DEVICE && vrt_stack_is_torch_segment(g->t, it->stack))
-				g->torch_segments[d] += (int64_t)it->size;
-			else
-				add(g, it);
-		}
+	case VRT_GROUP_BLOCK:
+		g->blocks[d] += (int64_t)it->size;
+		break;
+	case VRT_GROUP_SEGMENT:
+		g->torch_segments[d] += (int64_t)it->size;
 		return;
+	case VRT_GROUP_SITE:
+		break;
 	}
-	if (vrt_item_counted(it) && (g->kind == -2 || it->kind == g->kind))
-		add(g, it);
+	add(g, it);
 }
 
 void vrt_report_group_live(const struct vrt_trace *t, const struct vrt_model *m, struct vrt_sites *s, int slot,
@@ -130,17 +142,21 @@ void vrt_report_group_live(const struct vrt_trace *t, const struct vrt_model *m,
 {
 	struct group g = { .t = t, .s = s, .slot = slot, .kind = kind };
 	vrt_model_each(m, visit, &g);
-	for (int d = 0; kind == -1 && d <= VRT_MAX_DEVICES; d++) {
-		int64_t cache = g.torch_segments[d] - g.blocks[d];
-		if (cache <= 0)
-			continue;
-		struct vrt_site *site = vrt_sites_get(s, 0, vrt_cache_label(d));
-		if (site) {
-			site->bytes = cache;
-			site->count = 1;
-		}
-	}
+	for (int d = 0; kind == -1 && d <= VRT_MAX_DEVICES; d++)
+		vrt_group_add_cache(s, d, g.torch_segments[d], g.blocks[d]);
 	vrt_sites_sort(s);
+}
+
+void vrt_group_add_cache(struct vrt_sites *s, int slot, int64_t torch_segments, int64_t blocks)
+{
+	int64_t cache = torch_segments - blocks;
+	if (cache <= 0)
+		return;
+	struct vrt_site *site = vrt_sites_get(s, 0, vrt_cache_label(slot));
+	if (site) {
+		site->bytes = cache;
+		site->count = 1;
+	}
 }
 
 struct torch_bytes {

@@ -38,6 +38,23 @@ void vrt_clamp_time_to_trace(const struct vrt_trace *t, const char *path, const 
  */
 void vrt_report_group_live(const struct vrt_trace *t, const struct vrt_model *m, struct vrt_sites *s, int slot,
 			   int kind);
+/* How an item counts in vrt_report_group_live's list of (slot, kind): the rule written once, for
+ * the lists grouped from a live set and those followed as it changes (peak_sites.c). */
+enum vrt_group_role {
+	VRT_GROUP_OUT,     /* not in the list */
+	VRT_GROUP_SITE,    /* at its stack's site */
+	VRT_GROUP_BLOCK,   /* a tensor: at its stack's site, and in its slot's tensor bytes */
+	VRT_GROUP_SEGMENT, /* a segment of PyTorch's allocator: in its slot's segment bytes, which the
+			    * tensors' bytes leave as the cache's pseudo-site */
+};
+enum vrt_group_role vrt_group_role(const struct vrt_trace *t, const struct vrt_item *it, int slot, int kind);
+/* The bit of a site's kinds (a list of every kind says which) that an item gives. */
+static inline uint8_t vrt_group_kind_bit(const struct vrt_item *it)
+{
+	return (uint8_t)(1u << (it->space == VRT_SPACE_BLOCK ? VRT_KIND_DEVICE : it->kind));
+}
+/* The tensor view's pseudo-site of a slot: what PyTorch's segments hold beyond its tensors. */
+void vrt_group_add_cache(struct vrt_sites *s, int slot, int64_t torch_segments, int64_t blocks);
 /* Bytes of one device slot and kind held through PyTorch's caching allocator (its segments). */
 int64_t vrt_torch_segment_bytes(const struct vrt_trace *t, const struct vrt_model *m, int slot, int kind);
 const char *vrt_device_name(int slot);

@@ -386,6 +386,31 @@ m report-sites-kinds-not-kept analyzer/report_common.c \
   '\t\tif (g->kind < 0)\n\t\t\tsite->kinds' \
   '\t\tif (0)\n\t\t\tsite->kinds' \
   test_h200_traces.py::test_report_marks_pinned_host_memory_in_the_list_of_device_memory
+# ---- the sites at each peak, followed in one pass (analyzer/peak_sites.c) --------------------------
+m peak-sites-never-taken analyzer/peak_sites.c \
+  '\t\tif (peak == l->peak)\n\t\t\tcontinue;' \
+  '\t\tif (1)\n\t\t\tcontinue;' \
+  'test_peak_sites.py::test_each_peak_lists_what_was_live_just_after_the_record_that_set_it[rt_api.vrt]'
+m peak-sites-changed-once-for-good analyzer/peak_sites.c \
+  '\t\t\tp->changed &= (uint8_t)~CHANGED_FOR_KIND;' \
+  '\t\t\t(void)0;' \
+  test_flight_recorder.py::test_a_peak_inside_the_checkpoint_the_ring_starts_from_has_its_sites
+m peak-sites-tensor-view-of-tensors-only analyzer/peak_sites.c \
+  '(!(p->changed & CHANGED_FOR_TENSORS) && !mark_changed(' \
+  '(block && !(p->changed & CHANGED_FOR_TENSORS) && !mark_changed(' \
+  test_h200_traces.py::test_the_tensor_peak_list_says_it_holds_more_than_tensors
+m peak-sites-earlier-peaks-listed analyzer/peak_sites.c \
+  'if (p->slot != slot || !items || (!tensors' \
+  'if (p->slot != slot || (!tensors' \
+  'test_peak_sites.py::test_each_tensor_peak_lists_the_tensors_live_just_after_the_record_that_set_it[whatif-default.vrt]'
+m peak-sites-tensor-raise-untold analyzer/model.c \
+  '\t\t\tm->tensor_peak_event[d] = m->set.events;\n\t\t\tm->peak_raises++;' \
+  '\t\t\tm->tensor_peak_event[d] = m->set.events;' \
+  'test_peak_sites.py::test_each_tensor_peak_lists_the_tensors_live_just_after_the_record_that_set_it[whatif-default.vrt]'
+m peak-sites-checkpoint-peaks-untold analyzer/model.c \
+  'if (m->observer && m->peak_raises != raises)' \
+  'if (m->observer && m->peak_raises != raises && !cp)' \
+  test_flight_recorder.py::test_a_peak_inside_the_checkpoint_the_ring_starts_from_has_its_sites
 m report-site-kind-not-printed analyzer/sites.c \
   'if (s->kinds && !(s->kinds & (1u << VRT_KIND_DEVICE)))' \
   'if (0)' \

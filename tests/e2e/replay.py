@@ -79,6 +79,7 @@ class Item:
     device: int
     kind: str
     frames: list
+    stack: int = 0
     refs: int = 1
     maps: int = 0
 
@@ -86,27 +87,35 @@ class Item:
 @dataclass
 class Replay:
     """The state after replaying records up to (not including) the first mark `until`, or to
-    the end. live/peak: {(device, kind): bytes}; tensors/tensor_peak: {device: bytes}."""
+    the end. live/peak: {(device, kind): bytes}; tensors/tensor_peak: {device: bytes};
+    peak_record/tensor_peak_record: how many records were applied when that peak was set."""
     path: object
     vramtrace: object  # the analyzer binary
     until: str = None
     at: float = None  # seconds: replay only records at or before this time
+    records: int = None  # replay only the first `records` records
     live: dict = field(default_factory=dict)
     peak: dict = field(default_factory=dict)
     tensors: dict = field(default_factory=dict)
     tensor_peak: dict = field(default_factory=dict)
+    peak_record: dict = field(default_factory=dict)
+    tensor_peak_record: dict = field(default_factory=dict)
 
     def __post_init__(self):
         header, records = dumped(str(self.vramtrace), str(self.path))
         assert "history lost" not in header and "wrapped" not in header, header
         self.addr, self.handles, self.maps, self.blocks = {}, {}, {}, {}
+        self.applied = 0
         for record, frames in records:
+            if self.records is not None and self.applied == self.records:
+                break
             if self.until is not None and record.op == "mark" and record.text.split('"')[1] == self.until:
                 break
             if self.at is not None and record.ts > self.at:
                 break
             if record.op == "checkpoint":
                 assert record["reason"] != 4, "a late attach seeds the live set: not handled here"
+            self.applied += 1
             self.apply(record, frames)
 
     # ---- the rules ------------------------------------------------------------------------
@@ -158,7 +167,7 @@ class Replay:
             if old.ts > r.ts:
                 return
             self.dies(table, r["addr"])
-        table[r["addr"]] = it = Item(r["size"], r.ts, r.device, r.kind, frames)
+        table[r["addr"]] = it = Item(r["size"], r.ts, r.device, r.kind, frames, r.get("stack", 0))
         self.count(table, it, it.size)
 
     def release(self, table, r):
@@ -194,11 +203,13 @@ class Replay:
             return
         key = (it.device, it.kind)
         self.live[key] = self.live.get(key, 0) + delta
-        self.peak[key] = max(self.peak.get(key, 0), self.live[key])
+        if self.live[key] > self.peak.get(key, 0):
+            self.peak[key], self.peak_record[key] = self.live[key], self.applied
 
     def count_block(self, device, delta):
         self.tensors[device] = self.tensors.get(device, 0) + delta
-        self.tensor_peak[device] = max(self.tensor_peak.get(device, 0), self.tensors[device])
+        if self.tensors[device] > self.tensor_peak.get(device, 0):
+            self.tensor_peak[device], self.tensor_peak_record[device] = self.tensors[device], self.applied
 
     # ---- questions ------------------------------------------------------------------------
 

@@ -160,6 +160,26 @@ def test_a_live_set_too_large_for_the_ring_ends_the_trace_with_one_line(tmp_path
     assert [d["live_bytes_at_end"] for d in rep["devices"]] == [churn_bytes(n)]
 
 
+# ---- a retained window that starts at its peak ----------------------------------------------
+
+def test_a_peak_inside_the_checkpoint_the_ring_starts_from_has_its_sites(tmp_path):
+    """The replay of a wrapped ring starts from a checkpoint's items. When nothing after them
+    holds more, the peak is set inside that checkpoint, where no event count can name it: the
+    sites at the peak are the checkpoint's items (report and export took the state after the
+    checkpoint's first record, and had no site to show)."""
+    p, out = run(tmp_path, [program("ring_peak_at_start"), 3000000], "r.vrt", env=FAST, run_args=RING, limit=120)
+    assert p.returncode == 0, p.stderr
+    t = info(out)
+    assert t["events_lost"] == 0 and t["history_lost"], t
+    (dev,) = report(out)["devices"]
+    assert (dev["peak_bytes"], dev["live_bytes_at_end"]) == (64 * MiB, 32 * MiB)
+    assert [(s["frames"][0]["function"], s["count"], s["bytes"]) for s in dev["top_at_peak"]] == \
+        [("keep_site", 64, 64 * MiB)]
+    folded = analyze("export", "--format", "folded-peak", "-q", "-o", "-", out).stdout.splitlines()
+    assert len(folded) == 1 and re.fullmatch(rf"device 0 at its peak \([\d.]+ s\);.*;main[^;]*;keep_site[^;]* {64 * MiB}",
+                                             folded[0]), folded
+
+
 # ---- death in the middle ---------------------------------------------------------------------
 
 # VRAMTRACE_FLUSH_MS is "the longest time an event waits in memory before it is written" (README):

@@ -1,7 +1,7 @@
 """How many times each report reads a trace (issue 15). Every replay loop of the reports goes
 through one pass iterator (analyzer/pass.c); with VRAMTRACE_DEBUG_PASSES=1 the analyzer says at
-exit how many passes it opened. The budgets are what the design needs: one pass, plus one when
-peak positions are only known after the first, plus the phase-less leaks analysis's survey and
+exit how many passes it opened. The budgets are what the design needs: one pass (the sites at the
+peaks are followed in it, analyzer/peak_sites.c), plus the phase-less leaks analysis's survey and
 low points, independent of how many windows it looks at; html composes leaks and oom on its own
 three passes. A pass that creeps in (a second replay per peak or per window) fails here, not only
 in a benchmark.
@@ -33,7 +33,8 @@ def passes(*args):
 
 
 @pytest.mark.parametrize("trace,args,budget", [
-    ("oom.vrt", ["report"], 2),            # totals, then the live set at each peak (seek, in event order)
+    ("oom.vrt", ["report"], 1),            # totals, and the sites at each peak followed as they rise
+    ("attach-ds.vrt", ["report"], 1),
     ("oom.vrt", ["timeline"], 1),
     # which OOM and what the program said after it; the model up to it; the remedies' call peaks
     ("oom.vrt", ["oom"], 3),
@@ -42,7 +43,7 @@ def passes(*args):
     ("oom.vrt", ["leaks"], 3),
     ("attach-ds.vrt", ["leaks"], 3),
     ("leak-cycle.vrt", ["leaks"], 1),      # the survey, following the phases it sees: the phase's replay
-    ("oom.vrt", ["export", "--format", "folded-peak"], 2),
+    ("oom.vrt", ["export", "--format", "folded-peak"], 1),
     ("oom.vrt", ["export", "--format", "memory-viz"], 2),
     # totals (which also finds the OOM and surveys leaks' phases), peaks (whose model goes on to
     # the OOM and explains it, and, without a phase, to leaks' low points), timeline (with the
