@@ -53,8 +53,9 @@ struct group {
 	uint32_t invocation; /* 1-based */
 	int64_t bytes;
 	uint64_t count;
-	uint32_t outlived;   /* later entries (and the end) at which some of it was still live */
-	uint32_t last_seen;  /* entry index of the last scan that saw it */
+	uint32_t live;       /* its items live now (all of them were at its first look) */
+	uint32_t gone_scan;  /* once none is live: the last scan that saw some of it */
+	uint32_t seen;       /* its items the scan under way saw (scan_all) */
 	uint32_t held_scan;  /* the scan whose retention walk explained it, 0 while none has */
 	uint32_t cut_scan;   /* the last scan whose walk ran out of time before it got here */
 	struct vrt_held_by held;
@@ -85,6 +86,18 @@ struct leaks {
 	const char *picked_why;  /* why the phase was picked without --phase (NULL: it was named) */
 	FILE *out;               /* where --json goes */
 	uint64_t visited;        /* live items the scans looked at (a follower's budget) */
+	/* Items born in the open call since the last scan, for the next scan's first look (which
+	 * then looks at them alone, not at every live item). */
+	struct birth *births;
+	size_t n_births, cap_births;
+	bool recount; /* a record ended items besides its own since the last scan (a replaced
+		       * allocation, a reset): the next scan looks at every live item */
+};
+
+/* An item by its key in the live set and its birth, which tells its incarnation apart. */
+struct birth {
+	uint64_t addr, born_event;
+	uint8_t space;
 };
 
 /* ---- choosing the phase and the layer ------------------------------------------------- */
@@ -396,8 +409,99 @@ static const struct vrt_held_by *group_held(const struct group *g)
 	return g->held_scan ? &g->held : &g->cut;
 }
 
-/* At the start of invocation `scan` (or the end), look at who is still live. */
-static void survivor_visit(void *ctx, const struct vrt_item *it)
+/*
+ * The scans: at each call's entry (and at the end, scan n_inv + 1) the survivors of the call
+ * before are grouped by site, its items live then (their first look); a group counts its items
+ * while they live, each death as it happens (item_died), and remembers the last scan that saw
+ * one of them. So a scan looks at the last call's births alone, not at every live item, unless
+ * something else must: a record that ended items besides its own (whose deaths the effect does
+ * not name), or a retention walk that closed since and explains what it sees.
+ */
+
+/* it, born in call `born`, is live at that call's next entry: a survivor. */
+static struct group *first_seen(struct leaks *lk, const struct vrt_item *it, uint32_t born)
+{
+	struct group *g = group_of(lk, it->stack, born);
+	if (!g)
+		return NULL;
+	g->bytes += (int64_t)it->size;
+	g->count++;
+	g->live++;
+	lk->inv[born - 1].survivors += (int64_t)it->size;
+	return g;
+}
+
+static struct group *find_group(const struct leaks *lk, uint32_t stack, uint32_t invocation)
+{
+	for (size_t j = lk->index_cap ? group_home(lk, stack, invocation) : 0; lk->index_cap && lk->group_index[j];
+	     j = (j + 1) & (lk->index_cap - 1)) {
+		struct group *g = &lk->groups[lk->group_index[j] - 1];
+		if (g->stack == stack && g->invocation == invocation)
+			return g;
+	}
+	return NULL;
+}
+
+/* The call an item was born in when a scan has looked at that call's survivors; else 0. */
+static uint32_t looked_at_call_of(const struct leaks *lk, const struct vrt_item *it)
+{
+	if (!lk->scan || (lk->scan <= lk->n_inv && it->born_event >= lk->inv[lk->scan - 1].enter_event))
+		return 0; /* born in or after the call the last scan entered */
+	uint32_t born = invocation_of(lk, it->born_event);
+	return born < lk->scan ? born : 0;
+}
+
+/* A counted item ended, as the record's own. */
+static void item_died(struct leaks *lk, const struct vrt_item *it)
+{
+	uint32_t born = looked_at_call_of(lk, it);
+	struct group *g = born ? find_group(lk, it->stack, born) : NULL;
+	if (g && g->live && !--g->live)
+		g->gone_scan = lk->scan;
+}
+
+static bool birth_live(const struct vrt_model *m, const struct birth *b, struct vrt_item *it)
+{
+	return vrt_live_lookup(&m->set, b->space, b->addr, it) && it->born_event == b->born_event;
+}
+
+/* Keeps the births within twice the live set: the dead among them go when it would grow past. */
+static int note_birth(struct leaks *lk, const struct vrt_model *m, const struct vrt_item *it)
+{
+	if (lk->n_births == lk->cap_births && lk->n_births > 2 * m->set.used) {
+		size_t kept = 0;
+		struct vrt_item live;
+		for (size_t i = 0; i < lk->n_births; i++)
+			if (birth_live(m, &lk->births[i], &live))
+				lk->births[kept++] = lk->births[i];
+		lk->visited += lk->n_births;
+		lk->n_births = kept;
+	}
+	if (lk->n_births == lk->cap_births) {
+		size_t cap = lk->cap_births ? lk->cap_births * 2 : 256;
+		struct birth *v = realloc(lk->births, cap * sizeof(*v));
+		if (!v)
+			return VRT_E_NOMEM;
+		lk->births = v;
+		lk->cap_births = cap;
+	}
+	lk->births[lk->n_births++] = (struct birth){ it->addr, it->born_event, it->space };
+	return 0;
+}
+
+/* The first look at the last call's births: those still live are its survivors. */
+static void scan_births(struct leaks *lk, const struct vrt_model *m)
+{
+	struct vrt_item it;
+	for (size_t i = 0; i < lk->n_births; i++) {
+		uint32_t born = invocation_of(lk, lk->births[i].born_event);
+		if (born && born + 1 == lk->scan && birth_live(m, &lk->births[i], &it))
+			first_seen(lk, &it, born);
+	}
+	lk->visited += lk->n_births;
+}
+
+static void scan_visit(void *ctx, const struct vrt_item *it)
 {
 	struct leaks *lk = ctx;
 	if (!counts(lk, it) || it->seeded)
@@ -405,30 +509,47 @@ static void survivor_visit(void *ctx, const struct vrt_item *it)
 	uint32_t born = invocation_of(lk, it->born_event);
 	if (!born || born >= lk->scan)
 		return;
-	struct group *g = group_of(lk, it->stack, born);
+	struct group *g = born + 1 == lk->scan ? first_seen(lk, it, born) : find_group(lk, it->stack, born);
 	if (!g)
 		return;
-	if (born + 1 == lk->scan) { /* first look after its invocation: a survivor */
-		g->bytes += (int64_t)it->size;
-		g->count++;
-		lk->inv[born - 1].survivors += (int64_t)it->size;
-	}
-	if (g->last_seen != lk->scan) {
-		g->last_seen = lk->scan;
-		if (born + 1 < lk->scan)
-			g->outlived++;
-	}
+	g->seen++;
 	explain_survivor(lk, g, it);
+}
+
+/* Every live item looked at: the groups' counts are what is live, whatever ended unnamed. */
+static void scan_all(struct leaks *lk, const struct vrt_model *m)
+{
+	for (size_t i = 0; i < lk->n_groups; i++)
+		lk->groups[i].seen = 0;
+	vrt_model_each(m, scan_visit, lk);
+	for (size_t i = 0; i < lk->n_groups; i++) {
+		struct group *g = &lk->groups[i];
+		if (g->live && !g->seen)
+			g->gone_scan = lk->scan - 1;
+		g->live = g->seen;
+	}
+	lk->visited += m->set.used;
 }
 
 static void scan_survivors(struct leaks *lk, const struct vrt_model *m, uint32_t scan)
 {
 	lk->scan = scan;
-	lk->visited += m->set.used;
-	vrt_model_each(m, survivor_visit, lk);
+	if (lk->recount || lk->walk_fresh)
+		scan_all(lk, m);
+	else
+		scan_births(lk, m);
+	lk->n_births = 0;
+	lk->recount = false;
 	if (lk->walk_fresh)
 		vrt_owners_settle(&lk->owners);
 	lk->walk_fresh = false;
+}
+
+/* Later entries (and the end) at which some of a group was still live. */
+static uint32_t outlived(const struct leaks *lk, const struct group *g)
+{
+	uint32_t last = g->live ? lk->scan : g->gone_scan;
+	return last > g->invocation + 1 ? last - g->invocation - 1 : 0;
 }
 
 static bool is_boundary(const struct leaks *lk, const struct vrt_record *r, int *kind)
@@ -510,9 +631,14 @@ static int replay_record(struct leaks *lk, const struct vrt_model *m, const stru
 			rc = open_invocation(lk, m, now);
 		}
 	}
-	if (lk->n_inv && !lk->inv[lk->n_inv - 1].exit_event && (e->kind == VRT_EFFECT_BORN || e->kind == VRT_EFFECT_DIED ||
-								  e->kind == VRT_EFFECT_RESIZED) &&
-	    counts(lk, &e->item)) {
+	lk->recount |= e->others_ended != 0;
+	bool counted = e->kind != VRT_EFFECT_NONE && counts(lk, &e->item);
+	if (counted && e->kind == VRT_EFFECT_DIED && !e->item.seeded)
+		item_died(lk, &e->item);
+	bool in_call = lk->n_inv && !lk->inv[lk->n_inv - 1].exit_event;
+	if (in_call && counted && e->kind == VRT_EFFECT_BORN && !e->item.seeded && !lk->ended && !rc)
+		rc = note_birth(lk, m, &e->item);
+	if (in_call && counted) {
 		struct invocation *v = &lk->inv[lk->n_inv - 1];
 		/* Sums over events, not over the live set: they saturate instead of wrapping. */
 		if (e->delta > 0 && __builtin_add_overflow(v->allocated, e->delta, &v->allocated))
@@ -565,6 +691,7 @@ static int replay(struct leaks *lk)
 
 static void leaks_free(struct leaks *lk)
 {
+	free(lk->births);
 	free(lk->inv);
 	free(lk->groups);
 	free(lk->group_index);
@@ -694,7 +821,9 @@ static int by_bytes(const void *a, const void *b)
 	const struct group *x = a, *y = b;
 	if (x->bytes != y->bytes)
 		return x->bytes > y->bytes ? -1 : 1;
-	return x->invocation < y->invocation ? -1 : x->invocation > y->invocation;
+	if (x->invocation != y->invocation)
+		return x->invocation < y->invocation ? -1 : 1;
+	return x->stack < y->stack ? -1 : x->stack > y->stack;
 }
 
 /* Per site over the invocations from `from` on (1: all), largest first: bytes, and in how many
@@ -1162,7 +1291,7 @@ static void print_json(FILE *out, struct leaks *lk, struct vrt_sites *sites)
 		fprintf(out, "%s", first ? "" : ", ");
 		vrt_site_json(out, t, &s, true);
 		fprintf(out, ", \"phase_index\": %u, \"outlived_invocations\": %u, \"persistent\": %s, \"verdict\": ",
-			g->invocation, g->outlived + 1, total && persistent_by_design(t, total) ? "true" : "false");
+			g->invocation, outlived(lk, g) + 1, total && persistent_by_design(t, total) ? "true" : "false");
 		json_string(out, v);
 		held_json(out, lk, &s, group_held(g));
 		fprintf(out, "}");

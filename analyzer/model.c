@@ -78,6 +78,8 @@ static void ended(void *ctx, const struct vrt_item *it, enum vrt_live_end why)
 		m->effect->kind = VRT_EFFECT_DIED;
 		if (it != &m->effect->item) /* the set unpacks the record's own item there */
 			m->effect->item = *it;
+	} else {
+		m->effect->others_ended++;
 	}
 	count(m, it, -(int64_t)it->size, -1);
 }
@@ -100,6 +102,7 @@ __attribute__((flatten)) void vrt_model_apply(struct vrt_model *m, const struct 
 	e->kind = VRT_EFFECT_NONE; /* e->item is written with the kind that makes it valid */
 	e->delta = 0;
 	e->tensor = false;
+	e->others_ended = 0;
 	bool cp = r->op >= VRT_OP_CP_BEGIN && r->op <= VRT_OP_CP_END;
 	if (r->op == VRT_OP_CP_BEGIN && !m->set.events)
 		m->last_ts = r->ts;

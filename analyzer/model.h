@@ -24,6 +24,8 @@ struct vrt_effect {
 	struct vrt_item item; /* copy of the item born, died or resized; unset with VRT_EFFECT_NONE */
 	int64_t delta;        /* change of the counted total (bytes), 0 if not counted */
 	bool tensor;          /* the counted total is the tensor layer */
+	uint32_t others_ended; /* items other than its own that the record ended: an allocation it
+				* replaced, a reset's, an unmap's further mappings and their handles */
 };
 
 /*

@@ -374,6 +374,27 @@ m report-top-one-short analyzer/cmd_report.c \
   'for (size_t i = 0; i < r->live_at_end.n && i < (size_t)o->top; i++)' \
   'for (size_t i = 0; i + 1 < r->live_at_end.n && i < (size_t)o->top; i++)' \
   test_runtime.py::test_report_top_lists_exactly_n_sites
+# ---- leaks' scans: the last call's births, deaths as they happen (analyzer/cmd_leaks.c) ---------
+m leaks-endings-besides-its-own-unseen analyzer/cmd_leaks.c \
+  '\tlk->recount |= e->others_ended != 0;' \
+  '\t(void)0;' \
+  'test_phases.py::test_a_survivor_outlives_the_calls_until_it_ends_however_it_ends[off]'
+m leaks-deaths-uncounted analyzer/cmd_leaks.c \
+  'if (g && g->live && !--g->live)' \
+  'if (0)' \
+  'test_phases.py::test_a_survivor_outlives_the_calls_until_it_ends_however_it_ends[off]'
+m leaks-births-unnoted analyzer/cmd_leaks.c \
+  '\t\trc = note_birth(lk, m, &e->item);' \
+  '\t\trc = 0;' \
+  test_phases.py::test_leaks_follows_every_invocation_of_the_named_phase
+m leaks-births-pruned-of-the-live analyzer/cmd_leaks.c \
+  '\t\t\tif (birth_live(m, &lk->births[i], &live))' \
+  '\t\t\tif (!birth_live(m, &lk->births[i], &live))' \
+  'test_phases.py::test_a_survivor_outlives_the_calls_until_it_ends_however_it_ends[off]'
+m leaks-full-scan-gone-one-late analyzer/cmd_leaks.c \
+  '\t\t\tg->gone_scan = lk->scan - 1;' \
+  '\t\t\tg->gone_scan = lk->scan;' \
+  'test_phases.py::test_a_survivor_outlives_the_calls_until_it_ends_however_it_ends[off]'
 m leaks-picks-a-phase-that-does-not-grow analyzer/cmd_leaks.c \
   '(growth > 0) != (best_growth > 0) ? best_growth > 0' \
   '(growth > 0) != (best_growth > 0) ? best_growth <= 0' \

@@ -2,10 +2,11 @@
 them: `leaks --phase`, `report --until-mark`, `diff --at`. Every expected figure comes from the
 sizes phases.c allocates (its header comment), none from another command's output."""
 import json
+import sys
 
 import pytest
 
-from conftest import MiB, KiB, analyze, program, trace
+from conftest import DOUBLES, MiB, KiB, SOURCE, analyze, program, trace
 from stress_helpers import preload_lines, run, traced
 
 STEPS = 4
@@ -66,6 +67,47 @@ def test_leaks_of_a_phase_that_frees_what_it_allocates_finds_no_growth(ph):
         [(SETUP + 2 * (k + 1) * LEAK,) * 2 for k in range(STEPS // 2)]
     assert [c["allocated_bytes"] for c in calls] == [EVAL] * (STEPS // 2)
     assert found["growth_per_invocation_bytes"] == 0 and not found["survivors"]
+
+
+OUTLIVING = """
+import ctypes, sys
+import vramtrace
+rt = ctypes.CDLL("libcudart.so.13")
+rt.cudaSetDevice(0)
+kept = {}
+for call in range(1, 7):
+    with vramtrace.phase("step"):
+        p = ctypes.c_void_p()
+        rt.cudaMalloc(ctypes.byref(p), call << 20)
+        kept[call] = p
+        for _ in range(600 if call == 2 else 0):  # births that die: the list of births is pruned
+            q = ctypes.c_void_p()
+            rt.cudaMalloc(ctypes.byref(q), 4096)
+            rt.cudaFree(q)
+        if call == 3:
+            rt.cudaFree(kept[1])
+        if call == 5:
+            rt.cudaDeviceReset()
+            rt.cudaSetDevice(0)
+"""
+
+
+@pytest.mark.parametrize("retain", ["on", "off"])
+def test_a_survivor_outlives_the_calls_until_it_ends_however_it_ends(tmp_path, retain):
+    """outlived_invocations: the call entries (and the end) at which some of a site's survivors
+    were live, from the first after the call that made them. Call k of "step" keeps k MiB (call 2
+    then allocates and frees 600 more); call 3 frees call 1's (its own record), call 5 resets the device (endings that are not the
+    record's own: the scan after it looks at every live item), which ends calls 2-4's and its
+    own; call 6's lives to the end. With retention walks each scan looks at every live item (a
+    walk explains what it sees); without, at the last call's births alone."""
+    script = tmp_path / "outliving.py"
+    script.write_text(OUTLIVING)
+    t = trace(tmp_path, [sys.executable, script], env={"LD_LIBRARY_PATH": str(DOUBLES),
+                                                        "PYTHONPATH": str(SOURCE / "python")},
+              run_args=["--retain", retain])
+    assert t.returncode == 0, t.stderr
+    got = {s["phase_index"]: (s["bytes"], s["outlived_invocations"]) for s in leaks(t, "--phase", "step")["survivors"]}
+    assert got == {1: (1 * MiB, 2), 2: (2 * MiB, 3), 3: (3 * MiB, 2), 4: (4 * MiB, 1), 6: (6 * MiB, 1)}
 
 
 def test_report_until_mark_is_the_state_at_the_mark(ph):
