@@ -398,10 +398,10 @@ class Bench:
             raise SystemExit(f"bench: {' '.join(cmd)} failed: {r.stderr[-500:]}")
         return self.parse_kv(line[-1])
 
-    def analyze(self, events, label, reps=1):
+    def analyze(self, events, label, reps=1, gen_args=(), shape="training"):
         path = os.path.join(self.tmp, f"gen{label}.vrt")
         t0 = time.time()
-        g = subprocess.run([self.gen, path, str(events)], capture_output=True, text=True)
+        g = subprocess.run([self.gen, path, str(events), *gen_args], capture_output=True, text=True)
         if g.returncode:
             raise SystemExit(f"bench: gen_trace failed: {g.stderr}")
         gen = self.parse_kv(g.stdout)
@@ -417,7 +417,7 @@ class Bench:
         for (build, command), ms in runs.items():
             cpu = statistics.median(m["user_s"] + m["sys_s"] for m in ms)
             wall = statistics.median(m["wall_s"] for m in ms)
-            rows.append({"command": command, "build": build, "events": int(gen["events"]),
+            rows.append({"command": command, "build": build, "shape": shape, "events": int(gen["events"]),
                          "trace_bytes": int(gen["bytes"]), "reps": len(ms), "wall_s": wall, "cpu_s": cpu,
                          "events_per_cpu_s": gen["events"] / cpu, "events_per_wall_s": gen["events"] / wall,
                          "maxrss_kb": max(m["maxrss_kb"] for m in ms), "anon_peak_kb": max(m["anon_peak_kb"] for m in ms),
@@ -456,6 +456,12 @@ class Bench:
         small = 1_000_000 if self.a.quick else 10_000_000
         rows = self.analyze(small, f"{small // 1_000_000}M", self.a.reps)
         self.results["analyzer"] += rows
+        # A large live set and short phase calls: what leaks' scans cost (one look per call at
+        # every live item was quadratic in a leak that grows call after call).
+        held = 50_000 if self.a.quick else 200_000
+        self.results["analyzer"] += self.analyze(10 * held, "live", self.a.reps,
+                                                 ["--hold", str(held), "--step-events", "500"],
+                                                 f"{held // 1000}k live, a call / 500 ev")
         big = 3 * small if self.a.quick else self.a.big
         if big <= small:
             return
@@ -606,11 +612,14 @@ class Bench:
                      "events); CPU s: both of the reader's threads, median of the runs")
         lines.append(f"  {'command':8} {'build':10} {'events':>6} {'runs':>4} {'trace MB':>9} {'CPU s':>7} {'wall s':>7} "
                      f"{'Mev/CPU s':>10} {'Mev/wall s':>11} {'maxRSS MB':>10} {'anon MB':>8}")
-        for r in sorted(rows, key=lambda r: (r["events"], r["command"] != "report")):
-            lines.append(f"  {r['command']:8} {r['build']:10} {r['events'] // 1_000_000:>5}M {r['reps']:>4} "
+        for r in sorted(rows, key=lambda r: (r.get("shape", "training") != "training", r["events"],
+                                             r["command"] != "report")):
+            shape = r.get("shape", "training")
+            lines.append(f"  {r['command']:8} {r['build']:10} {r['events'] / 1e6:>5g}M {r['reps']:>4} "
                          f"{r['trace_bytes'] / 1e6:>9.1f} {r['cpu_s']:>7.2f} {r['wall_s']:>7.2f} "
                          f"{r['events_per_cpu_s'] / 1e6:>10.2f} {r['events_per_wall_s'] / 1e6:>11.2f} "
-                         f"{r['maxrss_kb'] / 1024:>10.1f} {r['anon_peak_kb'] / 1024:>8.1f}")
+                         f"{r['maxrss_kb'] / 1024:>10.1f} {r['anon_peak_kb'] / 1024:>8.1f}"
+                         + ("" if shape == "training" else f"  ({shape})"))
         lines.append(f"  target >= {TARGET_EVENTS_PER_S / 1e6:.0f}M events/s; memory bounded by live set + tables "
                      f"(maxRSS flat across sizes: the trace is read with pread, never mapped). "
                      f"Anchor: memray/bytehound analyzers OOM on 100+ GB traces")
@@ -620,7 +629,8 @@ class Bench:
                          f"MB with ~4.5k); target <= {TARGET_BYTES_PER_LIVE} B (analyzer/model.h)")
         for build, _ in self.analyzers:
             for command in ("report", "leaks"):
-                runs = sorted((r for r in rows if r["command"] == command and r["build"] == build),
+                runs = sorted((r for r in rows if r["command"] == command and r["build"] == build
+                               and r.get("shape", "training") == "training"),
                               key=lambda r: r["events"])
                 if len(runs) >= 2 and runs[-1]["events"] > runs[0]["events"]:
                     per_event = (runs[-1]["maxrss_kb"] - runs[0]["maxrss_kb"]) * 1024 / (runs[-1]["events"] - runs[0]["events"])
