@@ -74,6 +74,9 @@ struct leaks {
 	int depth;
 	struct group *groups;
 	size_t n_groups, cap_groups;
+	uint32_t *open;          /* positions of the groups with items live (and of some whose last
+				  * one ended since the last scan_all), room for cap_groups */
+	size_t n_open;
 	uint32_t *group_index;   /* open addressing: group position + 1, keyed by (stack, invocation) */
 	size_t index_cap;
 	uint32_t scan;           /* index of the current scan (entry K+1, or the end) */
@@ -90,8 +93,10 @@ struct leaks {
 	 * then looks at them alone, not at every live item). */
 	struct birth *births;
 	size_t n_births, cap_births;
-	bool recount; /* a record ended items besides its own since the last scan (a replaced
-		       * allocation, a reset): the next scan looks at every live item */
+	/* The next scan looks at every live item: a record ended items besides its own since the
+	 * last scan (a replaced allocation, a reset), or the call's births came to more than a
+	 * quarter of what is live (looking at each of them costs more then). */
+	bool scan_all_next;
 };
 
 /* An item by its key in the live set and its birth, which tells its incarnation apart. */
@@ -365,7 +370,10 @@ static struct group *group_of(struct leaks *lk, uint32_t stack, uint32_t invocat
 	}
 	if (lk->n_groups == lk->cap_groups) {
 		size_t cap = lk->cap_groups ? lk->cap_groups * 2 : 256;
-		struct group *g = realloc(lk->groups, cap * sizeof(*g));
+		uint32_t *open = realloc(lk->open, cap * sizeof(*open));
+		if (open)
+			lk->open = open;
+		struct group *g = open ? realloc(lk->groups, cap * sizeof(*g)) : NULL;
 		if (!g)
 			return NULL;
 		lk->groups = g;
@@ -374,6 +382,7 @@ static struct group *group_of(struct leaks *lk, uint32_t stack, uint32_t invocat
 	struct group *g = &lk->groups[lk->n_groups++];
 	*g = (struct group){ .stack = stack, .invocation = invocation };
 	lk->group_index[j] = (uint32_t)lk->n_groups;
+	lk->open[lk->n_open++] = (uint32_t)(lk->n_groups - 1); /* born at its first look, with items live */
 	return g;
 }
 
@@ -465,17 +474,15 @@ static bool birth_live(const struct vrt_model *m, const struct birth *b, struct 
 	return vrt_live_lookup(&m->set, b->space, b->addr, it) && it->born_event == b->born_event;
 }
 
-/* Keeps the births within twice the live set: the dead among them go when it would grow past. */
+/* The births kept stay under a quarter of the live set (and 64): past it, the next scan looks at
+ * every live item instead. */
 static int note_birth(struct leaks *lk, const struct vrt_model *m, const struct vrt_item *it)
 {
-	if (lk->n_births == lk->cap_births && lk->n_births > 2 * m->set.used) {
-		size_t kept = 0;
-		struct vrt_item live;
-		for (size_t i = 0; i < lk->n_births; i++)
-			if (birth_live(m, &lk->births[i], &live))
-				lk->births[kept++] = lk->births[i];
-		lk->visited += lk->n_births;
-		lk->n_births = kept;
+	if (lk->scan_all_next)
+		return 0;
+	if (lk->n_births >= m->set.used / 4 + 64) {
+		lk->scan_all_next = true;
+		return 0;
 	}
 	if (lk->n_births == lk->cap_births) {
 		size_t cap = lk->cap_births ? lk->cap_births * 2 : 256;
@@ -489,15 +496,14 @@ static int note_birth(struct leaks *lk, const struct vrt_model *m, const struct 
 	return 0;
 }
 
-/* The first look at the last call's births: those still live are its survivors. */
+/* The first look at the last call's births (all made while it was open): those still live are
+ * its survivors. */
 static void scan_births(struct leaks *lk, const struct vrt_model *m)
 {
 	struct vrt_item it;
-	for (size_t i = 0; i < lk->n_births; i++) {
-		uint32_t born = invocation_of(lk, lk->births[i].born_event);
-		if (born && born + 1 == lk->scan && birth_live(m, &lk->births[i], &it))
-			first_seen(lk, &it, born);
-	}
+	for (size_t i = 0; i < lk->n_births; i++)
+		if (birth_live(m, &lk->births[i], &it))
+			first_seen(lk, &it, lk->scan - 1);
 	lk->visited += lk->n_births;
 }
 
@@ -519,27 +525,31 @@ static void scan_visit(void *ctx, const struct vrt_item *it)
 /* Every live item looked at: the groups' counts are what is live, whatever ended unnamed. */
 static void scan_all(struct leaks *lk, const struct vrt_model *m)
 {
-	for (size_t i = 0; i < lk->n_groups; i++)
-		lk->groups[i].seen = 0;
+	for (size_t i = 0; i < lk->n_open; i++)
+		lk->groups[lk->open[i]].seen = 0;
 	vrt_model_each(m, scan_visit, lk);
-	for (size_t i = 0; i < lk->n_groups; i++) {
-		struct group *g = &lk->groups[i];
+	size_t kept = 0;
+	for (size_t i = 0; i < lk->n_open; i++) {
+		struct group *g = &lk->groups[lk->open[i]];
 		if (g->live && !g->seen)
 			g->gone_scan = lk->scan - 1;
 		g->live = g->seen;
+		if (g->live)
+			lk->open[kept++] = lk->open[i];
 	}
+	lk->n_open = kept;
 	lk->visited += m->set.used;
 }
 
 static void scan_survivors(struct leaks *lk, const struct vrt_model *m, uint32_t scan)
 {
 	lk->scan = scan;
-	if (lk->recount || lk->walk_fresh)
+	if (lk->scan_all_next || lk->walk_fresh)
 		scan_all(lk, m);
 	else
 		scan_births(lk, m);
 	lk->n_births = 0;
-	lk->recount = false;
+	lk->scan_all_next = false;
 	if (lk->walk_fresh)
 		vrt_owners_settle(&lk->owners);
 	lk->walk_fresh = false;
@@ -631,14 +641,17 @@ static int replay_record(struct leaks *lk, const struct vrt_model *m, const stru
 			rc = open_invocation(lk, m, now);
 		}
 	}
-	lk->recount |= e->others_ended != 0;
-	bool counted = e->kind != VRT_EFFECT_NONE && counts(lk, &e->item);
-	if (counted && e->kind == VRT_EFFECT_DIED && !e->item.seeded)
+	if (!lk->n_inv) /* before the first call: nothing to count yet */
+		return rc;
+	lk->scan_all_next |= e->others_ended != 0;
+	if (e->kind == VRT_EFFECT_NONE || !counts(lk, &e->item))
+		return rc;
+	if (e->kind == VRT_EFFECT_DIED && !e->item.seeded)
 		item_died(lk, &e->item);
-	bool in_call = lk->n_inv && !lk->inv[lk->n_inv - 1].exit_event;
-	if (in_call && counted && e->kind == VRT_EFFECT_BORN && !e->item.seeded && !lk->ended && !rc)
+	bool in_call = !lk->inv[lk->n_inv - 1].exit_event;
+	if (in_call && e->kind == VRT_EFFECT_BORN && !e->item.seeded && !lk->ended && !rc)
 		rc = note_birth(lk, m, &e->item);
-	if (in_call && counted) {
+	if (in_call) {
 		struct invocation *v = &lk->inv[lk->n_inv - 1];
 		/* Sums over events, not over the live set: they saturate instead of wrapping. */
 		if (e->delta > 0 && __builtin_add_overflow(v->allocated, e->delta, &v->allocated))
@@ -692,6 +705,7 @@ static int replay(struct leaks *lk)
 static void leaks_free(struct leaks *lk)
 {
 	free(lk->births);
+	free(lk->open);
 	free(lk->inv);
 	free(lk->groups);
 	free(lk->group_index);

@@ -77,13 +77,13 @@ rt.cudaSetDevice(0)
 kept = {}
 for call in range(1, 7):
     with vramtrace.phase("step"):
-        p = ctypes.c_void_p()
-        rt.cudaMalloc(ctypes.byref(p), call << 20)
-        kept[call] = p
-        for _ in range(600 if call == 2 else 0):  # births that die: the list of births is pruned
+        for _ in range(600 if call == 2 else 0):  # more births than leaks keeps for its next look
             q = ctypes.c_void_p()
             rt.cudaMalloc(ctypes.byref(q), 4096)
             rt.cudaFree(q)
+        p = ctypes.c_void_p()
+        rt.cudaMalloc(ctypes.byref(p), call << 20)
+        kept[call] = p
         if call == 3:
             rt.cudaFree(kept[1])
         if call == 5:
@@ -96,7 +96,7 @@ for call in range(1, 7):
 def test_a_survivor_outlives_the_calls_until_it_ends_however_it_ends(tmp_path, retain):
     """outlived_invocations: the call entries (and the end) at which some of a site's survivors
     were live, from the first after the call that made them. Call k of "step" keeps k MiB (call 2
-    then allocates and frees 600 more); call 3 frees call 1's (its own record), call 5 resets the device (endings that are not the
+    first allocates and frees 600 more); call 3 frees call 1's (its own record), call 5 resets the device (endings that are not the
     record's own: the scan after it looks at every live item), which ends calls 2-4's and its
     own; call 6's lives to the end. With retention walks each scan looks at every live item (a
     walk explains what it sees); without, at the last call's births alone."""
