@@ -196,6 +196,14 @@ static void survey_record(struct survey *s, const struct vrt_trace *t, const str
 	}
 }
 
+/* The blocks probe's answer where a model applied the same records: the two agree (model.c), and
+ * the model's costs nothing more. */
+static void blocks_seen_by(struct vrt_blocks_probe *b, const struct vrt_model *m)
+{
+	b->any_blocks = m->any_blocks;
+	b->events = m->set.events;
+}
+
 struct follow;
 static void follow_record(struct follow *f, const struct survey *s, const struct vrt_model *m,
 			  const struct vrt_record *r, const struct vrt_effect *e, uint64_t records);
@@ -221,9 +229,12 @@ static int survey(struct vrt_trace *t, const struct leaks_options *o, bool want_
 	vrt_pass_open(&p, t, &(struct vrt_pass_options){ .label = f ? "leaks" : "leaks: survey", .quiet = o->quiet,
 							  .model = want_phases ? &m : NULL });
 	while ((want_phases || (want_blocks && !s->blocks.any_blocks)) && (r = vrt_pass_take(&p, &e))) {
-		if (want_phases)
+		if (want_phases) {
 			survey_record(s, t, &m, r, &e);
-		vrt_blocks_probe_apply(&s->blocks, r);
+			blocks_seen_by(&s->blocks, &m);
+		} else {
+			vrt_blocks_probe_apply(&s->blocks, r);
+		}
 		if (f)
 			follow_record(f, s, &m, r, &e, p.records);
 	}
@@ -1905,7 +1916,7 @@ void vrt_leaks_feed_record(struct vrt_leaks_feed *f, const struct vrt_model *m, 
 		return;
 	if (f->pass == 0) {
 		survey_record(&f->sv, f->lk.t, m, r, e);
-		vrt_blocks_probe_apply(&f->sv.blocks, r);
+		blocks_seen_by(&f->sv.blocks, m);
 	} else if (f->pass == 1 && f->lw) {
 		lows_record(&f->lk, f->lw, m, r);
 	} else if (f->pass == 2 && f->lk.name_id) {
