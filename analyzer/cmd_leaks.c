@@ -27,7 +27,12 @@
 #include "sites.h"
 #include "stacks.h"
 
-#define MAX_INVOCATIONS 100000
+/* The text's table of calls shows this many at each end of a longer run (--json has all). */
+#define CALLS_SHOWN_EACH_END 25
+
+/* Calls of one phase followed: a step a second for half a year. Each costs ~100 bytes (its
+ * survivors' groups apart). */
+#define MAX_INVOCATIONS (1u << 24)
 #define WINDOWS 24
 
 struct leaks_options {
@@ -70,7 +75,7 @@ struct leaks {
 	const char *name;
 	uint32_t name_id;
 	struct invocation *inv;
-	size_t n_inv;
+	size_t n_inv, cap_inv;
 	int depth;
 	struct group *groups;
 	size_t n_groups, cap_groups;
@@ -596,10 +601,14 @@ static int open_invocation(struct leaks *lk, const struct vrt_model *m, double n
 {
 	if (lk->n_inv == MAX_INVOCATIONS)
 		return VRT_E_SIZE;
-	struct invocation *nv = realloc(lk->inv, (lk->n_inv + 1) * sizeof(*nv));
-	if (!nv)
-		return VRT_E_NOMEM;
-	lk->inv = nv;
+	if (lk->n_inv == lk->cap_inv) {
+		size_t cap = lk->cap_inv ? lk->cap_inv * 2 : 64;
+		struct invocation *nv = realloc(lk->inv, cap * sizeof(*nv));
+		if (!nv)
+			return VRT_E_NOMEM;
+		lk->inv = nv;
+		lk->cap_inv = cap;
+	}
 	int64_t live = live_total(lk, m);
 	if (lk->n_inv) {
 		lk->inv[lk->n_inv - 1].live_at_next = live;
@@ -688,6 +697,12 @@ static int replay_on(struct leaks *lk, struct vrt_model *m)
 	vrt_pass_open(&p, lk->t, &(struct vrt_pass_options){ .label = "leaks", .quiet = lk->o->quiet, .model = m });
 	while ((r = vrt_pass_take(&p, &e))) {
 		int rc = replay_record(lk, m, r, &e);
+		if (rc == VRT_E_SIZE) {
+			vrt_pass_abandon(&p);
+			return vrt_fail(rc, "%s: %s has more than %u calls: name a phase called less often with --phase, "
+				       "or stop earlier with --until-mark", vrt_escape(lk->t->path), vrt_escape(lk->name),
+				MAX_INVOCATIONS);
+		}
 		if (rc) {
 			vrt_pass_abandon(&p);
 			return vrt_fail(rc, "leaks");
@@ -1197,16 +1212,26 @@ static void print_text(struct leaks *lk, struct vrt_sites *sites)
 	char line[1024];
 	printf("vramtrace leaks: %s, phase %s%s (%zu invocation%s; %s)\n\n", vrt_escape(t->path), lk->by_mark ? "mark:" : "", lk->name,
 	       lk->n_inv, lk->n_inv == 1 ? "" : "s", lk->blocks ? "tensors" : "CUDA device allocations");
-	printf("  call  live at entry      allocated          freed   live at exit  live at next entry    left behind\n");
+	int width = 4; /* the call column: as wide as the last call's number */
+	for (size_t n = lk->n_inv; n >= 10000; n /= 10)
+		width++;
+	printf("  %*s  live at entry      allocated          freed   live at exit  live at next entry    left behind\n",
+	       width, "call");
 	bool any_open = false;
 	for (size_t i = 0; i < lk->n_inv; i++) {
 		const struct invocation *v = &lk->inv[i];
 		bool last = i + 1 == lk->n_inv;
+		if (i == CALLS_SHOWN_EACH_END && lk->n_inv > 2 * CALLS_SHOWN_EACH_END) {
+			size_t hidden = lk->n_inv - 2 * CALLS_SHOWN_EACH_END;
+			printf("  ... %zu calls in between (--json lists every call)\n", hidden);
+			i += hidden - 1;
+			continue;
+		}
 		char lost[48] = "";
 		if (v->lost)
 			snprintf(lost, sizeof(lost), "  (%llu events lost: bounds)", (unsigned long long)v->lost);
 		bool open = !v->returned;
-		printf("  %4zu %14s %14s %14s %14s %19s%s %13s%s\n", i + 1, vrt_bytes(v->live_at_entry),
+		printf("  %*zu %14s %14s %14s %14s %19s%s %13s%s\n", width, i + 1, vrt_bytes(v->live_at_entry),
 		       vrt_bytes(v->allocated), vrt_bytes(v->freed), open ? "(running)" : vrt_bytes(v->live_at_exit),
 		       vrt_bytes(v->live_at_next), last ? "*" : " ", vrt_bytes(v->survivors), lost);
 		any_open |= open;

@@ -76,13 +76,13 @@ int vrt_cmd_watch(int argc, char **argv);
 #define VRT_HELP_LEAKS                                                                                 \
 	"usage: vramtrace leaks [options] TRACE|DIR...\n"                                               \
 	"\n"                                                                                           \
-	"With a phase (a function given to `run --phase`, an NVTX range, or vramtrace.phase()):\n"      \
-	"one line per invocation (live at entry, allocated, freed, live at exit, live at the next\n"     \
-	"entry), then the allocations made inside an invocation and still live when the next one\n"     \
-	"starts, grouped by site, and the growth per invocation. Without phases: sites whose bytes\n"    \
-	"keep rising at the low points of total memory, told apart from caches that level off.\n"      \
-	"Memory that is persistent by design (CUDA context, NCCL, workspaces, allocator cache) is\n"    \
-	"labelled, not blamed.\n"                                                                        \
+	"With a phase (a function given to `run --phase`, an NVTX range, or vramtrace.phase()): one\n" \
+	"line per invocation (live at entry, allocated, freed, live at exit, live at the next entry;\n"\
+	"the first and last 25 of more), then the allocations made inside an invocation and still\n"   \
+	"live when the next one starts, grouped by site, and the growth per invocation. Without\n"     \
+	"phases: sites whose bytes keep rising at the low points of total memory, told apart from\n"   \
+	"caches that level off. Memory that is persistent by design (CUDA context, NCCL, workspaces,\n"\
+	"allocator cache) is labelled, not blamed.\n"                                                  \
 	"\n"                                                                                           \
 	"options:\n"                                                                                   \
 	"  --phase NAME   the phase to follow: a function, nvtx:NAME or mark:LABEL (default: the one\n"  \

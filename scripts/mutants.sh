@@ -399,6 +399,14 @@ m leaks-survey-sees-no-tensors analyzer/cmd_leaks.c \
   '\tb->any_blocks = m->any_blocks;' \
   '\tb->any_blocks = false;' \
   test_h200_traces.py::test_without_phase_the_phase_whose_calls_bracket_the_growth_is_picked
+m leaks-stops-at-100000-calls analyzer/cmd_leaks.c \
+  '#define MAX_INVOCATIONS (1u << 24)' \
+  '#define MAX_INVOCATIONS 100000u' \
+  test_phases.py::test_leaks_follows_a_phase_called_more_than_100000_times
+m leaks-lists-every-call analyzer/cmd_leaks.c \
+  'if (i == CALLS_SHOWN_EACH_END && lk->n_inv > 2 * CALLS_SHOWN_EACH_END) {' \
+  'if (0) {' \
+  test_phases.py::test_leaks_follows_a_phase_called_more_than_100000_times
 m leaks-full-scan-gone-one-late analyzer/cmd_leaks.c \
   '\t\t\tg->gone_scan = lk->scan - 1;' \
   '\t\t\tg->gone_scan = lk->scan;' \

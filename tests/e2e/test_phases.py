@@ -2,6 +2,7 @@
 them: `leaks --phase`, `report --until-mark`, `diff --at`. Every expected figure comes from the
 sizes phases.c allocates (its header comment), none from another command's output."""
 import json
+import re
 import sys
 
 import pytest
@@ -108,6 +109,41 @@ def test_a_survivor_outlives_the_calls_until_it_ends_however_it_ends(tmp_path, r
     assert t.returncode == 0, t.stderr
     got = {s["phase_index"]: (s["bytes"], s["outlived_invocations"]) for s in leaks(t, "--phase", "step")["survivors"]}
     assert got == {1: (1 * MiB, 2), 2: (2 * MiB, 3), 3: (3 * MiB, 2), 4: (4 * MiB, 1), 6: (6 * MiB, 1)}
+
+
+MANY_CALLS = """
+import ctypes, sys
+import vramtrace
+rt = ctypes.CDLL("libcudart.so.13")
+rt.cudaSetDevice(0)
+calls = int(sys.argv[1])
+p = ctypes.c_void_p()
+for call in range(1, calls + 1):
+    with vramtrace.phase("step"):
+        rt.cudaMalloc(ctypes.byref(p), 4096)
+        if call != 50:
+            rt.cudaFree(p)
+"""
+
+
+def test_leaks_follows_a_phase_called_more_than_100000_times(tmp_path):
+    """A job that runs for days with a phase per step: 100001 calls (leaks stopped at 100000 with
+    "size field out of range"). The text lists the first and the last 25 calls and says how many
+    it leaves out; --json has every one."""
+    calls = 100_001
+    script = tmp_path / "many_calls.py"
+    script.write_text(MANY_CALLS)
+    t = trace(tmp_path, [sys.executable, script, calls], env={"LD_LIBRARY_PATH": str(DOUBLES),
+                                                              "PYTHONPATH": str(SOURCE / "python")},
+              run_args=["--retain", "off"])
+    assert t.returncode == 0, t.stderr
+    d = leaks(t, "--phase", "step")
+    assert len(d["phases"]) == calls
+    assert [(s["phase_index"], s["bytes"]) for s in d["survivors"]] == [(50, 4096)]
+    text = analyze("leaks", "-q", "--phase", "step", t.trace).stdout.splitlines()
+    rows = [line.split()[0] for line in text if re.match(r"^ +\d+ ", line)]
+    assert rows == [str(i) for i in range(1, 26)] + [str(i) for i in range(calls - 24, calls + 1)]
+    assert f"  ... {calls - 50} calls in between (--json lists every call)" in text
 
 
 def test_report_until_mark_is_the_state_at_the_mark(ph):
