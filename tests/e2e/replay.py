@@ -100,12 +100,12 @@ class Replay:
     tensor_peak: dict = field(default_factory=dict)
     peak_record: dict = field(default_factory=dict)
     tensor_peak_record: dict = field(default_factory=dict)
+    applied: int = 0  # records applied so far
 
     def __post_init__(self):
         header, records = dumped(str(self.vramtrace), str(self.path))
         assert "history lost" not in header and "wrapped" not in header, header
         self.addr, self.handles, self.maps, self.blocks = {}, {}, {}, {}
-        self.applied = 0
         for record, frames in records:
             if self.records is not None and self.applied == self.records:
                 break
