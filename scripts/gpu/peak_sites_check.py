@@ -109,7 +109,7 @@ def main():
     vramtrace = sys.argv[1] if len(sys.argv) > 1 else "build/analyzer/vramtrace"
     tmp = tempfile.mkdtemp(prefix="vt-peaks-")
     ok = check_whole(vramtrace, record(vramtrace, tmp, "whole.vrt", 8))
-    ok &= check_ring(vramtrace, record(vramtrace, tmp, "ring.vrt", 20000, ("--ring", "4M")))
+    ok &= check_ring(vramtrace, record(vramtrace, tmp, "ring.vrt", 60000, ("--ring", "4M")))
     print("PASS" if ok else "FAIL")
     return 0 if ok else 1
 

@@ -1,15 +1,15 @@
 #!/usr/bin/env python3
 """Code reborn at a dead code object's address, on PyTorch (docs/ux-audit.md #79): a job makes
 12 functions with exec, each allocating a tensor of its own size ((i + 1) MiB) and dropping the
-function, so that code objects die and the next takes the address. Under `vramtrace run`, every
-tensor's site must name its own function (fn_i in gen_i.py), and Python stacks must be on (the
-preload wraps PyCode_Type's deallocator; it says "Python stacks off" where it cannot). Prints the
-sites and PASS/FAIL.
+function, so that code objects die and the next takes the address. Under `vramtrace run`, the
+stack of every tensor (the block whose request is (i + 1) MiB) must name its own function
+(fn_i in gen_i.py), and Python stacks must be on (the preload wraps PyCode_Type's deallocator;
+it says "Python stacks off" where it cannot). Prints the sites and PASS/FAIL.
 
     python3 scripts/gpu/reborn_check.py [VRAMTRACE]   (default build/analyzer/vramtrace)
 """
-import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -41,13 +41,19 @@ def main():
                        text=True, env=dict(os.environ, VRAMTRACE_FLUSH_MS="10"), timeout=300)
     print(r.stdout.strip())
     print(r.stderr.strip())
-    rep = subprocess.run([vramtrace, "report", "--json", "-q", trace], capture_output=True, text=True)
-    named = {}
-    for site in json.loads(rep.stdout).get("live_at_end", []):
-        py = [f for f in site["frames"] if f["kind"] == "python"]
-        fn = next((f for f in py if f["function"].startswith("fn_")), None)
-        if fn and site["bytes"] % (1 << 20) == 0:
-            named[site["bytes"] >> 20] = (fn["function"], fn["file"])
+    # Each tensor's request (a block's aux) and the function in its stack: the block itself may
+    # be larger (the allocator hands out a whole free block when what is left would be small).
+    dump = subprocess.run([vramtrace, "dump", "-q", "--stacks", trace], capture_output=True, text=True).stdout
+    named, size = {}, None
+    for line in dump.splitlines():
+        m = re.search(r" block_alloc .* aux=(\d+) ", line)
+        if m or not line.startswith("    #"):
+            size = int(m[1]) if m and int(m[1]) % (1 << 20) == 0 else None
+            continue
+        fn = re.search(r"#\d+ (fn_\d+) \((gen_\d+\.py):\d+\)$", line)
+        if size and fn:
+            named[size >> 20] = (fn[1], fn[2])
+            size = None
     for size in sorted(named):
         print(f"  {size:3d} MiB  {named[size][0]} ({named[size][1]})")
     want = {i + 1: (f"fn_{i}", f"gen_{i}.py") for i in range(12)}
