@@ -72,7 +72,10 @@ void vrt_peak_sites_free(struct vrt_peak_sites *ps)
 	free(ps);
 }
 
-static uint64_t part_key(int slot, int kind, uint32_t stack) { return stack | (uint64_t)slot << 32 | (uint64_t)kind << 40; }
+static uint64_t part_key(int slot, int kind, uint32_t stack)
+{
+	return stack | (uint64_t)slot << 32 | (uint64_t)kind << 40;
+}
 
 static size_t home(uint64_t key, size_t cap) { return (size_t)(key * 0x9e3779b97f4a7c15ull >> 20) & (cap - 1); }
 
