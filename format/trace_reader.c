@@ -716,6 +716,7 @@ enum { T_STRING, T_MODULE, T_PYCODE, T_PYFRAME, T_STACK, T_THREAD, T_TABLES };
 struct table_caps {
 	size_t strings, modules, pycodes, pyframes, nodes, threads, info;
 	uint64_t defined[T_TABLES];
+	uint64_t unread_raw; /* raw bytes of the TABLES chunks after the one being read */
 };
 
 static int table_of(uint8_t op)
@@ -733,13 +734,15 @@ static int table_of(uint8_t op)
 
 /*
  * Ids are dense: an id runs at most VRT_ID_SLACK ahead of the definitions of its table read so
- * far, and of what TABLES chunks skipped as damaged could have defined (a definition takes at
- * least 3 bytes). Every table is an array indexed by id, so its memory is proportional to the
- * definitions read, whatever ids a file names.
+ * far, and of what TABLES chunks skipped as damaged or still to be read could define (a
+ * definition takes at least 3 bytes). Those to be read count because a wrapped ring's surviving
+ * first-lap chunks come before its consolidated chunk, which repeats what the overwritten ones
+ * defined. Every table is an array indexed by id, so its memory is proportional to the
+ * definitions the file holds, whatever ids it names.
  */
 static bool id_plausible(const struct vrt_trace *t, const struct table_caps *cap, int table, uint64_t id)
 {
-	uint64_t bound = cap->defined[table] + VRT_ID_SLACK + t->tables_damaged_raw / 3;
+	uint64_t bound = cap->defined[table] + VRT_ID_SLACK + (t->tables_damaged_raw + cap->unread_raw) / 3;
 	return id <= bound;
 }
 
@@ -827,9 +830,13 @@ static int load_record(struct vrt_trace *t, struct table_caps *cap, const struct
 static int load_tables(struct vrt_trace *t)
 {
 	struct table_caps cap = { 0 };
+	for (size_t i = 0; i < t->n_chunks; i++)
+		if (t->chunks[i].type == VRT_CHUNK_TABLES)
+			cap.unread_raw += t->chunks[i].raw;
 	for (size_t i = 0; i < t->n_chunks; i++) {
 		if (t->chunks[i].type != VRT_CHUNK_TABLES)
 			continue;
+		cap.unread_raw -= t->chunks[i].raw;
 		const uint8_t *p, *end;
 		size_t len;
 		int rc = vrt_trace_chunk(t, i, &p, &len);

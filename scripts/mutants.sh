@@ -374,6 +374,11 @@ m report-top-one-short analyzer/cmd_report.c \
   'for (size_t i = 0; i < r->live_at_end.n && i < (size_t)o->top; i++)' \
   'for (size_t i = 0; i + 1 < r->live_at_end.n && i < (size_t)o->top; i++)' \
   test_runtime.py::test_report_top_lists_exactly_n_sites
+# ---- the reader's tables (format/trace_reader.c) ------------------------------------------------
+m reader-ids-ahead-of-the-consolidated-tables-refused format/trace_reader.c \
+  'VRT_ID_SLACK + (t->tables_damaged_raw + cap->unread_raw) / 3;' \
+  'VRT_ID_SLACK + t->tables_damaged_raw / 3;' \
+  test_flight_recorder.py::test_a_ring_whose_first_lap_defined_more_strings_than_the_id_slack_reads
 # ---- leaks' scans: the last call's births, deaths as they happen (analyzer/cmd_leaks.c) ---------
 m leaks-endings-besides-its-own-unseen analyzer/cmd_leaks.c \
   '\tlk->scan_all_next |= e->others_ended != 0;' \

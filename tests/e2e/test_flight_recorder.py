@@ -180,6 +180,23 @@ def test_a_peak_inside_the_checkpoint_the_ring_starts_from_has_its_sites(tmp_pat
                                              folded[0]), folded
 
 
+def test_a_ring_whose_first_lap_defined_more_strings_than_the_id_slack_reads(tmp_path):
+    """900000 marks, each its own label: the ring's first lap defines more strings than
+    VRT_ID_SLACK (65536). Its TABLES chunks that survive the wrap come before the consolidated
+    one, which repeats what the overwritten ones defined, so their ids run far ahead of what was
+    read so far: the reader counts what the chunks still to read may define (it refused the file,
+    "reference to an undefined id", which a job with that many distinct stacks would meet too)."""
+    p, out = run(tmp_path, [program("ring_peak_at_start"), 900000, "distinct"], "r.vrt", env=FAST, run_args=RING,
+                 limit=120)
+    assert p.returncode == 0, p.stderr
+    t = info(out)
+    assert t["events_lost"] == 0 and t["history_lost"], t
+    (dev,) = report(out)["devices"]
+    assert (dev["peak_bytes"], dev["live_bytes_at_end"]) == (64 * MiB, 32 * MiB)
+    marks = analyze("dump", "-q", out).stdout.count(' mark ')
+    assert 0 < marks < 900000, marks
+
+
 # ---- death in the middle ---------------------------------------------------------------------
 
 # VRAMTRACE_FLUSH_MS is "the longest time an event waits in memory before it is written" (README):

@@ -3,15 +3,17 @@
  * tests/e2e/test_flight_recorder.py: the replay of a wrapped ring starts from a checkpoint's
  * items, and here nothing after them holds more, so the peak is set inside that checkpoint.
  *
- *   ring_peak_at_start MARKS
+ *   ring_peak_at_start MARKS [distinct]
  *
  * keep_site allocates KEPT x 1 MiB; then MARKS marks (vramtrace_mark), named from 4096 names
  * in a pseudo-random order so that they compress badly and wrap a 4 MiB ring with a few million
- * events; then half of the kept memory is freed. Prints
+ * events (with `distinct`, each its own name: a string table that outgrows VRT_ID_SLACK in the
+ * ring's first lap); then half of the kept memory is freed. Prints
  *   ring_peak_at_start: kept=N bytes=B
  */
 #include <cuda_runtime_api.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "prog.h"
 #include "stress_throttle.h"
@@ -30,6 +32,8 @@ SITE void *keep_site(void)
 int main(int argc, char **argv)
 {
 	long marks = argc > 1 ? atol(argv[1]) : 3000000;
+	int distinct = argc > 2 && !strcmp(argv[2], "distinct");
+	char name[32];
 	static char names[NAMES][8];
 	for (int i = 0; i < NAMES; i++)
 		snprintf(names[i], sizeof(names[i]), "m%04d", i);
@@ -44,7 +48,9 @@ int main(int argc, char **argv)
 		s ^= s << 13;
 		s ^= s >> 7;
 		s ^= s << 17;
-		vramtrace_mark(names[s % NAMES]);
+		if (distinct)
+			snprintf(name, sizeof(name), "mark-%ld", i);
+		vramtrace_mark(distinct ? name : names[s % NAMES]);
 	}
 	for (int i = 0; i < KEPT / 2; i++)
 		CHECK(cudaFree(kept[i]));
