@@ -1257,10 +1257,6 @@ m html-native-tower-kept analyzer/report.html.in \
   test_html.py::test_python_frames_only_folds_stacks_without_a_python_frame
 
 # ---- the pass iterator (analyzer/pass.c): seek, and how many passes a report takes ------------
-m pass-seek-one-past analyzer/pass.c \
-  'while (p->events < event)' \
-  'while (p->events <= event)' \
-  test_export.py::test_folded_peak_is_the_state_just_after_the_peak_event
 m pass-uncounted analyzer/pass.c \
   '		passes++;' \
   '		;' \
