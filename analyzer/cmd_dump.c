@@ -71,8 +71,12 @@ static void print_record(const struct vrt_trace *t, uint32_t thread, const struc
 	case VRT_OP_CP_BEGIN:
 		printf(" reason=%" PRIu64 " events=%" PRIu64, r->id, r->aux);
 		break;
-	case VRT_OP_CP_END: case VRT_OP_CP_PHASE:
+	case VRT_OP_CP_END:
 		printf(" id=%" PRIu64, r->id);
+		break;
+	case VRT_OP_CP_PHASE:
+		printf(" id=%" PRIu64 " \"%s\" entered=%" PRIu64 " depth=%" PRIu64, r->id, vrt_string(t, r->id), r->aux,
+		       r->aux2);
 		break;
 	case VRT_OP_WALK:
 		printf(" reason=%" PRIu64 " status=%" PRIu64 " born_after=%.6f took_us=%" PRIu64 " objects=%" PRIu64, r->id,

@@ -205,11 +205,23 @@ static uint32_t resolve_stack(struct collector *c, struct vrt_tbuf *b, const str
 
 /* ---- phases ----------------------------------------------------------------------------- */
 
+/* A phase's state by its name's string id: ids are dense, so an array by id finds it at once
+ * however many names there are (NVTX ranges with a counter in their message make one a call). */
 static struct phase_state *phase(struct collector *c, uint32_t name_id)
 {
-	for (size_t i = 0; i < c->n_phases; i++)
-		if (c->phases[i].name_id == name_id)
-			return &c->phases[i];
+	if (name_id < c->cap_phase_index && c->phase_index[name_id])
+		return &c->phases[c->phase_index[name_id] - 1];
+	if (name_id >= c->cap_phase_index) {
+		size_t cap = c->cap_phase_index ? c->cap_phase_index : 64;
+		while (cap <= name_id)
+			cap *= 2;
+		uint32_t *index = realloc(c->phase_index, cap * sizeof(*index));
+		if (!index)
+			return NULL;
+		memset(index + c->cap_phase_index, 0, (cap - c->cap_phase_index) * sizeof(*index));
+		c->phase_index = index;
+		c->cap_phase_index = cap;
+	}
 	if (c->n_phases == c->cap_phases) {
 		size_t cap = c->cap_phases ? c->cap_phases * 2 : 16;
 		struct phase_state *p = realloc(c->phases, cap * sizeof(*p));
@@ -219,7 +231,8 @@ static struct phase_state *phase(struct collector *c, uint32_t name_id)
 		c->cap_phases = cap;
 	}
 	c->phases[c->n_phases] = (struct phase_state){ name_id, 0, 0 };
-	return &c->phases[c->n_phases++];
+	c->phase_index[name_id] = (uint32_t)++c->n_phases;
+	return &c->phases[c->n_phases - 1];
 }
 
 /* ---- live set (format/live.c: the rules the analyzer replays) ------------------------------ */

@@ -53,6 +53,8 @@ struct collector {
 	size_t cap_threads;
 	struct phase_state *phases;
 	size_t n_phases, cap_phases;
+	uint32_t *phase_index; /* by name string id: position in phases + 1, 0 = none */
+	size_t cap_phase_index;
 	uint32_t before_tracing_stack; /* label stack for live items seen without a stack */
 };
 

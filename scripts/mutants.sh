@@ -374,6 +374,11 @@ m report-top-one-short analyzer/cmd_report.c \
   'for (size_t i = 0; i < r->live_at_end.n && i < (size_t)o->top; i++)' \
   'for (size_t i = 0; i + 1 < r->live_at_end.n && i < (size_t)o->top; i++)' \
   test_runtime.py::test_report_top_lists_exactly_n_sites
+# ---- the collector's phases (preload/collector.c) ------------------------------------------------
+m collector-phase-index-one-behind preload/collector.c \
+  '\tc->phase_index[name_id] = (uint32_t)++c->n_phases;' \
+  '\tc->phase_index[name_id] = (uint32_t)c->n_phases++;' \
+  test_phases.py::test_phases_named_differently_at_every_call_are_each_counted
 # ---- the reader's tables (format/trace_reader.c) ------------------------------------------------
 m reader-ids-ahead-of-the-consolidated-tables-refused format/trace_reader.c \
   'VRT_ID_SLACK + (t->tables_damaged_raw + cap->unread_raw) / 3;' \

@@ -146,6 +146,38 @@ def test_leaks_follows_a_phase_called_more_than_100000_times(tmp_path):
     assert f"  ... {calls - 50} calls in between (--json lists every call)" in text
 
 
+DISTINCT_PHASES = """
+import ctypes, sys
+import vramtrace
+rt = ctypes.CDLL("libcudart.so.13")
+rt.cudaSetDevice(0)
+names = int(sys.argv[1])
+for rounds in range(2):
+    for i in range(names):
+        with vramtrace.phase(f"op-{i}"):
+            pass
+vramtrace.phase("open").__enter__()
+"""
+
+
+def test_phases_named_differently_at_every_call_are_each_counted(tmp_path):
+    """A name per call (NVTX ranges with a counter in their message, as emit_nvtx makes them):
+    the collector finds a phase's state by its name's string id (it searched every name known,
+    a cost growing with the names at every call). The exit checkpoint counts each name's calls
+    and what is still open."""
+    names = 30_000
+    script = tmp_path / "distinct_phases.py"
+    script.write_text(DISTINCT_PHASES)
+    t = trace(tmp_path, [sys.executable, script, names], env={"LD_LIBRARY_PATH": str(DOUBLES),
+                                                              "PYTHONPATH": str(SOURCE / "python")},
+              run_args=["--retain", "off"])
+    assert t.returncode == 0, t.stderr
+    dump = analyze("dump", "-q", t.trace).stdout
+    counted = dict(re.findall(r' cp_phase +id=\d+ "([^"]*)" (entered=\d+ depth=\d+)$', dump, re.M))
+    assert counted.pop("open") == "entered=1 depth=1"
+    assert counted == {f"op-{i}": "entered=2 depth=0" for i in range(names)}
+
+
 def test_report_until_mark_is_the_state_at_the_mark(ph):
     rep = json.loads(analyze("report", "--json", "-q", "--until-mark", "half", ph.trace).stdout)
     live = {(d["device"], d["kind"]): d["live_bytes_at_end"] for d in rep["devices"]}
