@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <time.h>
@@ -525,6 +526,7 @@ static void process(struct collector *c, struct vrt_tbuf *b, const struct vrt_ra
 struct cursor {
 	struct vrt_tbuf *b;
 	uint64_t pos, end;
+	uint64_t ts; /* its next event's stamp, while it is in the drain's heap */
 };
 
 static const struct vrt_raw *peek(struct cursor *k)
@@ -539,38 +541,95 @@ static const struct vrt_raw *peek(struct cursor *k)
 	return NULL;
 }
 
-#define MAX_CURSORS 512
+/*
+ * A drain's cursors: one for every buffer with events, however many threads came and went since
+ * the last drain (a drain that took 512 left the rest to the next, and a process whose threads
+ * are born and die faster than that lost their events at exit and kept their buffers mapped).
+ * Mapped, not malloc'ed: a drain may run while a crashing thread holds malloc's lock.
+ */
+static struct cursor *cursors;
+static int *heap; /* positions in cursors, a binary min-heap by (next stamp, position) */
+static size_t cursors_cap;
+
+static void *grow_mapping(void *old, size_t old_bytes, size_t bytes)
+{
+	return old ? mremap(old, old_bytes, bytes, MREMAP_MAYMOVE)
+		   : mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+}
+
+static bool cursors_room(size_t n)
+{
+	if (n < cursors_cap)
+		return true;
+	size_t cap = cursors_cap ? cursors_cap * 2 : 512;
+	void *c = grow_mapping(cursors, cursors_cap * sizeof(*cursors), cap * sizeof(*cursors));
+	if (c == MAP_FAILED)
+		return false;
+	cursors = c;
+	void *h = grow_mapping(heap, cursors_cap * sizeof(*heap), cap * sizeof(*heap));
+	if (h == MAP_FAILED)
+		return false; /* cursors grew alone: the next call tries again */
+	heap = h;
+	cursors_cap = cap;
+	return true;
+}
 
 /*
  * A drain takes the events of all buffers in (timestamp, buffer) order: the next event is the
  * oldest one stamped by the horizon, the first buffer's on a tie. It goes in runs: the cursor
- * with that event, and how far it may go before another buffer's next event comes first
- * (*until: it takes events stamped before it; the ones stamped at it too if it comes before the
- * other buffer). Returns the cursor, or -1 when none has an event stamped by the horizon.
+ * with that event, and how far it may go before another buffer's next event comes first (until:
+ * it takes events stamped before it; the ones stamped at it too if it comes before the other
+ * buffer). The cursors with an event stamped by the horizon are a heap, so that a run costs
+ * O(log n) with n buffers, not O(n): many threads that each made a few events before they ended
+ * would make a drain quadratic.
  */
-static int next_run(struct cursor *cur, int n, uint64_t horizon, uint64_t *until)
+static bool comes_first(int x, int y)
 {
-	int best = -1, second = -1;
-	uint64_t best_ts = 0, second_ts = 0;
+	return cursors[x].ts < cursors[y].ts || (cursors[x].ts == cursors[y].ts && x < y);
+}
+
+static void sift_down(int n, int i)
+{
+	for (;;) {
+		int l = 2 * i + 1, r = l + 1, m = i;
+		if (l < n && comes_first(heap[l], heap[m]))
+			m = l;
+		if (r < n && comes_first(heap[r], heap[m]))
+			m = r;
+		if (m == i)
+			return;
+		int t = heap[i];
+		heap[i] = heap[m];
+		heap[m] = t;
+		i = m;
+	}
+}
+
+/* The heap of the first n cursors whose next event is stamped by the horizon; returns its size. */
+static int heap_of_cursors(int n, uint64_t horizon)
+{
+	int h = 0;
 	for (int i = 0; i < n; i++) {
-		const struct vrt_raw *r = peek(&cur[i]);
-		if (!r || r->ts_ns > horizon)
-			continue;
-		if (best < 0 || r->ts_ns < best_ts) {
-			second = best;
-			second_ts = best_ts;
-			best = i;
-			best_ts = r->ts_ns;
-		} else if (second < 0 || r->ts_ns < second_ts) {
-			second = i;
-			second_ts = r->ts_ns;
+		const struct vrt_raw *r = peek(&cursors[i]);
+		if (r && r->ts_ns <= horizon) {
+			cursors[i].ts = r->ts_ns;
+			heap[h++] = i;
 		}
 	}
+	for (int i = h / 2 - 1; i >= 0; i--)
+		sift_down(h, i);
+	return h;
+}
+
+/* Where the run of the heap's first cursor ends: at the next cursor's event. */
+static uint64_t run_until(int h, uint64_t horizon)
+{
+	int best = heap[0], second = h > 1 ? heap[1] : -1;
+	if (h > 2 && comes_first(heap[2], heap[1]))
+		second = heap[2];
 	if (second < 0)
-		*until = horizon + 1;
-	else
-		*until = second < best ? second_ts : second_ts + 1;
-	return best;
+		return horizon + 1;
+	return second < best ? cursors[second].ts : cursors[second].ts + 1;
 }
 
 /* Processes the cursor's events stamped before until (its first one is). */
@@ -642,21 +701,26 @@ static void report_buffer_shortage(struct collector *c)
  */
 void vrt_collector_drain(struct collector *c)
 {
-	struct cursor cur[MAX_CURSORS];
 	int n = 0;
 	uint64_t horizon = vrt_now_ns();
 	atomic_thread_fence(memory_order_seq_cst);
-	for (struct vrt_tbuf *b = vrt_tbuf_list(); b && n < MAX_CURSORS; b = b->next) {
+	/* Without room for a cursor (no memory), the buffers left wait for a later drain. */
+	for (struct vrt_tbuf *b = vrt_tbuf_list(); b && n < INT_MAX && cursors_room((size_t)n); b = b->next) {
 		uint64_t head = atomic_load_explicit(&b->head, memory_order_acquire);
 		if (head != b->read_pos)
-			cur[n++] = (struct cursor){ b, b->read_pos, head };
+			cursors[n++] = (struct cursor){ b, b->read_pos, head };
 	}
-	int best;
-	uint64_t until;
-	while ((best = next_run(cur, n, horizon, &until)) >= 0)
-		take_run(c, &cur[best], until);
+	for (int h = heap_of_cursors(n, horizon); h > 0; sift_down(h, 0)) {
+		struct cursor *best = &cursors[heap[0]];
+		take_run(c, best, run_until(h, horizon));
+		const struct vrt_raw *r = peek(best);
+		if (r && r->ts_ns <= horizon)
+			best->ts = r->ts_ns;
+		else
+			heap[0] = heap[--h];
+	}
 	for (int i = 0; i < n; i++)
-		cur[i].b->read_pos = cur[i].pos;
+		cursors[i].b->read_pos = cursors[i].pos;
 	report_unflushed_losses(c);
 	report_buffer_shortage(c);
 	/* Written at once, then the space is the threads' again (struct vrt_tbuf, tail): a ring is

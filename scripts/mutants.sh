@@ -1155,9 +1155,17 @@ m rings-tail-before-write preload/collector.c \
   'k->b->read_pos = k->pos; atomic_store(&k->b->tail, k->pos);' \
   test_sigkill.py::test_events_the_collector_was_writing_when_killed_are_recovered
 # a drain takes a buffer's events in a run only until another buffer's next event is older
+m drain-takes-at-most-512-buffers preload/collector.c \
+  '\tsize_t cap = cursors_cap ? cursors_cap * 2 : 512;' \
+  '\tif (cursors_cap)\n\t\treturn false;\n\tsize_t cap = 512;' \
+  test_static_and_threads.py::test_threads_that_end_faster_than_the_collector_drains_lose_nothing
+m drain-heap-sifts-the-wrong-way preload/collector.c \
+  '\t\tif (l < n && comes_first(heap[l], heap[m]))' \
+  '\t\tif (l < n && comes_first(heap[m], heap[l]))' \
+  test_static_and_threads.py::test_threads_events_are_written_oldest_first
 m drain-run-ignores-other-buffers preload/collector.c \
-  '\t\t*until = second < best ? second_ts : second_ts + 1;' \
-  '\t\t*until = horizon + 1;' \
+  '\treturn second < best ? cursors[second].ts : cursors[second].ts + 1;' \
+  '\treturn horizon + 1;' \
   test_static_and_threads.py::test_threads_events_are_written_oldest_first
 m state-counts-a-chunk-after-it-is-written preload/trace_output.c \
   '\t\tvrt_tbuf_mark_pending(vrt_writer_next_seq(c->writer));\n\t\tvrt_writer_count_events(c->writer, c->events_written, c->events_lost);\n\t}' \
