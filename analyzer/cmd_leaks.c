@@ -102,6 +102,9 @@ struct leaks {
 	 * last scan (a replaced allocation, a reset), or the call's births came to more than a
 	 * quarter of what is live (looking at each of them costs more then). */
 	bool scan_all_next;
+	/* While the output is written: the site each survivor's stack is listed under (stacks that
+	 * print alike are one site). Not owned; NULL: every stack is its own site. */
+	struct vrt_site_keys *keys;
 };
 
 /* An item by its key in the live set and its birth, which tells its incarnation apart. */
@@ -866,38 +869,95 @@ static int by_bytes(const void *a, const void *b)
 	return x->stack < y->stack ? -1 : x->stack > y->stack;
 }
 
+/* The stack a survivor's site is listed under (sites.h: stacks that print alike are one). */
+static uint32_t site_stack(const struct leaks *lk, uint32_t stack)
+{
+	return lk->keys ? vrt_site_keys_stack(lk->keys, stack) : stack;
+}
+
+static int by_invocation(const void *a, const void *b)
+{
+	const struct group *x = *(const struct group *const *)a, *y = *(const struct group *const *)b;
+	return x->invocation < y->invocation ? -1 : x->invocation > y->invocation;
+}
+
 /* Per site over the invocations from `from` on (1: all), largest first: bytes, and in how many
- * invocations it left something. */
+ * invocations it left something. Groups are taken call by call: a site's stacks that left
+ * survivors in one call count that call once. */
 static void sites_since(const struct leaks *lk, uint32_t from, struct vrt_sites *s)
 {
 	vrt_sites_init(s);
-	for (size_t i = 0; i < lk->n_groups; i++) {
-		const struct group *g = &lk->groups[i];
-		if (!g->count || g->invocation < from)
-			continue;
-		struct vrt_site *site = vrt_sites_get(s, g->stack, NULL);
+	const struct group **order = malloc((lk->n_groups ? lk->n_groups : 1) * sizeof(*order));
+	size_t n = 0;
+	for (size_t i = 0; order && i < lk->n_groups; i++)
+		if (lk->groups[i].count && lk->groups[i].invocation >= from)
+			order[n++] = &lk->groups[i];
+	if (order)
+		qsort(order, n, sizeof(*order), by_invocation);
+	for (size_t i = 0; order && i < n; i++) {
+		const struct group *g = order[i];
+		struct vrt_site *site = vrt_sites_get(s, site_stack(lk, g->stack), NULL);
 		if (!site)
 			continue;
 		site->bytes += g->bytes;
 		site->count += g->count;
-		site->value2++; /* invocations that left survivors here */
+		if (site->last != g->invocation || site->first == UINT64_MAX)
+			site->value2++; /* invocations that left survivors here */
 		site->first = g->invocation < site->first ? g->invocation : site->first;
 		site->last = g->invocation > site->last ? g->invocation : site->last;
 	}
+	free(order);
 	vrt_sites_sort(s);
 }
 
-/* How a site's survivors behave, and whether it is persistent by design. */
+/* Whether a site of a list over `calls` calls left survivors in each of them (all but one of
+ * three or more: the last call's may be freed by a teardown the trace ends in). */
+static bool grows_every_call(const struct vrt_site *s, size_t calls)
+{
+	return calls >= 2 && (uint64_t)s->value2 >= (calls > 2 ? calls - 1 : calls);
+}
+
+/* Memory set up once by design, labelled and not blamed: its kind (PERSISTENT_*), or -1. A site
+ * of such a kind that keeps growing (a new NCCL communicator or library handle every call) is
+ * blamed like any other: set up once is what it is not. */
+enum { PERSISTENT_WORKSPACE, PERSISTENT_NCCL, PERSISTENT_ALLOCATOR_CACHE, PERSISTENT_KINDS };
+
+static int persistent_kind(const struct vrt_trace *t, const struct vrt_site *s, bool keeps_growing)
+{
+	const char *rule;
+	const char *category = vrt_site_category(t, s, &rule);
+	if (!strcmp(category, "allocator_cache"))
+		return PERSISTENT_ALLOCATOR_CACHE; /* a pseudo-site: no line to blame */
+	if (keeps_growing)
+		return -1;
+	if (!strcmp(category, "workspace"))
+		return PERSISTENT_WORKSPACE;
+	if (!strcmp(category, "nccl"))
+		return PERSISTENT_NCCL;
+	return -1;
+}
+
+/* For a site of a list over `calls` calls (sites_since). */
+static bool persistent_by_design(const struct vrt_trace *t, const struct vrt_site *s, size_t calls)
+{
+	return persistent_kind(t, s, grows_every_call(s, calls)) >= 0;
+}
+
+/* How a site's survivors behave (over all n_inv calls), and whether it is persistent by design. */
 static const char *verdict(const struct vrt_trace *t, const struct vrt_site *s, size_t n_inv, const char **why)
 {
 	const char *rule;
 	const char *category = vrt_site_category(t, s, &rule);
-	if (!strcmp(category, "nccl") || !strcmp(category, "workspace") || !strcmp(category, "allocator_cache")) {
+	bool grows = grows_every_call(s, n_inv);
+	if (persistent_kind(t, s, grows) >= 0) {
 		*why = rule;
 		return "persistent by design";
 	}
-	if (n_inv >= 2 && (uint64_t)s->value2 >= (n_inv > 2 ? n_inv - 1 : n_inv)) {
-		*why = "leaves memory behind in every invocation";
+	if (grows) {
+		bool set_up_once = !strcmp(category, "nccl") || !strcmp(category, "workspace");
+		*why = set_up_once ? "leaves memory behind in every invocation, though memory of its kind is set up once "
+				     "by design: a new one each call?"
+				   : "leaves memory behind in every invocation";
 		return "grows every call";
 	}
 	if (s->value2 == 1 && s->first == 1) {
@@ -943,34 +1003,13 @@ static const char *invocation_name(const struct leaks *lk)
 	return name;
 }
 
-/* Memory set up once by design, labelled and not blamed: its kind (PERSISTENT_*), or -1. */
-enum { PERSISTENT_WORKSPACE, PERSISTENT_NCCL, PERSISTENT_ALLOCATOR_CACHE, PERSISTENT_KINDS };
-
-static int persistent_kind(const struct vrt_trace *t, const struct vrt_site *s)
-{
-	const char *rule;
-	const char *category = vrt_site_category(t, s, &rule);
-	if (!strcmp(category, "workspace"))
-		return PERSISTENT_WORKSPACE;
-	if (!strcmp(category, "nccl"))
-		return PERSISTENT_NCCL;
-	if (!strcmp(category, "allocator_cache"))
-		return PERSISTENT_ALLOCATOR_CACHE;
-	return -1;
-}
-
-static bool persistent_by_design(const struct vrt_trace *t, const struct vrt_site *s)
-{
-	return persistent_kind(t, s) >= 0;
-}
-
 /* The blamed site holding the most: persistent-by-design memory is labelled, not blamed. */
 static const struct vrt_site *top_blamed(const struct leaks *lk, const struct vrt_sites *s, int64_t *total)
 {
 	const struct vrt_site *top = NULL;
 	*total = 0;
 	for (size_t i = 0; i < s->n; i++) {
-		if (persistent_by_design(lk->t, &s->v[i]))
+		if (persistent_by_design(lk->t, &s->v[i], lk->n_inv))
 			continue;
 		*total += s->v[i].bytes;
 		if (!top)
@@ -989,7 +1028,7 @@ static int blamed_since(const struct leaks *lk, uint32_t from, uint32_t **stacks
 	*bytes = calloc(since.n ? since.n : 1, sizeof(**bytes));
 	*n = 0;
 	for (size_t i = 0; *stacks && *bytes && i < since.n; i++)
-		if (!persistent_by_design(lk->t, &since.v[i]) && since.v[i].bytes > 0) {
+		if (!persistent_by_design(lk->t, &since.v[i], lk->n_inv + 1 - from) && since.v[i].bytes > 0) {
 			(*stacks)[*n] = since.v[i].stack;
 			(*bytes)[(*n)++] = since.v[i].bytes;
 		}
@@ -1056,7 +1095,7 @@ static struct vrt_held_by *held_by_site(struct leaks *lk, struct vrt_sites *site
 		const struct group *g = &lk->groups[i];
 		if (!g->count)
 			continue;
-		struct vrt_site *site = vrt_sites_get(sites, g->stack, NULL);
+		struct vrt_site *site = vrt_sites_get(sites, site_stack(lk, g->stack), NULL);
 		if (site && (size_t)(site - sites->v) < sites->n)
 			vrt_held_merge(&held[site - sites->v], group_held(g));
 	}
@@ -1255,7 +1294,7 @@ static void print_text(struct leaks *lk, struct vrt_sites *sites)
 		const struct vrt_site *s = &sites->v[i];
 		const char *why;
 		const char *v = verdict(t, s, lk->n_inv, &why);
-		int kind = persistent_kind(t, s);
+		int kind = persistent_kind(t, s, grows_every_call(s, lk->n_inv));
 		if (kind >= 0) {
 			persistent += s->bytes;
 			persistent_by[kind] += s->bytes;
@@ -1335,13 +1374,13 @@ static void print_json(FILE *out, struct leaks *lk, struct vrt_sites *sites)
 		if (!g->count)
 			continue;
 		struct vrt_site s = { .stack = g->stack, .bytes = g->bytes, .count = g->count };
-		struct vrt_site *total = vrt_sites_get(sites, g->stack, NULL);
+		struct vrt_site *total = vrt_sites_get(sites, site_stack(lk, g->stack), NULL);
 		const char *why;
 		const char *v = total ? verdict(t, total, lk->n_inv, &why) : "";
 		fprintf(out, "%s", first ? "" : ", ");
 		vrt_site_json(out, t, &s, true);
 		fprintf(out, ", \"phase_index\": %u, \"outlived_invocations\": %u, \"persistent\": %s, \"verdict\": ",
-			g->invocation, outlived(lk, g) + 1, total && persistent_by_design(t, total) ? "true" : "false");
+			g->invocation, outlived(lk, g) + 1, total && persistent_by_design(t, total, lk->n_inv) ? "true" : "false");
 		json_string(out, v);
 		held_json(out, lk, &s, group_held(g));
 		fprintf(out, "}");
@@ -1513,7 +1552,7 @@ static const struct vrt_site *growing_sites(const struct leaks *lk, struct lows 
 	}
 	vrt_sites_sort(growing);
 	for (size_t i = 0; i < growing->n; i++)
-		if (!persistent_by_design(lk->t, &growing->v[i]) && !growing->v[i].label && growing->v[i].value2)
+		if (!growing->v[i].label && growing->v[i].value2 && persistent_kind(lk->t, &growing->v[i], true) < 0)
 			return &growing->v[i];
 	return NULL;
 }
@@ -1647,7 +1686,7 @@ static void baseline_headline(const struct leaks *lk, const struct vrt_sites *gr
 	int64_t *bytes = calloc(cap, sizeof(*bytes));
 	size_t n = 0;
 	for (size_t i = 0; stacks && bytes && i < growing->n; i++)
-		if (!persistent_by_design(lk->t, &growing->v[i]) && !growing->v[i].label && growing->v[i].value2) {
+		if (!growing->v[i].label && growing->v[i].value2 && persistent_kind(lk->t, &growing->v[i], true) < 0) {
 			total += growing->v[i].bytes;
 			stacks[n] = growing->v[i].stack;
 			bytes[n++] = growing->v[i].bytes;
@@ -1657,7 +1696,7 @@ static void baseline_headline(const struct leaks *lk, const struct vrt_sites *gr
 		stacks[n++] = c->stacks.v[i].stack; /* bytes 0: evidence only */
 	int64_t labelled = 0; /* the allocator's cache, workspaces, NCCL: rising, but not blamed */
 	for (size_t i = 0; i < growing->n; i++)
-		if (persistent_by_design(lk->t, &growing->v[i]) || growing->v[i].label)
+		if (growing->v[i].label || persistent_kind(lk->t, &growing->v[i], growing->v[i].value2) >= 0)
 			labelled += growing->v[i].bytes;
 	int k;
 	if ((!blamed || total <= 0 || window_s <= 0) && labelled > 0) {
@@ -1859,6 +1898,9 @@ static int leaks_report(struct leaks *lk, const struct survey *sv, struct follow
 			vrt_escape(lk->name));
 		rc = VRT_EXIT_USAGE;
 	} else if (!rc) {
+		struct vrt_site_keys keys;
+		vrt_site_keys_init(&keys, lk->t);
+		lk->keys = &keys;
 		struct vrt_sites sites;
 		sites_since(lk, 1, &sites);
 		if (lk->o->json)
@@ -1868,6 +1910,8 @@ static int leaks_report(struct leaks *lk, const struct survey *sv, struct follow
 		if (lk->o->fail_on_growth && growth_per_invocation(lk) > 0)
 			rc = VRT_EXIT_FINDINGS;
 		vrt_sites_free(&sites);
+		lk->keys = NULL;
+		vrt_site_keys_free(&keys);
 	}
 	return rc;
 }
@@ -1983,10 +2027,15 @@ int vrt_leaks_feed_json(struct vrt_leaks_feed *f, FILE *out)
 	f->lk.out = out;
 	if (!f->lk.name_id)
 		return baseline(&f->lk, f->lw);
+	struct vrt_site_keys keys;
+	vrt_site_keys_init(&keys, f->lk.t);
+	f->lk.keys = &keys;
 	struct vrt_sites sites;
 	sites_since(&f->lk, 1, &sites);
 	print_json(out, &f->lk, &sites);
 	vrt_sites_free(&sites);
+	f->lk.keys = NULL;
+	vrt_site_keys_free(&keys);
 	return 0;
 }
 

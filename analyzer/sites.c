@@ -313,6 +313,117 @@ static bool same_frame(const struct vrt_frame *a, const struct vrt_frame *b)
 	       (a->type != VRT_FT_NATIVE || a->address == b->address);
 }
 
+/* ---- stacks that print alike ------------------------------------------------------------ */
+
+struct vrt_site_key {
+	uint64_t hash;
+	uint32_t stack_plus_one; /* 0: empty */
+};
+
+void vrt_site_keys_init(struct vrt_site_keys *k, const struct vrt_trace *t)
+{
+	memset(k, 0, sizeof(*k));
+	k->t = t;
+}
+
+void vrt_site_keys_free(struct vrt_site_keys *k)
+{
+	free(k->site_of);
+	free(k->table);
+	memset(k, 0, sizeof(*k));
+}
+
+static uint64_t hash_text(uint64_t h, const char *s)
+{
+	for (; s && *s; s++)
+		h = (h ^ (uint8_t)*s) * 0x100000001b3ull;
+	return (h ^ 0xff) * 0x100000001b3ull; /* ends the text: "ab"+"c" is not "a"+"bc" */
+}
+
+static uint64_t hash_frame(uint64_t h, const struct vrt_frame *f)
+{
+	h = hash_text(hash_text(hash_text(h, f->function), f->file), f->module);
+	uint64_t nums[3] = { (uint64_t)f->type | (uint64_t)(uint32_t)f->line << 8, f->offset,
+			     f->type == VRT_FT_NATIVE ? f->address : 0 };
+	for (int i = 0; i < 3; i++)
+		h = (h ^ nums[i]) * 0x100000001b3ull;
+	return h;
+}
+
+/* The hash of what vrt_site_print shows of a stack, or false: it has no Python frames. */
+static bool printed_hash(const struct vrt_trace *t, uint32_t stack, uint64_t *hash)
+{
+	static struct vrt_frame frames[VRT_MAX_FRAMES];
+	int n = vrt_stack_frames(t, stack, VRT_VIEW_MERGED, frames, VRT_MAX_FRAMES);
+	int head = vrt_headline_index(frames, n);
+	uint64_t h = 0xcbf29ce484222325ull;
+	bool python = false;
+	for (int i = 0; i < n; i++)
+		if (frames[i].type == VRT_FT_PYTHON) {
+			h = hash_frame(h, &frames[i]);
+			python = true;
+		}
+	if (!python || head < 0)
+		return false;
+	*hash = hash_frame(h, &frames[head]);
+	return true;
+}
+
+static bool site_keys_grow(struct vrt_site_keys *k)
+{
+	size_t cap = k->cap ? k->cap * 2 : 1024;
+	struct vrt_site_key *next = calloc(cap, sizeof(*next));
+	if (!next)
+		return false;
+	for (size_t i = 0; i < k->cap; i++) {
+		if (!k->table[i].stack_plus_one)
+			continue;
+		size_t j = (size_t)(k->table[i].hash >> 20) & (cap - 1);
+		while (next[j].stack_plus_one)
+			j = (j + 1) & (cap - 1);
+		next[j] = k->table[i];
+	}
+	free(k->table);
+	k->table = next;
+	k->cap = cap;
+	return true;
+}
+
+/* The first stack asked about that prints as hash does: stack itself when it is the first. */
+static uint32_t site_of_hash(struct vrt_site_keys *k, uint64_t hash, uint32_t stack)
+{
+	if ((k->used + 1) * 2 > k->cap && !site_keys_grow(k))
+		return stack;
+	size_t i = (size_t)(hash >> 20) & (k->cap - 1);
+	for (; k->table[i].stack_plus_one; i = (i + 1) & (k->cap - 1))
+		if (k->table[i].hash == hash)
+			return k->table[i].stack_plus_one - 1;
+	k->table[i] = (struct vrt_site_key){ hash, stack + 1 };
+	k->used++;
+	return stack;
+}
+
+uint32_t vrt_site_keys_stack(struct vrt_site_keys *k, uint32_t stack)
+{
+	if (!stack || stack >= k->t->tables.n_nodes)
+		return stack; /* no stack, or an undefined one: nothing prints alike */
+	if (stack >= k->n_site_of) {
+		size_t n = stack + 1 > 2 * k->n_site_of ? (size_t)stack + 1 : 2 * k->n_site_of;
+		uint32_t *next = realloc(k->site_of, n * sizeof(*next));
+		if (!next)
+			return stack;
+		memset(next + k->n_site_of, 0, (n - k->n_site_of) * sizeof(*next));
+		k->site_of = next;
+		k->n_site_of = n;
+	}
+	if (!k->site_of[stack]) {
+		uint64_t hash;
+		uint32_t site = printed_hash(k->t, stack, &hash) ? site_of_hash(k, hash, stack) : stack;
+		k->site_of[stack] = site + 1;
+	}
+	return k->site_of[stack] - 1;
+}
+
 void vrt_site_print(FILE *out, const struct vrt_trace *t, const struct vrt_site *s, int max_frames)
 {
 	char line[1024];

@@ -38,6 +38,26 @@ bool vrt_stack_is_torch_segment(const struct vrt_trace *t, uint32_t stack);
 /* The category a site falls into for OOM/leak explanations, with the rule that matched. */
 const char *vrt_site_category(const struct vrt_trace *t, const struct vrt_site *s, const char **rule);
 
+/*
+ * The stack a site is listed under. A stack with Python frames prints as its headline and its
+ * Python frames (vrt_site_print); stacks that print alike are one site, listed under the first
+ * of them asked about. Their native frames in between differ as the interpreter specializes a
+ * call: Python 3.13 enters a class's __init__ without type_call's C frames once the call has run
+ * a few times, so one line's allocations arrive under two stacks, and listed apart the first
+ * call's looked like a one-time allocation. A stack without Python frames is its own site.
+ */
+struct vrt_site_keys {
+	const struct vrt_trace *t;
+	uint32_t *site_of;  /* by stack id: its site's stack + 1 (0: not asked yet) */
+	size_t n_site_of;
+	struct vrt_site_key *table; /* open addressing by the printed frames' hash, at most half full */
+	size_t cap, used;
+};
+void vrt_site_keys_init(struct vrt_site_keys *k, const struct vrt_trace *t);
+void vrt_site_keys_free(struct vrt_site_keys *k);
+/* The site's stack; the stack itself where memory for the answer is short. */
+uint32_t vrt_site_keys_stack(struct vrt_site_keys *k, uint32_t stack);
+
 /* Text: "  1.00 GiB   3x  train (train.py:42)" then indented frames. */
 void vrt_site_print(FILE *out, const struct vrt_trace *t, const struct vrt_site *s, int max_frames);
 /* JSON: {"bytes": B, "count": C, "frames": [...]} (no closing brace when open_end). */

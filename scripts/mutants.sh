@@ -618,6 +618,42 @@ m retain-closure-variable-unnamed python/vramtrace/_chains.py \
   'return "closure variable %s" % grand.__code__.co_freevars[parent.index(child)]' \
   'return "closure variable"' \
   test_retention.py::test_a_hook_closure_is_named_through_the_function_and_its_variable
+m retain-class-namespace-unnamed python/vramtrace/_chains.py \
+  '    if _is(grand, type):\n        return _class_namespace(grand, parent)\n' \
+  '' \
+  test_retention_shapes.py::test_each_way_of_keeping_is_named_as_its_user_would_write_it
+m retain-generator-local-unnamed python/vramtrace/_chains.py \
+  'return "local %s" % name if name is not None else ""' \
+  'return ""' \
+  test_retention_shapes.py::test_each_way_of_keeping_is_named_as_its_user_would_write_it
+m retain-traceback-frame-unnamed python/vramtrace/_chains.py \
+  'return ", in %s:" % _where(child)' \
+  'return " -> "' \
+  test_retention_shapes.py::test_each_way_of_keeping_is_named_as_its_user_would_write_it
+m retain-thread-local-by-weakref python/vramtrace/_chains.py \
+  '    if great is not None and _is_named(great, "_thread", "_local") and _is(grand, dict):\n        return True\n' \
+  '' \
+  test_retention_shapes.py::test_each_way_of_keeping_is_named_as_its_user_would_write_it
+m retain-bounded-lru-key-lost python/vramtrace/_chains.py \
+  'return "cache" if _is(child, dict) else "cache" + _lru_key(parent, child)' \
+  'return "cache" if _is(child, dict) else "cache"' \
+  test_retention_shapes.py::test_each_way_of_keeping_is_named_as_its_user_would_write_it
+m retain-frames-before-modules python/vramtrace/_owners.py \
+  '        out += frames\n' \
+  '        out = frames + out\n' \
+  'test_retention_shapes.py::test_the_chains_on_each_version[3.10]'
+m leaks-stacks-that-print-alike-apart analyzer/cmd_leaks.c \
+  'return lk->keys ? vrt_site_keys_stack(lk->keys, stack) : stack;' \
+  'return stack;' \
+  test_retention_shapes.py::test_one_line_reached_through_two_native_paths_is_one_site
+m leaks-merged-site-counts-a-call-twice analyzer/cmd_leaks.c \
+  'if (site->last != g->invocation || site->first == UINT64_MAX)' \
+  'if (1)' \
+  test_retention_shapes.py::test_one_line_reached_through_two_native_paths_is_one_site
+m leaks-growing-workspace-not-blamed analyzer/cmd_leaks.c \
+  '\tif (keeps_growing)\n\t\treturn -1;\n' \
+  '' \
+  test_retention_shapes.py::test_a_workspace_set_up_once_is_labelled_and_one_that_grows_is_blamed
 m retain-cycle-called-found analyzer/owners.c \
   '\treturn VRT_HELD_UNREACHABLE;\n}' \
   '\treturn VRT_HELD_FOUND;\n}' \

@@ -11,11 +11,39 @@ SEP = "\x1f"
 MAX_STEP_TEXT = 160
 
 _PLAIN = (dict, list, tuple, set, frozenset, types.CellType, types.MappingProxyType)
+_SUSPENDED = (types.GeneratorType, types.CoroutineType, types.AsyncGeneratorType)
+# Objects a chain passes through on its way to a frame's local: named by the hop, not a step.
+_HOPS = (types.ModuleType, types.FrameType, types.TracebackType)
 
 
 def _is(o, kinds):
     """isinstance by the object's real type: an object's own __class__ may lie or raise."""
     return issubclass(type(o), kinds)
+
+
+def _where(frame):
+    """name at file:line of a frame (a suspended generator's, a traceback's), or ""."""
+    try:
+        code = frame.f_code
+        return "%s at %s:%d" % (code.co_name, code.co_filename.rsplit("/", 1)[-1], frame.f_lineno or 0)
+    except Exception:
+        return ""
+
+
+def _suspended_frame(o):
+    for name in ("gi_frame", "cr_frame", "ag_frame"):
+        try:
+            return object.__getattribute__(o, name)
+        except Exception:
+            pass
+    return None
+
+
+def _is_named(o, module, name):
+    """Whether o's real type is module.name (a type the chain names but cannot import: C types
+    of _thread and functools)."""
+    t = type(o)
+    return t.__name__ == name and t.__module__ == module
 
 
 def type_name(o):
@@ -24,6 +52,11 @@ def type_name(o):
         return "function %s" % o.__qualname__
     if _is(o, types.MethodType):
         return "method %s" % getattr(o.__func__, "__qualname__", "?")
+    if _is(o, _SUSPENDED):
+        where = _where(_suspended_frame(o))
+        return "%s %s" % (t.__name__, where or getattr(o, "__qualname__", "?"))
+    if _is_named(o, "functools", "_lru_cache_wrapper"):
+        return "lru_cache of %s" % getattr(o, "__qualname__", "?")
     return t.__qualname__
 
 
@@ -34,9 +67,9 @@ def _is_module_container(o):
 
 def _significant(o):
     """Objects that end a step of the chain: those a person would name."""
-    if _is(o, _PLAIN) or _is(o, (types.ModuleType, types.FrameType)):
+    if _is(o, _PLAIN) or _is(o, _HOPS):
         return False
-    if type(o).__name__ in ("OrderedDict", "defaultdict", "deque"):
+    if type(o).__name__ in ("OrderedDict", "defaultdict", "deque") or _is_named(o, "functools", "_lru_list_elem"):
         return False
     return not _is_module_container(o)
 
@@ -51,38 +84,121 @@ def _key_text(k, attribute):
     return "[%s]" % type_name(k)
 
 
-def _namespace_of(grand, parent):
-    """Whether parent is the __dict__ of grand (module, class or instance)."""
+def _class_namespace(cls, d):
+    """Whether d is the dict behind a class's __dict__ (a read-only proxy of it): the same
+    entries, by identity."""
+    try:
+        proxy = type.__dict__["__dict__"].__get__(cls)
+        return len(proxy) == len(d) and all(k in d and d[k] is v for k, v in proxy.items())
+    except Exception:
+        return False
+
+
+def _namespace_of(grand, parent, great=None):
+    """Whether parent is the __dict__ of grand (module, class or instance), or one thread's
+    attributes of a threading.local (great)."""
     if grand is None:
         return False
+    if _is(grand, type):
+        return _class_namespace(grand, parent)
+    if great is not None and _is_named(great, "_thread", "_local") and _is(grand, dict):
+        return True
     try:
         return object.__getattribute__(grand, "__dict__") is parent
     except Exception:
         return False
 
 
-def _edge(grand, parent, child):
-    """How parent refers to child (grand refers to parent, or None)."""
+def _default_name(function, defaults, k):
+    """The parameter whose default is defaults[k] (__kwdefaults__ is keyed by it already)."""
+    if _is(defaults, dict):
+        return k
+    try:
+        code = function.__code__
+        return code.co_varnames[code.co_argcount - len(defaults) + k]
+    except Exception:
+        return k
+
+
+def _lru_key(wrapper, result):
+    """[key] of a bounded lru_cache's result, or "". The cache's dict maps each key to a linked
+    list entry that holds the result out of Python's sight; the wrapper's referents list each
+    entry's key and result in a row next to the entry's type (after them since heap types are
+    visited, before them otherwise), the key being one of the dict's by identity."""
+    import gc
+
+    def entry_type(o):
+        return _is(o, type) and o.__name__ == "_lru_list_elem"
+
+    try:
+        refs = gc.get_referents(wrapper)
+        for i in range(1, len(refs)):
+            if refs[i] is result and (i + 1 < len(refs) and entry_type(refs[i + 1]) or entry_type(refs[i - 2])):
+                key = refs[i - 1]
+                if any(_is(d, dict) and any(k is key for k in d) for d in refs):
+                    return _key_text(key, False)
+    except Exception:
+        pass
+    return ""
+
+
+def _frame_local(frame, child):
+    try:
+        for name, v in frame.f_locals.items():
+            if v is child:
+                return name
+    except Exception:
+        pass
+    return None
+
+
+def _edge(grand, parent, child, great=None):
+    """How parent refers to child (grand refers to parent, great to grand, or None)."""
     if _is(parent, types.ModuleType):
         return ""  # its __dict__
     if _is(parent, types.FrameType):
-        try:
-            for name, v in parent.f_locals.items():
-                if v is child:
-                    return " local %s" % name
-        except Exception:
-            pass
+        name = _frame_local(parent, child)
+        if name is not None:
+            return " local %s" % name
         if child is parent.f_back:
             return " caller"
         return " (frame)"
+    if _is(parent, type) and _is(child, dict) and _class_namespace(parent, child):
+        return ""  # the class's namespace: its entries are named as attributes
+    if _is(parent, _SUSPENDED):
+        frame = _suspended_frame(parent)
+        if child is frame:
+            return ""  # before 3.11 the frame is an object of its own: its locals name the hop
+        name = _frame_local(frame, child) if frame is not None else None
+        return "local %s" % name if name is not None else ""
+    if _is(parent, BaseException):
+        for attr in ("__traceback__", "__context__", "__cause__", "args"):
+            try:
+                if object.__getattribute__(parent, attr) is child:
+                    return "." + attr
+            except Exception:
+                pass
+    if _is(parent, types.TracebackType):
+        if child is parent.tb_next:
+            return ".tb_next"
+        if child is parent.tb_frame:
+            return ", in %s:" % _where(child)
+    if _is_named(parent, "_thread", "_local"):
+        return ""  # its per-thread attribute dicts: their entries are named as attributes
+    if _is_named(grand, "_thread", "_local") and _is(parent, dict):
+        return ""  # one thread's attributes, keyed by a weak reference to the thread's state
+    if _is_named(parent, "functools", "_lru_cache_wrapper"):
+        return "cache" if _is(child, dict) else "cache" + _lru_key(parent, child)
+    if _is_named(parent, "functools", "_lru_list_elem"):
+        return ""  # a bounded cache's entry: its result
     if _is(grand, types.FunctionType) and (parent is grand.__defaults__ or parent is grand.__kwdefaults__):
         keys = list(parent) if _is(parent, dict) else range(len(parent))
         for k in keys:
             if parent[k] is child:
-                return "default argument %s" % k
+                return "default argument %s" % _default_name(grand, parent, k)
         return "default argument"
     if _is(parent, dict) or type(parent).__name__ in ("OrderedDict", "defaultdict"):
-        attribute = _namespace_of(grand, parent)
+        attribute = _namespace_of(grand, parent, great)
         for k, v in parent.items():  # the heap holds still while the walk runs
             if v is child:
                 return _key_text(k, attribute)
@@ -180,9 +296,12 @@ def describe(path, text):
     frame_root = _is(path[0], types.FrameType)
     for k in range(1, len(path)):
         grand = path[k - 2] if k >= 2 else None
-        e = _edge(grand, path[k - 1], path[k])
+        great = path[k - 3] if k >= 3 else None
+        e = _edge(grand, path[k - 1], path[k], great)
         if frame_root and k == 1 and e.startswith(" local "):
             text = "%s: %s" % (text, e[7:])
+        elif e == " -> " and not text:
+            pass  # a hop nothing names, at a step's start: the step's own arrow shows it
         else:
             text += e
         if _significant(path[k]) or k == len(path) - 1:

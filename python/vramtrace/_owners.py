@@ -252,7 +252,10 @@ class Walk:
     # -- the walk
 
     def roots(self):
-        out = []
+        """Modules first, then every thread's frames, then gc.garbage. The search is breadth
+        first and a tie at one depth goes to the root listed first: a module's globals are a
+        frame's globals too (a frame's referents before 3.11), and named through the module."""
+        frames = []
         me = threading.get_ident()
         names = {t.ident: t.name for t in threading.enumerate()}
         for ident, frame in sys._current_frames().items():
@@ -266,14 +269,13 @@ class Walk:
                 code = f.f_code
                 where = "%s (%s:%d)" % (getattr(code, "co_qualname", code.co_name),
                                         os.path.basename(code.co_filename), f.f_lineno or 0)
-                out.append((f, where if ident == me else "thread %s: %s" % (names.get(ident, ident), where)))
+                frames.append((f, where if ident == me else "thread %s: %s" % (names.get(ident, ident), where)))
                 f = f.f_back
         main = sys.modules.get("__main__")
         mods = [("__main__", main)] if main is not None else []
         mods += [(n, m) for n, m in list(sys.modules.items()) if m is not main]
-        for name, m in mods:
-            if isinstance(m, types.ModuleType) and not name.startswith("vramtrace"):
-                out.append((m, name))
+        out = [(m, name) for name, m in mods if isinstance(m, types.ModuleType) and not name.startswith("vramtrace")]
+        out += frames
         out.append((gc.garbage, "gc.garbage"))
         return out
 

@@ -1,0 +1,149 @@
+"""Why memory survives, in the other shapes the bug takes: tests/programs/retain_shapes.py keeps a
+buffer a call in ten ways (an lru_cache, an exception's traceback, a suspended generator, a
+threading.local, a class attribute, a default argument, an attribute on an object, another
+thread's local, one line reached through two native paths) and sets one workspace up once.
+`leaks` must name each holder the way its user would write it, list a line once whatever native
+path reached it, and blame a workspace that grows every call while labelling one set up once.
+Run by this interpreter, and the chains again by every CPython the machine has (3.9-3.14).
+"""
+import json
+
+import pytest
+
+from conftest import CUDART, PROGRAM_SOURCES, MiB, analyze, trace as traced
+from test_python_versions import FOUND, MINORS
+
+SCRIPT = PROGRAM_SOURCES / "retain_shapes.py"
+CALLS = 3
+LINES = SCRIPT.read_text().splitlines()
+
+
+def program_constant(name):
+    """A constant of the program (it is not imported: it loads a CUDA runtime)."""
+    import ast
+
+    for node in ast.parse(SCRIPT.read_text()).body:
+        if isinstance(node, ast.Assign) and getattr(node.targets[0], "id", None) == name:
+            return ast.literal_eval(node.value)
+    raise AssertionError(name)
+
+
+KEPT_MIB = program_constant("KEPT")
+ONCE_MIB = program_constant("ONCE")
+
+
+def line_of(text):
+    return next(n for n, line in enumerate(LINES, 1) if text in line)
+
+
+def kept_line(way):
+    return next(n for n, line in enumerate(LINES, 1) if line.rstrip().endswith(f"# kept: {way}"))
+
+
+def expected_chains(minor):
+    """The first call's survivor of each way, as leaks --json names it (steps joined by ->)."""
+    thread = "Thread-1 (worker)" if minor >= 10 else "Thread-1"
+    raised = line_of("raise ValueError(tmp.nbytes)")
+    yielded = line_of("    yield 1")
+    waiting = line_of("STOP.wait()")
+    return {
+        "lru": "__main__.cached_workspace (lru_cache of cached_workspace) -> cache[0] (DeviceBuffer)",
+        # 3.9's bounded cache does not show its entries' keys beside their results
+        "bounded": "__main__.bounded_buffer (lru_cache of bounded_buffer) -> cache%s (DeviceBuffer)"
+                   % ("[0]" if minor >= 10 else ""),
+        "traceback": "__main__.ERRORS[0] (ValueError) -> .__traceback__.tb_next, in failing_step at "
+                     f"retain_shapes.py:{raised}: local tmp (DeviceBuffer)",
+        "generator": f"__main__.GENERATORS[0] (generator suspended at retain_shapes.py:{yielded}) -> local held "
+                     "(DeviceBuffer)",
+        "threadlocal": "__main__.PER_THREAD (_local) -> .buffers[0] (DeviceBuffer)",
+        "default": "__main__.with_default (function with_default) -> default argument _memo[0] (DeviceBuffer)",
+        "classattr": "__main__.Model (type) -> .cache[0] (DeviceBuffer)",
+        "attribute": "__main__.PARAMS[0] (Tagged) -> .ds_extra[0] (DeviceBuffer)",
+        "thread": f"thread {thread}: worker (retain_shapes.py:{waiting}): local_buf (DeviceBuffer)",
+        "twopaths": "__main__.TWO_PATHS[0] (DeviceBuffer)",
+    }
+
+
+def allocated_at(survivor, line):
+    return any(f.get("file", "").endswith("retain_shapes.py") and f.get("line") == line for f in survivor["frames"])
+
+
+def of_way(survivors, way):
+    line = kept_line(way)
+    return [s for s in survivors if allocated_at(s, line)]
+
+
+def run_leaks(tmp_path, exe):
+    t = traced(tmp_path, [exe, SCRIPT, CALLS], env={"CUDART": str(CUDART)}, run_args=("--phase", "train"))
+    assert t.returncode == 0, t.stderr
+    out = json.loads(analyze("leaks", "--json", "--quiet", "--phase", "train", t.trace).stdout)
+    text = analyze("leaks", "--quiet", "--phase", "train", "--top", "50", t.trace).stdout
+    return t, out, text
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory, python_exe):
+    return run_leaks(tmp_path_factory.mktemp("shapes"), python_exe)
+
+
+def chains_of_first_call(out, way):
+    first = [s for s in of_way(out["survivors"], way) if s["phase_index"] == 1]
+    assert len(first) == 1, (way, first)
+    return [" -> ".join(chain) for chain in first[0]["held_by"]]
+
+
+@pytest.mark.parametrize("way", sorted(expected_chains(11)))
+def test_each_way_of_keeping_is_named_as_its_user_would_write_it(run, way):
+    import sys
+
+    _, out, _ = run
+    assert chains_of_first_call(out, way) == [expected_chains(sys.version_info[1])[way]]
+
+
+@pytest.mark.parametrize("way", sorted(expected_chains(11)))
+def test_each_way_grows_every_call_by_what_the_program_keeps(run, way):
+    _, out, _ = run
+    groups = of_way(out["survivors"], way)
+    calls = {s["phase_index"] for s in groups}
+    # the last call's thread is let go before teardown: the others outlive their call
+    assert calls == ({1, 2} if way == "thread" else {1, 2, 3}), (way, groups)
+    assert all(s["bytes"] == KEPT_MIB[way] * MiB for s in groups)
+    assert all(s["verdict"] == "grows every call" and not s["persistent"] for s in groups), groups
+
+
+def test_one_line_reached_through_two_native_paths_is_one_site(run):
+    """The first call allocates directly, the later ones through functools.partial (C frames
+    between the same Python frames): the text lists the line once, born in calls 1..3."""
+    _, out, text = run
+    groups = of_way(out["survivors"], "twopaths")
+    assert len({s["stack"] for s in groups}) >= 2, "the program no longer reaches the line two ways"
+    line = f"retain_shapes.py:{kept_line('twopaths')})"
+    listed = [i for i, row in enumerate(text.splitlines()) if row.strip().startswith("at allocate (") and line in row]
+    assert len(listed) == 1, text
+    # 9 MiB in the first call, 18 in each later one (both paths): a call counts once
+    born = next(row for row in text.splitlines()[listed[0]:] if "born in" in row)
+    assert "born in calls 1..3, 15.0 MiB a call, grows every call" in born, text
+
+
+def test_a_workspace_set_up_once_is_labelled_and_one_that_grows_is_blamed(run):
+    _, out, text = run
+    once = [s for s in out["survivors"] if allocated_at(s, line_of("# once: workspace"))]
+    assert [(s["phase_index"], s["bytes"], s["persistent"], s["verdict"]) for s in once] == \
+        [(1, ONCE_MIB * MiB, True, "persistent by design")]
+    assert "persistent by design, labelled and not blamed: 10.0 MiB (cuBLAS/cuDNN workspaces 10.0 MiB" in text
+    growing = [row for row in text.splitlines() if "grows every call" in row and "set up once by design" in row]
+    assert len(growing) == 1, text  # cached_workspace(i): one more each call
+    # between the second and third calls' entries: the second call went both ways
+    assert out["growth_per_invocation_bytes"] == (sum(KEPT_MIB.values()) + KEPT_MIB["twopaths"]) * MiB
+
+
+@pytest.mark.parametrize("minor", MINORS, ids=[f"3.{m}" for m in MINORS])
+def test_the_chains_on_each_version(tmp_path, minor):
+    exe = FOUND.get(minor)
+    if not exe:
+        pytest.skip(f"no CPython 3.{minor} here (pyenv, python3.{minor} on PATH, VRAMTRACE_TEST_PYTHONS)")
+    _, out, text = run_leaks(tmp_path, exe)
+    want = expected_chains(minor)
+    assert {way: chains_of_first_call(out, way) for way in want} == {way: [c] for way, c in want.items()}
+    assert len({s["stack"] for s in of_way(out["survivors"], "twopaths")}) >= 2  # 3.13 specializes: 3
+    assert "15.0 MiB a call, grows every call" in text

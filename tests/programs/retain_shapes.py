@@ -1,0 +1,151 @@
+"""A train() that keeps one buffer a call in each of ten more ways than retain_buffers.py, on any
+CUDA runtime (the test double included): the shapes the same bug takes in real programs.
+
+Kept per call (MiB, the line that allocates it ends in "# kept: <way>"):
+  lru       1  a functools.lru_cache'd function's result (unbounded cache, keyed by the call)
+  bounded   1  the same through a bounded cache (its entries are out of Python's sight)
+  traceback 2  a local of a frame that raised, kept through the exception in a module-level list
+  generator 3  a local of a suspended generator kept in a module-level list
+  threadlocal 4  an attribute of a threading.local
+  classattr 6  an entry of a dict that is a class attribute
+  default   5  a mutable default argument
+  attribute 7  an attribute set on an object (the way DeepSpeed tags parameters)
+  thread    8  a local of another thread, blocked
+  twopaths  9  one line reached through two native paths (directly; through functools.partial,
+               whose call is C, too in the later calls: 9 MiB more each): one site, not two
+Set up once, in the first call only: 10 MiB in a cached workspace() with no argument.
+
+    retain_shapes.py [CALLS]
+"""
+import ctypes
+import functools
+import os
+import sys
+import threading
+
+MiB = 1 << 20
+rt = ctypes.CDLL(os.environ.get("CUDART", "libcudart.so.13"))
+
+KEPT = {"lru": 1, "bounded": 1, "traceback": 2, "generator": 3, "threadlocal": 4, "default": 5, "classattr": 6,
+        "attribute": 7, "thread": 8, "twopaths": 9}
+ONCE = 10
+
+
+class DeviceBuffer:
+    def __init__(self, nbytes, malloc=None):
+        self.ptr = ctypes.c_void_p()
+        if (malloc or rt.cudaMalloc)(ctypes.byref(self.ptr), ctypes.c_size_t(nbytes)) != 0:
+            raise MemoryError(nbytes)
+        self.nbytes = nbytes
+
+    @property
+    def __cuda_array_interface__(self):
+        return {"shape": (self.nbytes,), "typestr": "|u1", "data": (self.ptr.value, False), "version": 3}
+
+    def __del__(self):
+        rt.cudaFree(self.ptr)
+
+
+@functools.lru_cache(maxsize=None)
+def cached_workspace(i):
+    return DeviceBuffer(KEPT["lru"] * MiB)  # kept: lru
+
+
+@functools.lru_cache(maxsize=64)
+def bounded_buffer(i):
+    return DeviceBuffer(KEPT["bounded"] * MiB)  # kept: bounded
+
+
+@functools.lru_cache(maxsize=None)
+def workspace():
+    return DeviceBuffer(ONCE * MiB)  # once: workspace
+
+
+ERRORS = []
+
+
+def failing_step():
+    tmp = DeviceBuffer(KEPT["traceback"] * MiB)  # kept: traceback
+    raise ValueError(tmp.nbytes)
+
+
+def suspended():
+    held = DeviceBuffer(KEPT["generator"] * MiB)  # kept: generator
+    yield 1
+    yield held
+
+
+GENERATORS = []
+PER_THREAD = threading.local()
+
+
+class Model:
+    cache = {}
+
+
+def with_default(_memo=[]):
+    _memo.append(DeviceBuffer(KEPT["default"] * MiB))  # kept: default
+
+
+class Tagged:
+    pass
+
+
+PARAMS = [Tagged()]
+STOP = threading.Event()
+THREADS = []
+
+
+def worker(box, taken):
+    local_buf = box.pop()
+    taken.set()
+    STOP.wait()
+    del local_buf
+
+
+def allocate(i):
+    """The first call allocates directly; each later one directly and through functools.partial."""
+    paths = [rt.cudaMalloc] if i == 0 else [rt.cudaMalloc, functools.partial(rt.cudaMalloc)]
+    out = []
+    for malloc in paths:
+        out.append(DeviceBuffer(KEPT["twopaths"] * MiB, malloc))  # kept: twopaths
+    return out
+
+
+TWO_PATHS = []
+
+
+def train(i):
+    workspace()
+    cached_workspace(i)
+    bounded_buffer(i)
+    try:
+        failing_step()
+    except ValueError as e:
+        ERRORS.append(e)
+    g = suspended()
+    next(g)
+    GENERATORS.append(g)
+    PER_THREAD.__dict__.setdefault("buffers", []).append(DeviceBuffer(KEPT["threadlocal"] * MiB))  # kept: threadlocal
+    Model.cache[i] = DeviceBuffer(KEPT["classattr"] * MiB)  # kept: classattr
+    with_default()
+    PARAMS[0].__dict__.setdefault("ds_extra", []).append(DeviceBuffer(KEPT["attribute"] * MiB))  # kept: attribute
+    box, taken = [DeviceBuffer(KEPT["thread"] * MiB)], threading.Event()  # kept: thread
+    t = threading.Thread(target=worker, args=(box, taken), daemon=True)
+    t.start()
+    THREADS.append(t)
+    taken.wait()
+    TWO_PATHS.extend(allocate(i))
+
+
+def main():
+    calls = int(sys.argv[1]) if len(sys.argv) > 1 else 3
+    for i in range(calls):
+        train(i)
+    STOP.set()
+    for t in THREADS:
+        t.join()
+
+
+if __name__ == "__main__":
+    main()
