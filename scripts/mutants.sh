@@ -653,7 +653,8 @@ m leaks-merged-site-counts-a-call-twice analyzer/cmd_leaks.c \
 m leaks-growing-workspace-not-blamed analyzer/cmd_leaks.c \
   '\tif (keeps_growing)\n\t\treturn -1;\n' \
   '' \
-  test_retention_shapes.py::test_a_workspace_set_up_once_is_labelled_and_one_that_grows_is_blamed
+  test_retention_shapes.py::test_a_workspace_set_up_once_is_labelled_and_one_that_grows_is_blamed \
+  test_retention_shapes.py::test_a_new_nccl_communicator_each_call_is_blamed_not_labelled_set_up_once
 m retain-cycle-called-found analyzer/owners.c \
   '\treturn VRT_HELD_UNREACHABLE;\n}' \
   '\treturn VRT_HELD_FOUND;\n}' \

@@ -10,7 +10,7 @@ import json
 
 import pytest
 
-from conftest import CUDART, PROGRAM_SOURCES, MiB, analyze, trace as traced
+from conftest import CUDART, GOLDEN, PROGRAM_SOURCES, SOURCE, MiB, analyze, trace as traced
 from test_python_versions import FOUND, MINORS
 
 SCRIPT = PROGRAM_SOURCES / "retain_shapes.py"
@@ -147,3 +147,49 @@ def test_the_chains_on_each_version(tmp_path, minor):
     assert {way: chains_of_first_call(out, way) for way in want} == {way: [c] for way, c in want.items()}
     assert len({s["stack"] for s in of_way(out["survivors"], "twopaths")}) >= 2  # 3.13 specializes: 3
     assert "15.0 MiB a call, grows every call" in text
+
+
+# ---- the same shapes on PyTorch, recorded on a GPU (scripts/gpu/retention_shapes_check.py) ----
+
+def gpu_check():
+    import importlib.util
+
+    path = SOURCE / "scripts" / "gpu" / "retention_shapes_check.py"
+    spec = importlib.util.spec_from_file_location("retention_shapes_check", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize("name", ["retain-shapes", "retain-shapes-nccl"])
+def test_the_shapes_on_pytorch_are_named_and_their_entries_are_memory_allocated(name):
+    """Tensors, not ctypes buffers: the first call's survivor of each way has its chain, each
+    call's entry equals torch.cuda.memory_allocated() as the job printed it."""
+    check = gpu_check()
+    truth = json.loads((GOLDEN / "h200" / "TRUTH.json").read_text())[name]
+    out = json.loads(analyze("leaks", "--json", "-q", "--phase", "train", GOLDEN / "h200" / f"{name}.vrt").stdout)
+    assert out["layer"] == "tensors"
+    assert [p["live_bytes_at_entry"] for p in out["phases"]] == truth["allocated_at_entry"]
+    job = check.JOB % {"kept": check.KEPT, "nccl": name.endswith("nccl")}
+    for way, chain in check.expected(job, int(truth["python"].split(".")[1])).items():
+        line = check.line_of(job, f"# kept: {way}")
+        groups = [s for s in out["survivors"]
+                  if any(f.get("file", "").endswith("job.py") and f.get("line") == line for f in s["frames"])]
+        assert [" -> ".join(c) for s in groups if s["phase_index"] == 1 for c in s["held_by"]] == [chain], way
+        assert {s["verdict"] for s in groups} == {"grows every call"}, way
+
+
+def test_a_new_nccl_communicator_each_call_is_blamed_not_labelled_set_up_once():
+    """A one-rank group made and used in every call: NCCL's buffers (the CUDA layer) grow by
+    hundreds of MiB a call. They are NCCL's kind, set up once by design in a sane job; here they
+    are the leak, and the headline names the user's line that makes them."""
+    name = GOLDEN / "h200" / "retain-shapes-nccl.vrt"
+    out = json.loads(analyze("leaks", "--json", "-q", "--phase", "train", "--layer", "cuda", name).stdout)
+    nccl = [s for s in out["survivors"] if s["category"] == "nccl"]
+    assert {s["phase_index"] for s in nccl} == {1, 2, 3}
+    assert all(not s["persistent"] and s["verdict"] == "grows every call" for s in nccl)
+    assert sum(s["bytes"] for s in nccl) > out["growth_per_invocation_bytes"] * 2
+    text = analyze("leaks", "-q", "--phase", "train", "--layer", "cuda", name).stdout
+    headline = next(row for row in text.splitlines() if row.startswith("+"))
+    assert "per train() call: 8" in headline and "(job.py:81, in distributed_c10d.py" in headline, text
+    assert not any("persistent by design" in row and "NCCL" in row for row in text.splitlines()), text
