@@ -350,7 +350,9 @@ static uint64_t hash_frame(uint64_t h, const struct vrt_frame *f)
 	return h;
 }
 
-/* The hash of what vrt_site_print shows of a stack, or false: it has no Python frames. */
+/* The hash of what vrt_site_print shows of a stack and of what its rule says it is (stacks
+ * that print alike may differ below the Python frames: a cuBLAS workspace and a matmul's output
+ * made by one line), or false: it has no Python frames. */
 static bool printed_hash(const struct vrt_trace *t, uint32_t stack, uint64_t *hash)
 {
 	static struct vrt_frame frames[VRT_MAX_FRAMES];
@@ -365,7 +367,8 @@ static bool printed_hash(const struct vrt_trace *t, uint32_t stack, uint64_t *ha
 		}
 	if (!python || head < 0)
 		return false;
-	*hash = hash_frame(h, &frames[head]);
+	h = hash_frame(h, &frames[head]);
+	*hash = (h ^ (remembered_rule(t, stack) + 1)) * 0x100000001b3ull; /* after: it reuses frames[] */
 	return true;
 }
 

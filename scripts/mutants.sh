@@ -646,6 +646,10 @@ m leaks-stacks-that-print-alike-apart analyzer/cmd_leaks.c \
   'return lk->keys ? vrt_site_keys_stack(lk->keys, stack) : stack;' \
   'return stack;' \
   test_retention_shapes.py::test_one_line_reached_through_two_native_paths_is_one_site
+m leaks-sites-merged-across-what-they-are analyzer/sites.c \
+  '*hash = (h ^ (remembered_rule(t, stack) + 1)) * 0x100000001b3ull;' \
+  '*hash = h;' \
+  test_retention_shapes.py::test_stacks_that_print_alike_but_are_different_things_are_two_sites
 m leaks-merged-site-counts-a-call-twice analyzer/cmd_leaks.c \
   'if (site->last != g->invocation || site->first == UINT64_MAX)' \
   'if (1)' \

@@ -10,7 +10,7 @@ import json
 
 import pytest
 
-from conftest import CUDART, GOLDEN, PROGRAM_SOURCES, SOURCE, MiB, analyze, trace as traced
+from conftest import CUDART, GOLDEN, PROGRAM_SOURCES, SOURCE, MiB, analyze, program, trace as traced
 from test_python_versions import FOUND, MINORS
 
 SCRIPT = PROGRAM_SOURCES / "retain_shapes.py"
@@ -30,6 +30,7 @@ def program_constant(name):
 
 KEPT_MIB = program_constant("KEPT")
 ONCE_MIB = program_constant("ONCE")
+LIBRARY_MIB = program_constant("LIBRARY")
 
 
 def line_of(text):
@@ -74,7 +75,8 @@ def of_way(survivors, way):
 
 
 def run_leaks(tmp_path, exe):
-    t = traced(tmp_path, [exe, SCRIPT, CALLS], env={"CUDART": str(CUDART)}, run_args=("--phase", "train"))
+    t = traced(tmp_path, [exe, SCRIPT, CALLS, program("libpyalloc_lib.so")], env={"CUDART": str(CUDART)},
+               run_args=("--phase", "train"))
     assert t.returncode == 0, t.stderr
     out = json.loads(analyze("leaks", "--json", "--quiet", "--phase", "train", t.trace).stdout)
     text = analyze("leaks", "--quiet", "--phase", "train", "--top", "50", t.trace).stdout
@@ -130,11 +132,26 @@ def test_a_workspace_set_up_once_is_labelled_and_one_that_grows_is_blamed(run):
     once = [s for s in out["survivors"] if allocated_at(s, line_of("# once: workspace"))]
     assert [(s["phase_index"], s["bytes"], s["persistent"], s["verdict"]) for s in once] == \
         [(1, ONCE_MIB * MiB, True, "persistent by design")]
-    assert "persistent by design, labelled and not blamed: 10.0 MiB (cuBLAS/cuDNN workspaces 10.0 MiB" in text
+    assert "persistent by design, labelled and not blamed: 21.0 MiB (cuBLAS/cuDNN workspaces 21.0 MiB" in text
     growing = [row for row in text.splitlines() if "grows every call" in row and "set up once by design" in row]
     assert len(growing) == 1, text  # cached_workspace(i): one more each call
-    # between the second and third calls' entries: the second call went both ways
-    assert out["growth_per_invocation_bytes"] == (sum(KEPT_MIB.values()) + KEPT_MIB["twopaths"]) * MiB
+    # between the second and third calls' entries: the second call went both ways, and kept a
+    # library's buffer
+    assert out["growth_per_invocation_bytes"] == (sum(KEPT_MIB.values()) + KEPT_MIB["twopaths"] + LIBRARY_MIB) * MiB
+
+
+def test_stacks_that_print_alike_but_are_different_things_are_two_sites(run):
+    """One line: in the first call a library sets its workspace up (a frame names cuBLAS's
+    workspace), in the later ones it hands out plain buffers. The Python frames are the same;
+    what each is is not: the workspace is labelled set up once, the rest grows every call."""
+    _, out, text = run
+    groups = sorted(of_way(out["survivors"], "library"), key=lambda s: s["phase_index"])
+    assert [(s["phase_index"], s["bytes"], s["persistent"], s["verdict"], s["category"]) for s in groups] == [
+        (1, LIBRARY_MIB * MiB, True, "persistent by design", "workspace"),
+        (2, LIBRARY_MIB * MiB, False, "grows every call", "non_pytorch"),
+        (3, LIBRARY_MIB * MiB, False, "grows every call", "non_pytorch")]
+    born = [row for row in text.splitlines() if "born in calls 2..3, 11.0 MiB a call, grows every call" in row]
+    assert len(born) == 1, text
 
 
 @pytest.mark.parametrize("minor", MINORS, ids=[f"3.{m}" for m in MINORS])

@@ -14,8 +14,11 @@ Kept per call (MiB, the line that allocates it ends in "# kept: <way>"):
   twopaths  9  one line reached through two native paths (directly; through functools.partial,
                whose call is C, too in the later calls: 9 MiB more each): one site, not two
 Set up once, in the first call only: 10 MiB in a cached workspace() with no argument.
+With LIB (tests' libpyalloc_lib.so), one more line: its first call sets a library's workspace up
+(11 MiB through a function whose frame names cuBLAS's workspace), its later calls keep a plain
+buffer each (11 MiB a call): the same Python frames, two sites (what each is differs).
 
-    retain_shapes.py [CALLS]
+    retain_shapes.py [CALLS [LIB]]
 """
 import ctypes
 import functools
@@ -29,6 +32,7 @@ rt = ctypes.CDLL(os.environ.get("CUDART", "libcudart.so.13"))
 KEPT = {"lru": 1, "bounded": 1, "traceback": 2, "generator": 3, "threadlocal": 4, "default": 5, "classattr": 6,
         "attribute": 7, "thread": 8, "twopaths": 9}
 ONCE = 10
+LIBRARY = 11
 
 
 class DeviceBuffer:
@@ -113,6 +117,25 @@ def allocate(i):
 
 
 TWO_PATHS = []
+LIB = ctypes.CDLL(sys.argv[2]) if len(sys.argv) > 2 else None
+LIBRARY_BUFFERS = []
+
+
+class LibraryBuffer:
+    """A pointer a library returned, kept as the address CuPy's and Numba's arrays describe."""
+
+    def __init__(self, ptr, nbytes):
+        self.ptr, self.nbytes = ptr, nbytes
+
+    @property
+    def __cuda_array_interface__(self):
+        return {"shape": (self.nbytes,), "typestr": "|u1", "data": (self.ptr, False), "version": 3}
+
+
+def library_buffer(i):
+    make = LIB.pyalloc_cublas_workspace if i == 0 else LIB.pyalloc
+    make.restype = ctypes.c_void_p
+    return LibraryBuffer(make(ctypes.c_size_t(LIBRARY * MiB)), LIBRARY * MiB)  # kept: library
 
 
 def train(i):
@@ -136,6 +159,8 @@ def train(i):
     THREADS.append(t)
     taken.wait()
     TWO_PATHS.extend(allocate(i))
+    if LIB is not None:
+        LIBRARY_BUFFERS.append(library_buffer(i))
 
 
 def main():
