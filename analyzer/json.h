@@ -21,6 +21,15 @@ static inline void json_string(FILE *out, const char *s)
 	size_t left = strlen((const char *)p);
 	fputc('"', out);
 	while (left) {
+		size_t plain = 0; /* printable ASCII but the two escaped: written as it is, in one go */
+		while (plain < left && p[plain] >= 0x20 && p[plain] < 0x7f && p[plain] != '"' && p[plain] != '\\')
+			plain++;
+		if (plain) {
+			fwrite(p, 1, plain, out);
+			p += plain;
+			left -= plain;
+			continue;
+		}
 		uint32_t cp;
 		size_t n = vrt_utf8_decode(p, left, &cp);
 		if (!n) {
