@@ -638,6 +638,14 @@ m retain-bounded-lru-key-lost python/vramtrace/_chains.py \
   'return "cache" if _is(child, dict) else "cache" + _lru_key(parent, child)' \
   'return "cache" if _is(child, dict) else "cache"' \
   test_retention_shapes.py::test_each_way_of_keeping_is_named_as_its_user_would_write_it
+m retain-c-members-unnamed python/vramtrace/_chains.py \
+  'if _is(d, types.MemberDescriptorType):' \
+  'if False:' \
+  test_retention_shapes.py::test_each_way_of_keeping_is_named_as_its_user_would_write_it
+m retain-named-tuple-by-index python/vramtrace/_chains.py \
+  '            return "." + fields[i]\n' \
+  '            return "[%d]" % i\n' \
+  test_retention_shapes.py::test_each_way_of_keeping_is_named_as_its_user_would_write_it
 m retain-frames-before-modules python/vramtrace/_owners.py \
   '        out += frames\n' \
   '        out = frames + out\n' \

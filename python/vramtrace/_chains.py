@@ -65,9 +65,24 @@ def _is_module_container(o):
     return torch is not None and _is(o, torch.nn.Module)
 
 
+def _is_graph_node(o):
+    """An autograd graph's node: a class of torch's with next_functions (C++ nodes, a custom
+    Function's BackwardCFunction), the test _owners.py's walk follows them by."""
+    if o is None:
+        return False
+    try:
+        t = type(o)
+        module = t.__dict__.get("__module__")
+        return isinstance(module, str) and module.startswith("torch") and \
+            any("next_functions" in vars(c) for c in t.__mro__)
+    except Exception:
+        return False
+
+
 def _significant(o):
-    """Objects that end a step of the chain: those a person would name."""
-    if _is(o, _PLAIN) or _is(o, _HOPS):
+    """Objects that end a step of the chain: those a person would name. An autograd graph's
+    nodes are hops: what a graph keeps is named from the tensor that holds the graph."""
+    if _is(o, _PLAIN) or _is(o, _HOPS) or _is_graph_node(o):
         return False
     if type(o).__name__ in ("OrderedDict", "defaultdict", "deque") or _is_named(o, "functools", "_lru_list_elem"):
         return False
@@ -92,6 +107,17 @@ def _class_namespace(cls, d):
         return len(proxy) == len(d) and all(k in d and d[k] is v for k, v in proxy.items())
     except Exception:
         return False
+
+
+def _field_text(parent, i):
+    """[i], or .name for a named tuple's field."""
+    try:
+        fields = type(parent).__dict__.get("_fields") if _is(parent, tuple) else None
+        if _is(fields, tuple) and i < len(fields) and _is(fields[i], str):
+            return "." + fields[i]
+    except Exception:
+        pass
+    return "[%d]" % i
 
 
 def _namespace_of(grand, parent, great=None):
@@ -215,8 +241,10 @@ def _edge(grand, parent, child, great=None):
     if _is(parent, (list, tuple)) or type(parent).__name__ == "deque":
         for i, v in enumerate(parent):
             if v is child:
-                return "[%d]" % i
+                return _field_text(parent, i)
         return "[?]"
+    if _is(parent, (set, frozenset)):
+        return " member"
     if _is(parent, types.CellType):
         return ""
     if _is(parent, types.FunctionType):
@@ -256,9 +284,12 @@ def _edge(grand, parent, child, great=None):
             pass
         return "._backward_hooks"
     try:
+        if torch is not None and _is(child, torch.Tensor) and child.grad_fn is parent:
+            return " graph: %s's output" % type(parent).__name__  # what _owners.py follows
         for i, (fn, _) in enumerate(parent.next_functions):
-            if fn is child:
-                return ".next_functions[%d]" % i
+            if fn is child:  # within a graph a node is a hop: the graph is named as a whole
+                within = _is_graph_node(grand) or (torch is not None and _is(grand, torch.Tensor))
+                return "" if within else ".next_functions[%d]" % i
         if getattr(parent, "variable", None) is child:
             return ".variable"
         if _is(child, dict):
@@ -266,12 +297,13 @@ def _edge(grand, parent, child, great=None):
     except Exception:
         pass
     for klass in type(parent).__mro__:
-        for slot in klass.__dict__.get("__slots__", ()):
-            try:
-                if getattr(parent, slot) is child:
-                    return "." + slot
-            except Exception:
-                pass
+        for name, d in vars(klass).items():  # __slots__, and a C type's members (partial's args)
+            if _is(d, types.MemberDescriptorType):
+                try:
+                    if d.__get__(parent, type(parent)) is child:
+                        return "." + name
+                except Exception:
+                    pass
     return " -> "
 
 

@@ -1,7 +1,8 @@
 """Why memory survives, in the other shapes the bug takes: tests/programs/retain_shapes.py keeps a
-buffer a call in ten ways (an lru_cache, an exception's traceback, a suspended generator, a
+buffer a call in thirteen ways (an lru_cache, an exception's traceback, a suspended generator, a
 threading.local, a class attribute, a default argument, an attribute on an object, another
-thread's local, one line reached through two native paths) and sets one workspace up once.
+thread's local, a functools.partial's argument, a set, a named tuple's field, one line reached
+through two native paths) and sets one workspace up once.
 `leaks` must name each holder the way its user would write it, list a line once whatever native
 path reached it, and blame a workspace that grows every call while labelling one set up once.
 Run by this interpreter, and the chains again by every CPython the machine has (3.9-3.14).
@@ -62,6 +63,9 @@ def expected_chains(minor):
         "attribute": "__main__.PARAMS[0] (Tagged) -> .ds_extra[0] (DeviceBuffer)",
         "thread": f"thread {thread}: worker (retain_shapes.py:{waiting}): local_buf (DeviceBuffer)",
         "twopaths": "__main__.TWO_PATHS[0] (DeviceBuffer)",
+        "partial": "__main__.CALLBACKS[0] (partial) -> .args[0] (DeviceBuffer)",
+        "set": "__main__.SEEN member (DeviceBuffer)",
+        "namedtuple": "__main__.PAIRS[0].first (DeviceBuffer)",
     }
 
 

@@ -1,5 +1,5 @@
-"""A train() that keeps one buffer a call in each of ten more ways than retain_buffers.py, on any
-CUDA runtime (the test double included): the shapes the same bug takes in real programs.
+"""A train() that keeps one buffer a call in each of thirteen more ways than retain_buffers.py,
+on any CUDA runtime (the test double included): the shapes the same bug takes in real programs.
 
 Kept per call (MiB, the line that allocates it ends in "# kept: <way>"):
   lru       1  a functools.lru_cache'd function's result (unbounded cache, keyed by the call)
@@ -11,6 +11,9 @@ Kept per call (MiB, the line that allocates it ends in "# kept: <way>"):
   default   5  a mutable default argument
   attribute 7  an attribute set on an object (the way DeepSpeed tags parameters)
   thread    8  a local of another thread, blocked
+  partial  12  an argument bound by functools.partial, kept in a list of callbacks
+  set      13  a member of a module-level set
+  namedtuple 14  a field of a named tuple kept in a list
   twopaths  9  one line reached through two native paths (directly; through functools.partial,
                whose call is C, too in the later calls: 9 MiB more each): one site, not two
 Set up once, in the first call only: 10 MiB in a cached workspace() with no argument.
@@ -20,6 +23,7 @@ buffer each (11 MiB a call): the same Python frames, two sites (what each is dif
 
     retain_shapes.py [CALLS [LIB]]
 """
+import collections
 import ctypes
 import functools
 import os
@@ -30,7 +34,7 @@ MiB = 1 << 20
 rt = ctypes.CDLL(os.environ.get("CUDART", "libcudart.so.13"))
 
 KEPT = {"lru": 1, "bounded": 1, "traceback": 2, "generator": 3, "threadlocal": 4, "default": 5, "classattr": 6,
-        "attribute": 7, "thread": 8, "twopaths": 9}
+        "attribute": 7, "thread": 8, "twopaths": 9, "partial": 12, "set": 13, "namedtuple": 14}
 ONCE = 10
 LIBRARY = 11
 
@@ -117,6 +121,14 @@ def allocate(i):
 
 
 TWO_PATHS = []
+CALLBACKS = []
+SEEN = set()
+Pair = collections.namedtuple("Pair", "first second")
+PAIRS = []
+
+
+def use(buffer, x):
+    return x
 LIB = ctypes.CDLL(sys.argv[2]) if len(sys.argv) > 2 else None
 LIBRARY_BUFFERS = []
 
@@ -159,6 +171,9 @@ def train(i):
     THREADS.append(t)
     taken.wait()
     TWO_PATHS.extend(allocate(i))
+    CALLBACKS.append(functools.partial(use, DeviceBuffer(KEPT["partial"] * MiB)))  # kept: partial
+    SEEN.add(DeviceBuffer(KEPT["set"] * MiB))  # kept: set
+    PAIRS.append(Pair(DeviceBuffer(KEPT["namedtuple"] * MiB), None))  # kept: namedtuple
     if LIB is not None:
         LIBRARY_BUFFERS.append(library_buffer(i))
 
