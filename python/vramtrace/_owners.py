@@ -51,6 +51,10 @@ class Walk:
         self.unreached = None
         self.targets = {}
         self.grads, self.activations, self.optimizer_state, self.optimizer_grads = set(), set(), set(), set()
+        # id(autograd node) -> the owning tensors it made: what a graph kept for backward holds
+        # alive is reached through the node (the graph keeps the tensor in C++, out of sight)
+        self.outputs_of = {}
+        self.graph_nodes = []     # those nodes: held, so that the graph's walk meets these objects
         self.torch = sys.modules.get("torch")
         self.status = COMPLETE
 
@@ -209,8 +213,28 @@ class Walk:
                 b = self.buffers[ptr] = [n, item[2], []]
             b[2].append(o)
             self.owner_of[id(o)] = ptr
+            if role == _TENSOR:
+                self._note_output(o)
             if not gc.is_tracked(o):
                 self.untracked_owner_types.add(t)
+
+    def _note_output(self, tensor):
+        """A tensor an autograd node made: the node leads to it. A graph that outlives its step
+        (a loss kept with its history) keeps the activations saved for backward in C++, where
+        neither the GC nor a walk sees them; the Python tensor of each stays alive with them,
+        its grad_fn the node the graph reaches."""
+        try:
+            if tensor.is_leaf:
+                return
+            node = tensor.grad_fn
+        except Exception:
+            return
+        if node is not None:
+            made = self.outputs_of.get(id(node))
+            if made is None:
+                made = self.outputs_of[id(node)] = []
+                self.graph_nodes.append(node)
+            made.append(tensor)
 
     # -- references, with the ones the cyclic GC does not see
 
@@ -242,6 +266,7 @@ class Walk:
                     extra.append(o._backward_hooks)
             elif role == _NODE:
                 extra.extend(fn for fn, _ in o.next_functions if fn is not None)
+                extra.extend(self.outputs_of.get(id(o), ()))
                 v = getattr(o, "variable", None)
                 if v is not None:
                     extra.append(v)
@@ -306,7 +331,7 @@ class Walk:
         if fast is not None:
             keep, everything = [], self.everything
             exclude = [self, self.__dict__, targets, keep, everything, self.buffers, self.owner_of, self.items,
-                       self.starts, self.home, self.roles, self.kinds]
+                       self.starts, self.home, self.roles, self.kinds, self.outputs_of, self.graph_nodes]
             try:
                 answer = fast([o for o, _ in roots], targets, self._needs_extra, self._extra_list, keep, everything,
                               exclude, self.deadline, MAX_OBJECTS)
