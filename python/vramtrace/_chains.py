@@ -66,15 +66,17 @@ def _is_module_container(o):
 
 
 def _is_graph_node(o):
-    """An autograd graph's node: a class of torch's with next_functions (C++ nodes, a custom
-    Function's BackwardCFunction), the test _owners.py's walk follows them by."""
-    if o is None:
+    """An autograd graph's node (C++ nodes, a custom Function's BackwardCFunction): the test
+    _owners.py's walk follows them by."""
+    torch = sys.modules.get("torch")
+    if o is None or torch is None:
         return False
     try:
+        from ._owners import _is_graph_node_type
+
         t = type(o)
         module = t.__dict__.get("__module__")
-        return isinstance(module, str) and module.startswith("torch") and \
-            any("next_functions" in vars(c) for c in t.__mro__)
+        return _is_graph_node_type(torch, t, module if isinstance(module, str) else "")
     except Exception:
         return False
 

@@ -115,7 +115,7 @@ class Walk:
             return _OPTIMIZER
         module = t.__dict__.get("__module__") if isinstance(t.__dict__, types.MappingProxyType) else None
         module = module if isinstance(module, str) else ""
-        if module.startswith("torch") and any("next_functions" in vars(c) for c in t.__mro__):
+        if _is_graph_node_type(torch, t, module):
             return _NODE  # autograd graph nodes (generated C++ classes, BackwardCFunction)
         if "Optimizer" in t.__name__:
             return _OPTIMIZER_LIKE
@@ -506,6 +506,15 @@ class _Nothing:
 
     def __exit__(self, *exc):
         return False
+
+
+def _is_graph_node_type(torch, t, module):
+    """An autograd graph's node type. The C++ nodes' generated classes say they come from
+    builtins; torch.autograd.graph.Node knows them (by name, in torch._C._functions)."""
+    node = getattr(getattr(torch.autograd, "graph", None), "Node", None)
+    if node is not None and issubclass(t, node):
+        return True
+    return module.startswith("torch") and any("next_functions" in vars(c) for c in t.__mro__)
 
 
 def _module_frame(f):

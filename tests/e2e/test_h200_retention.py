@@ -188,3 +188,25 @@ def test_a_call_the_trace_ends_in_is_not_a_per_call_figure(tmp_path):
     assert text[0].endswith("(1 invocation; tensors)") and "(running)" in text[3]
     whole = leaks("leak-cycle", "train")
     assert all(p["returned"] for p in whole["phases"]) and "so far" not in whole["summary"]
+
+
+def test_a_loss_kept_with_its_history_is_named_through_its_autograd_graph():
+    """scripts/gpu/graph_retention_check.py on an H100: each call keeps its loss (and with it the
+    graph's saved activations), a new Adam, and a forward hook's output. The graph's activations
+    are named from the list that keeps the losses (their Python tensors live on in C++, their
+    grad_fn the node the graph reaches); the inputs the graph saved, leaves without a grad_fn,
+    stay "held by native code"; cuBLAS's workspaces (first call, two handles) are labelled."""
+    truth = TRUTH["graph-retained"]
+    out = json.loads(analyze("leaks", "--json", "-q", "--phase", "train", H200 / "graph-retained.vrt").stdout)
+    assert [p["live_bytes_at_entry"] for p in out["phases"]] == truth["allocated_at_entry"]
+    roots = {k["root"]: k["bytes"] for k in out["kept_alive_by"]}
+    kept = truth["kept_per_call"]
+    assert roots["__main__.LOSSES[*] (Tensor)"] >= 3 * (kept["graph_relu_output"] + kept["graph_linear_output"])
+    assert roots["__main__.OPTIMIZERS[*] (Adam)"] == 3 * (kept["adam_exp_avg"] + kept["adam_exp_avg_sq"])
+    chains = {" -> ".join(c) for s in out["survivors"] for c in s["held_by"]}
+    assert "__main__.LOSSES[0] (Tensor) -> .grad_fn graph: ReluBackward0's output (Tensor)" in chains
+    assert "__main__.LOSSES[0] (Tensor) -> .grad_fn graph: AddmmBackward0's output (Tensor)" in chains
+    workspaces = [s for s in out["survivors"] if s["category"] == "workspace"]
+    assert workspaces and all(s["persistent"] and s["phase_index"] == 1 for s in workspaces)
+    text = analyze("leaks", "-q", "--phase", "train", H200 / "graph-retained.vrt").stdout
+    assert "persistent by design, labelled and not blamed: 65.0 MiB (cuBLAS/cuDNN workspaces 65.0 MiB" in text
