@@ -17,7 +17,7 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
-VT = os.path.join(ROOT, "build", "analyzer", "vramtrace")
+VT = os.environ.get("VRAMTRACE", os.path.join(ROOT, "build", "analyzer", "vramtrace"))
 SCENARIOS = os.path.join(HERE, "retention_scenarios.py")
 LOG = []
 
