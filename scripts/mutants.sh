@@ -646,6 +646,10 @@ m retain-named-tuple-by-index python/vramtrace/_chains.py \
   '            return "." + fields[i]\n' \
   '            return "[%d]" % i\n' \
   test_retention_shapes.py::test_each_way_of_keeping_is_named_as_its_user_would_write_it
+m retain-exception-attribute-by-its-own-property python/vramtrace/_chains.py \
+  'if BaseException.__dict__[attr].__get__(parent, BaseException) is child:' \
+  'if object.__getattribute__(parent, attr) is child:' \
+  test_retention_shapes.py::test_each_way_of_keeping_is_named_as_its_user_would_write_it
 m retain-frames-before-modules python/vramtrace/_owners.py \
   '        out += frames\n' \
   '        out = frames + out\n' \

@@ -106,7 +106,9 @@ def _class_namespace(cls, d):
     entries, by identity."""
     try:
         proxy = type.__dict__["__dict__"].__get__(cls)
-        return len(proxy) == len(d) and all(k in d and d[k] is v for k, v in proxy.items())
+        if len(proxy) != len(d) or not all(type(k) is str for k in d):
+            return False  # a key of another type could hash and compare by code of its own
+        return all(k in d and d[k] is v for k, v in proxy.items())
     except Exception:
         return False
 
@@ -201,8 +203,8 @@ def _edge(grand, parent, child, great=None):
         return "local %s" % name if name is not None else ""
     if _is(parent, BaseException):
         for attr in ("__traceback__", "__context__", "__cause__", "args"):
-            try:
-                if object.__getattribute__(parent, attr) is child:
+            try:  # BaseException's own descriptors: a subclass's property of that name may raise
+                if BaseException.__dict__[attr].__get__(parent, BaseException) is child:
                     return "." + attr
             except Exception:
                 pass

@@ -45,7 +45,7 @@ def kept_line(way):
 def expected_chains(minor):
     """The first call's survivor of each way, as leaks --json names it (steps joined by ->)."""
     thread = "Thread-1 (worker)" if minor >= 10 else "Thread-1"
-    raised = line_of("raise ValueError(tmp.nbytes)")
+    raised = line_of("raise LyingError(tmp.nbytes)")
     yielded = line_of("    yield 1")
     waiting = line_of("STOP.wait()")
     return {
@@ -53,7 +53,7 @@ def expected_chains(minor):
         # 3.9's bounded cache does not show its entries' keys beside their results
         "bounded": "__main__.bounded_buffer (lru_cache of bounded_buffer) -> cache%s (DeviceBuffer)"
                    % ("[0]" if minor >= 10 else ""),
-        "traceback": "__main__.ERRORS[0] (ValueError) -> .__traceback__.tb_next, in failing_step at "
+        "traceback": "__main__.ERRORS[0] (LyingError) -> .__traceback__.tb_next, in failing_step at "
                      f"retain_shapes.py:{raised}: local tmp (DeviceBuffer)",
         "generator": f"__main__.GENERATORS[0] (generator suspended at retain_shapes.py:{yielded}) -> local held "
                      "(DeviceBuffer)",

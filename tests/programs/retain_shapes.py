@@ -5,6 +5,7 @@ Kept per call (MiB, the line that allocates it ends in "# kept: <way>"):
   lru       1  a functools.lru_cache'd function's result (unbounded cache, keyed by the call)
   bounded   1  the same through a bounded cache (its entries are out of Python's sight)
   traceback 2  a local of a frame that raised, kept through the exception in a module-level list
+               (an exception whose own __traceback__ attribute raises)
   generator 3  a local of a suspended generator kept in a module-level list
   threadlocal 4  an attribute of a threading.local
   classattr 6  an entry of a dict that is a class attribute
@@ -72,9 +73,17 @@ def workspace():
 ERRORS = []
 
 
+class LyingError(ValueError):
+    """Its __traceback__ attribute raises: the raise machinery sets and reads the real one."""
+
+    @property
+    def __traceback__(self):
+        raise RuntimeError("no traceback for you")
+
+
 def failing_step():
     tmp = DeviceBuffer(KEPT["traceback"] * MiB)  # kept: traceback
-    raise ValueError(tmp.nbytes)
+    raise LyingError(tmp.nbytes)
 
 
 def suspended():
@@ -156,7 +165,7 @@ def train(i):
     bounded_buffer(i)
     try:
         failing_step()
-    except ValueError as e:
+    except LyingError as e:
         ERRORS.append(e)
     g = suspended()
     next(g)
