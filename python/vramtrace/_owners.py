@@ -509,12 +509,14 @@ class _Nothing:
 
 
 def _is_graph_node_type(torch, t, module):
-    """An autograd graph's node type. The C++ nodes' generated classes say they come from
-    builtins; torch.autograd.graph.Node knows them (by name, in torch._C._functions)."""
+    """An autograd graph's node type: one with next_functions that torch.autograd.graph.Node
+    knows (the C++ nodes' generated classes, by name in torch._C._functions: they say they come
+    from builtins), or a class of torch's (BackwardCFunction). Node is asked about candidates
+    only: its subclass check caches every type it is shown."""
+    if not any("next_functions" in vars(c) for c in t.__mro__):
+        return False
     node = getattr(getattr(torch.autograd, "graph", None), "Node", None)
-    if node is not None and issubclass(t, node):
-        return True
-    return module.startswith("torch") and any("next_functions" in vars(c) for c in t.__mro__)
+    return module.startswith("torch") or (node is not None and issubclass(t, node))
 
 
 def _module_frame(f):
