@@ -509,14 +509,17 @@ class _Nothing:
 
 
 def _is_graph_node_type(torch, t, module):
-    """An autograd graph's node type: one with next_functions that torch.autograd.graph.Node
-    knows (the C++ nodes' generated classes, by name in torch._C._functions: they say they come
-    from builtins), or a class of torch's (BackwardCFunction). Node is asked about candidates
-    only: its subclass check caches every type it is shown."""
-    if not any("next_functions" in vars(c) for c in t.__mro__):
-        return False
-    node = getattr(getattr(torch.autograd, "graph", None), "Node", None)
-    return module.startswith("torch") or (node is not None and issubclass(t, node))
+    """An autograd graph's node type: a C++ node's generated class (registered by its name in
+    torch._C._functions, the test torch.autograd.graph.Node makes; the class says it comes
+    from builtins), or a class of torch's with next_functions (BackwardCFunction)."""
+    functions = getattr(getattr(torch, "_C", None), "_functions", None)
+    try:
+        name = type.__dict__["__name__"].__get__(t)
+        if functions is not None and getattr(functions, name, None) is t:
+            return True
+    except Exception:
+        pass
+    return module.startswith("torch") and any("next_functions" in vars(c) for c in t.__mro__)
 
 
 def _module_frame(f):
