@@ -883,19 +883,21 @@ static int by_invocation(const void *a, const void *b)
 
 /* Per site over the invocations from `from` on (1: all), largest first: bytes, and in how many
  * invocations it left something. Groups are taken call by call: a site's stacks that left
- * survivors in one call count that call once. */
+ * survivors in one call count that call once (without memory for the order, in the groups'
+ * own: such a call may count twice, nothing is left out). */
 static void sites_since(const struct leaks *lk, uint32_t from, struct vrt_sites *s)
 {
 	vrt_sites_init(s);
 	const struct group **order = malloc((lk->n_groups ? lk->n_groups : 1) * sizeof(*order));
 	size_t n = 0;
 	for (size_t i = 0; order && i < lk->n_groups; i++)
-		if (lk->groups[i].count && lk->groups[i].invocation >= from)
-			order[n++] = &lk->groups[i];
+		order[n++] = &lk->groups[i];
 	if (order)
 		qsort(order, n, sizeof(*order), by_invocation);
-	for (size_t i = 0; order && i < n; i++) {
-		const struct group *g = order[i];
+	for (size_t i = 0; i < lk->n_groups; i++) {
+		const struct group *g = order ? order[i] : &lk->groups[i];
+		if (!g->count || g->invocation < from)
+			continue;
 		struct vrt_site *site = vrt_sites_get(s, site_stack(lk, g->stack), NULL);
 		if (!site)
 			continue;

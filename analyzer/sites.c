@@ -368,7 +368,7 @@ static bool printed_hash(const struct vrt_trace *t, uint32_t stack, uint64_t *ha
 	if (!python || head < 0)
 		return false;
 	h = hash_frame(h, &frames[head]);
-	*hash = (h ^ (remembered_rule(t, stack) + 1)) * 0x100000001b3ull; /* after: it reuses frames[] */
+	*hash = (h ^ (remembered_rule(t, stack) + 1)) * 0x100000001b3ull;
 	return true;
 }
 
