@@ -82,7 +82,8 @@ int vrt_cmd_watch(int argc, char **argv);
 	"live when the next one starts, grouped by site, and the growth per invocation. Without\n"     \
 	"phases: sites whose bytes keep rising at the low points of total memory, told apart from\n"   \
 	"caches that level off. Memory that is persistent by design (CUDA context, NCCL, workspaces,\n"\
-	"allocator cache) is labelled, not blamed.\n"                                                  \
+	"allocator cache) is labelled, not blamed, unless it grows every call (a new communicator or\n"\
+	"handle per call is blamed like any other site).\n"                                            \
 	"\n"                                                                                           \
 	"options:\n"                                                                                   \
 	"  --phase NAME   the phase to follow: a function, nvtx:NAME or mark:LABEL (default: the one\n"  \
