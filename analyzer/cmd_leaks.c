@@ -1521,6 +1521,16 @@ static void note_born(void *ctx, const struct vrt_item *it)
 
 /* The sites whose bytes rise across the low points, into growing (sorted); returns the top one
  * the user's code allocates, whose steps are counted (NULL: none). The same on every call. */
+/* The blamed site rising most: persistent-by-design memory that rises is blamed, a pseudo-site
+ * (the allocator's cache) never. */
+static const struct vrt_site *top_growing(const struct leaks *lk, const struct vrt_sites *growing)
+{
+	for (size_t i = 0; i < growing->n; i++)
+		if (!growing->v[i].label && growing->v[i].value2 && persistent_kind(lk->t, &growing->v[i], true) < 0)
+			return &growing->v[i];
+	return NULL;
+}
+
 static const struct vrt_site *growing_sites(const struct leaks *lk, struct lows *lw, struct vrt_sites *growing)
 {
 	int first = lw->first, last = lw->last;
@@ -1553,10 +1563,38 @@ static const struct vrt_site *growing_sites(const struct leaks *lk, struct lows 
 		g->value2 = s->bytes > at_two_thirds; /* still rising late: unbounded; else it levelled off */
 	}
 	vrt_sites_sort(growing);
-	for (size_t i = 0; i < growing->n; i++)
-		if (!growing->v[i].label && growing->v[i].value2 && persistent_kind(lk->t, &growing->v[i], true) < 0)
-			return &growing->v[i];
-	return NULL;
+	return top_growing(lk, growing);
+}
+
+/* The growing sites as they print: stacks that print alike (sites.h) are one site, their bytes
+ * and counts summed, rising late where one of them is. Without memory, left as they are. */
+static void fold_printed(const struct leaks *lk, struct vrt_sites *growing)
+{
+	struct vrt_site_keys keys;
+	vrt_site_keys_init(&keys, lk->t);
+	struct vrt_sites folded;
+	vrt_sites_init(&folded);
+	bool ok = true;
+	for (size_t i = 0; ok && i < growing->n; i++) {
+		const struct vrt_site *s = &growing->v[i];
+		struct vrt_site *f = s->label ? vrt_sites_get(&folded, 0, s->label)
+					      : vrt_sites_get(&folded, vrt_site_keys_stack(&keys, s->stack), NULL);
+		ok = f != NULL;
+		if (ok) {
+			f->bytes += s->bytes;
+			f->count += s->count;
+			f->value2 |= s->value2;
+			f->kinds |= s->kinds;
+		}
+	}
+	vrt_site_keys_free(&keys);
+	if (!ok) {
+		vrt_sites_free(&folded);
+		return;
+	}
+	vrt_sites_sort(&folded);
+	vrt_sites_free(growing);
+	*growing = folded;
 }
 
 /* At the last low point: the top growing site, and when its allocations live there were born. */
@@ -1783,6 +1821,8 @@ static int baseline(struct leaks *lk, struct lows *lw)
 		lost += lw->lost[w];
 	double window_s = last > first ? lw->min_s[last] - lw->min_s[first] : 0;
 	cadence_of(lw, top);
+	fold_printed(lk, &growing); /* the cadence is the top stack's own; what is shown, as it prints */
+	top = top_growing(lk, &growing);
 	char summary[1024];
 	baseline_headline(lk, &growing, window_s, &lw->cad, summary, sizeof(summary));
 	if (!rc && lk->o->json) {

@@ -662,6 +662,10 @@ m leaks-sites-merged-across-what-they-are analyzer/sites.c \
   '*hash = (h ^ (remembered_rule(t, stack) + 1)) * 0x100000001b3ull;' \
   '*hash = h;' \
   test_retention_shapes.py::test_stacks_that_print_alike_but_are_different_things_are_two_sites
+m leaks-growth-listed-by-stack analyzer/cmd_leaks.c \
+  '\tfold_printed(lk, &growing); /* the cadence' \
+  '\t(void)fold_printed; /* the cadence' \
+  test_retention_shapes.py::test_without_phases_a_line_reached_two_ways_is_listed_once
 m leaks-merged-site-counts-a-call-twice analyzer/cmd_leaks.c \
   'if (site->last != g->invocation || site->first == UINT64_MAX)' \
   'if (1)' \

@@ -214,3 +214,15 @@ def test_a_new_nccl_communicator_each_call_is_blamed_not_labelled_set_up_once():
     headline = next(row for row in text.splitlines() if row.startswith("+"))
     assert "per train() call: 8" in headline and "(job.py:81, in distributed_c10d.py" in headline, text
     assert not any("persistent by design" in row and "NCCL" in row for row in text.splitlines()), text
+
+
+def test_without_phases_a_line_reached_two_ways_is_listed_once(tmp_path, python_exe):
+    """leaks without phases (growth across the low points) lists what grows as it prints too."""
+    t = traced(tmp_path, [python_exe, SCRIPT, 8], env={"CUDART": str(CUDART)})
+    assert t.returncode == 0, t.stderr
+    text = analyze("leaks", "-q", "--top", "50", t.trace).stdout
+    line = f"retain_shapes.py:{kept_line('twopaths')})"
+    listed = [row for row in text.splitlines() if row.strip().startswith("at allocate (") and row.endswith(line)]
+    assert len(listed) == 1, text
+    out = json.loads(analyze("leaks", "--json", "-q", t.trace).stdout)
+    assert out["summary"].startswith("+"), out["summary"]
