@@ -163,7 +163,8 @@ def _lru_key(wrapper, result):
     try:
         refs = gc.get_referents(wrapper)
         for i in range(1, len(refs)):
-            if refs[i] is result and (i + 1 < len(refs) and entry_type(refs[i + 1]) or entry_type(refs[i - 2])):
+            if refs[i] is result and (i + 1 < len(refs) and entry_type(refs[i + 1]) or
+                                      i >= 2 and entry_type(refs[i - 2])):
                 key = refs[i - 1]
                 if any(_is(d, dict) and any(k is key for k in d) for d in refs):
                     return _key_text(key, False)
