@@ -54,3 +54,32 @@ def save_attached(out, stem, attached, analysis, truth, **extra):
     print(said)
     print(analysis["leaks_text"][:5000])
     print("truth:", truth)
+
+
+def run_phase_job(vramtrace, job_text, prefix, phase="train"):
+    """Runs job_text (a Python program that prints "entry N BYTES" at each call's entry) under
+    `vramtrace run --phase PHASE` in a new temporary directory; prints what it said. Returns the
+    process, the trace's path and the entries it printed."""
+    import re
+    import sys
+    import tempfile
+
+    vramtrace = os.path.abspath(vramtrace)  # the job runs in its own directory
+    tmp = tempfile.mkdtemp(prefix=prefix)
+    job = os.path.join(tmp, "job.py")
+    with open(job, "w") as f:
+        f.write(job_text)
+    trace = os.path.join(tmp, "t.vrt")
+    r = subprocess.run([vramtrace, "run", "--phase", phase, "-o", trace, "--", sys.executable, job],
+                       capture_output=True, text=True, timeout=400, cwd=tmp)
+    print(r.stdout.strip())
+    print(r.stderr.strip()[-3000:])
+    entries = [int(m[1]) for m in re.finditer(r"^entry \d+ (\d+)$", r.stdout, re.M)]
+    return r, trace, entries
+
+
+def leaks_of(vramtrace, trace, *args, as_json=False):
+    """`vramtrace leaks -q ARGS TRACE`: its text, or its JSON parsed."""
+    out = subprocess.run([vramtrace, "leaks", "-q", *(["--json"] if as_json else []), *args, trace],
+                         capture_output=True, text=True).stdout
+    return json.loads(out) if as_json else out

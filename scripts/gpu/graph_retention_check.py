@@ -14,11 +14,11 @@ PASS/FAIL.
 """
 import json
 import os
-import re
 import shutil
-import subprocess
 import sys
-import tempfile
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from common import leaks_of, run_phase_job  # noqa: E402
 
 JOB = r'''import sys, torch
 torch.manual_seed(0)
@@ -60,21 +60,10 @@ print("python", sys.version.split()[0], "torch", torch.__version__, flush=True)
 
 def main():
     vramtrace = os.path.abspath(sys.argv[1] if len(sys.argv) > 1 else "build/analyzer/vramtrace")
-    tmp = tempfile.mkdtemp(prefix="vt-graph-")
-    job = os.path.join(tmp, "job.py")
-    with open(job, "w") as f:
-        f.write(JOB)
-    trace = os.path.join(tmp, "t.vrt")
-    r = subprocess.run([vramtrace, "run", "--phase", "train", "-o", trace, "--", sys.executable, job],
-                       capture_output=True, text=True, timeout=400, cwd=tmp)
-    print(r.stdout.strip())
-    print(r.stderr.strip()[-3000:])
-    entries = [int(m[1]) for m in re.finditer(r"^entry \d+ (\d+)$", r.stdout, re.M)]
-    text = subprocess.run([vramtrace, "leaks", "-q", "--phase", "train", "--top", "20", trace],
-                          capture_output=True, text=True).stdout
+    r, trace, entries = run_phase_job(vramtrace, JOB, "vt-graph-")
+    text = leaks_of(vramtrace, trace, "--phase", "train", "--top", "20")
     print(text)
-    out = json.loads(subprocess.run([vramtrace, "leaks", "--json", "-q", "--phase", "train", trace],
-                                    capture_output=True, text=True).stdout)
+    out = leaks_of(vramtrace, trace, "--phase", "train", as_json=True)
     ok, checks = r.returncode == 0, []
     checks.append(("entries equal memory_allocated()", [p["live_bytes_at_entry"] for p in out["phases"]] == entries))
     roots = {k["root"]: k["bytes"] for k in out["kept_alive_by"]}

@@ -14,12 +14,11 @@ PASS/FAIL.
 
 --keep DIR copies the trace there (tests/golden/h200/retain-shapes*.vrt are such copies).
 """
-import json
 import os
-import re
-import subprocess
 import sys
-import tempfile
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from common import leaks_of, run_phase_job  # noqa: E402
 
 MiB = 1 << 20
 KEPT = {"lru": 1, "bounded": 1, "traceback": 2, "generator": 3, "threadlocal": 4, "default": 5, "classattr": 6,
@@ -155,21 +154,10 @@ def expected(job, minor):
 def main():
     vramtrace = os.path.abspath(sys.argv[1] if len(sys.argv) > 1 else "build/analyzer/vramtrace")
     nccl = "--nccl" in sys.argv
-    tmp = tempfile.mkdtemp(prefix="vt-shapes-")
     job_text = JOB % {"kept": KEPT, "nccl": nccl}
-    job = os.path.join(tmp, "job.py")
-    with open(job, "w") as f:
-        f.write(job_text)
-    trace = os.path.join(tmp, "t.vrt")
-    r = subprocess.run([vramtrace, "run", "--phase", "train", "-o", trace, "--", sys.executable, job],
-                       capture_output=True, text=True, timeout=400, cwd=tmp)
-    print(r.stdout.strip())
-    print(r.stderr.strip()[-3000:])
-    entries = [int(m[1]) for m in re.finditer(r"^entry \d+ (\d+)$", r.stdout, re.M)]
-    out = json.loads(subprocess.run([vramtrace, "leaks", "--json", "-q", "--phase", "train", trace],
-                                    capture_output=True, text=True).stdout)
-    text = subprocess.run([vramtrace, "leaks", "-q", "--phase", "train", "--top", "30", trace],
-                          capture_output=True, text=True).stdout
+    r, trace, entries = run_phase_job(vramtrace, job_text, "vt-shapes-")
+    out = leaks_of(vramtrace, trace, "--phase", "train", as_json=True)
+    text = leaks_of(vramtrace, trace, "--phase", "train", "--top", "30")
     print(text)
     want = expected(job_text, sys.version_info[1])
     ok = r.returncode == 0 and out["layer"] == "tensors"
@@ -195,10 +183,8 @@ def main():
         if not good:
             print(f"          want {chain}")
     if nccl:  # NCCL allocates outside PyTorch's allocator: the CUDA layer
-        cuda = json.loads(subprocess.run([vramtrace, "leaks", "--json", "-q", "--phase", "train", "--layer", "cuda",
-                                          trace], capture_output=True, text=True).stdout)
-        print(subprocess.run([vramtrace, "leaks", "-q", "--phase", "train", "--layer", "cuda", trace],
-                             capture_output=True, text=True).stdout)
+        cuda = leaks_of(vramtrace, trace, "--phase", "train", "--layer", "cuda", as_json=True)
+        print(leaks_of(vramtrace, trace, "--phase", "train", "--layer", "cuda"))
         growing = [s for s in cuda["survivors"] if s.get("category") == "nccl"]
         blamed = [s for s in growing if not s["persistent"] and s["verdict"] == "grows every call"]
         print(f"  nccl: {len(growing)} survivor groups of category nccl, {len(blamed)} blamed as growing every call, "
