@@ -19,28 +19,11 @@ a snapshot after its last call, whose walk explains everything live.
 """
 import ctypes
 import gc
-import os
 import sys
 
+from device_buffer import DeviceBuffer, rt
+
 MiB = 1 << 20
-rt = ctypes.CDLL(os.environ.get("CUDART", "libcudart.so.13"))
-
-
-class DeviceBuffer:
-    """A CUDA buffer, described the way CuPy and Numba arrays describe theirs."""
-
-    def __init__(self, nbytes):
-        self.ptr = ctypes.c_void_p()
-        if rt.cudaMalloc(ctypes.byref(self.ptr), ctypes.c_size_t(nbytes)) != 0:
-            raise MemoryError(nbytes)
-        self.nbytes = nbytes
-
-    @property
-    def __cuda_array_interface__(self):
-        return {"shape": (self.nbytes,), "typestr": "|u1", "data": (self.ptr.value, False), "version": 3}
-
-    def __del__(self):
-        rt.cudaFree(self.ptr)
 
 
 class Cycle:

@@ -27,32 +27,17 @@ buffer each (11 MiB a call): the same Python frames, two sites (what each is dif
 import collections
 import ctypes
 import functools
-import os
 import sys
 import threading
 
+from device_buffer import DeviceBuffer, rt
+
 MiB = 1 << 20
-rt = ctypes.CDLL(os.environ.get("CUDART", "libcudart.so.13"))
 
 KEPT = {"lru": 1, "bounded": 1, "traceback": 2, "generator": 3, "threadlocal": 4, "default": 5, "classattr": 6,
         "attribute": 7, "thread": 8, "twopaths": 9, "partial": 12, "set": 13, "namedtuple": 14}
 ONCE = 10
 LIBRARY = 11
-
-
-class DeviceBuffer:
-    def __init__(self, nbytes, malloc=None):
-        self.ptr = ctypes.c_void_p()
-        if (malloc or rt.cudaMalloc)(ctypes.byref(self.ptr), ctypes.c_size_t(nbytes)) != 0:
-            raise MemoryError(nbytes)
-        self.nbytes = nbytes
-
-    @property
-    def __cuda_array_interface__(self):
-        return {"shape": (self.nbytes,), "typestr": "|u1", "data": (self.ptr.value, False), "version": 3}
-
-    def __del__(self):
-        rt.cudaFree(self.ptr)
 
 
 @functools.lru_cache(maxsize=None)
