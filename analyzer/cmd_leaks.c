@@ -907,6 +907,9 @@ static void sites_since(const struct leaks *lk, uint32_t from, struct vrt_sites 
 			site->value2++; /* invocations that left survivors here */
 		site->first = g->invocation < site->first ? g->invocation : site->first;
 		site->last = g->invocation > site->last ? g->invocation : site->last;
+		uint32_t later = outlived(lk, g);
+		if (g->invocation < lk->n_inv && later > site->outlived)
+			site->outlived = later;
 	}
 	free(order);
 	vrt_sites_sort(s);
@@ -917,6 +920,14 @@ static void sites_since(const struct leaks *lk, uint32_t from, struct vrt_sites 
 static bool grows_every_call(const struct vrt_site *s, size_t calls)
 {
 	return calls >= 2 && (uint64_t)s->value2 >= (calls > 2 ? calls - 1 : calls);
+}
+
+/* Whether a site that left survivors in every call kept only one call's worth at a time: each
+ * call's (the last call's aside) were freed during the next call. A last result kept until the
+ * next replaces it, or a free deferred by a call: it is live at every entry but does not grow. */
+static bool kept_until_next_call(const struct vrt_site *s, size_t calls)
+{
+	return grows_every_call(s, calls) && s->first < s->last && s->outlived == 0;
 }
 
 /* Memory set up once by design, labelled and not blamed: its kind (PERSISTENT_*), or -1. A site
@@ -954,6 +965,10 @@ static const char *verdict(const struct vrt_trace *t, const struct vrt_site *s, 
 	if (persistent_kind(t, s, grows) >= 0) {
 		*why = rule;
 		return "persistent by design";
+	}
+	if (kept_until_next_call(s, n_inv)) {
+		*why = "each call's were freed during the next one: one call's worth is live at a time";
+		return "kept until the next call";
 	}
 	if (grows) {
 		bool set_up_once = !strcmp(category, "nccl") || !strcmp(category, "workspace");
@@ -1030,7 +1045,8 @@ static int blamed_since(const struct leaks *lk, uint32_t from, uint32_t **stacks
 	*bytes = calloc(since.n ? since.n : 1, sizeof(**bytes));
 	*n = 0;
 	for (size_t i = 0; *stacks && *bytes && i < since.n; i++)
-		if (!persistent_by_design(lk->t, &since.v[i], lk->n_inv + 1 - from) && since.v[i].bytes > 0) {
+		if (!persistent_by_design(lk->t, &since.v[i], lk->n_inv + 1 - from) && since.v[i].bytes > 0 &&
+		    !kept_until_next_call(&since.v[i], lk->n_inv + 1 - from)) { /* level: not the growth */
 			(*stacks)[*n] = since.v[i].stack;
 			(*bytes)[(*n)++] = since.v[i].bytes;
 		}

@@ -17,6 +17,8 @@ struct vrt_site {
 	uint64_t count;
 	int64_t value2;      /* a second figure some reports keep (e.g. bytes at an earlier time) */
 	uint64_t first, last; /* e.g. phase invocations born in */
+	uint32_t outlived;   /* leaks: the most later call entries one call's survivors here (not the last
+				* call's) were still live at; 0: each call's were gone by the entry after next */
 	uint8_t kinds;       /* 1 << VRT_KIND_* of its memory where the list mixes kinds (0: not kept) */
 };
 
