@@ -654,6 +654,50 @@ m retain-frames-before-modules python/vramtrace/_owners.py \
   '        out += frames\n' \
   '        out = frames + out\n' \
   'test_retention_shapes.py::test_the_chains_on_each_version[3.10]'
+m retain-walk-keeps-its-own-frame python/vramtrace/_owners.py \
+  '        current = f = None\n' \
+  '        pass\n' \
+  test_retention_elsewhere.py::test_the_walks_keep_nothing_the_program_let_go
+m retain-phase-hook-raises-at-teardown python/vramtrace/_phases.py \
+  '    except Exception:  # never into the program; at teardown this module'"'"'s globals are None\n        pass\n' \
+  '    except ZeroDivisionError:\n        pass\n' \
+  'test_retention_elsewhere.py::test_the_phase_hook_never_raises_into_the_program[this]'
+m retain-monitoring-hook-raises python/vramtrace/_phases.py \
+  '            _enter(label)\n        except Exception:  # never into the program\n            pass\n' \
+  '            _enter(label)\n        except ZeroDivisionError:\n            pass\n' \
+  'test_retention_elsewhere.py::test_the_phase_hook_never_raises_into_the_program[3.12]'
+m retain-signal-handlers-not-roots python/vramtrace/_owners.py \
+  '        out += _signal_handlers()\n' \
+  '' \
+  'test_retention_elsewhere.py::test_each_holder_is_named[signal]'
+m retain-context-variable-unnamed python/vramtrace/_chains.py \
+  '                return ": variable %s" % refs[i + side].name' \
+  '                return ""' \
+  'test_retention_elsewhere.py::test_each_holder_is_named[context]'
+m retain-native-holder-run-together python/vramtrace/_owners.py \
+  'root_step=head == "held by native code")' \
+  'root_step=False)' \
+  'test_retention_elsewhere.py::test_each_holder_is_named[atexit]'
+m retain-cycle-gc-off-unsaid python/vramtrace/_owners.py \
+  'if getattr(self, "gc_off", False):' \
+  'if False:' \
+  'test_retention_elsewhere.py::test_each_holder_is_named[cycle]'
+m retain-cycle-at-attribute-dict python/vramtrace/_owners.py \
+  '            path.insert(0, owner)\n' \
+  '            pass\n' \
+  'test_retention_elsewhere.py::test_each_version[3.10]'
+m retain-replaced-profile-unsaid python/vramtrace/_phases.py \
+  '        if sys.getprofile() is not _profile:' \
+  '        if False:' \
+  test_retention_elsewhere.py::test_a_profiler_that_replaces_the_phase_hook_is_said
+m leaks-kept-until-next-call-called-growth analyzer/cmd_leaks.c \
+  'return grows_every_call(s, calls) && s->first < s->last && s->outlived == 0;' \
+  'return false;' \
+  'test_retention_elsewhere.py::test_kept_until_the_next_call_is_told_from_growth[slot]'
+m leaks-outlived-not-kept analyzer/cmd_leaks.c \
+  '\t\tif (g->invocation < lk->n_inv && later > site->outlived)' \
+  '\t\tif (0)' \
+  'test_retention_elsewhere.py::test_kept_until_the_next_call_is_told_from_growth[cycle]'
 m leaks-stacks-that-print-alike-apart analyzer/cmd_leaks.c \
   'return lk->keys ? vrt_site_keys_stack(lk->keys, stack) : stack;' \
   'return stack;' \

@@ -4,6 +4,7 @@ name, the owner last; hops through containers and modules fold into a step
 "Retention"). Objects are looked at by identity and by their real type only: an object's own
 __class__, __eq__ or __getattr__ may lie or raise.
 """
+import contextvars
 import sys
 import types
 
@@ -11,6 +12,8 @@ SEP = "\x1f"
 MAX_STEP_TEXT = 160
 
 _PLAIN = (dict, list, tuple, set, frozenset, types.CellType, types.MappingProxyType)
+_CONTEXT = type(contextvars.copy_context())
+_CONTEXT_VAR = contextvars.ContextVar
 _SUSPENDED = (types.GeneratorType, types.CoroutineType, types.AsyncGeneratorType)
 # Objects a chain passes through on its way to a frame's local: named by the hop, not a step.
 _HOPS = (types.ModuleType, types.FrameType, types.TracebackType)
@@ -81,10 +84,18 @@ def _is_graph_node(o):
         return False
 
 
+def _is_hamt(o):
+    """A node of the immutable map behind contextvars.Context (its C types are not importable)."""
+    return type(o).__module__ == "builtins" and type(o).__name__.startswith("hamt")
+
+
 def _significant(o):
     """Objects that end a step of the chain: those a person would name. An autograd graph's
-    nodes are hops: what a graph keeps is named from the tensor that holds the graph."""
-    if _is(o, _PLAIN) or _is(o, _HOPS) or _is_graph_node(o):
+    nodes are hops: what a graph keeps is named from the tensor that holds the graph; so are
+    the nodes of a context's map: a value is named by its variable."""
+    if _is(o, _PLAIN) or _is(o, _HOPS) or _is_graph_node(o) or _is_hamt(o):
+        return False
+    if _is(o, _CONTEXT):
         return False
     if type(o).__name__ in ("OrderedDict", "defaultdict", "deque") or _is_named(o, "functools", "_lru_list_elem"):
         return False
@@ -173,6 +184,50 @@ def _lru_key(wrapper, result):
     return ""
 
 
+def _context_variable(node, child):
+    """How a context (or a node of its map) holds child: ": variable NAME" for a value, "" for the
+    map's inner nodes. A node's referents list each value next to its key (a NULL key, for an
+    inner node, is not listed), on the side _key_side() says."""
+    import gc
+
+    try:
+        refs = gc.get_referents(node)
+        side = _key_side()
+        for i in range(len(refs)):
+            if refs[i] is child and 0 <= i + side < len(refs) and _is(refs[i + side], _CONTEXT_VAR):
+                return ": variable %s" % refs[i + side].name
+    except Exception:
+        pass
+    return ""
+
+
+_KEY_SIDE = []
+
+
+def _key_side():
+    """+1 where a map node's referents list a key after its value (CPython's hamt.c visits its
+    array from the end), -1 where before: found once, on a context of two variables."""
+    if not _KEY_SIDE:
+        import gc
+
+        def probe():
+            a, b = contextvars.ContextVar("a"), contextvars.ContextVar("b")
+            a.set(1.5)
+            b.set(2.5)
+            nodes = [contextvars.copy_context()]
+            while nodes:
+                refs = gc.get_referents(nodes.pop())
+                for i, r in enumerate(refs):
+                    if r == 1.5 and type(r) is float:
+                        return 1 if i + 1 < len(refs) and refs[i + 1] is a else -1
+                    if _is_hamt(r):
+                        nodes.append(r)
+            return 1
+
+        _KEY_SIDE.append(contextvars.Context().run(probe))
+    return _KEY_SIDE[0]
+
+
 def _frame_local(frame, child):
     try:
         for name, v in frame.f_locals.items():
@@ -214,6 +269,8 @@ def _edge(grand, parent, child, great=None):
             return ".tb_next"
         if child is parent.tb_frame:
             return ", in %s:" % _where(child)
+    if _is(parent, _CONTEXT) or _is_hamt(parent):
+        return _context_variable(parent, child)
     if _is_named(parent, "_thread", "_local"):
         return ""  # its per-thread attribute dicts: their entries are named as attributes
     if _is_named(grand, "_thread", "_local") and _is(parent, dict):
@@ -325,12 +382,16 @@ def _tidy(text):
     return _MODULE_PARTS.sub(lambda m: "." + (m.group(1) or m.group(2)), text)
 
 
-def describe(path, text):
+def describe(path, text, root_step=False):
     """The chain's steps, U+001F between them: the root (text names it), then one step per
     object a person would name, the owner last; hops through containers fold into the step
-    (__main__.model.layers.0.weight)."""
+    (__main__.model.layers.0.weight). root_step: the root is an object of its own that the
+    text does not name (a signal handler, what native code holds), a step of its own."""
     steps = []
     frame_root = _is(path[0], types.FrameType)
+    if root_step and len(path) > 1 and _significant(path[0]):
+        steps.append("%s (%s)" % (text[:MAX_STEP_TEXT], type_name(path[0])))
+        text = ""
     for k in range(1, len(path)):
         grand = path[k - 2] if k >= 2 else None
         great = path[k - 3] if k >= 3 else None

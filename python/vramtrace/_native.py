@@ -104,6 +104,20 @@ def _retention():
     return _retention_api or None
 
 
+_array_types = {}
+
+
+def _live_item_array(cap):
+    """LiveItem * cap, kept: a ctypes type is its own cycle, which a program with the cyclic GC
+    off would keep as garbage once a walk dropped it."""
+    t = _array_types.get(cap)
+    if t is None:
+        if len(_array_types) > 16:
+            _array_types.clear()
+        t = _array_types[cap] = LiveItem * cap
+    return t
+
+
 def live_items(born_ns):
     """The live buffers born at or after born_ns (CLOCK_MONOTONIC), as (addr, size, device, kind,
     tensor, born_ns) tuples; None when the preload cannot say."""
@@ -112,7 +126,7 @@ def live_items(born_ns):
         return None
     cap = 1024
     while True:
-        buf = (LiveItem * cap)()
+        buf = _live_item_array(cap)()
         n = api[0](born_ns, buf, cap)
         if n < 0:
             return None

@@ -5,17 +5,19 @@ preload's C (preload/pyreach.c) when it can, else Python's gc.get_referents. The
 heap still (the cyclic GC off, other threads held back) for the walk's whole life.
 """
 import bisect
+import contextvars
 import ctypes
 import gc
 import itertools
 import os
+import signal
 import sys
 import threading
 import time
 import types
 
 from . import _native
-from ._chains import describe, type_name
+from ._chains import _CONTEXT, _is, _significant, describe, type_name
 
 # enum vrt_walk_status, vrt_owner_category, vrt_owner_status (format.h)
 COMPLETE, TIMED_OUT, FAILED = 0, 1, 2
@@ -29,6 +31,58 @@ _IGNORED = object()
 
 # What Walk._extra adds for a type (kept per type: the test runs once for each).
 _PLAIN_TYPE, _TENSOR, _NODE, _OPTIMIZER, _OPTIMIZER_LIKE, _FRAME, _MODULE = 0, 1, 2, 3, 4, 5, 6
+
+
+def _start_cycle_at_object(path):
+    """A cycle (path[0] again further on) that starts at an object's attribute dict (before 3.11
+    an object's attributes are a dict of its own) starts at the object instead: named as
+    Node.other, as on later versions."""
+    try:
+        again = next(i for i in range(1, len(path)) if path[i] is path[0])
+        owner = path[again - 1]
+        if again >= 2 and not _significant(path[0]) and _significant(owner) and \
+                object.__getattribute__(owner, "__dict__") is path[0]:
+            path.insert(0, owner)
+    except Exception:  # no __dict__, or a cycle that does not close
+        pass
+
+
+def _signal_handlers():
+    """The Python functions set as signal handlers: the signal module holds them in C."""
+    out = []
+    try:
+        for sig in signal.valid_signals():
+            handler = signal.getsignal(sig)
+            if handler is not None and not _is(handler, (int, types.BuiltinFunctionType)):
+                out.append((handler, "signal handler for %s" % signal.Signals(sig).name))
+    except Exception:  # not the main interpreter, or a signal the enum does not know
+        pass
+    return out
+
+
+def _thread_frames():
+    """Every thread's frames (innermost first) but ours and module-level ones, with their text.
+    The current thread's innermost frame is this function's own: a local that kept it would make
+    a cycle through every frame below it, the traced program's included, which a program with
+    the cyclic GC off (or until its next full collection) would keep with all their locals."""
+    frames = []
+    me = threading.get_ident()
+    names = {t.ident: t.name for t in threading.enumerate()}
+    current = sys._current_frames()
+    try:
+        for ident, f in current.items():
+            while f is not None and ident == me and f.f_globals.get("__name__", "").startswith("vramtrace"):
+                f = f.f_back  # our own frames are not roots
+            while f is not None:
+                if not _module_frame(f):  # a module's locals are its globals, named through the module
+                    code = f.f_code
+                    where = "%s (%s:%d)" % (getattr(code, "co_qualname", code.co_name),
+                                            os.path.basename(code.co_filename), f.f_lineno or 0)
+                    frames.append((f, where if ident == me else "thread %s: %s" % (names.get(ident, ident), where)))
+                f = f.f_back
+    finally:
+        current = f = None
+    return frames
 
 
 class Walk:
@@ -280,28 +334,18 @@ class Walk:
         """Modules first, then every thread's frames, then gc.garbage. The search is breadth
         first and a tie at one depth goes to the root listed first: a module's globals are a
         frame's globals too (a frame's referents before 3.11), and named through the module."""
-        frames = []
-        me = threading.get_ident()
-        names = {t.ident: t.name for t in threading.enumerate()}
-        for ident, frame in sys._current_frames().items():
-            f = frame
-            while f is not None and ident == me and f.f_globals.get("__name__", "").startswith("vramtrace"):
-                f = f.f_back  # our own frames are not roots
-            while f is not None:
-                if _module_frame(f):
-                    f = f.f_back  # its locals are a module's globals, named through the module
-                    continue
-                code = f.f_code
-                where = "%s (%s:%d)" % (getattr(code, "co_qualname", code.co_name),
-                                        os.path.basename(code.co_filename), f.f_lineno or 0)
-                frames.append((f, where if ident == me else "thread %s: %s" % (names.get(ident, ident), where)))
-                f = f.f_back
+        frames = _thread_frames()
         main = sys.modules.get("__main__")
         mods = [("__main__", main)] if main is not None else []
         mods += [(n, m) for n, m in list(sys.modules.items()) if m is not main]
         out = [(m, name) for name, m in mods if isinstance(m, types.ModuleType) and not name.startswith("vramtrace")]
         out += frames
+        out += _signal_handlers()
+        context = contextvars.copy_context()  # a new Context around this thread's map
+        if len(context):
+            out.append((context, "context of thread %s" % threading.current_thread().name))
         out.append((gc.garbage, "gc.garbage"))
+        self.object_roots = {id(o) for o, _ in out if not _is(o, (types.ModuleType, types.FrameType, list, _CONTEXT))}
         return out
 
     def run(self):
@@ -447,7 +491,10 @@ class Walk:
     def _chain(self, obj):
         path = self.path_of(obj)
         text = self.root_text.get(id(path[0])) if path else None
-        return None if text is None else describe(path[-MAX_STEPS:] if len(path) > MAX_STEPS else path, text)
+        if text is None:
+            return None
+        return describe(path[-MAX_STEPS:] if len(path) > MAX_STEPS else path, text,
+                        root_step=id(path[0]) in self.object_roots)
 
     def _unreachable_chain(self, obj):
         """Who holds an owner that no root reaches: up through referrers outside the reached
@@ -469,16 +516,23 @@ class Walk:
         while len(path) < MAX_STEPS:
             p = self._rev.get(id(path[-1]))
             if p is None:
-                head = "held by native code: " + type_name(path[-1])
+                head = "held by native code"
+                if not _significant(path[-1]):
+                    head += ": " + type_name(path[-1])
                 break
             if id(p) in on_path:
-                head = "a reference cycle: " + type_name(p)
+                head = "a reference cycle"
                 path.append(p)  # the chain starts and ends the cycle at p
                 break
             path.append(p)
             on_path.add(id(p))
         path.reverse()
-        return describe(path, head)
+        if head == "a reference cycle":
+            _start_cycle_at_object(path)
+            if getattr(self, "gc_off", False):  # what the cyclic GC would free, but the program turned it off
+                head += " (the cyclic GC is off)"
+            head += ": " + type_name(path[0])
+        return describe(path, head, root_step=head == "held by native code")
 
     def emit(self):
         for ptr, (size, device, objs) in self.buffers.items():

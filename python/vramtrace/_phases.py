@@ -84,30 +84,44 @@ def _install_monitoring():
     mon.use_tool_id(tool, "vramtrace")
     local = E.PY_RETURN | E.PY_YIELD | E.PY_RESUME
 
+    labels = _labels  # a closure's own: at teardown the module's globals are None
+
     def on_start(code, offset):
-        label = _labels.get(code)
-        if label is None:
-            label = _labels[code] = _label_for(code, _module_of_caller(1))
-            if label:
-                mon.set_local_events(tool, code, local)
-        if not label:
-            return mon.DISABLE
-        _enter(label)
+        try:
+            label = labels.get(code)
+            if label is None:
+                label = labels[code] = _label_for(code, _module_of_caller(1))
+                if label:
+                    mon.set_local_events(tool, code, local)
+            if not label:
+                return mon.DISABLE
+            _enter(label)
+        except Exception:  # never into the program
+            pass
 
     def on_end(code, offset, value):
-        label = _labels.get(code)
-        if label:
-            _exit(label)
+        try:
+            label = labels.get(code)
+            if label:
+                _exit(label)
+        except Exception:
+            pass
 
     def on_resume(code, offset):
-        label = _labels.get(code)
-        if label:
-            _enter(label)
+        try:
+            label = labels.get(code)
+            if label:
+                _enter(label)
+        except Exception:
+            pass
 
     def on_unwind(code, offset, exc):
-        label = _labels.get(code)  # global event: stay O(1), never return DISABLE
-        if label:
-            _exit(label)
+        try:
+            label = labels.get(code)  # global event: stay O(1), never return DISABLE
+            if label:
+                _exit(label)
+        except Exception:
+            pass
 
     mon.register_callback(tool, E.PY_START, on_start)
     mon.register_callback(tool, E.PY_RETURN, on_end)
@@ -120,12 +134,15 @@ def _install_monitoring():
 def _profile(frame, event, arg):
     if event != "call" and event != "return":
         return
-    code = frame.f_code
-    label = _labels.get(code)
-    if label is None:
-        label = _labels[code] = _label_for(code, frame.f_globals.get("__name__"), frame)
-    if label:
-        (_enter if event == "call" else _exit)(label)
+    try:
+        code = frame.f_code
+        label = _labels.get(code)
+        if label is None:
+            label = _labels[code] = _label_for(code, frame.f_globals.get("__name__"), frame)
+        if label:
+            (_enter if event == "call" else _exit)(label)
+    except Exception:  # never into the program; at teardown this module's globals are None
+        pass
 
 
 def install(spec):
@@ -137,7 +154,22 @@ def install(spec):
     else:
         threading.setprofile(_profile)
         sys.setprofile(_profile)
+        import atexit
+
+        atexit.register(_say_if_replaced)
     return True
+
+
+def _say_if_replaced():
+    """Before 3.12 a profile function is one per thread: a program that sets its own (sys.setprofile,
+    cProfile, torch.profiler with stacks) ends the phases without a word. Said once, at exit."""
+    try:
+        if sys.getprofile() is not _profile:
+            sys.stderr.write("vramtrace: --phase stopped following calls on the main thread: the program set a "
+                             "profile function of its own (sys.setprofile, cProfile, a profiler's Python stacks) "
+                             "in place of vramtrace's; on Python 3.12+ they coexist\n")
+    except Exception:
+        pass
 
 
 def install_from_environment():

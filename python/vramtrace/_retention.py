@@ -303,6 +303,7 @@ def walk(reason, born_ns, floor_s=0.0):
             return None
         budget_ns = int(max(min(_state["max_walk_s"] * 1e9, _credit_ns()), floor_s * 1e9))
         w = Walk(items, start + budget_ns)
+        w.gc_off = not gc_was_on
         try:
             status = w.run()
         finally:

@@ -82,7 +82,7 @@ def test_a_cycle_no_root_reaches_is_unreachable_and_says_so(run):
     _, d = run
     for g in by_line(d["survivors"])[train_line("Cycle(")]:
         assert g["held_by_status"] == "unreachable"
-        assert g["held_by"] == [["a reference cycle: Cycle.me (Cycle)", ".buf (DeviceBuffer)"]]
+        assert g["held_by"] == [["a reference cycle (the cyclic GC is off): Cycle.me (Cycle)", ".buf (DeviceBuffer)"]]
 
 
 def test_memory_no_python_object_owns_is_not_python(run):
@@ -96,7 +96,7 @@ def test_the_text_report_says_what_holds_each_site(run):
     text = analyze("leaks", "--quiet", "--phase", "train", t.trace).stdout
     assert "held by: 4.00 MiB  __main__.REGISTRY[0] (DeviceBuffer)" in text
     assert "__main__.HOOKS[0] (function make_hook.<locals>.hook) -> closure variable state (DeviceBuffer)" in text
-    assert "held only by a cycle or native code: a reference cycle: Cycle.me (Cycle) -> .buf (DeviceBuffer)" in text
+    assert "held only by a cycle or native code: a reference cycle (the cyclic GC is off): Cycle.me (Cycle) -> .buf (DeviceBuffer)" in text
     assert "held by: no Python object" in text
 
 

@@ -1,0 +1,81 @@
+"""A train() that keeps one buffer a call where a program's own objects do not name it, with the
+cyclic GC off (tests/e2e/test_retention_elsewhere.py):
+
+  signal   2  a closure variable of the function set as the SIGUSR1 handler (the next call's replaces it)
+  context  3  the value of a context variable (the next call's replaces it)
+  slot     6  a __slots__ attribute of a module-level object (the next call's replaces it)
+  cycle    7  an attribute of one of two objects that refer to each other, never collected
+  atexit   1  a closure variable of a function registered with atexit (held in C, out of Python's sight)
+
+A replaced buffer must be freed when the next call replaces it, traced or not: the retention
+walks run with the GC off too and must leave nothing behind. At the end the program prints
+"alive: " and, for each way, whether each call's buffer is still alive. Buffers freed during
+teardown run Python code (their __del__) while vramtrace's phase hook is still set.
+
+    retain_elsewhere.py [CALLS [cprofile]]    cprofile: the second call runs under cProfile
+"""
+import atexit
+import contextvars
+import gc
+import json
+import signal
+import sys
+import weakref
+
+from device_buffer import DeviceBuffer
+
+MiB = 1 << 20
+
+KEPT = {"atexit": 1, "signal": 2, "context": 3, "slot": 6, "cycle": 7}
+REPLACED = ("signal", "context", "slot")
+
+STEP_BUFFER = contextvars.ContextVar("step_buffer", default=None)
+ALIVE = {way: [] for way in KEPT}
+
+
+class Holder:
+    __slots__ = ("buf",)
+
+
+HOLDER = Holder()
+
+
+class Node:
+    def __init__(self):
+        self.other = self.buf = None
+
+
+def watch(way, buffer):
+    ALIVE[way].append(weakref.ref(buffer))
+    return buffer
+
+
+def train(i):
+    at_exit = watch("atexit", DeviceBuffer(KEPT["atexit"] * MiB))  # kept: atexit
+    atexit.register(lambda: at_exit)
+    held = watch("signal", DeviceBuffer(KEPT["signal"] * MiB))  # kept: signal
+    signal.signal(signal.SIGUSR1, lambda signum, frame: held)
+    STEP_BUFFER.set(watch("context", DeviceBuffer(KEPT["context"] * MiB)))  # kept: context
+    HOLDER.buf = watch("slot", DeviceBuffer(KEPT["slot"] * MiB))  # kept: slot
+    a, b = Node(), Node()
+    a.other, b.other = b, a
+    a.buf = watch("cycle", DeviceBuffer(KEPT["cycle"] * MiB))  # kept: cycle
+
+
+def main():
+    calls = int(sys.argv[1]) if len(sys.argv) > 1 else 3
+    profiled = len(sys.argv) > 2 and sys.argv[2] == "cprofile"
+    gc.disable()
+    for i in range(calls):
+        if profiled and i == 1:
+            import cProfile
+
+            profiler = cProfile.Profile()
+            profiler.runcall(train, i)
+        else:
+            train(i)
+    print("alive: " + json.dumps({way: [r() is not None for r in refs] for way, refs in ALIVE.items()}), flush=True)
+
+
+if __name__ == "__main__":
+    main()
