@@ -666,6 +666,14 @@ m retain-monitoring-hook-raises python/vramtrace/_phases.py \
   '            _enter(label)\n        except Exception:  # never into the program\n            pass\n' \
   '            _enter(label)\n        except ZeroDivisionError:\n            pass\n' \
   'test_retention_elsewhere.py::test_the_phase_hook_never_raises_into_the_program[3.12]'
+m retain-walk-keeps-copied-locals python/vramtrace/_owners.py \
+  '                f.f_locals.clear()\n' \
+  '                pass\n' \
+  test_retention_elsewhere.py::test_the_walks_keep_nothing_the_program_let_go
+m retain-walk-forgets-the-event-frames-locals python/vramtrace/_owners.py \
+  '                if f is not None and sys.version_info < (3, 12):\n' \
+  '                if False:\n' \
+  test_retention_elsewhere.py::test_the_walks_keep_nothing_the_program_let_go
 m retain-signal-handlers-not-roots python/vramtrace/_owners.py \
   '        out += _signal_handlers()\n' \
   '' \

@@ -228,8 +228,14 @@ def _key_side():
     return _KEY_SIDE[0]
 
 
+# Frames whose f_locals naming read (before 3.13 that leaves a copy of the locals on the frame):
+# the walk that named them forgets those copies when it ends (_owners._forget_locals).
+FRAMES_READ = []
+
+
 def _frame_local(frame, child):
     try:
+        FRAMES_READ.append(frame)
         for name, v in frame.f_locals.items():
             if v is child:
                 return name

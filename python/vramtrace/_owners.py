@@ -16,7 +16,7 @@ import threading
 import time
 import types
 
-from . import _native
+from . import _chains, _native
 from ._chains import _CONTEXT, _is, _significant, describe, type_name
 
 # enum vrt_walk_status, vrt_owner_category, vrt_owner_status (format.h)
@@ -31,6 +31,42 @@ _IGNORED = object()
 
 # What Walk._extra adds for a type (kept per type: the test runs once for each).
 _PLAIN_TYPE, _TENSOR, _NODE, _OPTIMIZER, _OPTIMIZER_LIKE, _FRAME, _MODULE = 0, 1, 2, 3, 4, 5, 6
+
+
+_LOCALS_COPIED = sys.version_info < (3, 13)  # from 3.13 f_locals is a view (PEP 667)
+_CO_OPTIMIZED = 0x0001  # a function's code: its frame's f_locals is a copy, not a namespace
+
+
+def _forget_locals(frames):
+    """Before 3.13 reading a function frame's f_locals leaves a dict of the values its locals
+    had then on the frame until it ends or is read again: a loop's frame would keep what its
+    local named when the walk ran after the loop rebinds it. Empties those dicts where nothing
+    can be between reading and writing them back: not a frame running on another thread, nor
+    (before 3.12) the one whose profile event runs this walk (its trampoline writes the dict
+    back into the frame's locals when the event returns); a later read fills the dict anew."""
+    if not _LOCALS_COPIED or not frames:
+        return
+    me = threading.get_ident()
+    busy = set()
+    current = sys._current_frames()
+    try:
+        for ident, f in current.items():
+            if ident == me:
+                while f is not None and f.f_globals.get("__name__", "").startswith("vramtrace"):
+                    f = f.f_back
+                if f is not None and sys.version_info < (3, 12):
+                    busy.add(id(f))
+                continue
+            while f is not None:
+                busy.add(id(f))
+                f = f.f_back
+        for f in frames:
+            if id(f) not in busy and f.f_code.co_flags & _CO_OPTIMIZED:
+                f.f_locals.clear()
+    except Exception:  # a frame that does not read as expected keeps its copy
+        pass
+    finally:
+        current = f = None
 
 
 def _start_cycle_at_object(path):
@@ -102,6 +138,7 @@ class Walk:
         self.home = {}            # id(parameter) -> (module, name); id(grad) -> (its tensor, None)
         self.paths = None         # the C search's answer: id(target) -> [root, ..., target]
         self.everything = []      # gc.get_objects() at the start
+        self.read_locals = []     # frames whose f_locals the walk read (release() forgets them)
         self.unreached = None
         self.targets = {}
         self.grads, self.activations, self.optimizer_state, self.optimizer_grads = set(), set(), set(), set()
@@ -113,7 +150,10 @@ class Walk:
         self.status = COMPLETE
 
     def release(self):
-        """Drops every reference the walk took (the program may run with the cyclic GC off)."""
+        """Drops every reference the walk took (the program may run with the cyclic GC off),
+        the copies of locals left on the frames it read included."""
+        _forget_locals(self.read_locals + _chains.FRAMES_READ)
+        del _chains.FRAMES_READ[:]
         for v in list(vars(self).values()):
             if isinstance(v, (dict, set, list)):
                 v.clear()
@@ -304,6 +344,7 @@ class Walk:
             if role == _FRAME:
                 # A running frame's locals are the GC's roots, not the frame's referents.
                 extra.extend(o.f_locals.values())
+                self.read_locals.append(o)
             elif role == _TENSOR:
                 # Kept in C++: .grad, grad_fn; and a tensor whose C++ side is shared is not
                 # traversed at all, its __dict__ (a Parameter's attributes) included.

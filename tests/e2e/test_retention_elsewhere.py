@@ -42,12 +42,18 @@ EXPECTED_CHAINS = {
     "slot": "__main__.HOLDER (Holder) -> .buf (DeviceBuffer)",
     "cycle": "a reference cycle (the cyclic GC is off): Node.other (Node) -> .other (Node) -> .buf (DeviceBuffer)",
     "atexit": "held by native code (function train.<locals>.<lambda>) -> closure variable at_exit (DeviceBuffer)",
+    "local": "main (retain_elsewhere.py:%d): last (DeviceBuffer)" % next(
+        n for n, line in enumerate(LINES, 1) if line.strip() == "last = train(i)"),
 }
 
 
+def printed(stdout, what):
+    line = next(row for row in stdout.splitlines() if row.startswith(what + ": "))
+    return json.loads(line[len(what) + 2:])
+
+
 def alive(stdout):
-    line = next(row for row in stdout.splitlines() if row.startswith("alive: "))
-    return json.loads(line[len("alive: "):])
+    return printed(stdout, "alive")
 
 
 def run_leaks(tmp_path, exe, *args):
@@ -85,6 +91,7 @@ def test_the_walks_keep_nothing_the_program_let_go(run, python_exe, tmp_path):
     untraced = what_stays_alive(tmp_path, python_exe)
     assert untraced == {way: [way not in REPLACED] * (CALLS - 1) + [True] for way in KEPT_MIB}
     assert alive(t.stdout) == untraced
+    assert printed(t.stdout, "rebound") == [False] * (CALLS - 1)
 
 
 def test_nothing_is_printed_at_teardown(run):
@@ -136,7 +143,8 @@ def test_each_holder_is_named(run, way):
 def test_kept_until_the_next_call_is_told_from_growth(run, way):
     _, out = run
     groups = of_way(out, way)
-    assert sorted(s["phase_index"] for s in groups) == list(range(1, CALLS + 1))
+    # the last call's local is freed when main() returns, before teardown
+    assert sorted(s["phase_index"] for s in groups) == list(range(1, CALLS + (way != "local")))
     want = "kept until the next call" if way in REPLACED else "grows every call"
     assert {s["verdict"] for s in groups} == {want}, groups
 
@@ -164,6 +172,8 @@ def test_each_version(tmp_path, minor):
         pytest.skip(f"no CPython 3.{minor} here (pyenv, python3.{minor} on PATH, VRAMTRACE_TEST_PYTHONS)")
     t, out = run_leaks(tmp_path, exe)
     assert alive(t.stdout) == {way: [way not in REPLACED] * (CALLS - 1) + [True] for way in KEPT_MIB}
+    # a walk read the loop's locals: what the local named then is freed once it names another
+    assert printed(t.stdout, "rebound") == [False] * (CALLS - 1)
     assert "Exception ignored" not in t.stderr, t.stderr
     chains = {way: [" -> ".join(c) for s in of_way(out, way) if s["phase_index"] == 1 for c in s["held_by"]]
               for way in EXPECTED_CHAINS}

@@ -6,10 +6,14 @@ cyclic GC off (tests/e2e/test_retention_elsewhere.py):
   slot     6  a __slots__ attribute of a module-level object (the next call's replaces it)
   cycle    7  an attribute of one of two objects that refer to each other, never collected
   atexit   1  a closure variable of a function registered with atexit (held in C, out of Python's sight)
+  local    4  what train() returns, a local of the loop that calls it (the next call's replaces it)
 
 A replaced buffer must be freed when the next call replaces it, traced or not: the retention
-walks run with the GC off too and must leave nothing behind. At the end the program prints
-"alive: " and, for each way, whether each call's buffer is still alive. Buffers freed during
+walks run with the GC off too and must leave nothing behind, nor keep what a running frame's
+local held when they read it (before 3.13 reading a frame's locals leaves a copy of them on the
+frame). At the end the program prints "alive: " and, for each way, whether each call's buffer is
+still alive, and "rebound: " whether each returned buffer was still alive once the loop's local
+named the next one. Buffers freed during
 teardown run Python code (their __del__) while vramtrace's phase hook is still set.
 
     retain_elsewhere.py [CALLS [cprofile]]    cprofile: the second call runs under cProfile
@@ -26,8 +30,8 @@ from device_buffer import DeviceBuffer
 
 MiB = 1 << 20
 
-KEPT = {"atexit": 1, "signal": 2, "context": 3, "slot": 6, "cycle": 7}
-REPLACED = ("signal", "context", "slot")
+KEPT = {"atexit": 1, "signal": 2, "context": 3, "local": 4, "slot": 6, "cycle": 7}
+REPLACED = ("signal", "context", "local", "slot")
 
 STEP_BUFFER = contextvars.ContextVar("step_buffer", default=None)
 ALIVE = {way: [] for way in KEPT}
@@ -51,6 +55,8 @@ def watch(way, buffer):
 
 
 def train(i):
+    """i is read last: a walk that emptied the frame's locals under its profile event would
+    have deleted it."""
     at_exit = watch("atexit", DeviceBuffer(KEPT["atexit"] * MiB))  # kept: atexit
     atexit.register(lambda: at_exit)
     held = watch("signal", DeviceBuffer(KEPT["signal"] * MiB))  # kept: signal
@@ -60,21 +66,27 @@ def train(i):
     a, b = Node(), Node()
     a.other, b.other = b, a
     a.buf = watch("cycle", DeviceBuffer(KEPT["cycle"] * MiB))  # kept: cycle
+    if i < 0:
+        raise ValueError(i)
+    return watch("local", DeviceBuffer(KEPT["local"] * MiB))  # kept: local
 
 
 def main():
     calls = int(sys.argv[1]) if len(sys.argv) > 1 else 3
     profiled = len(sys.argv) > 2 and sys.argv[2] == "cprofile"
     gc.disable()
+    last, rebound = None, []
     for i in range(calls):
         if profiled and i == 1:
             import cProfile
 
             profiler = cProfile.Profile()
-            profiler.runcall(train, i)
+            last = profiler.runcall(train, i)
         else:
-            train(i)
+            last = train(i)
+        rebound += [ALIVE["local"][i - 1]() is not None] if i else []
     print("alive: " + json.dumps({way: [r() is not None for r in refs] for way, refs in ALIVE.items()}), flush=True)
+    print("rebound: " + json.dumps(rebound), flush=True)
 
 
 if __name__ == "__main__":
