@@ -674,6 +674,10 @@ m retain-walk-forgets-the-event-frames-locals python/vramtrace/_owners.py \
   '                if f is not None and sys.version_info < (3, 12):\n' \
   '                if False:\n' \
   test_retention_elsewhere.py::test_the_walks_keep_nothing_the_program_let_go
+m retain-asyncio-fields-unnamed python/vramtrace/_chains.py \
+  '    if type(parent).__module__ == "_asyncio":' \
+  '    if False:' \
+  'test_retention_elsewhere.py::test_each_holder_is_named[task]'
 m retain-signal-handlers-not-roots python/vramtrace/_owners.py \
   '        out += _signal_handlers()\n' \
   '' \

@@ -55,6 +55,8 @@ def type_name(o):
         return "function %s" % o.__qualname__
     if _is(o, types.MethodType):
         return "method %s" % getattr(o.__func__, "__qualname__", "?")
+    if _is(o, types.BuiltinMethodType) and not _is(getattr(o, "__self__", None), types.ModuleType):
+        return "method %s" % getattr(o, "__qualname__", "?")
     if _is(o, _SUSPENDED):
         where = _where(_suspended_frame(o))
         return "%s %s" % (t.__name__, where or getattr(o, "__qualname__", "?"))
@@ -82,6 +84,10 @@ def _is_graph_node(o):
         return _is_graph_node_type(torch, t, module if isinstance(module, str) else "")
     except Exception:
         return False
+
+
+# What a C future or task holds, read as asyncio's own code reads them (plain getters).
+_ASYNCIO_FIELDS = ("_coro", "_result", "_exception", "_callbacks", "_fut_waiter", "_loop")
 
 
 def _is_hamt(o):
@@ -324,6 +330,18 @@ def _edge(grand, parent, child, great=None):
             return ".__defaults__"
     if _is(parent, types.MethodType):
         return ".__self__" if child is parent.__self__ else ".__func__"
+    if _is(parent, types.BuiltinMethodType):
+        return ".__self__" if child is getattr(parent, "__self__", None) else " -> "
+    if type(parent).__module__ == "_asyncio":  # C futures and tasks: their fields are getsets
+        for name in _ASYNCIO_FIELDS:
+            try:
+                value = object.__getattribute__(parent, name)
+            except Exception:
+                continue
+            if value is child:
+                return "." + name
+            if _is(value, list) and any(v is child or _is(v, tuple) and any(x is child for x in v) for v in value):
+                return "." + name  # _callbacks: (callback, context) pairs, made anew by each read
     try:
         attrs = object.__getattribute__(parent, "__dict__")
         if child is attrs:

@@ -7,6 +7,7 @@ cyclic GC off (tests/e2e/test_retention_elsewhere.py):
   cycle    7  an attribute of one of two objects that refer to each other, never collected
   atexit   1  a closure variable of a function registered with atexit (held in C, out of Python's sight)
   local    4  what train() returns, a local of the loop that calls it (the next call's replaces it)
+  task     5  a local of a coroutine whose asyncio task waits on a timer, never run again
 
 A replaced buffer must be freed when the next call replaces it, traced or not: the retention
 walks run with the GC off too and must leave nothing behind, nor keep what a running frame's
@@ -18,6 +19,7 @@ teardown run Python code (their __del__) while vramtrace's phase hook is still s
 
     retain_elsewhere.py [CALLS [cprofile]]    cprofile: the second call runs under cProfile
 """
+import asyncio
 import atexit
 import contextvars
 import gc
@@ -30,7 +32,7 @@ from device_buffer import DeviceBuffer
 
 MiB = 1 << 20
 
-KEPT = {"atexit": 1, "signal": 2, "context": 3, "local": 4, "slot": 6, "cycle": 7}
+KEPT = {"atexit": 1, "signal": 2, "context": 3, "local": 4, "task": 5, "slot": 6, "cycle": 7}
 REPLACED = ("signal", "context", "local", "slot")
 
 STEP_BUFFER = contextvars.ContextVar("step_buffer", default=None)
@@ -49,6 +51,13 @@ class Node:
         self.other = self.buf = None
 
 
+LOOP = asyncio.new_event_loop()
+
+
+async def sleeper(buffer):
+    await asyncio.sleep(3600)
+
+
 def watch(way, buffer):
     ALIVE[way].append(weakref.ref(buffer))
     return buffer
@@ -63,6 +72,9 @@ def train(i):
     signal.signal(signal.SIGUSR1, lambda signum, frame: held)
     STEP_BUFFER.set(watch("context", DeviceBuffer(KEPT["context"] * MiB)))  # kept: context
     HOLDER.buf = watch("slot", DeviceBuffer(KEPT["slot"] * MiB))  # kept: slot
+    coroutine = sleeper(watch("task", DeviceBuffer(KEPT["task"] * MiB)))  # kept: task
+    contextvars.Context().run(LOOP.create_task, coroutine)  # a task keeps a copy of the context it starts in
+    LOOP.run_until_complete(asyncio.sleep(0))  # the task starts, and waits
     a, b = Node(), Node()
     a.other, b.other = b, a
     a.buf = watch("cycle", DeviceBuffer(KEPT["cycle"] * MiB))  # kept: cycle
@@ -87,6 +99,9 @@ def main():
         rebound += [ALIVE["local"][i - 1]() is not None] if i else []
     print("alive: " + json.dumps({way: [r() is not None for r in refs] for way, refs in ALIVE.items()}), flush=True)
     print("rebound: " + json.dumps(rebound), flush=True)
+    for task in asyncio.all_tasks(LOOP):  # they end pending: asyncio would warn
+        task._log_destroy_pending = False
+    LOOP.close()  # an open loop's teardown fails on 3.10 (the tasks stay: each is a cycle with its future)
 
 
 if __name__ == "__main__":
