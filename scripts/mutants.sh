@@ -691,7 +691,7 @@ m retain-native-holder-run-together python/vramtrace/_owners.py \
   'root_step=False)' \
   'test_retention_elsewhere.py::test_each_holder_is_named[atexit]'
 m retain-cycle-gc-off-unsaid python/vramtrace/_owners.py \
-  'if getattr(self, "gc_off", False):' \
+  'if self.gc_off:' \
   'if False:' \
   'test_retention_elsewhere.py::test_each_holder_is_named[cycle]'
 m retain-cycle-at-attribute-dict python/vramtrace/_owners.py \

@@ -139,6 +139,8 @@ class Walk:
         self.paths = None         # the C search's answer: id(target) -> [root, ..., target]
         self.everything = []      # gc.get_objects() at the start
         self.read_locals = []     # frames whose f_locals the walk read (release() forgets them)
+        self.object_roots = set() # id(root) of roots that are objects of their own (signal handlers)
+        self.gc_off = False       # the program runs with the cyclic GC off
         self.unreached = None
         self.targets = {}
         self.grads, self.activations, self.optimizer_state, self.optimizer_grads = set(), set(), set(), set()
@@ -386,7 +388,7 @@ class Walk:
         if len(context):
             out.append((context, "context of thread %s" % threading.current_thread().name))
         out.append((gc.garbage, "gc.garbage"))
-        self.object_roots = {id(o) for o, _ in out if not _is(o, (types.ModuleType, types.FrameType, list, _CONTEXT))}
+        self.object_roots.update(id(o) for o, _ in out if not _is(o, (types.ModuleType, types.FrameType, list, _CONTEXT)))
         return out
 
     def run(self):
@@ -570,7 +572,7 @@ class Walk:
         path.reverse()
         if head == "a reference cycle":
             _start_cycle_at_object(path)
-            if getattr(self, "gc_off", False):  # what the cyclic GC would free, but the program turned it off
+            if self.gc_off:  # what the cyclic GC would free, but the program turned it off
                 head += " (the cyclic GC is off)"
             head += ": " + type_name(path[0])
         return describe(path, head, root_step=head == "held by native code")
