@@ -1582,37 +1582,6 @@ static const struct vrt_site *growing_sites(const struct leaks *lk, struct lows 
 	return top_growing(lk, growing);
 }
 
-/* The growing sites as they print: stacks that print alike (sites.h) are one site, their bytes
- * and counts summed, rising late where one of them is. Without memory, left as they are. */
-static void fold_printed(const struct leaks *lk, struct vrt_sites *growing)
-{
-	struct vrt_site_keys keys;
-	vrt_site_keys_init(&keys, lk->t);
-	struct vrt_sites folded;
-	vrt_sites_init(&folded);
-	bool ok = true;
-	for (size_t i = 0; ok && i < growing->n; i++) {
-		const struct vrt_site *s = &growing->v[i];
-		struct vrt_site *f = s->label ? vrt_sites_get(&folded, 0, s->label)
-					      : vrt_sites_get(&folded, vrt_site_keys_stack(&keys, s->stack), NULL);
-		ok = f != NULL;
-		if (ok) {
-			f->bytes += s->bytes;
-			f->count += s->count;
-			f->value2 |= s->value2;
-			f->kinds |= s->kinds;
-		}
-	}
-	vrt_site_keys_free(&keys);
-	if (!ok) {
-		vrt_sites_free(&folded);
-		return;
-	}
-	vrt_sites_sort(&folded);
-	vrt_sites_free(growing);
-	*growing = folded;
-}
-
 /* At the last low point: the top growing site, and when its allocations live there were born. */
 static void cadence_evidence(const struct leaks *lk, struct lows *lw, const struct vrt_model *m)
 {
@@ -1837,7 +1806,7 @@ static int baseline(struct leaks *lk, struct lows *lw)
 		lost += lw->lost[w];
 	double window_s = last > first ? lw->min_s[last] - lw->min_s[first] : 0;
 	cadence_of(lw, top);
-	fold_printed(lk, &growing); /* the cadence is the top stack's own; what is shown, as it prints */
+	vrt_sites_fold_printed(lk->t, &growing); /* the cadence is the top stack's own; what is shown, as it prints */
 	top = top_growing(lk, &growing);
 	char summary[1024];
 	baseline_headline(lk, &growing, window_s, &lw->cad, summary, sizeof(summary));

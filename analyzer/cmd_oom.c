@@ -497,10 +497,13 @@ static void explain_at(struct vrt_trace *t, const struct oom_options *opt, FILE 
 	struct vrt_remedies rm;
 	explain(t, m, o, o->rec.device, &x);
 	remedies_for(t, o, &x, &rm);
-	if (opt->json)
+	if (opt->json) {
 		print_json(out, t, o, &x, opt, &rm);
-	else
+	} else { /* read as lines: stacks that print alike are one; JSON keeps each stack */
+		(void)vrt_sites_fold_printed(t, &x.device_sites); /* short of memory: listed by stack */
+		(void)vrt_sites_fold_printed(t, &x.host_sites);
 		print_text(t, o, &x, opt, s->n, &rm);
+	}
 	vrt_sites_free(&x.device_sites);
 	vrt_sites_free(&x.host_sites);
 }

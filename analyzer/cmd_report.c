@@ -77,6 +77,16 @@ static int take_peaks(struct report *r, const struct vrt_peak_sites *ps)
 	return 0;
 }
 
+/* For the text, read as lines: stacks that print alike are one site (sites.h); --json keeps each
+ * stack. Short of memory, a list stays by stack. */
+static void fold_printed(struct report *r)
+{
+	(void)vrt_sites_fold_printed(r->t, &r->live_at_end);
+	for (int d = 0; d <= VRT_MAX_DEVICES; d++)
+		for (int k = 0; k <= VRT_KIND_LAST; k++)
+			(void)vrt_sites_fold_printed(r->t, &r->peaks[d][k].sites);
+}
+
 /* What is live at the end, by what it is, per device: the last retention walk decides what it
  * found, the stacks' rules the rest. Computed while the end's live set is in memory. */
 static void categorize_end(struct report *r)
@@ -340,6 +350,7 @@ static int report_one(const char *path, const struct report_options *o, bool man
 		} else {
 			if (!first)
 				printf("\n");
+			fold_printed(r);
 			print_text(r, o);
 		}
 		++*printed;

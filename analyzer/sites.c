@@ -543,3 +543,36 @@ void vrt_sites_from_model(struct vrt_sites *s, const struct vrt_model *m,
 	struct from_model fm = { s, keep, ctx };
 	vrt_model_each(m, add_item, &fm);
 }
+
+int vrt_sites_fold_printed(const struct vrt_trace *t, struct vrt_sites *s)
+{
+	struct vrt_site_keys keys;
+	vrt_site_keys_init(&keys, t);
+	struct vrt_sites folded;
+	vrt_sites_init(&folded);
+	bool ok = true;
+	for (size_t i = 0; ok && i < s->n; i++) {
+		const struct vrt_site *from = &s->v[i];
+		struct vrt_site *to = from->label ? vrt_sites_get(&folded, 0, from->label)
+						  : vrt_sites_get(&folded, vrt_site_keys_stack(&keys, from->stack), NULL);
+		ok = to != NULL;
+		if (ok) {
+			to->bytes += from->bytes;
+			to->count += from->count;
+			to->value2 = from->value2 > to->value2 ? from->value2 : to->value2;
+			to->first = from->first < to->first ? from->first : to->first;
+			to->last = from->last > to->last ? from->last : to->last;
+			to->outlived = from->outlived > to->outlived ? from->outlived : to->outlived;
+			to->kinds |= from->kinds;
+		}
+	}
+	vrt_site_keys_free(&keys);
+	if (!ok) {
+		vrt_sites_free(&folded);
+		return VRT_E_NOMEM;
+	}
+	vrt_sites_sort(&folded);
+	vrt_sites_free(s);
+	*s = folded;
+	return 0;
+}

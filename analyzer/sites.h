@@ -60,6 +60,11 @@ void vrt_site_keys_free(struct vrt_site_keys *k);
 /* The site's stack; the stack itself where memory for the answer is short. */
 uint32_t vrt_site_keys_stack(struct vrt_site_keys *k, uint32_t stack);
 
+/* The sites as they print: stacks that print alike are one site (listed under the first), their
+ * bytes and counts summed, kinds joined, value2 and outlived the larger, first and last the
+ * outer; labels stay apart. Sorted again. Without memory, s is left as it is (VRT_E_NOMEM). */
+int vrt_sites_fold_printed(const struct vrt_trace *t, struct vrt_sites *s);
+
 /* Text: "  1.00 GiB   3x  train (train.py:42)" then indented frames. */
 void vrt_site_print(FILE *out, const struct vrt_trace *t, const struct vrt_site *s, int max_frames);
 /* JSON: {"bytes": B, "count": C, "frames": [...]} (no closing brace when open_end). */

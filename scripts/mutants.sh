@@ -718,9 +718,17 @@ m leaks-sites-merged-across-what-they-are analyzer/sites.c \
   '*hash = (h ^ (remembered_rule(t, stack) + 1)) * 0x100000001b3ull;' \
   '*hash = h;' \
   test_retention_shapes.py::test_stacks_that_print_alike_but_are_different_things_are_two_sites
+m report-lines-listed-by-stack analyzer/cmd_report.c \
+  '\t\t\tfold_printed(r);\n' \
+  '' \
+  test_retention_shapes.py::test_report_lists_a_line_reached_two_ways_once_and_its_json_each_stack
+m oom-lines-listed-by-stack analyzer/cmd_oom.c \
+  '\t\t(void)vrt_sites_fold_printed(t, &x.device_sites); /* short of memory: listed by stack */\n' \
+  '' \
+  test_retention_shapes.py::test_oom_lists_a_line_reached_two_ways_once
 m leaks-growth-listed-by-stack analyzer/cmd_leaks.c \
-  '\tfold_printed(lk, &growing); /* the cadence' \
-  '\t(void)fold_printed; /* the cadence' \
+  '\tvrt_sites_fold_printed(lk->t, &growing); /* the cadence' \
+  '\t(void)vrt_sites_fold_printed; /* the cadence' \
   test_retention_shapes.py::test_without_phases_a_line_reached_two_ways_is_listed_once
 m leaks-merged-site-counts-a-call-twice analyzer/cmd_leaks.c \
   'if (site->last != g->invocation || site->first == UINT64_MAX)' \

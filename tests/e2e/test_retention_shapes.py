@@ -226,3 +226,32 @@ def test_without_phases_a_line_reached_two_ways_is_listed_once(tmp_path, python_
     assert len(listed) == 1, text
     out = json.loads(analyze("leaks", "--json", "-q", t.trace).stdout)
     assert out["summary"].startswith("+"), out["summary"]
+
+
+def test_report_lists_a_line_reached_two_ways_once_and_its_json_each_stack(run):
+    """report's text reads as lines, as leaks': the line's buffers, whichever native path made
+    them, are one site at the end and at the peak (9 MiB in the first call, 18 in each later
+    one); --json keeps each stack."""
+    t, _, _ = run
+    text = analyze("report", "-q", "--top", "50", t.trace).stdout
+    line = f"at allocate ({SCRIPT}:{kept_line('twopaths')})"
+    at_end, _, at_peak = text.partition("top sites at the peak")
+    for part in (at_end, at_peak):
+        rows = part.splitlines()
+        listed = [i for i, row in enumerate(rows) if row.strip() == line]
+        assert len(listed) == 1, part
+        assert rows[listed[0] - 1].split()[:3] == ["45.0", "MiB", "5x"], part
+    stacks = json.loads(analyze("report", "--json", "-q", "--top", "50", t.trace).stdout)["live_at_end"]
+    assert len([s for s in stacks if allocated_at(s, kept_line("twopaths"))]) >= 2
+
+
+def test_oom_lists_a_line_reached_two_ways_once(tmp_path, python_exe):
+    """The same at an OOM (the device made 300 MiB: the third call fails): what fills memory
+    lists the line once; --json keeps each stack."""
+    t = traced(tmp_path, [python_exe, SCRIPT, CALLS, program("libpyalloc_lib.so")],
+               env={"CUDART": str(CUDART), "FAKECUDA_TOTAL_BYTES": str(300 * MiB)}, run_args=("--phase", "train"))
+    assert "MemoryError" in t.stderr
+    rows = analyze("oom", "-q", "--top", "50", t.trace).stdout.splitlines()
+    listed = [i for i, row in enumerate(rows) if row.strip() == f"at allocate ({SCRIPT}:{kept_line('twopaths')})"]
+    assert len(listed) == 1, rows
+    assert rows[listed[0] - 1].split()[:3] == ["45.0", "MiB", "5x"], rows
