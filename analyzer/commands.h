@@ -79,11 +79,12 @@ int vrt_cmd_watch(int argc, char **argv);
 	"With a phase (a function given to `run --phase`, an NVTX range, or vramtrace.phase()): one\n" \
 	"line per invocation (live at entry, allocated, freed, live at exit, live at the next entry;\n"\
 	"the first and last 25 of more), then the allocations made inside an invocation and still\n"   \
-	"live when the next one starts, grouped by site, and the growth per invocation. Without\n"     \
-	"phases: sites whose bytes keep rising at the low points of total memory, told apart from\n"   \
-	"caches that level off. Memory that is persistent by design (CUDA context, NCCL, workspaces,\n"\
-	"allocator cache) is labelled, not blamed, unless it grows every call (a new communicator or\n"\
-	"handle per call is blamed like any other site).\n"                                            \
+	"live when the next one starts, grouped by site, and the growth per invocation (a site whose\n"\
+	"survivors each die during the next invocation is \"kept until the next call\": no growth).\n" \
+	"Without phases: sites whose bytes keep rising at the low points of total memory, told apart\n"\
+	"from caches that level off. Memory that is persistent by design (CUDA context, NCCL,\n"       \
+	"workspaces, allocator cache) is labelled, not blamed, unless it grows every call (a new\n"    \
+	"communicator or handle per call is blamed like any other site).\n"                           \
 	"\n"                                                                                           \
 	"options:\n"                                                                                   \
 	"  --phase NAME   the phase to follow: a function, nvtx:NAME or mark:LABEL (default: the one\n"  \
