@@ -655,8 +655,8 @@ m retain-frames-before-modules python/vramtrace/_owners.py \
   '        out = frames + out\n' \
   'test_retention_shapes.py::test_the_chains_on_each_version[3.10]'
 m retain-walk-keeps-its-own-frame python/vramtrace/_owners.py \
-  '        current = f = None\n' \
-  '        pass\n' \
+  '        current = f = None\n    return frames\n' \
+  '        pass\n    return frames\n' \
   test_retention_elsewhere.py::test_the_walks_keep_nothing_the_program_let_go
 m retain-phase-hook-raises-at-teardown python/vramtrace/_phases.py \
   '    except Exception:  # never into the program; at teardown this module'"'"'s globals are None\n        pass\n' \
