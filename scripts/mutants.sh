@@ -551,8 +551,8 @@ m leaks-headline-shares-every-call analyzer/cmd_leaks.c \
   'blamed_since(lk, 1,' \
   "test_h200_retention.py::test_the_headline_splits_what_the_later_calls_left"
 m leaks-headline-shares-unsorted analyzer/cmd_leaks.c \
-  '\t\tsite->last = g->invocation > site->last ? g->invocation : site->last;\n\t}\n\tfree(order);\n\tvrt_sites_sort(s);' \
-  '\t\tsite->last = g->invocation > site->last ? g->invocation : site->last;\n\t}\n\tfree(order);' \
+  '\t\t\tsite->outlived = later;\n\t}\n\tfree(order);\n\tvrt_sites_sort(s);' \
+  '\t\t\tsite->outlived = later;\n\t}\n\tfree(order);' \
   "test_h200_retention.py::test_the_headline_splits_what_the_later_calls_left"
 m leaks-phase-name-ignored analyzer/cmd_leaks.c \
   'const char *named = o->phase ? phase_named(o->phase, &lk->by_mark) : NULL;' \
