@@ -682,6 +682,10 @@ m retain-signal-handlers-not-roots python/vramtrace/_owners.py \
   '        out += _signal_handlers()\n' \
   '' \
   'test_retention_elsewhere.py::test_each_holder_is_named[signal]'
+m retain-realtime-signal-handler-lost python/vramtrace/_owners.py \
+  '                    name = "signal %d" % sig\n' \
+  '                    raise\n' \
+  'test_retention_elsewhere.py::test_each_holder_is_named[rtsignal]'
 m retain-context-variable-unnamed python/vramtrace/_chains.py \
   '                return ": variable %s" % refs[i + side].name' \
   '                return ""' \

@@ -87,12 +87,20 @@ def _signal_handlers():
     """The Python functions set as signal handlers: the signal module holds them in C."""
     out = []
     try:
-        for sig in signal.valid_signals():
+        signals = signal.valid_signals()
+    except Exception:
+        return out
+    for sig in signals:
+        try:
             handler = signal.getsignal(sig)
             if handler is not None and not _is(handler, (int, types.BuiltinFunctionType)):
-                out.append((handler, "signal handler for %s" % signal.Signals(sig).name))
-    except Exception:  # not the main interpreter, or a signal the enum does not know
-        pass
+                try:
+                    name = signal.Signals(sig).name
+                except ValueError:  # a real-time signal past SIGRTMIN
+                    name = "signal %d" % sig
+                out.append((handler, "signal handler for %s" % name))
+        except Exception:  # a signal this interpreter cannot ask about
+            pass
     return out
 
 

@@ -6,6 +6,7 @@ not; nothing printed at teardown), name each holder, and tell memory kept until 
 from memory that grows every call. Run by this interpreter, and again by every CPython here.
 """
 import json
+import signal
 import sys
 
 import pytest
@@ -38,6 +39,8 @@ def kept_line(way):
 
 EXPECTED_CHAINS = {
     "signal": "signal handler for SIGUSR1 (function train.<locals>.<lambda>) -> closure variable held (DeviceBuffer)",
+    "rtsignal": "signal handler for signal %d (function train.<locals>.<lambda>) -> closure variable realtime "
+                "(DeviceBuffer)" % (signal.SIGRTMIN + 5),
     "context": "context of thread MainThread: variable step_buffer (DeviceBuffer)",
     "slot": "__main__.HOLDER (Holder) -> .buf (DeviceBuffer)",
     "cycle": "a reference cycle (the cyclic GC is off): Node.other (Node) -> .other (Node) -> .buf (DeviceBuffer)",

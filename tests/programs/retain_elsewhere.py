@@ -2,6 +2,7 @@
 cyclic GC off (tests/e2e/test_retention_elsewhere.py):
 
   signal   2  a closure variable of the function set as the SIGUSR1 handler (the next call's replaces it)
+  rtsignal 8  the same for a real-time signal, which has no name of its own (SIGRTMIN + 5)
   context  3  the value of a context variable (the next call's replaces it)
   slot     6  a __slots__ attribute of a module-level object (the next call's replaces it)
   cycle    7  an attribute of one of two objects that refer to each other, never collected
@@ -32,8 +33,8 @@ from device_buffer import DeviceBuffer
 
 MiB = 1 << 20
 
-KEPT = {"atexit": 1, "signal": 2, "context": 3, "local": 4, "task": 5, "slot": 6, "cycle": 7}
-REPLACED = ("signal", "context", "local", "slot")
+KEPT = {"atexit": 1, "signal": 2, "context": 3, "local": 4, "task": 5, "slot": 6, "cycle": 7, "rtsignal": 8}
+REPLACED = ("signal", "rtsignal", "context", "local", "slot")
 
 STEP_BUFFER = contextvars.ContextVar("step_buffer", default=None)
 ALIVE = {way: [] for way in KEPT}
@@ -70,6 +71,8 @@ def train(i):
     atexit.register(lambda: at_exit)
     held = watch("signal", DeviceBuffer(KEPT["signal"] * MiB))  # kept: signal
     signal.signal(signal.SIGUSR1, lambda signum, frame: held)
+    realtime = watch("rtsignal", DeviceBuffer(KEPT["rtsignal"] * MiB))  # kept: rtsignal
+    signal.signal(signal.SIGRTMIN + 5, lambda signum, frame: realtime)
     STEP_BUFFER.set(watch("context", DeviceBuffer(KEPT["context"] * MiB)))  # kept: context
     HOLDER.buf = watch("slot", DeviceBuffer(KEPT["slot"] * MiB))  # kept: slot
     coroutine = sleeper(watch("task", DeviceBuffer(KEPT["task"] * MiB)))  # kept: task
