@@ -17,7 +17,7 @@ import time
 import types
 
 from . import _chains, _native
-from ._chains import _CONTEXT, _is, _significant, describe, type_name
+from ._chains import _CONTEXT, _is, _significant, _where, describe, type_name
 
 # enum vrt_walk_status, vrt_owner_category, vrt_owner_status (format.h)
 COMPLETE, TIMED_OUT, FAILED = 0, 1, 2
@@ -81,6 +81,31 @@ def _start_cycle_at_object(path):
             path.insert(0, owner)
     except Exception:  # no __dict__, or a cycle that does not close
         pass
+
+
+def _exceptions_being_handled():
+    """The exception each thread's code is handling (in an except block, not bound to a name:
+    a thread's state holds it, with its traceback's frames and their locals, until the block
+    ends). This thread's, and from 3.12 the others'."""
+    out = []
+    try:
+        me = threading.get_ident()
+        names = {t.ident: t.name for t in threading.enumerate()}
+        handled = {me: sys.exc_info()[1]}
+        current = getattr(sys, "_current_exceptions", None)
+        if current is not None and sys.version_info >= (3, 12):
+            handled.update((ident, e) for ident, e in current().items() if ident != me)
+        for ident, e in handled.items():
+            if not _is(e, BaseException):
+                continue
+            text = "exception being handled"
+            tb = BaseException.__dict__["__traceback__"].__get__(e, BaseException)
+            if tb is not None:  # its first entry is the frame that caught it, which runs the handler
+                text += " in " + _where(tb.tb_frame)
+            out.append((e, text + ("" if ident == me else " (thread %s)" % names.get(ident, ident))))
+    except Exception:
+        pass
+    return out
 
 
 def _signal_handlers():
@@ -391,6 +416,7 @@ class Walk:
         mods += [(n, m) for n, m in list(sys.modules.items()) if m is not main]
         out = [(m, name) for name, m in mods if isinstance(m, types.ModuleType) and not name.startswith("vramtrace")]
         out += frames
+        out += _exceptions_being_handled()
         out += _signal_handlers()
         context = contextvars.copy_context()  # a new Context around this thread's map
         if len(context):

@@ -191,3 +191,41 @@ def test_each_version(tmp_path, minor):
         want["task"] = want["task"].replace("(method Task.task_wakeup) -> .__self__ (Task)",
                                             "(TaskWakeupMethWrapper) ->  (Task)")
     assert chains == {way: [c] for way, c in want.items()}
+
+
+RETRY = PROGRAM_SOURCES / "retry_in_except.py"
+
+
+def retry_chain(tmp_path, exe, variant):
+    t = traced(tmp_path, [exe, RETRY, *([variant] if variant else [])], env={"CUDART": str(CUDART)},
+               run_args=("--phase", "train"))
+    assert t.returncode == 0, t.stderr
+    out = json.loads(analyze("leaks", "--json", "--quiet", "--phase", "train", t.trace).stdout)
+    return [(s["phase_index"], s["bytes"], [" -> ".join(c) for c in s["held_by"]]) for s in out["survivors"]]
+
+
+def expected_retry(variant):
+    lines = RETRY.read_text().splitlines()
+    # the named variant comes first in main()
+    retried = [n for n, line in enumerate(lines, 1) if line.strip().startswith("train(1, False)")][variant != "named"]
+    raised = next(n for n, line in enumerate(lines, 1) if line.strip().startswith("raise MemoryError"))
+    return [(1, 8 * MiB, [f"exception being handled in main at retry_in_except.py:{retried} (MemoryError) -> "
+                          f".__traceback__.tb_next, in train at retry_in_except.py:{raised}: local activations "
+                          "(DeviceBuffer)"])]
+
+
+@pytest.mark.parametrize("variant", ["", "named"], ids=["bare", "named"])
+def test_a_retry_inside_the_except_block_names_the_exception_that_keeps_the_failed_attempt(
+        tmp_path, python_exe, variant):
+    """The first call fails after it allocated; the handler calls again before its block ends:
+    the failed call's frames are still the exception's, held by the thread whether the handler
+    binds it to a name or not. The chain starts at the exception and says where it is handled."""
+    assert retry_chain(tmp_path, python_exe, variant) == expected_retry(variant)
+
+
+@pytest.mark.parametrize("minor", MINORS, ids=[f"3.{m}" for m in MINORS])
+def test_a_retry_inside_the_except_block_on_each_version(tmp_path, minor):
+    exe = FOUND.get(minor)
+    if not exe:
+        pytest.skip(f"no CPython 3.{minor} here (pyenv, python3.{minor} on PATH, VRAMTRACE_TEST_PYTHONS)")
+    assert retry_chain(tmp_path, exe, "") == expected_retry("")
