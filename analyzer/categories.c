@@ -37,6 +37,7 @@ struct categorizer {
 	int64_t torch_segments, blocks;
 	struct vrt_category *cats;
 	int *n;
+	struct vrt_roots *roots;     /* NULL: not asked for */
 };
 
 /* One live item's category: what the walk found it to be, else its stack's rule. */
@@ -56,6 +57,8 @@ static void categorize_item(void *ctx, const struct vrt_item *it)
 		return;
 	}
 	if (c->walk) {
+		if (c->roots)
+			vrt_roots_add(c->roots, c->t, c->walk, it);
 		struct vrt_held_by h = { 0 };
 		vrt_held_add(&h, c->walk, it);
 		int64_t bytes;
@@ -71,10 +74,10 @@ static void categorize_item(void *ctx, const struct vrt_item *it)
 }
 
 void vrt_categorize(const struct vrt_trace *t, const struct vrt_model *m, const struct vrt_walk *walk, int slot,
-		    bool tensors, bool host, struct vrt_category *cats, int *n)
+		    bool tensors, bool host, struct vrt_category *cats, int *n, struct vrt_roots *roots)
 {
 	struct categorizer c = { .t = t, .walk = walk, .slot = slot, .tensors = tensors, .host = host, .cats = cats,
-				 .n = n };
+				 .n = n, .roots = roots };
 	vrt_model_each(m, categorize_item, &c);
 	if (c.torch_segments > c.blocks)
 		add_category(cats, n, "allocator_cache", c.torch_segments - c.blocks, false);

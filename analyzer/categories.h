@@ -24,10 +24,11 @@ struct vrt_category {
 /*
  * The categories of what m holds on one device slot (host pinned memory with host), largest
  * first. tensors: the tensor view (PyTorch blocks, the cache as what tensors leave of PyTorch's
- * segments, other CUDA allocations). walk: the walk that explains the live set, or NULL.
+ * segments, other CUDA allocations). walk: the walk that explains the live set, or NULL; with
+ * it, roots (if not NULL) gets what holds each item categorized (owners.h).
  */
 void vrt_categorize(const struct vrt_trace *t, const struct vrt_model *m, const struct vrt_walk *walk, int slot,
-		    bool tensors, bool host, struct vrt_category *cats, int *n);
+		    bool tensors, bool host, struct vrt_category *cats, int *n, struct vrt_roots *roots);
 /* What identity means for a category, and the stack rule's description of it. */
 const char *vrt_category_identity(const char *name);
 const char *vrt_category_rule(const char *name);

@@ -129,7 +129,7 @@ static int categorize_at(struct side *s, bool quiet)
 	}
 	s->slot = slot;
 	s->live = m.live[slot][VRT_KIND_DEVICE] + m.live[slot][VRT_KIND_MANAGED];
-	vrt_categorize(&s->t, &m, s->walked ? &owners.last : NULL, slot, m.any_blocks, false, s->cats, &s->n_cats);
+	vrt_categorize(&s->t, &m, s->walked ? &owners.last : NULL, slot, m.any_blocks, false, s->cats, &s->n_cats, NULL);
 	rc = vrt_pass_finish(&p);
 	rc = rc ? rc : m.set.error;
 	vrt_owners_free(&owners);

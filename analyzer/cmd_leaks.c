@@ -1205,63 +1205,6 @@ static void held_json(FILE *out, const struct leaks *lk, const struct vrt_site *
 	fprintf(out, ", \"decided_by\": \"%s\"", identity ? "identity" : "rule");
 }
 
-#define SHOWN_ROOTS 3
-
-/* What keeps the survivors alive, by where their chains start: the one line a person acts on
- * (remove that hook, clear that registry) before the per-site detail. */
-static void print_roots(struct vrt_roots *r)
-{
-	static const char *const unexplained[VRT_HELD_KINDS] = {
-		[VRT_HELD_FOUND] = "a Python object (no chain recorded)",
-		[VRT_HELD_UNREACHABLE] = "nothing a root reaches: a reference cycle, or native code",
-		[VRT_HELD_NOT_PYTHON] = "no Python object (memory native code allocated and keeps)",
-		[VRT_HELD_TIMED_OUT] = "not known (the walk ran out of time before it got there)",
-	};
-	vrt_roots_sort(r);
-	int64_t total = 0;
-	for (int k = 0; k < VRT_HELD_KINDS; k++)
-		total += r->by_status[k];
-	if (!total)
-		return;
-	printf("kept alive by (what the retention walks found holding the survivors):\n");
-	int64_t rest = r->other;
-	for (size_t i = 0; i < r->n; i++) {
-		if (i >= SHOWN_ROOTS) {
-			rest += r->v[i].bytes;
-			continue;
-		}
-		printf("  %10s %3.0f%%  ", vrt_bytes(r->v[i].bytes), 100.0 * (double)r->v[i].bytes / (double)total);
-		vrt_root_print(stdout, &r->v[i]);
-		if (r->v[i].chains > 1)
-			printf("  (%llu objects)", (unsigned long long)r->v[i].chains);
-		putchar('\n');
-	}
-	if (rest)
-		printf("  %10s %3.0f%%  other roots (%zu more)\n", vrt_bytes(rest), 100.0 * (double)rest / (double)total,
-		       r->n > SHOWN_ROOTS ? r->n - SHOWN_ROOTS : 0);
-	for (int k = 0; k < VRT_HELD_KINDS; k++)
-		if (unexplained[k] && r->unchained[k])
-			printf("  %10s %3.0f%%  %s\n", vrt_bytes(r->unchained[k]), 100.0 * (double)r->unchained[k] / (double)total,
-			       unexplained[k]);
-}
-
-static void roots_json(FILE *out, struct vrt_roots *r)
-{
-	vrt_roots_sort(r);
-	fprintf(out, ", \"kept_alive_by\": [");
-	for (size_t i = 0; i < r->n; i++) {
-		fprintf(out, "%s{\"root\": ", i ? ", " : "");
-		json_string(out, r->v[i].text);
-		fprintf(out, ", \"bytes\": %lld, \"objects\": %llu}", (long long)r->v[i].bytes, (unsigned long long)r->v[i].chains);
-	}
-	fprintf(out, "], \"kept_alive_other_roots_bytes\": %lld, \"kept_alive_by_status\": {", (long long)r->other);
-	for (int k = 0; k < VRT_HELD_KINDS; k++)
-		fprintf(out, "%s\"%s\": %lld", k ? ", " : "", vrt_held_name((enum vrt_held)k), (long long)r->by_status[k]);
-	fprintf(out, "}, \"kept_alive_without_chain\": {");
-	for (int k = 0; k < VRT_HELD_KINDS; k++)
-		fprintf(out, "%s\"%s\": %lld", k ? ", " : "", vrt_held_name((enum vrt_held)k), (long long)r->unchained[k]);
-	fprintf(out, "}");
-}
 
 static void print_text(struct leaks *lk, struct vrt_sites *sites)
 {
@@ -1303,7 +1246,7 @@ static void print_text(struct leaks *lk, struct vrt_sites *sites)
 	headline(lk, sites, line, sizeof(line));
 	printf("\n%s\n", line);
 	if (lk->owners.walks)
-		print_roots(&lk->roots);
+		vrt_roots_print(stdout, &lk->roots, "kept alive by (what the retention walks found holding the survivors):\n");
 	printf("\nsurvivors by site (allocated inside a call, still live when the next call starts; over all calls):\n");
 	int64_t persistent = 0, persistent_by[PERSISTENT_KINDS] = { 0 };
 	size_t shown = 0;
@@ -1379,7 +1322,7 @@ static void print_json(FILE *out, struct leaks *lk, struct vrt_sites *sites)
 	fprintf(out, ", \"retention_walks\": {\"count\": %llu, \"cut_short\": %llu, \"seconds\": %.6f, \"most_objects\": %llu}",
 		(unsigned long long)w->walks, (unsigned long long)w->timed_out, (double)w->walk_us / 1e6,
 		(unsigned long long)w->walk_objects_max);
-	roots_json(out, &lk->roots);
+	vrt_roots_json(out, &lk->roots);
 	fprintf(out, ", \"growth_per_invocation_bytes\": %.0f, \"growth_including_first_bytes\": %.0f, \"summary\": ",
 		growth_per_invocation(lk), growth_including_first(lk));
 	json_string(out, line);

@@ -206,6 +206,7 @@ struct explanation {
 	struct vrt_sites device_sites, host_sites;
 	struct vrt_category cats[VRT_MAX_CATEGORIES], host_cats[VRT_MAX_CATEGORIES];
 	int n_cats, n_host_cats;
+	struct vrt_roots roots; /* with a walk at the failure: what holds the device's memory */
 };
 
 static void explain(const struct vrt_trace *t, const struct vrt_model *m, const struct oom *o, int device,
@@ -222,8 +223,8 @@ static void explain(const struct vrt_trace *t, const struct vrt_model *m, const 
 	vrt_report_group_live(t, m, &x->device_sites, slot, m->any_blocks ? -1 : VRT_KIND_DEVICE);
 	vrt_report_group_live(t, m, &x->host_sites, VRT_HOST_SLOT, VRT_KIND_HOST_PINNED);
 	const struct vrt_walk *walk = o->walked ? &o->owners.last : NULL;
-	vrt_categorize(t, m, walk, slot, m->any_blocks, false, x->cats, &x->n_cats);
-	vrt_categorize(t, m, walk, VRT_HOST_SLOT, false, true, x->host_cats, &x->n_host_cats);
+	vrt_categorize(t, m, walk, slot, m->any_blocks, false, x->cats, &x->n_cats, &x->roots);
+	vrt_categorize(t, m, walk, VRT_HOST_SLOT, false, true, x->host_cats, &x->n_host_cats, NULL);
 }
 
 static void print_phases(const struct vrt_trace *t, const struct oom *o, FILE *out)
@@ -370,6 +371,11 @@ static void print_text(const struct vrt_trace *t, const struct oom *o, const str
 			print_decided(&x->host_cats[i]);
 		}
 	}
+	if (o->walked) {
+		printf("\n");
+		vrt_roots_print(stdout, (struct vrt_roots *)&x->roots,
+				"kept alive by (what the retention walk at the failure found holding the device's memory):\n");
+	}
 	printf("\ntop sites on device %d at the failure:\n", x->device);
 	for (size_t i = 0; i < x->device_sites.n && i < (size_t)opt->top; i++)
 		vrt_site_print(stdout, t, &x->device_sites.v[i], opt->frames);
@@ -455,6 +461,8 @@ static void print_json(FILE *out, const struct vrt_trace *t, const struct oom *o
 	fprintf(out, ", \"host_categories\": ");
 	json_decided(out, x->host_cats, x->n_host_cats);
 	json_limit(out, o);
+	if (o->walked)
+		vrt_roots_json(out, (struct vrt_roots *)&x->roots);
 	fprintf(out, ", \"phases\": [");
 	for (int i = 0; i < o->n_phases; i++) {
 		fprintf(out, "%s{\"name\": ", i ? ", " : "");

@@ -94,7 +94,7 @@ static void categorize_end(struct report *r)
 	for (int d = 0; d <= VRT_MAX_DEVICES; d++) {
 		bool host = d == VRT_HOST_SLOT;
 		vrt_categorize(r->t, &r->end, r->owners.walks ? &r->owners.last : NULL, d, r->end.any_blocks && !host, host,
-			       r->cats[d], &r->n_cats[d]);
+			       r->cats[d], &r->n_cats[d], NULL);
 	}
 }
 

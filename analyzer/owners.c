@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cli.h"
 #include "json.h"
 #include "vramtrace/error.h"
 
@@ -398,4 +399,60 @@ void vrt_roots_sort(struct vrt_roots *r)
 void vrt_root_print(FILE *out, const struct vrt_root *root)
 {
 	put_escaped(out, root->text, strlen(root->text));
+}
+
+#define SHOWN_ROOTS 3
+
+void vrt_roots_print(FILE *out, struct vrt_roots *r, const char *heading)
+{
+	static const char *const unexplained[VRT_HELD_KINDS] = {
+		[VRT_HELD_FOUND] = "a Python object (no chain recorded)",
+		[VRT_HELD_UNREACHABLE] = "nothing a root reaches: a reference cycle, or native code",
+		[VRT_HELD_NOT_PYTHON] = "no Python object (memory native code allocated and keeps)",
+		[VRT_HELD_TIMED_OUT] = "not known (the walk ran out of time before it got there)",
+	};
+	vrt_roots_sort(r);
+	int64_t total = 0;
+	for (int k = 0; k < VRT_HELD_KINDS; k++)
+		total += r->by_status[k];
+	if (!total)
+		return;
+	fputs(heading, out);
+	int64_t rest = r->other;
+	for (size_t i = 0; i < r->n; i++) {
+		if (i >= SHOWN_ROOTS) {
+			rest += r->v[i].bytes;
+			continue;
+		}
+		fprintf(out, "  %10s %3.0f%%  ", vrt_bytes(r->v[i].bytes), 100.0 * (double)r->v[i].bytes / (double)total);
+		vrt_root_print(out, &r->v[i]);
+		if (r->v[i].chains > 1)
+			fprintf(out, "  (%llu objects)", (unsigned long long)r->v[i].chains);
+		fputc('\n', out);
+	}
+	if (rest)
+		fprintf(out, "  %10s %3.0f%%  other roots (%zu more)\n", vrt_bytes(rest), 100.0 * (double)rest / (double)total,
+		       r->n > SHOWN_ROOTS ? r->n - SHOWN_ROOTS : 0);
+	for (int k = 0; k < VRT_HELD_KINDS; k++)
+		if (unexplained[k] && r->unchained[k])
+			fprintf(out, "  %10s %3.0f%%  %s\n", vrt_bytes(r->unchained[k]), 100.0 * (double)r->unchained[k] / (double)total,
+			       unexplained[k]);
+}
+
+void vrt_roots_json(FILE *out, struct vrt_roots *r)
+{
+	vrt_roots_sort(r);
+	fprintf(out, ", \"kept_alive_by\": [");
+	for (size_t i = 0; i < r->n; i++) {
+		fprintf(out, "%s{\"root\": ", i ? ", " : "");
+		json_string(out, r->v[i].text);
+		fprintf(out, ", \"bytes\": %lld, \"objects\": %llu}", (long long)r->v[i].bytes, (unsigned long long)r->v[i].chains);
+	}
+	fprintf(out, "], \"kept_alive_other_roots_bytes\": %lld, \"kept_alive_by_status\": {", (long long)r->other);
+	for (int k = 0; k < VRT_HELD_KINDS; k++)
+		fprintf(out, "%s\"%s\": %lld", k ? ", " : "", vrt_held_name((enum vrt_held)k), (long long)r->by_status[k]);
+	fprintf(out, "}, \"kept_alive_without_chain\": {");
+	for (int k = 0; k < VRT_HELD_KINDS; k++)
+		fprintf(out, "%s\"%s\": %lld", k ? ", " : "", vrt_held_name((enum vrt_held)k), (long long)r->unchained[k]);
+	fprintf(out, "}");
 }

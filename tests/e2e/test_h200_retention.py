@@ -210,3 +210,21 @@ def test_a_loss_kept_with_its_history_is_named_through_its_autograd_graph():
     assert workspaces and all(s["persistent"] and s["phase_index"] == 1 for s in workspaces)
     text = analyze("leaks", "-q", "--phase", "train", H200 / "graph-retained.vrt").stdout
     assert "persistent by design, labelled and not blamed: 65.0 MiB (cuBLAS/cuDNN workspaces 65.0 MiB" in text
+
+
+def test_oom_says_what_holds_the_device_memory_at_the_failure():
+    """With a retention walk at the failure (ZeRO-2 with offload, a cap hit in forward), `oom`
+    says where the chains that hold the device's memory start, as `leaks` does for survivors:
+    every byte it sorts into categories (the allocator's cache aside) is counted once, by what
+    the walk said of it."""
+    trace = GOLDEN / "h200" / "retain-ds-oom-offload.vrt"
+    text = analyze("oom", "-q", trace).stdout
+    heading = "kept alive by (what the retention walk at the failure found holding the device's memory):"
+    assert heading in text
+    roots = text.split(heading)[1].split("\n\n")[0].splitlines()
+    assert any(r.split()[:2] == ["448", "MiB"] and "past_key_values (DynamicCache)  (14 objects)" in r for r in roots), roots
+    out = json.loads(analyze("oom", "-q", "--json", trace).stdout)["oom"]
+    by_status = out["kept_alive_by_status"]
+    assert sum(by_status.values()) == sum(c["bytes"] for c in out["categories"] if c["name"] != "allocator_cache")
+    assert sum(r["bytes"] for r in out["kept_alive_by"]) + out["kept_alive_other_roots_bytes"] == \
+        by_status["found"] + by_status["unreachable"] - sum(out["kept_alive_without_chain"][k] for k in ("found", "unreachable"))
