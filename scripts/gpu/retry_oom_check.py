@@ -25,11 +25,11 @@ def step(batch):
     loss.backward()
 
 try:
-    step(16384)
+    step(65536)
 except torch.cuda.OutOfMemoryError:
     print("first attempt failed", flush=True)
     try:
-        step(8192)  # retried inside the block: the failed step's activations are still held
+        step(32768)  # retried inside the block: the failed step's activations are still held
     except torch.cuda.OutOfMemoryError:
         print("the retry failed too", flush=True)
 print("python", sys.version.split()[0], "torch", torch.__version__, flush=True)
@@ -56,7 +56,7 @@ def main():
         os.makedirs(keep, exist_ok=True)
         shutil.copy(trace, os.path.join(keep, "retry-oom.vrt"))
     lines = JOB.splitlines()
-    retried = next(n for n, line in enumerate(lines, 1) if line.strip().startswith("step(8192)"))
+    retried = next(n for n, line in enumerate(lines, 1) if line.strip().startswith("step(32768)"))
     said = "exception being handled in <module> at job.py:%d" % retried
     ok = "the retry failed too" in r.stdout and said in text
     print("retry_oom_check: %s (%d OOM events; wanted %r in the report)" % (
