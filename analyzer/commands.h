@@ -107,16 +107,17 @@ int vrt_cmd_watch(int argc, char **argv);
 #define VRT_HELP_OOM                                                                                   \
 	"usage: vramtrace oom [options] TRACE|DIR\n"                                                     \
 	"\n"                                                                                           \
-	"Explains the last out-of-memory failure in the trace: the request, free and total memory,\n"   \
-	"what was live by category (parameters, gradients, optimizer state, activations, workspaces,\n" \
-	"allocator cache, the step's own tensors, non-PyTorch) with the rule that put each site\n"     \
-	"there, pinned host memory beside it, the top sites, and the phase it happened in. Then what\n" \
-	"would make it fit: for lifting the cap, expandable_segments, max_split_size_mb, empty_cache(),\n" \
+	"Explains the last out-of-memory failure in the trace: the request, free and total memory, what\n" \
+	"was live by category (parameters, gradients, optimizer state, activations, workspaces,\n" \
+	"allocator cache, the step's own tensors, non-PyTorch) with the rule that put each site there,\n" \
+	"pinned host memory beside it, what held it (where a retention walk ran at the failure: the\n" \
+	"roots its chains start from), the top sites, and the phase it happened in. Then what would\n" \
+	"make it fit: for lifting the cap, expandable_segments, max_split_size_mb, empty_cache(),\n" \
 	"activation checkpointing, ZeRO-3, offload_param, offload_optimizer and a smaller batch, the\n" \
 	"bytes each frees at the failing request, whether that request and every one before it would\n" \
-	"then fit, and what decided it (replay: the allocator replayed as in `vramtrace whatif`;\n"  \
+	"then fit, and what decided it (replay: the allocator replayed as in `vramtrace whatif`;\n" \
 	"identity: what a retention walk found; rule: the allocating stacks). Given a directory (a\n" \
-	"run's traces), it explains the process that ran out of memory.\n"                         \
+	"run's traces), it explains the process that ran out of memory.\n"                       \
 	"\n"                                                                                           \
 	"options:\n"                                                                                   \
 	"  --json        machine-readable output\n"                                                      \
