@@ -682,6 +682,18 @@ m retain-signal-handlers-not-roots python/vramtrace/_owners.py \
   '        out += _signal_handlers()\n' \
   '' \
   'test_retention_elsewhere.py::test_each_holder_is_named[signal]'
+m retain-handled-exception-not-a-root python/vramtrace/_owners.py \
+  '        out += _exceptions_being_handled()\n' \
+  '' \
+  'test_retention_elsewhere.py::test_a_retry_inside_the_except_block_names_the_exception_that_keeps_the_failed_attempt[bare]'
+m retain-handled-exception-where-unsaid python/vramtrace/_owners.py \
+  '                text += " in " + _where(tb.tb_frame)\n' \
+  '                pass\n' \
+  'test_retention_elsewhere.py::test_a_retry_inside_the_except_block_names_the_exception_that_keeps_the_failed_attempt[named]'
+m oom-holders-unsaid analyzer/categories.c \
+  '\t\tif (c->roots)\n\t\t\tvrt_roots_add(c->roots, c->t, c->walk, it);\n' \
+  '' \
+  test_h200_retention.py::test_oom_says_what_holds_the_device_memory_at_the_failure
 m retain-realtime-signal-handler-lost python/vramtrace/_owners.py \
   '                    name = "signal %d" % sig\n' \
   '                    raise\n' \
