@@ -655,8 +655,8 @@ m retain-frames-before-modules python/vramtrace/_owners.py \
   '        out = frames + out\n' \
   'test_retention_shapes.py::test_the_chains_on_each_version[3.10]'
 m retain-walk-keeps-its-own-frame python/vramtrace/_owners.py \
-  '        current = f = None\n    return frames\n' \
-  '        pass\n    return frames\n' \
+  '        current = f = None\n    return out\n' \
+  '        pass\n    return out\n' \
   test_retention_elsewhere.py::test_the_walks_keep_nothing_the_program_let_go
 m retain-phase-hook-raises-at-teardown python/vramtrace/_phases.py \
   '    except Exception:  # never into the program; at teardown this module'"'"'s globals are None\n        pass\n' \
@@ -671,8 +671,8 @@ m retain-walk-keeps-copied-locals python/vramtrace/_owners.py \
   '                pass\n' \
   test_retention_elsewhere.py::test_the_walks_keep_nothing_the_program_let_go
 m retain-walk-forgets-the-event-frames-locals python/vramtrace/_owners.py \
-  '                if f is not None and sys.version_info < (3, 12):\n' \
-  '                if False:\n' \
+  '        elif stack and sys.version_info < (3, 12):\n' \
+  '        elif False:\n' \
   test_retention_elsewhere.py::test_the_walks_keep_nothing_the_program_let_go
 m retain-asyncio-fields-unnamed python/vramtrace/_chains.py \
   '    if type(parent).__module__ == "_asyncio":' \

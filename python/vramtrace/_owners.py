@@ -48,25 +48,17 @@ def _forget_locals(frames):
         return
     me = threading.get_ident()
     busy = set()
-    current = sys._current_frames()
+    for ident, stack in _thread_stacks():
+        if ident != me:
+            busy.update(id(f) for f in stack)
+        elif stack and sys.version_info < (3, 12):
+            busy.add(id(stack[0]))
     try:
-        for ident, f in current.items():
-            if ident == me:
-                while f is not None and f.f_globals.get("__name__", "").startswith("vramtrace"):
-                    f = f.f_back
-                if f is not None and sys.version_info < (3, 12):
-                    busy.add(id(f))
-                continue
-            while f is not None:
-                busy.add(id(f))
-                f = f.f_back
         for f in frames:
             if id(f) not in busy and f.f_code.co_flags & _CO_OPTIMIZED:
                 f.f_locals.clear()
     except Exception:  # a frame that does not read as expected keeps its copy
         pass
-    finally:
-        current = f = None
 
 
 def _start_cycle_at_object(path):
@@ -129,28 +121,42 @@ def _signal_handlers():
     return out
 
 
-def _thread_frames():
-    """Every thread's frames (innermost first) but ours and module-level ones, with their text.
-    The current thread's innermost frame is this function's own: a local that kept it would make
-    a cycle through every frame below it, the traced program's included, which a program with
-    the cyclic GC off (or until its next full collection) would keep with all their locals."""
-    frames = []
+def _thread_stacks():
+    """Each thread's frames, innermost first, as (thread id, frames); the current thread's
+    without vramtrace's own on top. The answer of sys._current_frames() holds this function's
+    own frame: kept past the return, it would make a cycle through every frame below it, the
+    traced program's included, which a program with the cyclic GC off (or until its next full
+    collection) would keep with all their locals."""
     me = threading.get_ident()
-    names = {t.ident: t.name for t in threading.enumerate()}
+    out = []
     current = sys._current_frames()
     try:
         for ident, f in current.items():
             while f is not None and ident == me and f.f_globals.get("__name__", "").startswith("vramtrace"):
-                f = f.f_back  # our own frames are not roots
+                f = f.f_back  # our own frames
+            stack = []
             while f is not None:
-                if not _module_frame(f):  # a module's locals are its globals, named through the module
-                    code = f.f_code
-                    where = "%s (%s:%d)" % (getattr(code, "co_qualname", code.co_name),
-                                            os.path.basename(code.co_filename), f.f_lineno or 0)
-                    frames.append((f, where if ident == me else "thread %s: %s" % (names.get(ident, ident), where)))
+                stack.append(f)
                 f = f.f_back
+            out.append((ident, stack))
     finally:
         current = f = None
+    return out
+
+
+def _thread_frames():
+    """Every thread's frames (innermost first) but ours and module-level ones, with their text."""
+    me = threading.get_ident()
+    names = {t.ident: t.name for t in threading.enumerate()}
+    frames = []
+    for ident, stack in _thread_stacks():
+        for f in stack:
+            if _module_frame(f):
+                continue  # a module's locals are its globals, named through the module
+            code = f.f_code
+            where = "%s (%s:%d)" % (getattr(code, "co_qualname", code.co_name), os.path.basename(code.co_filename),
+                                    f.f_lineno or 0)
+            frames.append((f, where if ident == me else "thread %s: %s" % (names.get(ident, ident), where)))
     return frames
 
 
