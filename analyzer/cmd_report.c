@@ -40,6 +40,7 @@ struct report {
 	struct vrt_owners owners;   /* the retention walks, for what is live at the end */
 	struct vrt_category cats[VRT_MAX_DEVICES + 1][VRT_MAX_CATEGORIES]; /* what is live at the end */
 	int n_cats[VRT_MAX_DEVICES + 1];
+	struct vrt_roots roots[VRT_MAX_DEVICES]; /* with a walk: what holds each device's memory at the end */
 	uint64_t lost; /* events lost while recording: the state block's count, or the LOST records' */
 	uint64_t ooms; /* out-of-memory records up to the end */
 };
@@ -94,11 +95,11 @@ static void categorize_end(struct report *r)
 	for (int d = 0; d <= VRT_MAX_DEVICES; d++) {
 		bool host = d == VRT_HOST_SLOT;
 		vrt_categorize(r->t, &r->end, r->owners.walks ? &r->owners.last : NULL, d, r->end.any_blocks && !host, host,
-			       r->cats[d], &r->n_cats[d], NULL);
+			       r->cats[d], &r->n_cats[d], host ? NULL : &r->roots[d]);
 	}
 }
 
-static void print_categories(const struct report *r)
+static void print_categories(struct report *r)
 {
 	for (int d = 0; d <= VRT_MAX_DEVICES; d++) {
 		const struct vrt_category *cats = r->cats[d];
@@ -111,10 +112,12 @@ static void print_categories(const struct report *r)
 			       cats[i].identity == cats[i].bytes ? "by identity"
 			       : cats[i].identity                ? "partly by identity"
 								 : "by rule");
+		if (d < VRT_MAX_DEVICES)
+			vrt_roots_print(stdout, &r->roots[d], "kept alive by (what that walk found holding it):\n");
 	}
 }
 
-static void json_categories_at_end(const struct report *r)
+static void json_categories_at_end(struct report *r)
 {
 	printf(", \"categories_at_end\": [");
 	bool first = true;
@@ -127,6 +130,19 @@ static void json_categories_at_end(const struct report *r)
 			       (long long)c->identity, 2 * c->identity >= c->bytes ? "identity" : "rule");
 			first = false;
 		}
+	printf("], \"kept_alive_at_end\": [");
+	bool first_root = true;
+	for (int d = 0; d < VRT_MAX_DEVICES; d++) {
+		int64_t held = 0;
+		for (int k = 0; k < VRT_HELD_KINDS; k++)
+			held += r->roots[d].by_status[k];
+		if (!held)
+			continue;
+		printf("%s{\"device\": %d", first_root ? "" : ", ", d);
+		vrt_roots_json(stdout, &r->roots[d]);
+		printf("}");
+		first_root = false;
+	}
 	printf("], \"teardown_s\": ");
 	if (r->teardown_s)
 		printf("%.6f", r->teardown_s);

@@ -410,6 +410,7 @@ void vrt_roots_print(FILE *out, struct vrt_roots *r, const char *heading)
 		[VRT_HELD_UNREACHABLE] = "nothing a root reaches: a reference cycle, or native code",
 		[VRT_HELD_NOT_PYTHON] = "no Python object (memory native code allocated and keeps)",
 		[VRT_HELD_TIMED_OUT] = "not known (the walk ran out of time before it got there)",
+		[VRT_HELD_OFF] = "not asked about (born before the walk's window, or no walk since its birth)",
 	};
 	vrt_roots_sort(r);
 	int64_t total = 0;

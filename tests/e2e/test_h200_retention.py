@@ -228,3 +228,20 @@ def test_oom_says_what_holds_the_device_memory_at_the_failure():
     assert sum(by_status.values()) == sum(c["bytes"] for c in out["categories"] if c["name"] != "allocator_cache")
     assert sum(r["bytes"] for r in out["kept_alive_by"]) + out["kept_alive_other_roots_bytes"] == \
         by_status["found"] + by_status["unreachable"] - sum(out["kept_alive_without_chain"][k] for k in ("found", "unreachable"))
+
+
+def test_report_says_what_holds_the_memory_live_at_the_end():
+    """Story 1's job (a train() per sample under ZeRO-2): `report` says, under what is live at
+    the end, where the last walk's chains start: the engine's forward hooks on the user's model,
+    every byte it sorts into categories counted once (the allocator's cache aside)."""
+    trace = H200 / "retain-ds-zero2.vrt"
+    text = analyze("report", "-q", trace).stdout
+    held = text.split("kept alive by (what that walk found holding it):\n")[1].split("\n\n")[0].splitlines()
+    assert held[0].split()[:3] == ["1.26", "GiB", "36%"], held
+    assert held[0].endswith("__main__.MODEL._forward_hooks[*] (function DeepSpeedEngine._create_module_forward_post_hook"
+                            ".<locals>._module_forward_post_hook)  (7 objects)"), held
+    out = json.loads(analyze("report", "-q", "--json", trace).stdout)
+    [device0] = out["kept_alive_at_end"]
+    assert device0["device"] == 0
+    assert sum(device0["kept_alive_by_status"].values()) == sum(
+        c["bytes"] for c in out["categories_at_end"] if c["device"] == 0 and c["name"] != "allocator_cache")
