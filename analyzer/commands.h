@@ -55,9 +55,10 @@ int vrt_cmd_watch(int argc, char **argv);
 #define VRT_HELP_REPORT                                                                                \
 	"usage: vramtrace report [options] TRACE|DIR...\n"                                              \
 	"\n"                                                                                           \
-	"Per device and memory kind: the peak and when it happened, what is live at the end, and the\n" \
-	"sites (stacks) holding the most bytes at the end and at the peak. Several files or a\n"         \
-	"directory show every process, by rank.\n"                                                       \
+	"Per device and memory kind: the peak and when it happened, what is live at the end (by what\n"\
+	"it is, and where a retention walk ran, what holds it), and the sites (stacks) holding the\n"  \
+	"most bytes at the end and at the peak. Several files or a directory show every process, by\n"\
+	"rank.\n"                                                                                       \
 	"\n"                                                                                           \
 	"options:\n"                                                                                   \
 	"  --json        machine-readable output\n"                                                      \
