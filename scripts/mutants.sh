@@ -694,6 +694,10 @@ m oom-holders-unsaid analyzer/categories.c \
   '\t\tif (c->roots)\n\t\t\tvrt_roots_add(c->roots, c->t, c->walk, it);\n' \
   '' \
   test_h200_retention.py::test_oom_says_what_holds_the_device_memory_at_the_failure
+m holders-not-asked-about-unsaid analyzer/owners.c \
+  '\t\t[VRT_HELD_OFF] = "not asked about (born before the walk' \
+  '\t\t[VRT_HELD_TIMED_OUT] = "not asked about (born before the walk' \
+  test_h200_retention.py::test_report_says_what_holds_the_memory_live_at_the_end
 m report-holders-at-end-unsaid analyzer/cmd_report.c \
   'r->cats[d], &r->n_cats[d], host ? NULL : &r->roots[d]);' \
   'r->cats[d], &r->n_cats[d], NULL);' \

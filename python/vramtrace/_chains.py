@@ -362,7 +362,7 @@ def _edge(grand, parent, child, great=None):
                 pass
     if torch is not None and _is(parent, torch.Tensor):
         try:
-            if child is parent.grad:
+            if parent.is_leaf and child is parent.grad:  # a non-leaf's .grad warns, into the program's stderr
                 return ".grad"
             if child is parent.grad_fn:
                 return ".grad_fn"

@@ -240,8 +240,23 @@ def test_report_says_what_holds_the_memory_live_at_the_end():
     assert held[0].split()[:3] == ["1.26", "GiB", "36%"], held
     assert held[0].endswith("__main__.MODEL._forward_hooks[*] (function DeepSpeedEngine._create_module_forward_post_hook"
                             ".<locals>._module_forward_post_hook)  (7 objects)"), held
+    # what no walk asked about is said too: the shares add up
+    assert held[-1].split()[:3] == ["2.15", "GiB", "62%"] and held[-1].endswith("not asked about (born before the "
+                                                                               "walk's window, or no walk since its birth)")
     out = json.loads(analyze("report", "-q", "--json", trace).stdout)
     [device0] = out["kept_alive_at_end"]
     assert device0["device"] == 0
     assert sum(device0["kept_alive_by_status"].values()) == sum(
         c["bytes"] for c in out["categories_at_end"] if c["device"] == 0 and c["name"] != "allocator_cache")
+
+
+def test_oom_after_a_retry_inside_the_except_block_names_the_exception():
+    """Recorded on an H100 (scripts/gpu/retry_oom_check.py): a step runs out of its 6 GiB cap,
+    the handler retries with half the batch before its block ends, and runs out again. At the
+    second failure the exception being handled keeps the first step's input and activations,
+    and `oom` says so first, with where the handler runs."""
+    truth = json.loads((H200 / "TRUTH.json").read_text())["retry-oom"]
+    out = json.loads(analyze("oom", "-q", "--json", H200 / "retry-oom.vrt").stdout)["oom"]
+    assert out["kept_alive_by"][0] == {
+        "root": "exception being handled in <module> at job.py:%d (OutOfMemoryError)" % truth["retry_line"],
+        "bytes": truth["held_by_failed_attempt"], "objects": 5}
