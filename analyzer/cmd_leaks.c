@@ -1245,8 +1245,10 @@ static void print_text(struct leaks *lk, struct vrt_sites *sites)
 		printf("  * no next call: measured where the trace (or --until-mark) ends\n");
 	headline(lk, sites, line, sizeof(line));
 	printf("\n%s\n", line);
-	if (lk->owners.walks)
+	if (lk->owners.walks) {
+		vrt_roots_sort(&lk->roots);
 		vrt_roots_print(stdout, &lk->roots, "kept alive by (what the retention walks found holding the survivors):\n");
+	}
 	printf("\nsurvivors by site (allocated inside a call, still live when the next call starts; over all calls):\n");
 	int64_t persistent = 0, persistent_by[PERSISTENT_KINDS] = { 0 };
 	size_t shown = 0;
@@ -1322,6 +1324,7 @@ static void print_json(FILE *out, struct leaks *lk, struct vrt_sites *sites)
 	fprintf(out, ", \"retention_walks\": {\"count\": %llu, \"cut_short\": %llu, \"seconds\": %.6f, \"most_objects\": %llu}",
 		(unsigned long long)w->walks, (unsigned long long)w->timed_out, (double)w->walk_us / 1e6,
 		(unsigned long long)w->walk_objects_max);
+	vrt_roots_sort(&lk->roots);
 	vrt_roots_json(out, &lk->roots);
 	fprintf(out, ", \"growth_per_invocation_bytes\": %.0f, \"growth_including_first_bytes\": %.0f, \"summary\": ",
 		growth_per_invocation(lk), growth_including_first(lk));

@@ -225,6 +225,7 @@ static void explain(const struct vrt_trace *t, const struct vrt_model *m, const 
 	const struct vrt_walk *walk = o->walked ? &o->owners.last : NULL;
 	vrt_categorize(t, m, walk, slot, m->any_blocks, false, x->cats, &x->n_cats, &x->roots);
 	vrt_categorize(t, m, walk, VRT_HOST_SLOT, false, true, x->host_cats, &x->n_host_cats, NULL);
+	vrt_roots_sort(&x->roots);
 }
 
 static void print_phases(const struct vrt_trace *t, const struct oom *o, FILE *out)
@@ -373,7 +374,7 @@ static void print_text(const struct vrt_trace *t, const struct oom *o, const str
 	}
 	if (o->walked) {
 		printf("\n");
-		vrt_roots_print(stdout, (struct vrt_roots *)&x->roots,
+		vrt_roots_print(stdout, &x->roots,
 				"kept alive by (what the retention walk at the failure found holding the device's memory):\n");
 	}
 	printf("\ntop sites on device %d at the failure:\n", x->device);
@@ -462,7 +463,7 @@ static void print_json(FILE *out, const struct vrt_trace *t, const struct oom *o
 	json_decided(out, x->host_cats, x->n_host_cats);
 	json_limit(out, o);
 	if (o->walked)
-		vrt_roots_json(out, (struct vrt_roots *)&x->roots);
+		vrt_roots_json(out, &x->roots);
 	fprintf(out, ", \"phases\": [");
 	for (int i = 0; i < o->n_phases; i++) {
 		fprintf(out, "%s{\"name\": ", i ? ", " : "");

@@ -96,10 +96,12 @@ static void categorize_end(struct report *r)
 		bool host = d == VRT_HOST_SLOT;
 		vrt_categorize(r->t, &r->end, r->owners.walks ? &r->owners.last : NULL, d, r->end.any_blocks && !host, host,
 			       r->cats[d], &r->n_cats[d], host ? NULL : &r->roots[d]);
+		if (!host)
+			vrt_roots_sort(&r->roots[d]);
 	}
 }
 
-static void print_categories(struct report *r)
+static void print_categories(const struct report *r)
 {
 	for (int d = 0; d <= VRT_MAX_DEVICES; d++) {
 		const struct vrt_category *cats = r->cats[d];
@@ -117,7 +119,7 @@ static void print_categories(struct report *r)
 	}
 }
 
-static void json_categories_at_end(struct report *r)
+static void json_categories_at_end(const struct report *r)
 {
 	printf(", \"categories_at_end\": [");
 	bool first = true;

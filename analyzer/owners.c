@@ -403,7 +403,7 @@ void vrt_root_print(FILE *out, const struct vrt_root *root)
 
 #define SHOWN_ROOTS 3
 
-void vrt_roots_print(FILE *out, struct vrt_roots *r, const char *heading)
+void vrt_roots_print(FILE *out, const struct vrt_roots *r, const char *heading)
 {
 	static const char *const unexplained[VRT_HELD_KINDS] = {
 		[VRT_HELD_FOUND] = "a Python object (no chain recorded)",
@@ -412,7 +412,6 @@ void vrt_roots_print(FILE *out, struct vrt_roots *r, const char *heading)
 		[VRT_HELD_TIMED_OUT] = "not known (the walk ran out of time before it got there)",
 		[VRT_HELD_OFF] = "not asked about (born before the walk's window, or no walk since its birth)",
 	};
-	vrt_roots_sort(r);
 	int64_t total = 0;
 	for (int k = 0; k < VRT_HELD_KINDS; k++)
 		total += r->by_status[k];
@@ -440,9 +439,8 @@ void vrt_roots_print(FILE *out, struct vrt_roots *r, const char *heading)
 			       unexplained[k]);
 }
 
-void vrt_roots_json(FILE *out, struct vrt_roots *r)
+void vrt_roots_json(FILE *out, const struct vrt_roots *r)
 {
-	vrt_roots_sort(r);
 	fprintf(out, ", \"kept_alive_by\": [");
 	for (size_t i = 0; i < r->n; i++) {
 		fprintf(out, "%s{\"root\": ", i ? ", " : "");

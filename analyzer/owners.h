@@ -128,13 +128,13 @@ void vrt_roots_add(struct vrt_roots *r, const struct vrt_trace *t, const struct 
 void vrt_roots_sort(struct vrt_roots *r);
 /* The root's text, control characters escaped. */
 void vrt_root_print(FILE *out, const struct vrt_root *root);
-/* What keeps the items added alive, by where their chains start: heading, then the three
- * largest roots, the rest in one line, and what no chain explains by what the walk said: the
- * one line a person acts on (remove that hook, clear that registry). Nothing where nothing was
- * added. Sorts r. */
-void vrt_roots_print(FILE *out, struct vrt_roots *r, const char *heading);
+/* What keeps the items added alive, by where their chains start (r sorted by vrt_roots_sort):
+ * heading, then the three largest roots, the rest in one line, and what no chain explains by
+ * what the walk said: the one line a person acts on (remove that hook, clear that registry).
+ * Nothing where nothing was added. */
+void vrt_roots_print(FILE *out, const struct vrt_roots *r, const char *heading);
 /* The same as JSON members: , "kept_alive_by": [...], "kept_alive_other_roots_bytes": ...,
- * "kept_alive_by_status": {...}, "kept_alive_without_chain": {...}. Sorts r. */
-void vrt_roots_json(FILE *out, struct vrt_roots *r);
+ * "kept_alive_by_status": {...}, "kept_alive_without_chain": {...}. */
+void vrt_roots_json(FILE *out, const struct vrt_roots *r);
 
 #endif /* VRAMTRACE_OWNERS_H */
