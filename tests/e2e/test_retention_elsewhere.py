@@ -1,6 +1,8 @@
 """Why memory survives where a program's own objects do not name it, with the cyclic GC off:
-tests/programs/retain_elsewhere.py keeps a buffer a call through a signal handler, a context
-variable, a __slots__ attribute, a reference cycle and an atexit callback.
+tests/programs/retain_elsewhere.py keeps a buffer a call through signal handlers (a named and a
+real-time signal), a context variable, a __slots__ attribute, a reference cycle, an atexit
+callback, an asyncio task's coroutine and the local of the loop that calls train();
+tests/programs/retry_in_except.py retries inside the except block.
 The retention walks must change nothing (a buffer the next call replaces is freed then, traced or
 not; nothing printed at teardown), name each holder, and tell memory kept until the next call
 from memory that grows every call. Run by this interpreter, and again by every CPython here.

@@ -15,8 +15,8 @@ walks run with the GC off too and must leave nothing behind, nor keep what a run
 local held when they read it (before 3.13 reading a frame's locals leaves a copy of them on the
 frame). At the end the program prints "alive: " and, for each way, whether each call's buffer is
 still alive, and "rebound: " whether each returned buffer was still alive once the loop's local
-named the next one. Buffers freed during
-teardown run Python code (their __del__) while vramtrace's phase hook is still set.
+named the next one. Buffers freed during teardown run Python code (their __del__) while
+vramtrace's phase hook is still set.
 
     retain_elsewhere.py [CALLS [cprofile]]    cprofile: the second call runs under cProfile
 """
