@@ -129,6 +129,7 @@ struct html {
 	struct site_def *sites;
 	int n_sites;
 	struct vrt_sites site_map;   /* stack -> position in sites + 1 (in count) */
+	struct vrt_site_keys *keys;  /* stacks that print alike are one site (sites.h) */
 	struct stack_max *smax;
 	size_t smax_n, smax_cap;
 	/* time buckets, shared by all series */
@@ -226,13 +227,19 @@ static int64_t own_delta(const struct vrt_effect *e, bool counts)
 					    : e->delta;
 }
 
-/* slot and kind (+2, so never 0) over the stack id; -1 for an item no series counts. */
-static int64_t series_key(const struct vrt_item *it)
+/* The stack an item's bytes are listed under: the first of those that print as its does. */
+static uint32_t site_stack(const struct html *h, uint32_t stack)
+{
+	return h->keys ? vrt_site_keys_stack(h->keys, stack) : stack;
+}
+
+/* slot and kind (+2, so never 0) over the site's stack id; -1 for an item no series counts. */
+static int64_t series_key(const struct html *h, const struct vrt_item *it)
 {
 	int kind = it->space == VRT_SPACE_BLOCK ? -1 : vrt_item_counted(it) && it->kind < VRT_KIND_LAST ? it->kind : -2;
 	if (kind == -2)
 		return -1;
-	return (int64_t)((uint64_t)(vrt_device_slot(it->device) * 8 + kind + 2) << 32 | it->stack);
+	return (int64_t)((uint64_t)(vrt_device_slot(it->device) * 8 + kind + 2) << 32 | site_stack(h, it->stack));
 }
 
 static struct stack_max *stack_max_of(struct html *h, uint64_t key)
@@ -267,7 +274,7 @@ static struct stack_max *stack_max_of(struct html *h, uint64_t key)
  * sites' figures are a little off then; this only ranks sites beyond the peak and end ones). */
 static void note_stack_max(struct html *h, const struct vrt_effect *e)
 {
-	int64_t key = e->kind == VRT_EFFECT_NONE ? -1 : series_key(&e->item);
+	int64_t key = e->kind == VRT_EFFECT_NONE ? -1 : series_key(h, &e->item);
 	if (key < 0 || !e->delta || e->delta != own_delta(e, true))
 		return;
 	struct stack_max *x = stack_max_of(h, (uint64_t)key);
@@ -324,7 +331,7 @@ static void group_visit(void *ctx, const struct vrt_item *it)
 	struct group_ctx *g = ctx;
 	if (series_of_item(g->h, it) != g->series)
 		return;
-	struct vrt_site *site = vrt_sites_get(g->out, it->stack, NULL);
+	struct vrt_site *site = vrt_sites_get(g->out, site_stack(g->h, it->stack), NULL);
 	if (site) {
 		site->bytes += (int64_t)it->size;
 		site->count++;
@@ -593,7 +600,7 @@ static void resync_visit(void *ctx, const struct vrt_item *it)
 {
 	struct html *h = ctx;
 	int k = series_of_item(h, it);
-	int j = k < 0 ? -1 : rank_of(&h->s[k], it->stack);
+	int j = k < 0 ? -1 : rank_of(&h->s[k], site_stack(h, it->stack));
 	if (j >= 0)
 		h->s[k].cur[j] += (int64_t)it->size;
 }
@@ -615,7 +622,7 @@ static void track(struct html *h, const struct vrt_model *m, const struct vrt_ef
 		resync(h, m);
 		return;
 	}
-	int j = k < 0 || !e->delta ? -1 : rank_of(&h->s[k], e->item.stack);
+	int j = k < 0 || !e->delta ? -1 : rank_of(&h->s[k], site_stack(h, e->item.stack));
 	if (j >= 0)
 		h->s[k].cur[j] += e->delta;
 }
@@ -1380,7 +1387,7 @@ static int band_sites(struct html *h)
 	if (!h->band_site)
 		return VRT_E_NOMEM;
 	for (int i = 0; i < h->bands.n; i++)
-		if ((h->band_site[i] = site_of_stack(h, h->bands.v[i].stack)) < 0)
+		if ((h->band_site[i] = site_of_stack(h, site_stack(h, h->bands.v[i].stack))) < 0)
 			return VRT_E_NOMEM;
 	return 0;
 }
@@ -1515,6 +1522,9 @@ static void write_page(FILE *out, const struct html *h, const char *data, size_t
 
 static void html_free(struct html *h)
 {
+	if (h->keys)
+		vrt_site_keys_free(h->keys);
+	free(h->keys);
 	vrt_oom_search_free(h->oom);
 	vrt_leaks_feed_free(h->leaks);
 	if (h->oom_out)
@@ -1548,6 +1558,8 @@ static int html_run(struct html *h, FILE *out)
 {
 	if (vrt_model_init(&h->end))
 		return vrt_fail(VRT_E_NOMEM, "html");
+	if ((h->keys = malloc(sizeof(*h->keys)))) /* NULL: sites by stack */
+		vrt_site_keys_init(h->keys, h->t);
 	h->oom = vrt_oom_search_new(0); /* NULL: the section is left out with a note */
 	h->leaks = vrt_leaks_feed_new(h->t); /* NULL: likewise */
 	int rc = pass_totals(h);

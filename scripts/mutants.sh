@@ -750,6 +750,10 @@ m oom-lines-listed-by-stack analyzer/cmd_oom.c \
   '\t\t(void)vrt_sites_fold_printed(t, &x.device_sites); /* short of memory: listed by stack */\n' \
   '' \
   test_retention_shapes.py::test_oom_lists_a_line_reached_two_ways_once
+m html-lines-listed-by-stack analyzer/cmd_html.c \
+  'return h->keys ? vrt_site_keys_stack(h->keys, stack) : stack;' \
+  'return stack;' \
+  test_retention_shapes.py::test_html_lists_a_line_reached_two_ways_as_one_site
 m leaks-growth-listed-by-stack analyzer/cmd_leaks.c \
   '\tvrt_sites_fold_printed(lk->t, &growing); /* the cadence' \
   '\t(void)vrt_sites_fold_printed; /* the cadence' \

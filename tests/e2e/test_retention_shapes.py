@@ -255,3 +255,19 @@ def test_oom_lists_a_line_reached_two_ways_once(tmp_path, python_exe):
     listed = [i for i, row in enumerate(rows) if row.strip() == f"at allocate ({SCRIPT}:{kept_line('twopaths')})"]
     assert len(listed) == 1, rows
     assert rows[listed[0] - 1].split()[:3] == ["45.0", "MiB", "5x"], rows
+
+
+def test_html_lists_a_line_reached_two_ways_as_one_site(run, tmp_path):
+    """The page's charts and tables read as lines too: one site for the line, its bytes the
+    two paths' together (45 MiB at the peak, in 5 buffers)."""
+    from test_html import page_data
+
+    t, _, _ = run
+    page = tmp_path / "shapes.html"
+    analyze("html", "-q", t.trace, "-o", page)
+    data = page_data(page)
+    line = f"retain_shapes.py:{kept_line('twopaths')}"
+    sites = [i for i, s in enumerate(data["sites"]) if any(line in str(data["frames"][f]) for f in s["frames"])]
+    assert len(sites) == 1, sites
+    [series] = data["series"]
+    assert series["site_peak"][series["sites"].index(sites[0])][::2] == [45 * MiB, 5], series
