@@ -59,6 +59,23 @@ def program(name):
     return str(path)
 
 
+def program_constant(source, name):
+    """A module-level constant of a Python test program, read from its source (it is not
+    imported: it loads a CUDA runtime)."""
+    import ast
+
+    for node in ast.parse(Path(source).read_text()).body:
+        if isinstance(node, ast.Assign) and getattr(node.targets[0], "id", None) == name:
+            return ast.literal_eval(node.value)
+    raise AssertionError(name)
+
+
+def kept_line(source, way):
+    """The line of a test program that ends in "# kept: WAY" (where it allocates what it keeps)."""
+    lines = Path(source).read_text().splitlines()
+    return next(n for n, line in enumerate(lines, 1) if line.rstrip().endswith(f"# kept: {way}"))
+
+
 def clean_env(extra=None):
     """The environment for a traced program: ours without any VRAMTRACE_*/FAKECUDA* settings
     that the developer's shell may carry, plus extra."""

@@ -13,30 +13,19 @@ import sys
 
 import pytest
 
-from conftest import CUDART, PROGRAM_SOURCES, SOURCE, analyze, clean_env, trace as traced
+from conftest import CUDART, PROGRAM_SOURCES, SOURCE, MiB, analyze, clean_env, program_constant, trace as traced
+from conftest import kept_line as program_kept_line
 from test_python_versions import FOUND, MINORS
 
 SCRIPT = PROGRAM_SOURCES / "retain_elsewhere.py"
 CALLS = 3
 LINES = SCRIPT.read_text().splitlines()
-MiB = 1 << 20
-
-
-def program_constant(name):
-    import ast
-
-    for node in ast.parse(SCRIPT.read_text()).body:
-        if isinstance(node, ast.Assign) and getattr(node.targets[0], "id", None) == name:
-            return ast.literal_eval(node.value)
-    raise AssertionError(name)
-
-
-KEPT_MIB = program_constant("KEPT")
-REPLACED = program_constant("REPLACED")
+KEPT_MIB = program_constant(SCRIPT, "KEPT")
+REPLACED = program_constant(SCRIPT, "REPLACED")
 
 
 def kept_line(way):
-    return next(n for n, line in enumerate(LINES, 1) if line.rstrip().endswith(f"# kept: {way}"))
+    return program_kept_line(SCRIPT, way)
 
 
 EXPECTED_CHAINS = {

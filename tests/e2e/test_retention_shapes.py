@@ -11,27 +11,16 @@ import json
 
 import pytest
 
-from conftest import CUDART, GOLDEN, PROGRAM_SOURCES, SOURCE, MiB, analyze, program, trace as traced
+from conftest import CUDART, GOLDEN, PROGRAM_SOURCES, SOURCE, MiB, analyze, program, program_constant, trace as traced
+from conftest import kept_line as program_kept_line
 from test_python_versions import FOUND, MINORS
 
 SCRIPT = PROGRAM_SOURCES / "retain_shapes.py"
 CALLS = 3
 LINES = SCRIPT.read_text().splitlines()
-
-
-def program_constant(name):
-    """A constant of the program (it is not imported: it loads a CUDA runtime)."""
-    import ast
-
-    for node in ast.parse(SCRIPT.read_text()).body:
-        if isinstance(node, ast.Assign) and getattr(node.targets[0], "id", None) == name:
-            return ast.literal_eval(node.value)
-    raise AssertionError(name)
-
-
-KEPT_MIB = program_constant("KEPT")
-ONCE_MIB = program_constant("ONCE")
-LIBRARY_MIB = program_constant("LIBRARY")
+KEPT_MIB = program_constant(SCRIPT, "KEPT")
+ONCE_MIB = program_constant(SCRIPT, "ONCE")
+LIBRARY_MIB = program_constant(SCRIPT, "LIBRARY")
 
 
 def line_of(text):
@@ -39,7 +28,7 @@ def line_of(text):
 
 
 def kept_line(way):
-    return next(n for n, line in enumerate(LINES, 1) if line.rstrip().endswith(f"# kept: {way}"))
+    return program_kept_line(SCRIPT, way)
 
 
 def expected_chains(minor):
