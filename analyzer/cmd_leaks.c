@@ -221,10 +221,11 @@ static void follow_end(struct follow *f, const struct vrt_model *m);
  * One pass for what the replay needs to know first: the phases entered (over the whole trace)
  * when none was named, and whether tensor blocks exist when --layer does not say. A bad record
  * before --until-mark fails here, as the replay would. With f, the pass replays the phases it
- * sees entered too (struct follow).
+ * sees entered too (struct follow). Flattened: its loop's calls, made for every record, inlined
+ * (as vrt_model_apply's).
  */
-static int survey(struct vrt_trace *t, const struct leaks_options *o, bool want_phases, struct survey *s,
-		  struct follow *f)
+static __attribute__((flatten)) int survey(struct vrt_trace *t, const struct leaks_options *o, bool want_phases,
+					   struct survey *s, struct follow *f)
 {
 	bool want_blocks = !o->layer;
 	struct vrt_pass p;
@@ -339,7 +340,13 @@ static int64_t live_total(const struct leaks *lk, const struct vrt_model *m)
 /* Invocation an event index falls in (1-based), 0 if none. Invocations are ordered. */
 static uint32_t invocation_of(const struct leaks *lk, uint64_t event)
 {
+	/* A scan asks about every live item: most were born before the first call (weights) or in
+	 * the last one, answered without the search. */
+	if (!lk->n_inv || event < lk->inv[0].enter_event)
+		return 0;
 	size_t lo = 0, hi = lk->n_inv;
+	if (event >= lk->inv[hi - 1].enter_event)
+		lo = hi;
 	while (lo < hi) {
 		size_t mid = (lo + hi) / 2;
 		if (lk->inv[mid].enter_event <= event)
@@ -637,10 +644,8 @@ static void measure_end(struct leaks *lk, const struct vrt_model *m, double now)
 	scan_survivors(lk, m, (uint32_t)lk->n_inv + 1);
 }
 
-/* One record of the phase's replay, the model applied (the pass may be another command's:
- * html's last). Returns 0 or a vrt_error (too many calls, no memory): the replay ends there. */
-static int replay_record(struct leaks *lk, const struct vrt_model *m, const struct vrt_record *r,
-			 const struct vrt_effect *e)
+/* What a record changes in every replay, a call open or not: the walks, and the teardown. */
+static inline void replay_walks_and_end(struct leaks *lk, const struct vrt_model *m, const struct vrt_record *r)
 {
 	if (vrt_owners_apply(&lk->owners, r))
 		lk->walk_fresh = true;
@@ -649,6 +654,14 @@ static int replay_record(struct leaks *lk, const struct vrt_model *m, const stru
 		lk->live_at_teardown = live_total(lk, m);
 		measure_end(lk, m, lk->teardown_s);
 	}
+}
+
+/* One record of the phase's replay, the model applied (the pass may be another command's:
+ * html's last). Returns 0 or a vrt_error (too many calls, no memory): the replay ends there. */
+static int replay_record(struct leaks *lk, const struct vrt_model *m, const struct vrt_record *r,
+			 const struct vrt_effect *e)
+{
+	replay_walks_and_end(lk, m, r);
 	if (r->op == VRT_OP_LOST && lk->n_inv) /* a lost free would show as a survivor of this call */
 		lk->inv[lk->n_inv - 1].lost += r->id;
 	int kind, rc = 0;
@@ -807,7 +820,8 @@ static void follow_record(struct follow *f, const struct survey *s, const struct
 	if (r->op == VRT_OP_PHASE_ENTER)
 		follow_start(f, s, r);
 	bool was_ended = f->before.ended;
-	replay_record(&f->before, m, r, e);
+	/* `before` has no name: it opens no call, and the rest of replay_record leaves it alone. */
+	replay_walks_and_end(&f->before, m, r);
 	if (f->before.ended && !was_ended)
 		for (int l = 0; l < 2; l++)
 			f->before_teardown[l] = layer_live(l, m);

@@ -73,7 +73,8 @@ static int by_place(const void *a, const void *b)
 	return x->addr < y->addr ? -1 : x->addr > y->addr;
 }
 
-static void add_pending(struct vrt_owners *o, const struct vrt_record *r)
+/* An OWNER record: one more owner of the walk under way. */
+void vrt_owners_apply_owner(struct vrt_owners *o, const struct vrt_record *r)
 {
 	if (o->n_pending == o->cap_pending) {
 		size_t cap = o->cap_pending ? o->cap_pending * 2 : 256;
@@ -90,8 +91,8 @@ static void add_pending(struct vrt_owners *o, const struct vrt_record *r)
 		.chain = r->id <= UINT32_MAX ? (uint32_t)r->id : 0 };
 }
 
-/* The pending owners become the latest walk; the buffers they held move with them. */
-static void close_walk(struct vrt_owners *o, const struct vrt_record *r)
+/* A WALK record: the pending owners become the latest walk; the buffers they held move with them. */
+void vrt_owners_apply_walk(struct vrt_owners *o, const struct vrt_record *r)
 {
 	if (o->n_earlier == VRT_EARLIER_WALKS) {
 		free(o->earlier[0].v);
@@ -111,15 +112,6 @@ static void close_walk(struct vrt_owners *o, const struct vrt_record *r)
 	o->timed_out += o->last.status != VRT_WALK_COMPLETE;
 	o->walk_us += o->last.duration_us;
 	o->walk_objects_max = o->last.objects > o->walk_objects_max ? o->last.objects : o->walk_objects_max;
-}
-
-bool vrt_owners_apply(struct vrt_owners *o, const struct vrt_record *r)
-{
-	if (r->op == VRT_OP_OWNER)
-		add_pending(o, r);
-	else if (r->op == VRT_OP_WALK)
-		close_walk(o, r);
-	return r->op == VRT_OP_WALK;
 }
 
 static bool asked_about(const struct vrt_walk *w, const struct vrt_item *it)

@@ -58,8 +58,18 @@ void vrt_owners_init(struct vrt_owners *o);
 void vrt_owners_free(struct vrt_owners *o);
 /* dst as a copy of src, that owns its own walks: 0, or VRT_E_NOMEM with dst empty. */
 int vrt_owners_copy(struct vrt_owners *dst, const struct vrt_owners *src);
-/* Feeds one replayed record; true when it closed a walk (o->last is then that walk). */
-bool vrt_owners_apply(struct vrt_owners *o, const struct vrt_record *r);
+void vrt_owners_apply_owner(struct vrt_owners *o, const struct vrt_record *r);
+void vrt_owners_apply_walk(struct vrt_owners *o, const struct vrt_record *r);
+/* Feeds one replayed record; true when it closed a walk (o->last is then that walk). Inline:
+ * a replay asks it of every record, and nearly none is OWNER or WALK. */
+static inline bool vrt_owners_apply(struct vrt_owners *o, const struct vrt_record *r)
+{
+	if (r->op == VRT_OP_OWNER)
+		vrt_owners_apply_owner(o, r);
+	else if (r->op == VRT_OP_WALK)
+		vrt_owners_apply_walk(o, r);
+	return r->op == VRT_OP_WALK;
+}
 
 /* The owners of w whose buffers lie inside it, and what w says of it; they are the first n
  * entries of w->v from first. */

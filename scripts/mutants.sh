@@ -1449,6 +1449,24 @@ m leaks-follower-keeps-a-wrong-layer analyzer/cmd_leaks.c \
   '(!f->layer && !lk->blocks && s->blocks.any_blocks)' \
   '(0 && s->blocks.any_blocks)' \
   test_passes.py::test_the_phase_followed_in_the_survey_is_the_phases_own_replay
+m leaks-before-misses-the-walks analyzer/cmd_leaks.c \
+  '\tif (vrt_owners_apply(&lk->owners, r))\n\t\tlk->walk_fresh = true;' \
+  '\tif (lk->name_id && vrt_owners_apply(&lk->owners, r))\n\t\tlk->walk_fresh = true;' \
+  test_passes.py::test_a_phase_first_entered_after_walks_of_another_is_followed_as_its_own_replay_sees_it
+m leaks-before-misses-the-teardown analyzer/cmd_leaks.c \
+  '\treplay_walks_and_end(&f->before, m, r);' \
+  '\t(void)0;' \
+  test_passes.py::test_a_phase_called_only_in_teardown_is_followed_as_its_own_replay_sees_it
+# (a scan asks which call each live item was born in: before the first and in the last are
+# answered without the search)
+m leaks-born-before-the-first-call-counted-in-it analyzer/cmd_leaks.c \
+  '\tif (!lk->n_inv || event < lk->inv[0].enter_event)\n\t\treturn 0;' \
+  '\tif (!lk->n_inv)\n\t\treturn 0;\n\tif (event < lk->inv[0].enter_event)\n\t\treturn 1;' \
+  test_h200_traces.py::test_fixed_engine_blames_nothing_and_labels_the_cublas_workspace
+m leaks-born-in-an-earlier-call-counted-in-the-last analyzer/cmd_leaks.c \
+  '\tif (event >= lk->inv[hi - 1].enter_event)\n\t\tlo = hi;' \
+  '\tif (event >= lk->inv[0].enter_event)\n\t\tlo = hi;' \
+  test_h200_traces.py::test_fixed_engine_blames_nothing_and_labels_the_cublas_workspace
 
 # ---- the replay at speed (issue 17, item 4): batches of decoded records, a second thread for
 # zstd, the live set's index (a batch that loses a record, a chunk decoded ahead that is not the

@@ -106,3 +106,25 @@ def test_a_phase_called_only_in_teardown_is_followed_as_its_own_replay_sees_it(t
                            text=True)
     assert named.returncode == 2 and "never entered" in named.stderr, named.stderr
     assert (auto.returncode, auto.stdout, auto.stderr) == (named.returncode, named.stdout, named.stderr)
+
+
+def test_a_phase_first_entered_after_walks_of_another_is_followed_as_its_own_replay_sees_it(tmp_path, python_exe):
+    """The follower of train starts from the state the replay has at train's first entry: the
+    retention walks of warmup's calls before it included (their count and time are in the
+    output), so leaks without --phase says what leaks --phase train says."""
+    t = trace(tmp_path, [python_exe, PROGRAM_SOURCES / "walk_before_phase.py"], env={"CUDART": str(CUDART)},
+              run_args=("--phase", "warmup", "--phase", "train"))
+    assert t.returncode == 0, t.stderr
+    auto = subprocess.run([VRAMTRACE, "leaks", "--json", "-q", t.trace], capture_output=True, text=True)
+    named = subprocess.run([VRAMTRACE, "leaks", "--json", "-q", "--phase", "train", t.trace], capture_output=True,
+                           text=True)
+    assert named.returncode == 0, named.stderr
+    out = json.loads(named.stdout)
+    assert out["phase"] == "train" and len(out["phases"]) == 4, out
+    # warmup's calls were walked before train's first: more walks than train's own calls
+    assert out["retention_walks"]["count"] > 4, out["retention_walks"]
+    assert auto.returncode == 0 and not auto.stderr, auto.stderr
+    picked = json.loads(auto.stdout)
+    assert picked.pop("phase_picked_because").startswith("4 calls; memory at entry rises")
+    out.pop("phase_picked_because")
+    assert picked == out
