@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Chunk discovery never trusts more than it checks: a chunk counts only if its header crc
- * holds, and its payload only if the payload crc and zstd's own checksum hold. The log is read
+ * holds, and its payload only if the payload crc holds and it decodes to its raw size. The log is read
  * front to back until the first bad header (the cut-off point of a killed process). The ring is
  * scanned in full, resynchronising on 8-byte boundaries after an overwritten region, and the
  * chunks found are ordered by sequence number.
@@ -18,6 +18,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#define ZSTD_STATIC_LINKING_ONLY
 #include <zstd.h>
 
 #include "vramtrace/error.h"
@@ -372,6 +373,22 @@ static int find_chunks(struct vrt_trace *t)
 }
 
 /*
+ * A decompression context that leaves zstd's frame checksum unchecked: payload_crc, checked on
+ * the same bytes just before they are decoded, covers the whole frame, and the frame's XXH64 over
+ * its output costs ~2% of a replay (bench/NOTES.md). An older libzstd, without the parameter or
+ * refusing it, checks the checksum as before.
+ */
+static ZSTD_DCtx *new_dctx(void)
+{
+	ZSTD_DCtx *d = ZSTD_createDCtx();
+#ifdef ZSTD_d_forceIgnoreChecksum
+	if (d)
+		ZSTD_DCtx_setParameter(d, ZSTD_d_forceIgnoreChecksum, ZSTD_d_ignoreChecksum);
+#endif
+	return d;
+}
+
+/*
  * Decodes chunk c from fd into b with dctx: the one way a chunk is decoded, on either of the
  * reader's threads (it touches nothing else). VRT_E_CHANGED when the chunk is no longer what the
  * scan found (the file was rewritten since), which the caller notes in the trace.
@@ -510,7 +527,7 @@ static struct vrt_chunk_ahead *ahead_start(struct vrt_trace *t)
 	if (!a)
 		return NULL;
 	a->fd = t->fd;
-	a->dctx = ZSTD_createDCtx();
+	a->dctx = new_dctx();
 	if (!a->dctx || pthread_mutex_init(&a->lock, NULL)) {
 		ahead_free(a);
 		return NULL;
@@ -958,7 +975,7 @@ int vrt_trace_open(struct vrt_trace *t, const char *path)
 		goto fail;
 	}
 	posix_fadvise(t->fd, 0, 0, POSIX_FADV_SEQUENTIAL);
-	t->dctx = ZSTD_createDCtx();
+	t->dctx = new_dctx();
 	if (!t->dctx) {
 		rc = VRT_E_NOMEM;
 		goto fail;
