@@ -875,10 +875,15 @@ static bool has_chain(const char *row, const char *end)
 	return member_of(row, end, "held_by", &v, &len) && skip_ws(v + 1, v + len) < v + len - 1;
 }
 
-/* Adds one per-call row to its group (groups: open addressing by stack, cap a power of two). */
-static void group_row(struct survivor_group *groups, size_t cap, size_t *n, const char *row, const char *end)
+/* Adds one per-call row to its group (groups: open addressing by site, cap a power of two): stacks
+ * that print alike are one site (keys; NULL: each stack its own), as `leaks` lists them. Returns
+ * the group's slot; its calls are counted after (a call's rows are one per stack of the site). */
+static size_t group_row(struct survivor_group *groups, size_t cap, size_t *n, const char *row, const char *end,
+		      struct vrt_site_keys *keys)
 {
 	struct survivor_group x = { .row = row, .row_end = end, .stack = member_int(row, end, "stack") };
+	if (keys && x.stack >= 0 && x.stack <= UINT32_MAX)
+		x.stack = vrt_site_keys_stack(keys, (uint32_t)x.stack);
 	if (!member_of(row, end, "verdict", &x.verdict, &x.verdict_len))
 		x.verdict_len = 0;
 	if (!member_of(row, end, "label", &x.label, &x.label_len))
@@ -904,7 +909,30 @@ static void group_row(struct survivor_group *groups, size_t cap, size_t *n, cons
 	g->outlived = outlived > g->outlived ? outlived : g->outlived;
 	g->first = phase < g->first ? phase : g->first;
 	g->last = phase > g->last ? phase : g->last;
-	g->calls++;
+	return j;
+}
+
+/* A group's slot and a call one of its rows was born in. */
+struct group_call {
+	size_t slot;
+	int64_t phase;
+};
+
+static int by_slot_and_call(const void *a, const void *b)
+{
+	const struct group_call *x = a, *y = b;
+	if (x->slot != y->slot)
+		return x->slot < y->slot ? -1 : 1;
+	return x->phase < y->phase ? -1 : x->phase > y->phase;
+}
+
+/* Each group's calls: the distinct calls its rows were born in. */
+static void count_calls(struct survivor_group *groups, struct group_call *seen, size_t n)
+{
+	qsort(seen, n, sizeof(*seen), by_slot_and_call);
+	for (size_t i = 0; i < n; i++)
+		if (!i || by_slot_and_call(&seen[i - 1], &seen[i]))
+			groups[seen[i].slot].calls++;
 }
 
 static int by_group_bytes(const void *a, const void *b)
@@ -952,7 +980,7 @@ static void write_group(FILE *out, const struct survivor_group *g)
  * before the cut: a site that left a tensor in each of 1000 calls is one row of 1000, not its
  * first 50 calls. Returns (size_t)-1 when out of memory (the caller copies the rows instead).
  */
-static size_t copy_survivor_groups(FILE *out, const char *p, const char *end, size_t keep)
+static size_t copy_survivor_groups(FILE *out, const char *p, const char *end, size_t keep, struct vrt_site_keys *keys)
 {
 	size_t rows = 0, cap = 16, n = 0;
 	for (const char *q = skip_ws(p + 1, end); q && q < end && *q != ']'; rows++) {
@@ -964,17 +992,25 @@ static size_t copy_survivor_groups(FILE *out, const char *p, const char *end, si
 	while (cap < 2 * rows)
 		cap *= 2;
 	struct survivor_group *groups = calloc(cap, sizeof(*groups));
-	if (!groups)
+	struct group_call *seen = malloc((rows ? rows : 1) * sizeof(*seen));
+	if (!groups || !seen) {
+		free(groups);
+		free(seen);
 		return (size_t)-1;
-	for (p = skip_ws(p + 1, end); p && p < end && *p != ']';) {
+	}
+	size_t n_seen = 0;
+	for (p = skip_ws(p + 1, end); p && p < end && *p != ']' && n_seen < rows;) {
 		const char *e = skip_value(p, end);
 		if (!e)
 			break;
-		group_row(groups, cap, &n, p, e);
+		seen[n_seen].slot = group_row(groups, cap, &n, p, e, keys);
+		seen[n_seen++].phase = member_int(p, e, "phase_index");
 		p = skip_ws(e, end);
 		if (p < end && *p == ',')
 			p = skip_ws(p + 1, end);
 	}
+	count_calls(groups, seen, n_seen);
+	free(seen);
 	size_t out_n = 0;
 	for (size_t i = 0; i < cap; i++)
 		if (groups[i].row)
@@ -1000,8 +1036,9 @@ static bool array_of_sites(const char *key, size_t len)
 }
 
 /* Copies a top-level JSON object, cutting every array member short (a "<key>_omitted": N
- * member says how many items were left out). Returns false when the input is not an object. */
-static bool copy_capped(FILE *out, const char *json, size_t len)
+ * member says how many items were left out), its survivors grouped by site (keys, as
+ * copy_survivor_groups). Returns false when the input is not an object. */
+static bool copy_capped(FILE *out, const char *json, size_t len, struct vrt_site_keys *keys)
 {
 	const char *p = skip_ws(json, json + len), *end = json + len;
 	if (p >= end || *p != '{')
@@ -1024,7 +1061,7 @@ static bool copy_capped(FILE *out, const char *json, size_t len)
 		if (*p == '[') {
 			size_t keep = array_of_sites(key, key_len) ? SECTION_SITE_ITEMS : SECTION_ARRAY_ITEMS;
 			bool survivors = key_len == 11 && !strncmp(key, "\"survivors\"", 11);
-			size_t n = survivors ? copy_survivor_groups(out, p, v_end, keep) : (size_t)-1;
+			size_t n = survivors ? copy_survivor_groups(out, p, v_end, keep, keys) : (size_t)-1;
 			if (n == (size_t)-1)
 				n = copy_array(out, p, v_end, keep);
 			if (n > keep)
@@ -1052,7 +1089,7 @@ static void embed_leaks(FILE *out, struct html *h, FILE *notes)
 		status = VRT_EXIT_INTERNAL;
 	bool too_large = !status && len > SECTION_OUTPUT_LIMIT;
 	FILE *mem = !status && !too_large ? open_memstream(&capped, &capped_len) : NULL;
-	bool ok = mem && copy_capped(mem, text, len);
+	bool ok = mem && copy_capped(mem, text, len, h->keys);
 	if (mem)
 		ok = !fclose(mem) && ok;
 	fprintf(out, ", \"leaks\": ");

@@ -837,6 +837,14 @@ m html-survivors-grouped-per-call analyzer/cmd_html.c \
   'if (groups[j].stack == x.stack && same_text(' \
   'if (groups[j].stack == x.stack && groups[j].first == phase && same_text(' \
   test_html_allocator.py::test_survivors_of_more_calls_than_the_page_keeps_are_whole_sites
+m html-survivors-by-stack-not-site analyzer/cmd_html.c \
+  '\tif (keys && x.stack >= 0 && x.stack <= UINT32_MAX)' \
+  '\tif (0)' \
+  test_retention_shapes.py::test_html_lists_a_line_reached_two_ways_as_one_site
+m html-survivors-calls-counted-per-row analyzer/cmd_html.c \
+  '\t\tif (!i || by_slot_and_call(&seen[i - 1], &seen[i]))' \
+  '\t\tif (1)' \
+  test_retention_shapes.py::test_html_lists_a_line_reached_two_ways_as_one_site
 m html-labels-whole-signatures analyzer/report.html.in \
   "function withoutArgs(name) {\n  var n" \
   "function withoutArgs(name) {\n  return name;\n  var n" \

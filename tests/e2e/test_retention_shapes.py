@@ -260,3 +260,7 @@ def test_html_lists_a_line_reached_two_ways_as_one_site(run, tmp_path):
     assert len(sites) == 1, sites
     [series] = data["series"]
     assert series["site_peak"][series["sites"].index(sites[0])][::2] == [45 * MiB, 5], series
+    # the leaks table too: one row, born in calls 1..3 (9 MiB in the first, 18 in each later one)
+    rows = [r for r in data["leaks"]["survivors"]
+            if any(f["file"].endswith("retain_shapes.py") and f["line"] == kept_line("twopaths") for f in r["frames"])]
+    assert [(r["bytes"], r["calls"], r["first_call"], r["last_call"]) for r in rows] == [(45 * MiB, 3, 1, 3)], rows
