@@ -718,6 +718,10 @@ m retain-cycle-gc-off-unsaid python/vramtrace/_owners.py \
   'if self.gc_off:' \
   'if False:' \
   'test_retention_elsewhere.py::test_each_holder_is_named[cycle]'
+m retain-unnamed-hop-printed-blank python/vramtrace/_chains.py \
+  'return "%s (%s)" % (text, type_name(obj)) if text else "(%s)" % type_name(obj)' \
+  'return "%s (%s)" % (text, type_name(obj))' \
+  'test_retention_elsewhere.py::test_each_holder_is_named[iterator]'
 m retain-cycle-at-attribute-dict python/vramtrace/_owners.py \
   '            path.insert(0, owner)\n' \
   '            pass\n' \

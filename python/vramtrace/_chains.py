@@ -427,8 +427,14 @@ def describe(path, text, root_step=False):
         else:
             text += e
         if _significant(path[k]) or k == len(path) - 1:
-            steps.append("%s (%s)" % (_tidy(text).strip()[:MAX_STEP_TEXT], type_name(path[k])))
+            steps.append(_step(_tidy(text).strip()[:MAX_STEP_TEXT], path[k]))
             text = ""
     if len(path) == 1:
-        steps.append("%s (%s)" % (text[:MAX_STEP_TEXT], type_name(path[0])))
+        steps.append(_step(text[:MAX_STEP_TEXT], path[0]))
     return SEP.join(steps)
+
+
+def _step(text, obj):
+    """A step as printed: what names it, and its type; the type alone where nothing names the hop
+    (an iterator inside itertools.cycle)."""
+    return "%s (%s)" % (text, type_name(obj)) if text else "(%s)" % type_name(obj)

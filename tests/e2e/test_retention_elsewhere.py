@@ -35,6 +35,8 @@ EXPECTED_CHAINS = {
     "context": "context of thread MainThread: variable step_buffer (DeviceBuffer)",
     "slot": "__main__.HOLDER (Holder) -> .buf (DeviceBuffer)",
     "cycle": "a reference cycle (the cyclic GC is off): Node.other (Node) -> .other (Node) -> .buf (DeviceBuffer)",
+    # a hop no attribute names is the step's type alone
+    "iterator": "__main__.ITERATORS[0] (cycle) -> (list_iterator) -> [0] (DeviceBuffer)",
     "atexit": "held by native code (function train.<locals>.<lambda>) -> closure variable at_exit (DeviceBuffer)",
     "local": "main (retain_elsewhere.py:%d): last (DeviceBuffer)" % next(
         n for n, line in enumerate(LINES, 1) if line.strip() == "last = train(i)"),
@@ -180,7 +182,7 @@ def test_each_version(tmp_path, minor):
         want["atexit"] = "atexit (function train.<locals>.<lambda>) -> closure variable at_exit (DeviceBuffer)"
     if minor == 9:  # a task's wakeup is a C object of its own, whose task no attribute names
         want["task"] = want["task"].replace("(method Task.task_wakeup) -> .__self__ (Task)",
-                                            "(TaskWakeupMethWrapper) ->  (Task)")
+                                            "(TaskWakeupMethWrapper) -> (Task)")
     assert chains == {way: [c] for way, c in want.items()}
 
 

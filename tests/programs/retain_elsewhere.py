@@ -9,6 +9,7 @@ cyclic GC off (tests/e2e/test_retention_elsewhere.py):
   atexit   1  a closure variable of a function registered with atexit (held in C, out of Python's sight)
   local    4  what train() returns, a local of the loop that calls it (the next call's replaces it)
   task     5  a local of a coroutine whose asyncio task waits on a timer, never run again
+  iterator 9  the list an iterator inside an itertools.cycle walks (a hop no attribute names)
 
 A replaced buffer must be freed when the next call replaces it, traced or not: the retention
 walks run with the GC off too and must leave nothing behind, nor keep what a running frame's
@@ -24,6 +25,7 @@ import asyncio
 import atexit
 import contextvars
 import gc
+import itertools
 import json
 import signal
 import sys
@@ -33,7 +35,8 @@ from device_buffer import DeviceBuffer
 
 MiB = 1 << 20
 
-KEPT = {"atexit": 1, "signal": 2, "context": 3, "local": 4, "task": 5, "slot": 6, "cycle": 7, "rtsignal": 8}
+KEPT = {"atexit": 1, "signal": 2, "context": 3, "local": 4, "task": 5, "slot": 6, "cycle": 7, "rtsignal": 8,
+        "iterator": 9}
 REPLACED = ("signal", "rtsignal", "context", "local", "slot")
 
 STEP_BUFFER = contextvars.ContextVar("step_buffer", default=None)
@@ -45,6 +48,7 @@ class Holder:
 
 
 HOLDER = Holder()
+ITERATORS = []
 
 
 class Node:
@@ -81,6 +85,7 @@ def train(i):
     a, b = Node(), Node()
     a.other, b.other = b, a
     a.buf = watch("cycle", DeviceBuffer(KEPT["cycle"] * MiB))  # kept: cycle
+    ITERATORS.append(itertools.cycle([watch("iterator", DeviceBuffer(KEPT["iterator"] * MiB))]))  # kept: iterator
     if i < 0:
         raise ValueError(i)
     return watch("local", DeviceBuffer(KEPT["local"] * MiB))  # kept: local
