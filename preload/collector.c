@@ -1068,7 +1068,14 @@ void vrt_collector_after_fork_child(void)
 	 * again. Only plain stores here; the thread starts with the first event. */
 	struct collector *c = &vrt_collector;
 	memset(c, 0, sizeof(*c));
+	/* A fork waits for the collector's fork sections, not for a drain: the parent's drain may
+	 * have been halfway through growing its cursors (cursors mapped, their count not yet set),
+	 * which left this child's collector unable to drain at all. Its arrays start over. */
+	cursors = NULL;
+	heap = NULL;
+	cursors_cap = 0;
 	memset(replaced, 0, sizeof(replaced));
+	replaced_next = 0;
 	memset(unknown_releases, 0, sizeof(unknown_releases));
 	atomic_store(&stopping_buf, NULL);
 	atomic_store(&pending_query, NULL);

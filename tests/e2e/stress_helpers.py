@@ -17,6 +17,7 @@ CLOCKSHIM = BUILD / "tests" / "libstress_clockshim.so"
 STEP_CLOCKSHIM = BUILD / "tests" / "libstep_clockshim.so"
 SLOWSINK = BUILD / "tests" / "libstress_slowsink.so"
 NOMMAP = BUILD / "tests" / "libstress_nommap.so"
+SLOWMAP = BUILD / "tests" / "libstress_slowmap.so"
 FASTRT = BUILD / "tests" / "libstress_fastrt.so"
 ATEXIT_LIB = BUILD / "tests" / "libstress_atexit_lib.so"
 
