@@ -1275,7 +1275,7 @@ m run-kill-no-note analyzer/cmd_run.c \
 m file-not-from-first-event preload/collector.c \
   'atomic_compare_exchange_strong(&file_state, &expected, 1);' \
   '(void)expected;' \
-  test_sigkill.py::test_the_trace_exists_from_the_first_allocation
+  test_sigkill.py::test_the_first_allocation_returns_once_the_file_exists_even_when_making_it_is_slow
 m inject-no-sigsuspend analyzer/inject.c \
   '130 /* rt_sigsuspend */, ' \
   '' \

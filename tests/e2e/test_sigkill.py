@@ -59,6 +59,18 @@ def test_the_trace_exists_from_the_first_allocation(tmp_path):
         assert t["cmdline"] and "kill_early" in t["cmdline"], t
 
 
+def test_the_first_allocation_returns_once_the_file_exists_even_when_making_it_is_slow(tmp_path):
+    """The file's header write stalls 1 s (libstress_slowsink.so): the first allocation returns
+    only once the file is made, so a kill right after it still leaves a valid trace. (Without
+    the wait a kill lands while the header is stalled, every run; test_the_trace_exists_... above
+    can miss that when the collector happens to be quick.)"""
+    env = {"STRESS_SLOW_SKIP": "0", "STRESS_SLOW_WRITES": "1", "STRESS_SLOW_MS": "1000"}
+    p, out = run(tmp_path, [program("kill_early"), 1, 1], "s.vrt", env=env, extra_preload=SLOWSINK)
+    assert p.returncode == 128 + 9 and len(returned(p.stdout)) == 1, p.stderr
+    t = info(out)
+    assert (t["end_reason"], t["signal"]) == ("killed by a signal", 9), t
+
+
 def test_armed_mode_still_makes_no_file_until_asked(tmp_path):
     p, out = run(tmp_path, [program("kill_early"), 4, 4], "armed.vrt", run_args=["--armed"])
     assert p.returncode == 128 + 9 and len(returned(p.stdout)) == 4, p.stderr
