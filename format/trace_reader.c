@@ -1,10 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Chunk discovery never trusts more than it checks: a chunk counts only if its header crc
- * holds, and its payload only if the payload crc holds and it decodes to its raw size. The log is read
- * front to back until the first bad header (the cut-off point of a killed process). The ring is
- * scanned in full, resynchronising on 8-byte boundaries after an overwritten region, and the
- * chunks found are ordered by sequence number.
+ * holds, and its payload only if the payload crc holds and it decodes to its raw size. The log
+ * is read front to back until the first bad header (the cut-off point of a killed process).
+ * The ring is scanned in full, resynchronising on 8-byte boundaries after an overwritten region,
+ * and the chunks found are ordered by sequence number.
  */
 #define _GNU_SOURCE
 #include "trace_reader.h"
