@@ -723,6 +723,10 @@ m retain-cycle-gc-off-unsaid python/vramtrace/_owners.py \
   'if self.gc_off:' \
   'if False:' \
   'test_retention_elsewhere.py::test_each_holder_is_named[cycle]'
+m retain-weak-key-by-its-type python/vramtrace/_chains.py \
+  '    if _is(o, weakref.ref):  #' \
+  '    if False:  #' \
+  'test_retention_elsewhere.py::test_each_holder_is_named[weakkey]'
 m retain-unnamed-hop-printed-blank python/vramtrace/_chains.py \
   'return "%s (%s)" % (text, type_name(obj)) if text else "(%s)" % type_name(obj)' \
   'return "%s (%s)" % (text, type_name(obj))' \

@@ -7,6 +7,7 @@ __class__, __eq__ or __getattr__ may lie or raise.
 import contextvars
 import sys
 import types
+import weakref
 
 SEP = "\x1f"
 MAX_STEP_TEXT = 160
@@ -62,6 +63,12 @@ def type_name(o):
         return "%s %s" % (t.__name__, where or getattr(o, "__qualname__", "?"))
     if _is_named(o, "functools", "_lru_cache_wrapper"):
         return "lru_cache of %s" % getattr(o, "__qualname__", "?")
+    if _is(o, weakref.ref):  # a WeakKeyDictionary's key: what it refers to (the base's call runs no program code)
+        try:
+            target = weakref.ref.__call__(o)
+        except Exception:
+            target = None
+        return "weakref to %s" % (type(target).__qualname__ if target is not None else "a dead object")
     return t.__qualname__
 
 

@@ -37,6 +37,7 @@ EXPECTED_CHAINS = {
     "cycle": "a reference cycle (the cyclic GC is off): Node.other (Node) -> .other (Node) -> .buf (DeviceBuffer)",
     # a hop no attribute names is the step's type alone
     "iterator": "__main__.ITERATORS[0] (cycle) -> (list_iterator) -> [0] (DeviceBuffer)",
+    "weakkey": "__main__.BY_KEY (WeakKeyDictionary) -> .data[weakref to Holder2] (DeviceBuffer)",
     "atexit": "held by native code (function train.<locals>.<lambda>) -> closure variable at_exit (DeviceBuffer)",
     "local": "main (retain_elsewhere.py:%d): last (DeviceBuffer)" % next(
         n for n, line in enumerate(LINES, 1) if line.strip() == "last = train(i)"),

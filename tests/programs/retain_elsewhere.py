@@ -10,6 +10,7 @@ cyclic GC off (tests/e2e/test_retention_elsewhere.py):
   local    4  what train() returns, a local of the loop that calls it (the next call's replaces it)
   task     5  a local of a coroutine whose asyncio task waits on a timer, never run again
   iterator 9  the list an iterator inside an itertools.cycle walks (a hop no attribute names)
+  weakkey 10  a WeakKeyDictionary's value, under a key the program keeps
 
 A replaced buffer must be freed when the next call replaces it, traced or not: the retention
 walks run with the GC off too and must leave nothing behind, nor keep what a running frame's
@@ -36,7 +37,7 @@ from device_buffer import DeviceBuffer
 MiB = 1 << 20
 
 KEPT = {"atexit": 1, "signal": 2, "context": 3, "local": 4, "task": 5, "slot": 6, "cycle": 7, "rtsignal": 8,
-        "iterator": 9}
+        "iterator": 9, "weakkey": 10}
 REPLACED = ("signal", "rtsignal", "context", "local", "slot")
 
 STEP_BUFFER = contextvars.ContextVar("step_buffer", default=None)
@@ -49,6 +50,12 @@ class Holder:
 
 HOLDER = Holder()
 ITERATORS = []
+KEYS = []
+BY_KEY = weakref.WeakKeyDictionary()
+
+
+class Holder2:
+    pass
 
 
 class Node:
@@ -86,6 +93,8 @@ def train(i):
     a.other, b.other = b, a
     a.buf = watch("cycle", DeviceBuffer(KEPT["cycle"] * MiB))  # kept: cycle
     ITERATORS.append(itertools.cycle([watch("iterator", DeviceBuffer(KEPT["iterator"] * MiB))]))  # kept: iterator
+    KEYS.append(Holder2())
+    BY_KEY[KEYS[-1]] = watch("weakkey", DeviceBuffer(KEPT["weakkey"] * MiB))  # kept: weakkey
     if i < 0:
         raise ValueError(i)
     return watch("local", DeviceBuffer(KEPT["local"] * MiB))  # kept: local
