@@ -185,8 +185,9 @@ def test_fork_while_threads_allocate_child_traced_into_its_own_file(tmp_path):
 @FORKS
 def test_a_fork_while_the_collector_grows_its_arrays_leaves_the_child_a_collector_that_drains(tmp_path):
     """libstress_slowmap.so holds each of the parent's collector's anonymous mappings 200 ms, so
-    its first drain is halfway through growing its arrays while the first children are forked. A child's collector starts over, not from the parent's half-grown arrays (which
-    let it drain nothing: a child's allocation counted lost at exit, 1 child in ~2000 of
+    its first drain is halfway through growing its arrays while the first children are forked.
+    A child's collector starts over, not from the parent's half-grown arrays (which let it drain
+    nothing: a child's allocation counted lost at exit, 1 child in ~2000 of
     test_fork_200_children_while_16_threads_allocate): every child's trace holds its own."""
     argv = [program("stress_fork"), 4, 30]
     p, out = run(tmp_path, argv, "d/", env=BIG_BUFFER, extra_preload=SLOWMAP, limit=60)
