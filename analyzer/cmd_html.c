@@ -875,11 +875,12 @@ static bool has_chain(const char *row, const char *end)
 	return member_of(row, end, "held_by", &v, &len) && skip_ws(v + 1, v + len) < v + len - 1;
 }
 
-/* Adds one per-call row to its group (groups: open addressing by site, cap a power of two): stacks
- * that print alike are one site (keys; NULL: each stack its own), as `leaks` lists them. Returns
- * the group's slot; its calls are counted after (a call's rows are one per stack of the site). */
+/* Adds one per-call row, of call `phase`, to its group (groups: open addressing by site, cap a
+ * power of two): stacks that print alike are one site (keys; NULL: each stack its own), as `leaks`
+ * lists them. Returns the group's slot; its calls are counted after (a call's rows are one per
+ * stack of the site). */
 static size_t group_row(struct survivor_group *groups, size_t cap, size_t *n, const char *row, const char *end,
-		      struct vrt_site_keys *keys)
+			int64_t phase, struct vrt_site_keys *keys)
 {
 	struct survivor_group x = { .row = row, .row_end = end, .stack = member_int(row, end, "stack") };
 	if (keys && x.stack >= 0 && x.stack <= UINT32_MAX)
@@ -888,7 +889,6 @@ static size_t group_row(struct survivor_group *groups, size_t cap, size_t *n, co
 		x.verdict_len = 0;
 	if (!member_of(row, end, "label", &x.label, &x.label_len))
 		x.label_len = 0;
-	int64_t phase = member_int(row, end, "phase_index");
 	size_t j = (size_t)((uint64_t)x.stack * 0x9e3779b97f4a7c15ull >> 20) & (cap - 1);
 	for (; groups[j].row; j = (j + 1) & (cap - 1))
 		if (groups[j].stack == x.stack && same_text(groups[j].verdict, groups[j].verdict_len, x.verdict, x.verdict_len) &&
@@ -1003,8 +1003,8 @@ static size_t copy_survivor_groups(FILE *out, const char *p, const char *end, si
 		const char *e = skip_value(p, end);
 		if (!e)
 			break;
-		seen[n_seen].slot = group_row(groups, cap, &n, p, e, keys);
-		seen[n_seen++].phase = member_int(p, e, "phase_index");
+		int64_t phase = member_int(p, e, "phase_index");
+		seen[n_seen++] = (struct group_call){ group_row(groups, cap, &n, p, e, phase, keys), phase };
 		p = skip_ws(e, end);
 		if (p < end && *p == ',')
 			p = skip_ws(p + 1, end);
