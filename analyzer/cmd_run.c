@@ -362,8 +362,11 @@ static void print_trace_written(const struct run_options *o, const char *path, c
 	char size[32] = "";
 	if (!stat(path, &st))
 		vrt_fmt_bytes(size, sizeof(size), (int64_t)st.st_size);
-	fprintf(stderr, "vramtrace: trace: %s (%s%s%llu events)\n", vrt_escape(path), size, *size ? ", " : "",
-		(unsigned long long)s->events_written);
+	char lost[64] = "";
+	if (s->events_lost)
+		snprintf(lost, sizeof(lost), ", %llu lost", (unsigned long long)s->events_lost);
+	fprintf(stderr, "vramtrace: trace: %s (%s%s%llu event%s%s)\n", vrt_escape(path), size, *size ? ", " : "",
+		(unsigned long long)s->events_written, s->events_written == 1 ? "" : "s", lost);
 	if (killed && recovered)
 		fprintf(stderr, "vramtrace: note: the command was killed by signal %d (%s) before the trace was closed; "
 				"its unwritten events were recovered from its thread buffers (above)\n", killed,

@@ -549,29 +549,30 @@ static const struct vrt_raw *peek(struct cursor *k)
  */
 static struct cursor *cursors;
 static int *heap; /* positions in cursors, a binary min-heap by (next stamp, position) */
-static size_t cursors_cap;
+static size_t cursors_cap, heap_cap; /* each array's own: one may grow while the other cannot */
 
-static void *grow_mapping(void *old, size_t old_bytes, size_t bytes)
+/* Grows *array (a mapping of *cap elements of elem bytes, none while *cap is 0) to hold want. */
+static bool grow_array(void **array, size_t *cap, size_t want, size_t elem)
 {
-	return old ? mremap(old, old_bytes, bytes, MREMAP_MAYMOVE)
-		   : mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (want <= *cap)
+		return true;
+	void *p = *cap ? mremap(*array, *cap * elem, want * elem, MREMAP_MAYMOVE)
+		       : mmap(NULL, want * elem, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (p == MAP_FAILED)
+		return false; /* the array is as it was: the next drain tries again */
+	*array = p;
+	*cap = want;
+	return true;
 }
 
 static bool cursors_room(size_t n)
 {
-	if (n < cursors_cap)
+	size_t usable = cursors_cap < heap_cap ? cursors_cap : heap_cap;
+	if (n < usable)
 		return true;
-	size_t cap = cursors_cap ? cursors_cap * 2 : 512;
-	void *c = grow_mapping(cursors, cursors_cap * sizeof(*cursors), cap * sizeof(*cursors));
-	if (c == MAP_FAILED)
-		return false;
-	cursors = c;
-	void *h = grow_mapping(heap, cursors_cap * sizeof(*heap), cap * sizeof(*heap));
-	if (h == MAP_FAILED)
-		return false; /* cursors grew alone: the next call tries again */
-	heap = h;
-	cursors_cap = cap;
-	return true;
+	size_t want = usable ? usable * 2 : 512;
+	return grow_array((void **)&cursors, &cursors_cap, want, sizeof(*cursors)) &&
+	       grow_array((void **)&heap, &heap_cap, want, sizeof(*heap));
 }
 
 /*
@@ -893,11 +894,18 @@ static void say_armed_at_exit(const struct collector *c)
  */
 static void report_leftovers(struct collector *c)
 {
+	struct vrt_tbuf *stopping = atomic_load(&stopping_buf);
 	for (struct vrt_tbuf *b = vrt_tbuf_list(); b; b = b->next) {
 		struct cursor k = { b, b->read_pos, atomic_load_explicit(&b->head, memory_order_acquire) };
 		uint64_t left = 0;
 		for (const struct vrt_raw *r; (r = peek(&k)); k.pos += r->len)
 			left += r->op == VRT_OP_LOST ? r->size : 1;
+		/* And the drops a still thread had yet to report (report_unflushed_losses takes them
+		 * only from a buffer drained to its head: the drain could not, its events are here). */
+		if (atomic_load_explicit(&b->dead, memory_order_acquire) || b == stopping) {
+			left += b->lost;
+			b->lost = 0;
+		}
 		if (!left)
 			continue;
 		struct vrt_raw raw = { .len = sizeof(raw), .op = VRT_OP_LOST, .size = left, .ts_ns = vrt_now_ns() };
@@ -1073,7 +1081,7 @@ void vrt_collector_after_fork_child(void)
 	 * which left this child's collector unable to drain at all. Its arrays start over. */
 	cursors = NULL;
 	heap = NULL;
-	cursors_cap = 0;
+	cursors_cap = heap_cap = 0;
 	memset(replaced, 0, sizeof(replaced));
 	replaced_next = 0;
 	memset(unknown_releases, 0, sizeof(unknown_releases));

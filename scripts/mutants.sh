@@ -381,7 +381,7 @@ m collector-phase-index-one-behind preload/collector.c \
   test_phases.py::test_phases_named_differently_at_every_call_are_each_counted
 # (a forked child's collector starts its drain arrays over: the parent's may be half-grown)
 m collector-child-keeps-half-grown-cursors preload/collector.c \
-  '\tcursors = NULL;\n\theap = NULL;\n\tcursors_cap = 0;' \
+  '\tcursors = NULL;\n\theap = NULL;\n\tcursors_cap = heap_cap = 0;' \
   '\theap = NULL;' \
   test_stress.py::test_a_fork_while_the_collector_grows_its_arrays_leaves_the_child_a_collector_that_drains
 # ---- the reader's tables (format/trace_reader.c) ------------------------------------------------
@@ -1326,9 +1326,18 @@ m rings-tail-before-write preload/collector.c \
   test_sigkill.py::test_events_the_collector_was_writing_when_killed_are_recovered
 # a drain takes a buffer's events in a run only until another buffer's next event is older
 m drain-takes-at-most-512-buffers preload/collector.c \
-  '\tsize_t cap = cursors_cap ? cursors_cap * 2 : 512;' \
-  '\tif (cursors_cap)\n\t\treturn false;\n\tsize_t cap = 512;' \
+  '\tsize_t want = usable ? usable * 2 : 512;' \
+  '\tif (usable)\n\t\treturn false;\n\tsize_t want = 512;' \
   test_static_and_threads.py::test_threads_that_end_faster_than_the_collector_drains_lose_nothing
+# (a drain whose growth of one array failed: both arrays' own sizes decide the next one's room)
+m drain-room-ignores-the-heap preload/collector.c \
+  '\tsize_t usable = cursors_cap < heap_cap ? cursors_cap : heap_cap;' \
+  '\tsize_t usable = cursors_cap;' \
+  'test_stress.py::test_a_drain_that_cannot_grow_its_arrays_leaves_the_events_for_the_next_one[heap]'
+m leftovers-without-unreported-drops preload/collector.c \
+  '\t\t\tleft += b->lost;\n\t\t\tb->lost = 0;' \
+  '\t\t\t(void)0;' \
+  test_stress.py::test_a_collector_that_never_drains_counts_every_event_lost_with_the_drops_its_threads_had_yet_to_report
 m drain-heap-sifts-the-wrong-way preload/collector.c \
   '\t\tif (l < n && comes_first(heap[l], heap[m]))' \
   '\t\tif (l < n && comes_first(heap[m], heap[l]))' \

@@ -18,6 +18,7 @@ STEP_CLOCKSHIM = BUILD / "tests" / "libstep_clockshim.so"
 SLOWSINK = BUILD / "tests" / "libstress_slowsink.so"
 NOMMAP = BUILD / "tests" / "libstress_nommap.so"
 SLOWMAP = BUILD / "tests" / "libstress_slowmap.so"
+FAILMAP = BUILD / "tests" / "libstress_failmap.so"
 FASTRT = BUILD / "tests" / "libstress_fastrt.so"
 ATEXIT_LIB = BUILD / "tests" / "libstress_atexit_lib.so"
 

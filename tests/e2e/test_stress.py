@@ -21,7 +21,7 @@ import sys
 import pytest
 
 from conftest import CUDART, MiB, VRAMTRACE, analyze, assert_nothing_lost, clean_env, frame_functions, program
-from stress_helpers import (ATEXIT_LIB, CLOCKSHIM, FIRST_WRITES, NOMMAP, PRELOAD, SIGSHIM, SLOWMAP, SLOWSINK,
+from stress_helpers import (ATEXIT_LIB, CLOCKSHIM, FAILMAP, FIRST_WRITES, NOMMAP, PRELOAD, SIGSHIM, SLOWMAP, SLOWSINK,
                             STEP_CLOCKSHIM,
                             can_mount_tmpfs, fields, info, last_line, live_by_leaf,
                             op_counts, preload_lines, report, run, run_command, run_plain_prog, traced)
@@ -193,6 +193,41 @@ def test_a_fork_while_the_collector_grows_its_arrays_leaves_the_child_a_collecto
     p, out = run(tmp_path, argv, "d/", env=BIG_BUFFER, extra_preload=SLOWMAP, limit=60)
     assert p.returncode == 0, p.stderr
     check_fork_traces(p, out, fields(last_line(p.stdout, "stress_fork:")))
+
+
+@pytest.mark.parametrize("failing", ["cursors", "heap"])
+def test_a_drain_that_cannot_grow_its_arrays_leaves_the_events_for_the_next_one(tmp_path, failing):
+    """The collector's first drain maps two arrays (512 cursors of 32 bytes, a heap of 512 ints);
+    libstress_failmap.so fails one of the two mappings once, as a moment of memory pressure would.
+    That drain takes nothing and the next one takes it all: no event lost. When the second
+    mapping failed, the first array was kept with a count of 0, and every later drain tried to
+    grow a 0-byte mapping and failed (39799 of 39800 events lost)."""
+    length = {"cursors": 512 * 32, "heap": 512 * 4}[failing]
+    argv = [program("stress_churn"), 20000, 100]
+    p, out = run(tmp_path, argv, "t.vrt", quiet=False, extra_preload=FAILMAP, env={"STRESS_FAILMAP_LEN": str(length)})
+    assert p.returncode == 0, p.stderr
+    assert f"stress_failmap: failed a mapping of {length} bytes" in p.stderr  # the failure meant happened
+    made = fields(last_line(p.stdout, "stress_churn:"))
+    written = info(out)
+    assert (written["events_written"], written["events_lost"]) == (made["allocs"] + made["frees"], 0), p.stderr
+    assert sum(s["count"] for s in report(out)["live_at_end"]) == made["held_count"]
+
+
+def test_a_collector_that_never_drains_counts_every_event_lost_with_the_drops_its_threads_had_yet_to_report(tmp_path):
+    """Every drain fails to map its heap (libstress_failmap.so, STRESS_FAILMAP_ALWAYS): nothing is
+    ever taken, the main thread's buffer fills and it drops events, which it would report with
+    its next event that fits. At exit the last drain cannot take its buffer either; the trace
+    counts what is in it and the drops not yet reported: every event made, lost, none silently
+    (before: 10475 of 39800, the drops left out)."""
+    argv = [program("stress_churn"), 20000, 100]
+    env = {"STRESS_FAILMAP_LEN": str(512 * 4), "STRESS_FAILMAP_ALWAYS": "1", "VRAMTRACE_FULL_WAIT_MS": "50"}
+    p, out = run(tmp_path, argv, "t.vrt", quiet=False, extra_preload=FAILMAP, env=env)
+    assert p.returncode == 0, p.stderr
+    assert "stress_failmap: failed a mapping of 2048 bytes" in p.stderr
+    made = fields(last_line(p.stdout, "stress_churn:"))
+    written = info(out)
+    assert written["events_lost"] == made["allocs"] + made["frees"], (written, p.stderr)
+    assert f"{made['allocs'] + made['frees']} lost)" in p.stderr
 
 
 @FORKS
@@ -713,7 +748,9 @@ def test_thread_buffers_that_cannot_be_mapped_count_every_event_lost(tmp_path):
     assert "no event buffer could be mapped for a thread; its events are counted lost" in \
         [line.split(": ", 1)[1] for line in preload_lines(p.stderr)]
     normal, normal_out = run(tmp_path, argv, "n.vrt")
-    assert info(out)["events_lost"] == info(normal_out)["events_written"] > 10
+    lost = info(out)["events_lost"]
+    assert lost == info(normal_out)["events_written"] > 10
+    assert re.search(rf"^vramtrace: trace: .*t\.vrt \(.*, \d+ events?, {lost} lost\)$", p.stderr, re.M), p.stderr
 
 
 def test_events_the_last_drain_cannot_take_are_counted_lost(tmp_path):
