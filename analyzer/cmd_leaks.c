@@ -65,6 +65,7 @@ struct group {
 	uint32_t cut_scan;   /* the last scan whose walk ran out of time before it got here */
 	struct vrt_held_by held;
 	struct vrt_held_by cut; /* that walk's account (timed out), until a later walk explains it */
+	uint64_t stream;     /* its items' stream (0: not stream-ordered, or they came on several) */
 };
 
 struct leaks {
@@ -459,6 +460,7 @@ static struct group *first_seen(struct leaks *lk, const struct vrt_item *it, uin
 	struct group *g = group_of(lk, it->stack, born);
 	if (!g)
 		return NULL;
+	g->stream = !g->count || g->stream == it->stream ? it->stream : 0;
 	g->bytes += (int64_t)it->size;
 	g->count++;
 	g->live++;
@@ -895,6 +897,60 @@ static int by_invocation(const void *a, const void *b)
 	return x->invocation < y->invocation ? -1 : x->invocation > y->invocation;
 }
 
+struct stream_use {
+	size_t site; /* its position in the list */
+	uint64_t stream;
+	uint32_t invocation;
+};
+
+static int by_site_and_stream(const void *a, const void *b)
+{
+	const struct stream_use *x = a, *y = b;
+	if (x->site != y->site)
+		return x->site < y->site ? -1 : 1;
+	if (x->stream != y->stream)
+		return x->stream < y->stream ? -1 : 1;
+	return x->invocation < y->invocation ? -1 : x->invocation > y->invocation;
+}
+
+/*
+ * site->streams for the sites of a list whose calls each left their survivors on a stream of
+ * their own, none another call's: PyTorch keeps a cuBLAS workspace for every stream a matmul
+ * ran on, so a stream made each call makes a workspace each call, which looks like memory set
+ * up once that grows. Without memory for it, no site gets the count (the text says less).
+ */
+static void count_streams(const struct leaks *lk, uint32_t from, struct vrt_sites *s)
+{
+	struct stream_use *use = malloc((lk->n_groups ? lk->n_groups : 1) * sizeof(*use));
+	if (!use)
+		return;
+	size_t n = 0;
+	for (size_t i = 0; i < lk->n_groups; i++) {
+		const struct group *g = &lk->groups[i];
+		struct vrt_site *site = g->count && g->invocation >= from ? vrt_sites_find(s, site_stack(lk, g->stack))
+									   : NULL;
+		if (site)
+			use[n++] = (struct stream_use){ (size_t)(site - s->v), g->stream, g->invocation };
+	}
+	qsort(use, n, sizeof(*use), by_site_and_stream);
+	for (size_t i = 0; i < n;) {
+		size_t site = use[i].site;
+		uint32_t streams = 0;
+		bool own = true; /* every stream one call's, none 0 */
+		while (i < n && use[i].site == site) {
+			uint64_t stream = use[i].stream;
+			uint32_t invocation = use[i].invocation;
+			own &= stream != 0;
+			for (; i < n && use[i].site == site && use[i].stream == stream; i++)
+				own &= use[i].invocation == invocation;
+			streams++;
+		}
+		/* and no call on two: as many streams as calls that left survivors here */
+		s->v[site].streams = own && streams >= 2 && streams == (uint64_t)s->v[site].value2 ? streams : 0;
+	}
+	free(use);
+}
+
 /* Per site over the invocations from `from` on (1: all), largest first: bytes, and in how many
  * invocations it left something. Groups are taken call by call: a site's stacks that left
  * survivors in one call count that call once (without memory for the order, in the groups'
@@ -926,6 +982,7 @@ static void sites_since(const struct leaks *lk, uint32_t from, struct vrt_sites 
 			site->outlived = later;
 	}
 	free(order);
+	count_streams(lk, from, s);
 	vrt_sites_sort(s);
 }
 
@@ -986,6 +1043,12 @@ static const char *verdict(const struct vrt_trace *t, const struct vrt_site *s, 
 	}
 	if (grows) {
 		bool set_up_once = !strcmp(category, "nccl") || !strcmp(category, "workspace");
+		if (!strcmp(category, "workspace") && s->streams) {
+			*why = "leaves memory behind in every invocation, each call's on a new stream: memory of its "
+			       "kind is kept per stream (PyTorch keeps a cuBLAS workspace for each stream a matmul ran "
+			       "on), so a stream made each call adds one; make the stream once";
+			return "grows every call";
+		}
 		*why = set_up_once ? "leaves memory behind in every invocation, though memory of its kind is set up once "
 				     "by design: a new one each call?"
 				   : "leaves memory behind in every invocation";
@@ -1285,6 +1348,8 @@ static void print_text(struct leaks *lk, struct vrt_sites *sites)
 			printf("..%llu", (unsigned long long)s->last);
 		if (s->value2 > 1) /* the headline is per call: so is this */
 			printf(", %s a call", vrt_bytes(s->bytes / s->value2));
+		if (s->streams)
+			printf(" on %u streams", s->streams);
 		printf(", %s (%s)\n", v, why);
 		if (held)
 			print_held(lk, s, &held[i]);
@@ -1357,8 +1422,10 @@ static void print_json(FILE *out, struct leaks *lk, struct vrt_sites *sites)
 		const char *v = total ? verdict(t, total, lk->n_inv, &why) : "";
 		fprintf(out, "%s", first ? "" : ", ");
 		vrt_site_json(out, t, &s, true);
-		fprintf(out, ", \"phase_index\": %u, \"outlived_invocations\": %u, \"persistent\": %s, \"verdict\": ",
-			g->invocation, outlived(lk, g) + 1, total && persistent_by_design(t, total, lk->n_inv) ? "true" : "false");
+		fprintf(out, ", \"phase_index\": %u, \"outlived_invocations\": %u, \"streams_one_a_call\": %u, "
+			     "\"persistent\": %s, \"verdict\": ",
+			g->invocation, outlived(lk, g) + 1, total ? total->streams : 0,
+			total && persistent_by_design(t, total, lk->n_inv) ? "true" : "false");
 		json_string(out, v);
 		held_json(out, lk, &s, group_held(g));
 		fprintf(out, "}");

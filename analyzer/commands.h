@@ -85,7 +85,9 @@ int vrt_cmd_watch(int argc, char **argv);
 	"Without phases: sites whose bytes keep rising at the low points of total memory, told apart\n"\
 	"from caches that level off. Memory that is persistent by design (CUDA context, NCCL,\n"       \
 	"workspaces, allocator cache) is labelled, not blamed, unless it grows every call (a new\n"    \
-	"communicator or handle per call is blamed like any other site).\n"                           \
+	"communicator or handle per call is blamed like any other site); a workspace whose every\n"   \
+	"call's survivors came on a new stream says so (PyTorch keeps a cuBLAS workspace per stream:\n"\
+	"a torch.cuda.Stream() made each call adds one).\n"                                          \
 	"\n"                                                                                           \
 	"options:\n"                                                                                   \
 	"  --phase NAME   the phase to follow: a function, nvtx:NAME or mark:LABEL (default: the one\n"  \

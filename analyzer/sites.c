@@ -42,16 +42,26 @@ static void reindex(struct vrt_sites *s)
 	}
 }
 
+struct vrt_site *vrt_sites_find(const struct vrt_sites *s, uint32_t stack)
+{
+	if (!s->index)
+		return NULL;
+	for (size_t j = home(s, stack); s->index[j]; j = (j + 1) & (s->index_cap - 1))
+		if (!s->v[s->index[j] - 1].label && s->v[s->index[j] - 1].stack == stack)
+			return &s->v[s->index[j] - 1];
+	return NULL;
+}
+
 struct vrt_site *vrt_sites_get(struct vrt_sites *s, uint32_t stack, const char *label)
 {
 	if (label) {
 		for (size_t i = 0; i < s->n; i++)
 			if (s->v[i].label && !strcmp(s->v[i].label, label))
 				return &s->v[i];
-	} else if (s->index) {
-		for (size_t j = home(s, stack); s->index[j]; j = (j + 1) & (s->index_cap - 1))
-			if (!s->v[s->index[j] - 1].label && s->v[s->index[j] - 1].stack == stack)
-				return &s->v[s->index[j] - 1];
+	} else {
+		struct vrt_site *found = vrt_sites_find(s, stack);
+		if (found)
+			return found;
 	}
 	if (s->n == s->cap) {
 		size_t cap = s->cap ? s->cap * 2 : 64;

@@ -12,6 +12,8 @@
 
 struct vrt_site {
 	uint32_t stack;
+	uint32_t streams;    /* leaks: the streams its survivors came on where each call's came on one no
+				* other call's did (a workspace kept per stream, a stream made each call); else 0 */
 	const char *label;   /* a pseudo-site such as "[PyTorch allocator cache]"; stack is then 0 */
 	int64_t bytes;
 	uint64_t count;
@@ -32,6 +34,7 @@ struct vrt_sites {
 void vrt_sites_init(struct vrt_sites *s);
 void vrt_sites_free(struct vrt_sites *s);
 struct vrt_site *vrt_sites_get(struct vrt_sites *s, uint32_t stack, const char *label);
+struct vrt_site *vrt_sites_find(const struct vrt_sites *s, uint32_t stack); /* by stack; NULL if none */
 void vrt_sites_sort(struct vrt_sites *s); /* most bytes first */
 int64_t vrt_sites_total(const struct vrt_sites *s);
 

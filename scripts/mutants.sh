@@ -389,6 +389,19 @@ m reader-ids-ahead-of-the-consolidated-tables-refused format/trace_reader.c \
   'VRT_ID_SLACK + (t->tables_damaged_raw + cap->unread_raw) / 3;' \
   'VRT_ID_SLACK + t->tables_damaged_raw / 3;' \
   test_flight_recorder.py::test_a_ring_whose_first_lap_defined_more_strings_than_the_id_slack_reads
+# ---- leaks: a workspace that grows because each call makes a stream (analyzer/cmd_leaks.c) -----
+m leaks-streams-never-said analyzer/cmd_leaks.c \
+  '\t\tif (!strcmp(category, "workspace") && s->streams) {' \
+  '\t\tif (!strcmp(category, "workspace") && s->streams && 0) {' \
+  'test_retention_shapes.py::test_a_workspace_that_grows_because_each_call_makes_a_stream_says_so[]'
+m leaks-streams-a-group-on-two-is-on-its-last analyzer/cmd_leaks.c \
+  '\tg->stream = !g->count || g->stream == it->stream ? it->stream : 0;' \
+  '\tg->stream = it->stream;' \
+  'test_retention_shapes.py::test_a_workspace_that_grows_because_each_call_makes_a_stream_says_so[--also-shared]'
+m leaks-streams-not-one-a-call analyzer/cmd_leaks.c \
+  'own && streams >= 2 && streams == (uint64_t)s->v[site].value2 ? streams : 0;' \
+  'streams >= 2 ? streams : 0;' \
+  'test_retention_shapes.py::test_a_workspace_that_grows_because_each_call_makes_a_stream_says_so[--two-streams]'
 # ---- leaks' scans: the last call's births, deaths as they happen (analyzer/cmd_leaks.c) ---------
 m leaks-endings-besides-its-own-unseen analyzer/cmd_leaks.c \
   '\tlk->scan_all_next |= e->others_ended != 0;' \

@@ -142,6 +142,7 @@ class Survivor(Site):
     """A site whose allocations outlived the phase call that made them, and what holds them."""
     phase_index: int = 0
     outlived_invocations: int = 0
+    streams_one_a_call: int = 0  # each call's survivors here on a stream of their own: how many
     persistent: bool = False
     verdict: str = ""
     held_by: Tuple[str, ...] = ()

@@ -264,3 +264,34 @@ def test_html_lists_a_line_reached_two_ways_as_one_site(run, tmp_path):
     rows = [r for r in data["leaks"]["survivors"]
             if any(f["file"].endswith("retain_shapes.py") and f["line"] == kept_line("twopaths") for f in r["frames"])]
     assert [(r["bytes"], r["calls"], r["first_call"], r["last_call"]) for r in rows] == [(45 * MiB, 3, 1, 3)], rows
+
+
+STREAMS = PROGRAM_SOURCES / "stream_workspace.py"
+
+
+@pytest.mark.parametrize("mode", ["", "--two-streams", "--also-shared"])
+def test_a_workspace_that_grows_because_each_call_makes_a_stream_says_so(tmp_path, python_exe, mode):
+    """stream_workspace.py keeps a workspace per stream (as PyTorch keeps a cuBLAS workspace for
+    every stream a matmul ran on) and makes a new stream in each of 4 calls: the workspace site
+    grows every call, and leaks says why (each call's on a new stream: make the stream once)
+    instead of only wondering whether a new one is made each call. With two streams made once and
+    taken in turn (its workspace grows for another reason), or a workspace each call on a stream
+    made once besides the new stream's, the text does not blame streams."""
+    t = traced(tmp_path, [python_exe, STREAMS, CUDART, 4, *([mode] if mode else [])], run_args=("--phase", "train"))
+    assert t.returncode == 0 and t.stdout.split()[:2] == ["streams", {"": "4", "--two-streams": "2"}.get(mode, "5")], \
+        (t.stdout, t.stderr)
+    streams_to_blame = not mode
+    out = json.loads(analyze("leaks", "--json", "--quiet", "--phase", "train", t.trace).stdout)
+    line = next(n for n, row in enumerate(STREAMS.read_text().splitlines(), 1) if "# kept: workspace" in row)
+    kept = [s for s in out["survivors"]
+            if any(f.get("file", "").endswith("stream_workspace.py") and f.get("line") == line for f in s["frames"])]
+    assert sorted({s["phase_index"] for s in kept}) == [1, 2, 3, 4], out["survivors"]
+    assert {s["streams_one_a_call"] for s in kept} == {4 if streams_to_blame else 0}, kept
+    assert all(s["verdict"] == "grows every call" and not s["persistent"] for s in kept), kept
+    text = analyze("leaks", "--quiet", "--phase", "train", t.trace).stdout
+    born = next(row for row in text.splitlines() if "born in calls 1..4" in row)
+    if streams_to_blame:
+        assert "3.00 MiB a call on 4 streams, grows every call" in born, text
+        assert "each call's on a new stream" in born and "make the stream once" in born, text
+    else:
+        assert "stream" not in born and "a new one each call?" in born, text
