@@ -632,6 +632,19 @@ m remedy-size-by-phase-calls analyzer/remedies.c \
   test_whatif.py::test_every_remedy_is_what_its_real_rerun_did
 
 # ---- why memory survives (retention walks, categories by identity, the user's code) ---------
+# (a small slice kept of a big tensor: the chain says it keeps the whole storage)
+m retain-view-unsaid python/vramtrace/_owners.py \
+  'owner_note=view_note(*self._own_bytes(obj, ptr)))' \
+  'owner_note="")' \
+  test_retention_shapes.py::test_a_small_slice_kept_of_a_big_tensor_says_it_keeps_the_whole_storage
+m retain-view-said-of-a-whole-tensor python/vramtrace/_chains.py \
+  '    if own < 0 or whole <= 0 or own * 2 > whole:' \
+  '    if own < 0 or whole <= 0 or own > whole:' \
+  test_retention_shapes.py::test_a_small_slice_kept_of_a_big_tensor_says_it_keeps_the_whole_storage
+m retain-bytes-one-decimal-too-few python/vramtrace/_chains.py \
+  '(2 if v < 10 else 1 if v < 100 else 0, v,' \
+  '(1 if v < 10 else 1 if v < 100 else 0, v,' \
+  'test_retention_shapes.py::test_the_walks_print_bytes_as_the_reports_do'
 m retain-closure-variable-unnamed python/vramtrace/_chains.py \
   'return "closure variable %s" % grand.__code__.co_freevars[parent.index(child)]' \
   'return "closure variable"' \

@@ -413,11 +413,31 @@ def _tidy(text):
     return _MODULE_PARTS.sub(lambda m: "." + (m.group(1) or m.group(2)), text)
 
 
-def describe(path, text, root_step=False):
+def bytes_text(n):
+    """n bytes as the reports print them (vrt_fmt_bytes): 16 B, 8.01 MiB, 64.0 MiB, 233 MiB."""
+    v, unit = float(n), 0
+    while v >= 1024 and unit < 4:
+        v /= 1024
+        unit += 1
+    if not unit:
+        return "%d B" % n
+    return "%.*f %s" % (2 if v < 10 else 1 if v < 100 else 0, v, ("B", "KiB", "MiB", "GiB", "TiB")[unit])
+
+
+def view_note(own, whole):
+    """What to say of an owner that covers no more than half the buffer it keeps (a slice of a
+    tensor, a view of an array): all of the buffer stays for it."""
+    if own < 0 or whole <= 0 or own * 2 > whole:
+        return ""
+    return ", a view of %s that keeps all %s" % (bytes_text(own), bytes_text(whole))
+
+
+def describe(path, text, root_step=False, owner_note=""):
     """The chain's steps, U+001F between them: the root (text names it), then one step per
     object a person would name, the owner last; hops through containers fold into the step
     (__main__.model.layers.0.weight). root_step: the root is an object of its own that the
-    text does not name (a signal handler, what native code holds), a step of its own."""
+    text does not name (a signal handler, what native code holds), a step of its own.
+    owner_note: said of the owner after its type (view_note)."""
     steps = []
     frame_root = _is(path[0], types.FrameType)
     if root_step and len(path) > 1 and _significant(path[0]):
@@ -434,14 +454,15 @@ def describe(path, text, root_step=False):
         else:
             text += e
         if _significant(path[k]) or k == len(path) - 1:
-            steps.append(_step(_tidy(text).strip()[:MAX_STEP_TEXT], path[k]))
+            last = k == len(path) - 1
+            steps.append(_step(_tidy(text).strip()[:MAX_STEP_TEXT], path[k], owner_note if last else ""))
             text = ""
     if len(path) == 1:
-        steps.append(_step(text[:MAX_STEP_TEXT], path[0]))
+        steps.append(_step(text[:MAX_STEP_TEXT], path[0], owner_note))
     return SEP.join(steps)
 
 
-def _step(text, obj):
+def _step(text, obj, note=""):
     """A step as printed: what names it, and its type; the type alone where nothing names the hop
     (an iterator inside itertools.cycle)."""
-    return "%s (%s)" % (text, type_name(obj)) if text else "(%s)" % type_name(obj)
+    return "%s (%s%s)" % (text, type_name(obj), note) if text else "(%s%s)" % (type_name(obj), note)

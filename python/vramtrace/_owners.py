@@ -17,7 +17,7 @@ import time
 import types
 
 from . import _chains, _native
-from ._chains import _CONTEXT, _is, _significant, _where, describe, type_name
+from ._chains import _CONTEXT, _is, _significant, _where, describe, type_name, view_note
 
 # enum vrt_walk_status, vrt_owner_category, vrt_owner_status (format.h)
 COMPLETE, TIMED_OUT, FAILED = 0, 1, 2
@@ -571,13 +571,28 @@ class Walk:
 
     # -- naming the chain
 
-    def _chain(self, obj):
+    def _own_bytes(self, o, ptr):
+        """What an owner covers of the buffer it keeps, and that buffer's bytes: a tensor's
+        elements of its storage, an array's of the allocation it points into; (-1, 0) where
+        they cannot be read."""
+        try:
+            if self.torch is not None and _is(o, self.torch.Tensor):
+                Tensor = self.torch.Tensor
+                return Tensor.numel(o) * Tensor.element_size(o), Tensor.untyped_storage(o).nbytes()
+            if self._kind(type(o)) is Walk._cai_buffer:
+                item = self._item_at(ptr)
+                return self._cai_buffer(o)[1], item[1] if item is not None else 0
+        except Exception:
+            pass
+        return -1, 0
+
+    def _chain(self, obj, ptr):
         path = self.path_of(obj)
         text = self.root_text.get(id(path[0])) if path else None
         if text is None:
             return None
         return describe(path[-MAX_STEPS:] if len(path) > MAX_STEPS else path, text,
-                        root_step=id(path[0]) in self.object_roots)
+                        root_step=id(path[0]) in self.object_roots, owner_note=view_note(*self._own_bytes(obj, ptr)))
 
     def _unreachable_chain(self, obj):
         """Who holds an owner that no root reaches: up through referrers outside the reached
@@ -626,7 +641,7 @@ class Walk:
             status, chain = FOUND, None
             try:
                 if best is not None:
-                    chain = self._chain(best)
+                    chain = self._chain(best, ptr)
                 elif self.status == COMPLETE:
                     status = UNREACHABLE
                     chain = self._unreachable_chain(objs[0])

@@ -295,3 +295,42 @@ def test_a_workspace_that_grows_because_each_call_makes_a_stream_says_so(tmp_pat
         assert "each call's on a new stream" in born and "make the stream once" in born, text
     else:
         assert "stream" not in born and "a new one each call?" in born, text
+
+
+VIEW = PROGRAM_SOURCES / "retain_view.py"
+
+
+def test_a_small_slice_kept_of_a_big_tensor_says_it_keeps_the_whole_storage(tmp_path, python_exe):
+    """retain_view.py keeps a 16-byte slice of an 8 MiB tensor each call (and a whole 2 MiB one):
+    the slice's chain says it is a view that keeps all 8 MiB, so the surprise (a few bytes kept,
+    megabytes held) is read off the line; the whole tensor's says nothing more. PyTorch stood in
+    for by the little of it the walk reads (the program's own `torch`)."""
+    t = traced(tmp_path, [python_exe, VIEW, 3], env={"CUDART": str(CUDART)}, run_args=("--phase", "train"))
+    assert t.returncode == 0 and t.stdout.strip() == "kept 3", t.stderr
+    out = json.loads(analyze("leaks", "--json", "--quiet", "--phase", "train", t.trace).stdout)
+    rows = VIEW.read_text().splitlines()
+
+    def chains(way):
+        line = next(n for n, row in enumerate(rows, 1) if f"# kept: {way}" in row)
+        first = [s for s in out["survivors"] if s["phase_index"] == 1 and
+                 any(f.get("file", "").endswith("retain_view.py") and f.get("line") == line for f in s["frames"])]
+        return [" -> ".join(c) for s in first for c in s["held_by"]]
+
+    assert chains("view") == ["__main__.VIEWS[0] (Tensor, a view of 16 B that keeps all 8.00 MiB)"]
+    assert chains("whole") == ["__main__.WHOLES[0] (Tensor)"]
+    roots = {r["root"]: r["bytes"] for r in out["kept_alive_by"]}
+    assert roots.get("__main__.VIEWS[*] (Tensor, a view of 16 B that keeps all 8.00 MiB)") == 24 * MiB, roots
+
+
+@pytest.mark.parametrize("n, text", [(0, "0 B"), (16, "16 B"), (1023, "1023 B"), (1024, "1.00 KiB"),
+                                     (8 * MiB + 10 * 1024, "8.01 MiB"), (64 * MiB, "64.0 MiB"), (233 * MiB, "233 MiB"),
+                                     (1000 * MiB, "1000 MiB"), (1024 * MiB, "1.00 GiB"), (1 << 50, "1024 TiB")])
+def test_the_walks_print_bytes_as_the_reports_do(n, text):
+    """The chains' sizes (a view's note) read as the analyzer's figures beside them
+    (vrt_fmt_bytes: two decimals under 10, one under 100, none above; units to TiB)."""
+    import sys
+
+    sys.path.insert(0, str(SOURCE / "python"))
+    from vramtrace._chains import bytes_text
+
+    assert bytes_text(n) == text
