@@ -634,7 +634,7 @@ m remedy-size-by-phase-calls analyzer/remedies.c \
 # ---- why memory survives (retention walks, categories by identity, the user's code) ---------
 # (a small slice kept of a big tensor: the chain says it keeps the whole storage)
 m retain-view-unsaid python/vramtrace/_owners.py \
-  'owner_note=view_note(*self._own_bytes(obj, ptr)))' \
+  'owner_note=view_note(*self._own_bytes(obj)))' \
   'owner_note="")' \
   test_retention_shapes.py::test_a_small_slice_kept_of_a_big_tensor_says_it_keeps_the_whole_storage
 m retain-view-said-of-a-whole-tensor python/vramtrace/_chains.py \

@@ -426,7 +426,7 @@ def bytes_text(n):
 
 def view_note(own, whole):
     """What to say of an owner that covers no more than half the buffer it keeps (a slice of a
-    tensor, a view of an array): all of the buffer stays for it."""
+    tensor): all of the buffer stays for it."""
     if own < 0 or whole <= 0 or own * 2 > whole:
         return ""
     return ", a view of %s that keeps all %s" % (bytes_text(own), bytes_text(whole))

@@ -571,28 +571,26 @@ class Walk:
 
     # -- naming the chain
 
-    def _own_bytes(self, o, ptr):
-        """What an owner covers of the buffer it keeps, and that buffer's bytes: a tensor's
-        elements of its storage, an array's of the allocation it points into; (-1, 0) where
-        they cannot be read."""
+    def _own_bytes(self, o):
+        """A tensor's elements' bytes and its storage's, which it keeps whole however little of
+        it it covers; (-1, 0) for anything else. Not an array's (`__cuda_array_interface__`) of
+        the allocation it points into: a pool's arrays share one (CuPy's), which the pool
+        keeps, not the array."""
         try:
             if self.torch is not None and _is(o, self.torch.Tensor):
                 Tensor = self.torch.Tensor
                 return Tensor.numel(o) * Tensor.element_size(o), Tensor.untyped_storage(o).nbytes()
-            if self._kind(type(o)) is Walk._cai_buffer:
-                item = self._item_at(ptr)
-                return self._cai_buffer(o)[1], item[1] if item is not None else 0
         except Exception:
             pass
         return -1, 0
 
-    def _chain(self, obj, ptr):
+    def _chain(self, obj):
         path = self.path_of(obj)
         text = self.root_text.get(id(path[0])) if path else None
         if text is None:
             return None
         return describe(path[-MAX_STEPS:] if len(path) > MAX_STEPS else path, text,
-                        root_step=id(path[0]) in self.object_roots, owner_note=view_note(*self._own_bytes(obj, ptr)))
+                        root_step=id(path[0]) in self.object_roots, owner_note=view_note(*self._own_bytes(obj)))
 
     def _unreachable_chain(self, obj):
         """Who holds an owner that no root reaches: up through referrers outside the reached
@@ -641,7 +639,7 @@ class Walk:
             status, chain = FOUND, None
             try:
                 if best is not None:
-                    chain = self._chain(best, ptr)
+                    chain = self._chain(best)
                 elif self.status == COMPLETE:
                     status = UNREACHABLE
                     chain = self._unreachable_chain(objs[0])
