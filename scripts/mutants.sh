@@ -569,8 +569,8 @@ m leaks-headline-shares-every-call analyzer/cmd_leaks.c \
   'blamed_since(lk, 1,' \
   "test_h200_retention.py::test_the_headline_splits_what_the_later_calls_left"
 m leaks-headline-shares-unsorted analyzer/cmd_leaks.c \
-  '\t\t\tsite->outlived = later;\n\t}\n\tfree(order);\n\tvrt_sites_sort(s);' \
-  '\t\t\tsite->outlived = later;\n\t}\n\tfree(order);' \
+  '\tfree(order);\n\tcount_streams(lk, from, s);\n\tvrt_sites_sort(s);' \
+  '\tfree(order);\n\tcount_streams(lk, from, s);' \
   "test_h200_retention.py::test_the_headline_splits_what_the_later_calls_left"
 m leaks-phase-name-ignored analyzer/cmd_leaks.c \
   'const char *named = o->phase ? phase_named(o->phase, &lk->by_mark) : NULL;' \
@@ -754,8 +754,8 @@ m retain-weak-key-by-its-type python/vramtrace/_chains.py \
   '    if False:  #' \
   'test_retention_elsewhere.py::test_each_holder_is_named[weakkey]'
 m retain-unnamed-hop-printed-blank python/vramtrace/_chains.py \
-  'return "%s (%s)" % (text, type_name(obj)) if text else "(%s)" % type_name(obj)' \
-  'return "%s (%s)" % (text, type_name(obj))' \
+  'return "%s (%s%s)" % (text, type_name(obj), note) if text else "(%s%s)" % (type_name(obj), note)' \
+  'return "%s (%s%s)" % (text, type_name(obj), note)' \
   'test_retention_elsewhere.py::test_each_holder_is_named[iterator]'
 m retain-cycle-at-attribute-dict python/vramtrace/_owners.py \
   '            path.insert(0, owner)\n' \
