@@ -393,7 +393,8 @@ m reader-ids-ahead-of-the-consolidated-tables-refused format/trace_reader.c \
 m leaks-streams-never-said analyzer/cmd_leaks.c \
   '\t\tif (!strcmp(category, "workspace") && s->streams) {' \
   '\t\tif (!strcmp(category, "workspace") && s->streams && 0) {' \
-  'test_retention_shapes.py::test_a_workspace_that_grows_because_each_call_makes_a_stream_says_so[]'
+  'test_retention_shapes.py::test_a_workspace_that_grows_because_each_call_makes_a_stream_says_so[]' \
+  test_retention_shapes.py::test_on_pytorch_a_stream_made_each_call_is_said_of_its_cublas_workspace
 m leaks-streams-a-group-on-two-is-on-its-last analyzer/cmd_leaks.c \
   '\tg->stream = !g->count || g->stream == it->stream ? it->stream : 0;' \
   '\tg->stream = it->stream;' \

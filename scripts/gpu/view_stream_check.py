@@ -13,7 +13,9 @@ torch.cuda.memory_allocated() at each call's entry. Prints leaks' text, a table 
 
     python3 scripts/gpu/view_stream_check.py [VRAMTRACE [--keep DIR]]
 
---keep DIR copies the trace there (tests/golden/h200/view-stream.vrt is such a copy).
+--keep DIR copies the trace there. Written 2026-12-07 and not run yet: the device was not lent
+again that session (tests/golden/h200/torch-more.vrt, scripts/gpu/torch_more_shapes.py's trace,
+holds the stream shape from an H100; the view note is newer than it).
 """
 import os
 import sys

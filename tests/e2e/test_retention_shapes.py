@@ -334,3 +334,36 @@ def test_the_walks_print_bytes_as_the_reports_do(n, text):
     from vramtrace._chains import bytes_text
 
     assert bytes_text(n) == text
+
+
+def test_on_pytorch_a_stream_made_each_call_is_said_of_its_cublas_workspace():
+    """tests/golden/h200/torch-more.vrt (an H100, scripts/gpu/torch_more_shapes.py): each call runs
+    a forward pass on a torch.cuda.Stream() it makes, and PyTorch keeps a cuBLAS workspace (and a
+    cuBLASLt one) for every stream: 33 MiB more each call. The tensors left at that line are
+    workspaces on a new stream each call, and leaks says so; the workspaces of the default stream
+    and of graph capture's stream (set up once) stay labelled, streams not blamed."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("torch_more_shapes", SOURCE / "scripts" / "gpu" / "torch_more_shapes.py")
+    job = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(job)
+    trace = GOLDEN / "h200" / "torch-more.vrt"
+    truth = json.loads((GOLDEN / "h200" / "TRUTH.json").read_text())["torch-more"]
+    out = json.loads(analyze("leaks", "--json", "-q", "--phase", "train", trace).stdout)
+    assert out["layer"] == "tensors"
+    assert [p["live_bytes_at_entry"] for p in out["phases"]] == truth["allocated_at_entry"]
+
+    def at(way):
+        line = job.line_of(way)
+        return [s for s in out["survivors"]
+                if any(f.get("file", "").endswith("job.py") and f.get("line") == line for f in s["frames"])]
+
+    stream = at("stream")
+    assert {s["category"] for s in stream} == {"workspace"} and {s["phase_index"] for s in stream} == {1, 2, 3, 4}
+    assert {(s["streams_one_a_call"], s["verdict"], s["persistent"]) for s in stream} == {(4, "grows every call", False)}
+    assert sum(s["bytes"] for s in stream) == 4 * 33 * MiB
+    graph = [s for s in at("graph") if s["category"] == "workspace"]
+    assert graph and {(s["streams_one_a_call"], s["persistent"]) for s in graph} == {(0, True)}, graph
+    text = analyze("leaks", "-q", "--phase", "train", trace).stdout
+    assert "born in calls 1..4, 33.0 MiB a call on 4 streams, grows every call (leaves memory behind in every " \
+           "invocation, each call's on a new stream" in text, text
