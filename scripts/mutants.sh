@@ -754,6 +754,10 @@ m retain-weak-key-by-its-type python/vramtrace/_chains.py \
   '    if _is(o, weakref.ref):  #' \
   '    if False:  #' \
   'test_retention_elsewhere.py::test_each_holder_is_named[weakkey]'
+m retain-genexpr-iterable-by-its-hidden-name python/vramtrace/_chains.py \
+  'return "its iterable" if name == ".0" else "local " + name' \
+  'return "local " + name' \
+  'test_retention_elsewhere.py::test_each_holder_is_named[genexpr]'
 m retain-unnamed-hop-printed-blank python/vramtrace/_chains.py \
   'return "%s (%s%s)" % (text, type_name(obj), note) if text else "(%s%s)" % (type_name(obj), note)' \
   'return "%s (%s%s)" % (text, type_name(obj), note)' \

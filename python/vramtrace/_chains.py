@@ -247,11 +247,13 @@ FRAMES_READ = []
 
 
 def _frame_local(frame, child):
+    """The name of frame's local that is child: "local NAME", or "its iterable" for the hidden
+    argument ".0" a generator expression or comprehension loops over."""
     try:
         FRAMES_READ.append(frame)
         for name, v in frame.f_locals.items():
             if v is child:
-                return name
+                return "its iterable" if name == ".0" else "local " + name
     except Exception:
         pass
     return None
@@ -264,7 +266,7 @@ def _edge(grand, parent, child, great=None):
     if _is(parent, types.FrameType):
         name = _frame_local(parent, child)
         if name is not None:
-            return " local %s" % name
+            return " " + name
         if child is parent.f_back:
             return " caller"
         return " (frame)"
@@ -275,7 +277,7 @@ def _edge(grand, parent, child, great=None):
         if child is frame:
             return ""  # before 3.11 the frame is an object of its own: its locals name the hop
         name = _frame_local(frame, child) if frame is not None else None
-        return "local %s" % name if name is not None else ""
+        return name if name is not None else ""
     if _is(parent, BaseException):
         for attr in ("__traceback__", "__context__", "__cause__", "args"):
             try:  # BaseException's own descriptors: a subclass's property of that name may raise
@@ -447,8 +449,8 @@ def describe(path, text, root_step=False, owner_note=""):
         grand = path[k - 2] if k >= 2 else None
         great = path[k - 3] if k >= 3 else None
         e = _edge(grand, path[k - 1], path[k], great)
-        if frame_root and k == 1 and e.startswith(" local "):
-            text = "%s: %s" % (text, e[7:])
+        if frame_root and k == 1 and e.startswith((" local ", " its iterable")):
+            text = "%s: %s" % (text, e[7:] if e.startswith(" local ") else e[1:])
         elif e == " -> " and not text:
             pass  # a hop nothing names, at a step's start: the step's own arrow shows it
         else:

@@ -11,6 +11,7 @@ cyclic GC off (tests/e2e/test_retention_elsewhere.py):
   task     5  a local of a coroutine whose asyncio task waits on a timer, never run again
   iterator 9  the list an iterator inside an itertools.cycle walks (a hop no attribute names)
   weakkey 10  a WeakKeyDictionary's value, under a key the program keeps
+  genexpr 11  what a generator expression, kept unstarted, will loop over (its hidden argument ".0")
 
 A replaced buffer must be freed when the next call replaces it, traced or not: the retention
 walks run with the GC off too and must leave nothing behind, nor keep what a running frame's
@@ -37,7 +38,7 @@ from device_buffer import DeviceBuffer
 MiB = 1 << 20
 
 KEPT = {"atexit": 1, "signal": 2, "context": 3, "local": 4, "task": 5, "slot": 6, "cycle": 7, "rtsignal": 8,
-        "iterator": 9, "weakkey": 10}
+        "iterator": 9, "weakkey": 10, "genexpr": 11}
 REPLACED = ("signal", "rtsignal", "context", "local", "slot")
 
 STEP_BUFFER = contextvars.ContextVar("step_buffer", default=None)
@@ -50,6 +51,7 @@ class Holder:
 
 HOLDER = Holder()
 ITERATORS = []
+PENDING = []
 KEYS = []
 BY_KEY = weakref.WeakKeyDictionary()
 
@@ -95,6 +97,7 @@ def train(i):
     ITERATORS.append(itertools.cycle([watch("iterator", DeviceBuffer(KEPT["iterator"] * MiB))]))  # kept: iterator
     KEYS.append(Holder2())
     BY_KEY[KEYS[-1]] = watch("weakkey", DeviceBuffer(KEPT["weakkey"] * MiB))  # kept: weakkey
+    PENDING.append(b.nbytes for b in [watch("genexpr", DeviceBuffer(KEPT["genexpr"] * MiB))])  # kept: genexpr
     if i < 0:
         raise ValueError(i)
     return watch("local", DeviceBuffer(KEPT["local"] * MiB))  # kept: local
