@@ -758,6 +758,10 @@ m retain-genexpr-iterable-by-its-hidden-name python/vramtrace/_chains.py \
   'return "its iterable" if name == ".0" else "local " + name' \
   'return "local " + name' \
   'test_retention_elsewhere.py::test_each_holder_is_named[genexpr]'
+m retain-dict-key-said-with-its-type python/vramtrace/_chains.py \
+  'return " key"  # as a set' \
+  'return " key of %s" % type_name(parent)  # as a set' \
+  'test_retention_elsewhere.py::test_each_holder_is_named[dictkey]'
 m retain-unnamed-hop-printed-blank python/vramtrace/_chains.py \
   'return "%s (%s%s)" % (text, type_name(obj), note) if text else "(%s%s)" % (type_name(obj), note)' \
   'return "%s (%s%s)" % (text, type_name(obj), note)' \

@@ -312,7 +312,7 @@ def _edge(grand, parent, child, great=None):
             if v is child:
                 return _key_text(k, attribute)
             if k is child:
-                return " key of %s" % type_name(parent)
+                return " key"  # as a set's " member": the root or step before names the dict
         return "[?]"
     if _is(parent, types.MappingProxyType):
         return ""

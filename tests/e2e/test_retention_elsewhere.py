@@ -2,7 +2,8 @@
 tests/programs/retain_elsewhere.py keeps a buffer a call through signal handlers (a named and a
 real-time signal), a context variable, a __slots__ attribute, a reference cycle, an atexit
 callback, an asyncio task's coroutine, an itertools.cycle's iterator, a WeakKeyDictionary's value,
-an unstarted generator expression's iterable and the local of the loop that calls train();
+an unstarted generator expression's iterable, a dict's key and the local of the loop that calls
+train();
 tests/programs/retry_in_except.py retries inside the except block.
 The retention walks must change nothing (a buffer the next call replaces is freed then, traced or
 not; nothing printed at teardown), name each holder, and tell memory kept until the next call
@@ -39,6 +40,7 @@ EXPECTED_CHAINS = {
     # a hop no attribute names is the step's type alone
     "iterator": "__main__.ITERATORS[0] (cycle) -> (list_iterator) -> [0] (DeviceBuffer)",
     "weakkey": "__main__.BY_KEY (WeakKeyDictionary) -> .data[weakref to Holder2] (DeviceBuffer)",
+    "dictkey": "__main__.BY_BUFFER key (DeviceBuffer)",  # as a set's member
     # the hidden argument ".0" of a generator expression is what it loops over
     "genexpr": "__main__.PENDING[0] (generator <genexpr> at retain_elsewhere.py:%d) -> its iterable "
                "(tuple_iterator) -> [0] (DeviceBuffer)" % next(

@@ -12,6 +12,7 @@ cyclic GC off (tests/e2e/test_retention_elsewhere.py):
   iterator 9  the list an iterator inside an itertools.cycle walks (a hop no attribute names)
   weakkey 10  a WeakKeyDictionary's value, under a key the program keeps
   genexpr 11  what a generator expression, kept unstarted, will loop over (its hidden argument ".0")
+  dictkey 12  a dict's key (the buffer itself keys the dict: a cache by tensor)
 
 A replaced buffer must be freed when the next call replaces it, traced or not: the retention
 walks run with the GC off too and must leave nothing behind, nor keep what a running frame's
@@ -38,7 +39,7 @@ from device_buffer import DeviceBuffer
 MiB = 1 << 20
 
 KEPT = {"atexit": 1, "signal": 2, "context": 3, "local": 4, "task": 5, "slot": 6, "cycle": 7, "rtsignal": 8,
-        "iterator": 9, "weakkey": 10, "genexpr": 11}
+        "iterator": 9, "weakkey": 10, "genexpr": 11, "dictkey": 12}
 REPLACED = ("signal", "rtsignal", "context", "local", "slot")
 
 STEP_BUFFER = contextvars.ContextVar("step_buffer", default=None)
@@ -52,6 +53,7 @@ class Holder:
 HOLDER = Holder()
 ITERATORS = []
 PENDING = []
+BY_BUFFER = {}
 KEYS = []
 BY_KEY = weakref.WeakKeyDictionary()
 
@@ -98,6 +100,7 @@ def train(i):
     KEYS.append(Holder2())
     BY_KEY[KEYS[-1]] = watch("weakkey", DeviceBuffer(KEPT["weakkey"] * MiB))  # kept: weakkey
     PENDING.append(b.nbytes for b in [watch("genexpr", DeviceBuffer(KEPT["genexpr"] * MiB))])  # kept: genexpr
+    BY_BUFFER[watch("dictkey", DeviceBuffer(KEPT["dictkey"] * MiB))] = i  # kept: dictkey
     if i < 0:
         raise ValueError(i)
     return watch("local", DeviceBuffer(KEPT["local"] * MiB))  # kept: local
