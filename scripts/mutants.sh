@@ -655,8 +655,8 @@ m retain-class-namespace-unnamed python/vramtrace/_chains.py \
   '' \
   test_retention_shapes.py::test_each_way_of_keeping_is_named_as_its_user_would_write_it
 m retain-generator-local-unnamed python/vramtrace/_chains.py \
-  'return "local %s" % name if name is not None else ""' \
-  'return ""' \
+  '        return name if name is not None else ""' \
+  '        return ""' \
   test_retention_shapes.py::test_each_way_of_keeping_is_named_as_its_user_would_write_it
 m retain-traceback-frame-unnamed python/vramtrace/_chains.py \
   'return ", in %s:" % _where(child)' \
