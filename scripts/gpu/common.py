@@ -56,6 +56,18 @@ def save_attached(out, stem, attached, analysis, truth, **extra):
     print("truth:", truth)
 
 
+def line_of(job, text):
+    """The line of a job's text that ends with text (a "# kept: WAY" marker)."""
+    return next(n for n, line in enumerate(job.splitlines(), 1) if line.rstrip().endswith(text))
+
+
+def kept_at(out, job, way):
+    """leaks --json's survivors allocated at the job's line marked "# kept: WAY" (its job.py)."""
+    line = line_of(job, f"# kept: {way}")
+    return [s for s in out["survivors"]
+            if any(f.get("file", "").endswith("job.py") and f.get("line") == line for f in s["frames"])]
+
+
 def run_phase_job(vramtrace, job_text, prefix, phase="train"):
     """Runs job_text (a Python program that prints "entry N BYTES" at each call's entry) under
     `vramtrace run --phase PHASE` in a new temporary directory; prints what it said. Returns the

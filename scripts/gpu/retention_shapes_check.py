@@ -18,7 +18,7 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import leaks_of, run_phase_job  # noqa: E402
+from common import kept_at, leaks_of, run_phase_job  # noqa: E402
 
 MiB = 1 << 20
 KEPT = {"lru": 1, "bounded": 1, "traceback": 2, "generator": 3, "threadlocal": 4, "default": 5, "classattr": 6,
@@ -127,10 +127,6 @@ main()
 '''
 
 
-def line_of(job, text):
-    return next(n for n, line in enumerate(job.splitlines(), 1) if line.rstrip().endswith(text))
-
-
 def expected(job, minor):
     thread = "Thread-1 (worker)" if minor >= 10 else "Thread-1"
     raised = next(n for n, line in enumerate(job.splitlines(), 1) if "raise ValueError" in line)
@@ -165,9 +161,7 @@ def main():
     print(f"entries: traced {traced_entries} memory_allocated() {entries}")
     ok &= traced_entries == entries
     for way, chain in want.items():
-        line = line_of(job_text, f"# kept: {way}")
-        groups = [s for s in out["survivors"]
-                  if any(f.get("file", "").endswith("job.py") and f.get("line") == line for f in s["frames"])]
+        groups = kept_at(out, job_text, way)
         first = [" -> ".join(c) for s in groups if s["phase_index"] == 1 for c in s["held_by"]]
         calls = sorted({s["phase_index"] for s in groups})
         sizes = {s["bytes"] for s in groups}

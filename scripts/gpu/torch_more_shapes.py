@@ -52,11 +52,6 @@ print("reserved %d" % torch.cuda.memory_reserved(), flush=True)
 '''
 
 
-def line_of(way):
-    """The job's line that keeps a way's memory ("# kept: WAY")."""
-    return next(n for n, line in enumerate(JOB.splitlines(), 1) if "# kept: " + way in line)
-
-
 def main():
     vt, out = sys.argv[1], sys.argv[2]
     os.makedirs(out, exist_ok=True)

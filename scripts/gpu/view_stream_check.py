@@ -21,7 +21,7 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import leaks_of, run_phase_job  # noqa: E402
+from common import kept_at, leaks_of, run_phase_job  # noqa: E402
 
 CALLS = 4
 JOB = r'''
@@ -50,16 +50,6 @@ WANT = {"view": "__main__.VIEWS[0] (Tensor, a view of 16 B that keeps all 64.0 M
         "whole": "__main__.WHOLES[0] (Tensor)"}
 
 
-def line_of(job, text):
-    return next(n for n, line in enumerate(job.splitlines(), 1) if text in line)
-
-
-def groups_at(out, job, way):
-    line = line_of(job, f"# kept: {way}")
-    return [s for s in out["survivors"]
-            if any(f.get("file", "").endswith("job.py") and f.get("line") == line for f in s["frames"])]
-
-
 def main():
     vramtrace = os.path.abspath(sys.argv[1] if len(sys.argv) > 1 else "build/analyzer/vramtrace")
     job = JOB % {"calls": CALLS}
@@ -70,11 +60,11 @@ def main():
     print(f"entries: traced {traced_entries} memory_allocated() {entries[:-1]}")
     ok = r.returncode == 0 and out["layer"] == "tensors" and traced_entries == entries[:-1]
     for way, chain in WANT.items():
-        first = [" -> ".join(c) for s in groups_at(out, job, way) if s["phase_index"] == 1 for c in s["held_by"]]
+        first = [" -> ".join(c) for s in kept_at(out, job, way) if s["phase_index"] == 1 for c in s["held_by"]]
         good = first == [chain]
         ok &= good
         print(f"  {way:8s} {'ok ' if good else 'BAD'} {first}" + ("" if good else f"\n           want {chain}"))
-    stream = groups_at(out, job, "stream")
+    stream = kept_at(out, job, "stream")
     workspace = [s for s in stream if s.get("category") == "workspace"]
     calls = sorted({s["phase_index"] for s in workspace})
     streams = {s["streams_one_a_call"] for s in workspace}

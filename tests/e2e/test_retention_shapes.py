@@ -58,8 +58,8 @@ def expected_chains(minor):
     }
 
 
-def allocated_at(survivor, line):
-    return any(f.get("file", "").endswith("retain_shapes.py") and f.get("line") == line for f in survivor["frames"])
+def allocated_at(survivor, line, program="retain_shapes.py"):
+    return any(f.get("file", "").endswith(program) and f.get("line") == line for f in survivor["frames"])
 
 
 def of_way(survivors, way):
@@ -182,9 +182,7 @@ def test_the_shapes_on_pytorch_are_named_and_their_entries_are_memory_allocated(
     assert [p["live_bytes_at_entry"] for p in out["phases"]] == truth["allocated_at_entry"]
     job = check.JOB % {"kept": check.KEPT, "nccl": name.endswith("nccl")}
     for way, chain in check.expected(job, int(truth["python"].split(".")[1])).items():
-        line = check.line_of(job, f"# kept: {way}")
-        groups = [s for s in out["survivors"]
-                  if any(f.get("file", "").endswith("job.py") and f.get("line") == line for f in s["frames"])]
+        groups = check.kept_at(out, job, way)
         assert [" -> ".join(c) for s in groups if s["phase_index"] == 1 for c in s["held_by"]] == [chain], way
         assert {s["verdict"] for s in groups} == {"grows every call"}, way
 
@@ -282,9 +280,7 @@ def test_a_workspace_that_grows_because_each_call_makes_a_stream_says_so(tmp_pat
         (t.stdout, t.stderr)
     streams_to_blame = not mode
     out = json.loads(analyze("leaks", "--json", "--quiet", "--phase", "train", t.trace).stdout)
-    line = next(n for n, row in enumerate(STREAMS.read_text().splitlines(), 1) if "# kept: workspace" in row)
-    kept = [s for s in out["survivors"]
-            if any(f.get("file", "").endswith("stream_workspace.py") and f.get("line") == line for f in s["frames"])]
+    kept = [s for s in out["survivors"] if allocated_at(s, program_kept_line(STREAMS, "workspace"), STREAMS.name)]
     assert sorted({s["phase_index"] for s in kept}) == [1, 2, 3, 4], out["survivors"]
     assert {s["streams_one_a_call"] for s in kept} == {4 if streams_to_blame else 0}, kept
     assert all(s["verdict"] == "grows every call" and not s["persistent"] for s in kept), kept
@@ -308,12 +304,10 @@ def test_a_small_slice_kept_of_a_big_tensor_says_it_keeps_the_whole_storage(tmp_
     t = traced(tmp_path, [python_exe, VIEW, 3], env={"CUDART": str(CUDART)}, run_args=("--phase", "train"))
     assert t.returncode == 0 and t.stdout.strip() == "kept 3", t.stderr
     out = json.loads(analyze("leaks", "--json", "--quiet", "--phase", "train", t.trace).stdout)
-    rows = VIEW.read_text().splitlines()
 
     def chains(way):
-        line = next(n for n, row in enumerate(rows, 1) if f"# kept: {way}" in row)
-        first = [s for s in out["survivors"] if s["phase_index"] == 1 and
-                 any(f.get("file", "").endswith("retain_view.py") and f.get("line") == line for f in s["frames"])]
+        first = [s for s in out["survivors"]
+                 if s["phase_index"] == 1 and allocated_at(s, program_kept_line(VIEW, way), VIEW.name)]
         return [" -> ".join(c) for s in first for c in s["held_by"]]
 
     assert chains("view") == ["__main__.VIEWS[0] (Tensor, a view of 16 B that keeps all 8.00 MiB)"]
@@ -353,16 +347,12 @@ def test_on_pytorch_a_stream_made_each_call_is_said_of_its_cublas_workspace():
     assert out["layer"] == "tensors"
     assert [p["live_bytes_at_entry"] for p in out["phases"]] == truth["allocated_at_entry"]
 
-    def at(way):
-        line = job.line_of(way)
-        return [s for s in out["survivors"]
-                if any(f.get("file", "").endswith("job.py") and f.get("line") == line for f in s["frames"])]
-
-    stream = at("stream")
+    check = gpu_check()
+    stream = check.kept_at(out, job.JOB, "stream")
     assert {s["category"] for s in stream} == {"workspace"} and {s["phase_index"] for s in stream} == {1, 2, 3, 4}
     assert {(s["streams_one_a_call"], s["verdict"], s["persistent"]) for s in stream} == {(4, "grows every call", False)}
     assert sum(s["bytes"] for s in stream) == 4 * 33 * MiB
-    graph = [s for s in at("graph") if s["category"] == "workspace"]
+    graph = [s for s in check.kept_at(out, job.JOB, "graph") if s["category"] == "workspace"]
     assert graph and {(s["streams_one_a_call"], s["persistent"]) for s in graph} == {(0, True)}, graph
     text = analyze("leaks", "-q", "--phase", "train", trace).stdout
     assert "born in calls 1..4, 33.0 MiB a call on 4 streams, grows every call (leaves memory behind in every " \
