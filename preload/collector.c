@@ -648,6 +648,13 @@ static void take_run(struct collector *c, struct cursor *k, uint64_t until)
  * dead thread's for the final drain. */
 static _Atomic(struct vrt_tbuf *) stopping_buf;
 
+/* A buffer no thread adds to any more, so its lost count is final: its thread is dead, or is
+ * the one stopping us. */
+static bool buffer_is_still(const struct vrt_tbuf *b)
+{
+	return atomic_load_explicit(&b->dead, memory_order_acquire) || b == atomic_load(&stopping_buf);
+}
+
 /*
  * A thread reports the events it dropped with its next event (event.c), so the drops just
  * before it ends would go unreported. Once a thread is dead (or is the one stopping us) and its
@@ -655,10 +662,8 @@ static _Atomic(struct vrt_tbuf *) stopping_buf;
  */
 static void report_unflushed_losses(struct collector *c)
 {
-	struct vrt_tbuf *stopping = atomic_load(&stopping_buf);
 	for (struct vrt_tbuf *b = vrt_tbuf_list(); b; b = b->next) {
-		bool still = atomic_load_explicit(&b->dead, memory_order_acquire) || b == stopping;
-		if (!still || !b->lost || atomic_load_explicit(&b->head, memory_order_acquire) != b->read_pos)
+		if (!buffer_is_still(b) || !b->lost || atomic_load_explicit(&b->head, memory_order_acquire) != b->read_pos)
 			continue;
 		struct vrt_raw raw = { .len = sizeof(raw), .op = VRT_OP_LOST, .size = b->lost,
 				       .ts_ns = vrt_now_ns() };
@@ -894,7 +899,6 @@ static void say_armed_at_exit(const struct collector *c)
  */
 static void report_leftovers(struct collector *c)
 {
-	struct vrt_tbuf *stopping = atomic_load(&stopping_buf);
 	for (struct vrt_tbuf *b = vrt_tbuf_list(); b; b = b->next) {
 		struct cursor k = { b, b->read_pos, atomic_load_explicit(&b->head, memory_order_acquire) };
 		uint64_t left = 0;
@@ -902,7 +906,7 @@ static void report_leftovers(struct collector *c)
 			left += r->op == VRT_OP_LOST ? r->size : 1;
 		/* And the drops a still thread had yet to report (report_unflushed_losses takes them
 		 * only from a buffer drained to its head: the drain could not, its events are here). */
-		if (atomic_load_explicit(&b->dead, memory_order_acquire) || b == stopping) {
+		if (buffer_is_still(b)) {
 			left += b->lost;
 			b->lost = 0;
 		}
