@@ -8,7 +8,6 @@
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <errno.h>
-#include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,16 +15,10 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "stress_collector_thread.h"
+
 static atomic_bool failed_once;
 static int said; /* the collector thread's alone */
-
-static int is_collector_thread(void)
-{
-	char name[16] = "";
-	/* By the thread, not the caller: under ASan the caller is the sanitizer's interceptor
-	 * (docs/RELIABILITY.md, F33); the collector thread maps nothing but vramtrace's. */
-	return !pthread_getname_np(pthread_self(), name, sizeof(name)) && !strcmp(name, "vramtrace");
-}
 
 void *mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off)
 {
@@ -33,7 +26,7 @@ void *mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off)
 	if (!real)
 		*(void **)&real = dlsym(RTLD_NEXT, "mmap");
 	const char *want = getenv("STRESS_FAILMAP_LEN");
-	if (want && (flags & MAP_ANONYMOUS) && len == strtoull(want, NULL, 10) && is_collector_thread() &&
+	if (want && (flags & MAP_ANONYMOUS) && len == strtoull(want, NULL, 10) && stress_is_collector_thread() &&
 	    (!atomic_exchange(&failed_once, 1) || getenv("STRESS_FAILMAP_ALWAYS"))) {
 		char line[80];
 		int n = snprintf(line, sizeof(line), "stress_failmap: failed a mapping of %zu bytes\n", len);

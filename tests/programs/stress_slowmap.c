@@ -14,6 +14,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "stress_collector_thread.h"
+
 static pid_t loaded_in;
 
 __attribute__((constructor)) static void remember(void) { loaded_in = getpid(); }
@@ -23,11 +25,7 @@ void *mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off)
 	static void *(*real)(void *, size_t, int, int, int, off_t);
 	if (!real)
 		*(void **)&real = dlsym(RTLD_NEXT, "mmap");
-	char name[16] = "";
-	/* By the thread, not the caller: under ASan the caller is the sanitizer's interceptor
-	 * (docs/RELIABILITY.md, F33); the collector thread maps nothing but vramtrace's. */
-	if ((flags & MAP_ANONYMOUS) && getpid() == loaded_in && !pthread_getname_np(pthread_self(), name, sizeof(name)) &&
-	    !strcmp(name, "vramtrace")) {
+	if ((flags & MAP_ANONYMOUS) && getpid() == loaded_in && stress_is_collector_thread()) {
 		struct timespec pause = { 0, 200 * 1000 * 1000 };
 		nanosleep(&pause, NULL);
 	}
