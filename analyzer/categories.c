@@ -73,15 +73,42 @@ static void categorize_item(void *ctx, const struct vrt_item *it)
 	add_category(c->cats, c->n, vrt_site_category(c->t, &site, &rule), (int64_t)it->size, false);
 }
 
+static void categorize_finish(struct categorizer *c)
+{
+	if (c->torch_segments > c->blocks)
+		add_category(c->cats, c->n, "allocator_cache", c->torch_segments - c->blocks, false);
+	sort_categories(c->cats, *c->n);
+}
+
 void vrt_categorize(const struct vrt_trace *t, const struct vrt_model *m, const struct vrt_walk *walk, int slot,
 		    bool tensors, bool host, struct vrt_category *cats, int *n, struct vrt_roots *roots)
 {
 	struct categorizer c = { .t = t, .walk = walk, .slot = slot, .tensors = tensors, .host = host, .cats = cats,
 				 .n = n, .roots = roots };
 	vrt_model_each(m, categorize_item, &c);
-	if (c.torch_segments > c.blocks)
-		add_category(cats, n, "allocator_cache", c.torch_segments - c.blocks, false);
-	sort_categories(cats, *n);
+	categorize_finish(&c);
+}
+
+/* An item goes to its own slot's categorizer, which keeps or skips it as a pass of its own would. */
+static void categorize_in_slot(void *ctx, const struct vrt_item *it)
+{
+	struct categorizer *by_slot = ctx;
+	categorize_item(&by_slot[vrt_device_slot(it->device)], it);
+}
+
+void vrt_categorize_slots(const struct vrt_trace *t, const struct vrt_model *m, const struct vrt_walk *walk,
+			  struct vrt_category cats[][VRT_MAX_CATEGORIES], int *n, struct vrt_roots *roots)
+{
+	struct categorizer by_slot[VRT_MAX_DEVICES + 1];
+	for (int d = 0; d <= VRT_MAX_DEVICES; d++) {
+		bool host = d == VRT_HOST_SLOT;
+		by_slot[d] = (struct categorizer){ .t = t, .walk = walk, .slot = d, .tensors = m->any_blocks && !host,
+						   .host = host, .cats = cats[d], .n = &n[d],
+						   .roots = host || !roots ? NULL : &roots[d] };
+	}
+	vrt_model_each(m, categorize_in_slot, by_slot);
+	for (int d = 0; d <= VRT_MAX_DEVICES; d++)
+		categorize_finish(&by_slot[d]);
 }
 
 /* What decided a category by identity (enum vrt_owner_category; owners.h). */

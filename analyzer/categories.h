@@ -29,6 +29,11 @@ struct vrt_category {
  */
 void vrt_categorize(const struct vrt_trace *t, const struct vrt_model *m, const struct vrt_walk *walk, int slot,
 		    bool tensors, bool host, struct vrt_category *cats, int *n, struct vrt_roots *roots);
+/* vrt_categorize for every device slot and the host's pinned memory (VRT_HOST_SLOT) in one pass
+ * over the live set: cats[d] and n[d] per slot, the tensor view where m has blocks; roots (if not
+ * NULL) holds VRT_MAX_DEVICES lists, one per device. */
+void vrt_categorize_slots(const struct vrt_trace *t, const struct vrt_model *m, const struct vrt_walk *walk,
+			  struct vrt_category cats[][VRT_MAX_CATEGORIES], int *n, struct vrt_roots *roots);
 /* What identity means for a category, and the stack rule's description of it. */
 const char *vrt_category_identity(const char *name);
 const char *vrt_category_rule(const char *name);

@@ -92,13 +92,9 @@ static void fold_printed(struct report *r)
  * found, the stacks' rules the rest. Computed while the end's live set is in memory. */
 static void categorize_end(struct report *r)
 {
-	for (int d = 0; d <= VRT_MAX_DEVICES; d++) {
-		bool host = d == VRT_HOST_SLOT;
-		vrt_categorize(r->t, &r->end, r->owners.walks ? &r->owners.last : NULL, d, r->end.any_blocks && !host, host,
-			       r->cats[d], &r->n_cats[d], host ? NULL : &r->roots[d]);
-		if (!host)
-			vrt_roots_sort(&r->roots[d]);
-	}
+	vrt_categorize_slots(r->t, &r->end, r->owners.walks ? &r->owners.last : NULL, r->cats, r->n_cats, r->roots);
+	for (int d = 0; d < VRT_MAX_DEVICES; d++)
+		vrt_roots_sort(&r->roots[d]);
 }
 
 static void print_categories(const struct report *r)
@@ -353,10 +349,7 @@ static int report_one(const char *path, const struct report_options *o, bool man
 		collect_peaks(r);
 		vrt_sites_init(&r->live_at_end);
 		vrt_report_group_live(&t, &r->end, &r->live_at_end, -2, r->end.any_blocks ? -1 : -2);
-		for (int d = 0; d <= VRT_MAX_DEVICES; d++)
-			for (int k = 0; k < VRT_KIND_LAST; k++)
-				if (r->end.peak[d][k])
-					r->torch_segments[d][k] = vrt_torch_segment_bytes(&t, &r->end, d, k);
+		vrt_torch_segment_bytes(&t, &r->end, r->torch_segments);
 		categorize_end(r);
 		rc = take_peaks(r, at_peaks);
 	}

@@ -161,21 +161,19 @@ void vrt_group_add_cache(struct vrt_sites *s, int slot, int64_t torch_segments, 
 
 struct torch_bytes {
 	const struct vrt_trace *t;
-	int slot, kind;
-	int64_t bytes;
+	int64_t (*bytes)[VRT_KIND_LAST];
 };
 
 static void torch_visit(void *ctx, const struct vrt_item *it)
 {
 	struct torch_bytes *tb = ctx;
-	if (vrt_item_counted(it) && vrt_device_slot(it->device) == tb->slot && it->kind == tb->kind &&
-	    vrt_stack_is_torch_segment(tb->t, it->stack))
-		tb->bytes += (int64_t)it->size;
+	if (vrt_item_counted(it) && it->kind < VRT_KIND_LAST && vrt_stack_is_torch_segment(tb->t, it->stack))
+		tb->bytes[vrt_device_slot(it->device)][it->kind] += (int64_t)it->size;
 }
 
-int64_t vrt_torch_segment_bytes(const struct vrt_trace *t, const struct vrt_model *m, int slot, int kind)
+void vrt_torch_segment_bytes(const struct vrt_trace *t, const struct vrt_model *m,
+			     int64_t bytes[VRT_MAX_DEVICES + 1][VRT_KIND_LAST])
 {
-	struct torch_bytes tb = { t, slot, kind, 0 };
-	vrt_model_each(m, torch_visit, &tb);
-	return tb.bytes;
+	memset(bytes, 0, sizeof(int64_t[VRT_MAX_DEVICES + 1][VRT_KIND_LAST]));
+	vrt_model_each(m, torch_visit, &(struct torch_bytes){ t, bytes });
 }

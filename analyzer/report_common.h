@@ -55,8 +55,9 @@ static inline uint8_t vrt_group_kind_bit(const struct vrt_item *it)
 }
 /* The tensor view's pseudo-site of a slot: what PyTorch's segments hold beyond its tensors. */
 void vrt_group_add_cache(struct vrt_sites *s, int slot, int64_t torch_segments, int64_t blocks);
-/* Bytes of one device slot and kind held through PyTorch's caching allocator (its segments). */
-int64_t vrt_torch_segment_bytes(const struct vrt_trace *t, const struct vrt_model *m, int slot, int kind);
+/* Bytes of each device slot and kind held through PyTorch's caching allocator (its segments). */
+void vrt_torch_segment_bytes(const struct vrt_trace *t, const struct vrt_model *m,
+			     int64_t bytes[VRT_MAX_DEVICES + 1][VRT_KIND_LAST]);
 const char *vrt_device_name(int slot);
 /* Whether --json answers with {"processes": [...]}: for a directory or several arguments, however
  * many traces they hold (a run's directory with one trace has the shape of one with eight), and a
