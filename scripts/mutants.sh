@@ -729,9 +729,13 @@ m holders-not-asked-about-unsaid analyzer/owners.c \
   '\t\t[VRT_HELD_TIMED_OUT] = "not asked about (born before the walk' \
   test_h200_retention.py::test_report_says_what_holds_the_memory_live_at_the_end
 m report-holders-at-end-unsaid analyzer/cmd_report.c \
-  'r->cats[d], &r->n_cats[d], host ? NULL : &r->roots[d]);' \
-  'r->cats[d], &r->n_cats[d], NULL);' \
+  'r->cats, r->n_cats, r->roots);' \
+  'r->cats, r->n_cats, NULL);' \
   test_h200_retention.py::test_report_says_what_holds_the_memory_live_at_the_end
+m report-categories-of-one-slot analyzer/categories.c \
+  'categorize_item(&by_slot[vrt_device_slot(it->device)], it);' \
+  'categorize_item(&by_slot[0], it);' \
+  test_runtime.py::test_report_says_by_what_it_is_what_is_live_at_the_end_on_every_device_and_the_host
 m retain-realtime-signal-handler-lost python/vramtrace/_owners.py \
   '                    name = "signal %d" % sig\n' \
   '                    raise\n' \

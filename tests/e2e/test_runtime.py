@@ -1,10 +1,11 @@
 """The shared CUDA runtime (libcudart.so.13 double): every allocation API, recorded once each
 under its runtime name, with exact totals per device and kind (tests/programs/rt_api.c)."""
+import json
+import sys
+
 import pytest
 
-import json
-
-from conftest import KiB, MiB, analyze, assert_nothing_lost, assert_unchanged_behaviour, frame_functions, program, \
+from conftest import CUDART, KiB, MiB, PROGRAM_SOURCES, analyze, assert_nothing_lost, assert_unchanged_behaviour, frame_functions, program, \
     trace
 
 # Device 0 device memory: leak 1 MiB, transient 3 MiB (the peak: 4 MiB), pitch 10240 and pool 8192 kept.
@@ -210,3 +211,19 @@ def test_device_reset_takes_the_device_memory_with_it(tmp_path):
     assert t.totals() == {(0, "device"): (2 * MiB, 1 * MiB), (-1, "host_pinned"): (4 * KiB, 4 * KiB)}
     assert sorted(frame_functions(s)[0] for s in t.live_sites()) == ["after_reset_site", "pinned_site"]
     assert_unchanged_behaviour(t)
+
+
+def test_report_says_by_what_it_is_what_is_live_at_the_end_on_every_device_and_the_host(tmp_path):
+    """tests/programs/devices_at_end.py keeps (d + 1) MiB on each of 4 devices and 3 MiB pinned:
+    report's categories at the end (one pass over the live set for every slot) hold exactly that
+    on each device and on the host, as its per-device totals do."""
+    t = trace(tmp_path, [sys.executable, PROGRAM_SOURCES / "devices_at_end.py", CUDART, 4],
+              env={"FAKECUDA_DEVICES": "4"})
+    assert (t.returncode, t.stdout) == (0, "devices_at_end: 4 devices\n"), t.stderr
+    out = json.loads(analyze("report", "--json", "-q", t.trace).stdout)
+    by_slot = {}
+    for c in out["categories_at_end"]:
+        by_slot[c["device"]] = by_slot.get(c["device"], 0) + c["bytes"]
+    assert by_slot == {0: 1 * MiB, 1: 2 * MiB, 2: 3 * MiB, 3: 4 * MiB, -1: 3 * MiB}
+    live = {d["device"]: d["live_bytes_at_end"] for d in out["devices"]}
+    assert live == by_slot
