@@ -97,6 +97,13 @@ static void print_record(const struct vrt_trace *t, uint32_t thread, const struc
 	case VRT_OP_CONTEXT:
 		printf(" dev=%d %s", r->device, r->id ? "created" : "reset");
 		break;
+	case VRT_OP_CAPTURE_BEGIN: case VRT_OP_CAPTURE_END:
+		printf(" %s dev=%d stream=0x%" PRIx64, vrt_api_name(r->api), r->device, r->stream);
+		if (r->result)
+			printf(" result=%d", r->result);
+		if (r->stack)
+			printf(" stack=%u", r->stack);
+		break;
 	default:
 		printf(" %s dev=%d %s addr=0x%" PRIx64 " size=%" PRIu64, vrt_api_name(r->api), r->device,
 		       vrt_kind_name(r->kind), r->addr, r->size);

@@ -66,6 +66,7 @@ struct group {
 	struct vrt_held_by held;
 	struct vrt_held_by cut; /* that walk's account (timed out), until a later walk explains it */
 	uint64_t stream;     /* its items' stream (0: not stream-ordered, or they came on several) */
+	int64_t captured;    /* bytes of its items made for a CUDA graph (born during a capture) */
 };
 
 struct leaks {
@@ -461,6 +462,7 @@ static struct group *first_seen(struct leaks *lk, const struct vrt_item *it, uin
 	if (!g)
 		return NULL;
 	g->stream = !g->count || g->stream == it->stream ? it->stream : 0;
+	g->captured += it->captured ? (int64_t)it->size : 0;
 	g->bytes += (int64_t)it->size;
 	g->count++;
 	g->live++;
@@ -973,6 +975,7 @@ static void sites_since(const struct leaks *lk, uint32_t from, struct vrt_sites 
 			continue;
 		site->bytes += g->bytes;
 		site->count += g->count;
+		site->captured += g->captured;
 		if (site->last != g->invocation || site->first == UINT64_MAX)
 			site->value2++; /* invocations that left survivors here */
 		site->first = g->invocation < site->first ? g->invocation : site->first;
@@ -1351,6 +1354,11 @@ static void print_text(struct leaks *lk, struct vrt_sites *sites)
 		if (s->streams)
 			printf(" on %u streams", s->streams);
 		printf(", %s (%s)\n", v, why);
+		if (2 * s->captured >= s->bytes && s->captured)
+			printf("%24s made for a CUDA graph: allocated while its thread captured one (torch.cuda.graph, "
+			       "torch.compile's \"reduce-overhead\" mode), and kept as long as the graph lives (PyTorch "
+			       "keeps it in the graph's private pool): a graph captured each call keeps its memory each "
+			       "time; capture once and replay it\n", "");
 		if (held)
 			print_held(lk, s, &held[i]);
 	}
@@ -1423,8 +1431,8 @@ static void print_json(FILE *out, struct leaks *lk, struct vrt_sites *sites)
 		fprintf(out, "%s", first ? "" : ", ");
 		vrt_site_json(out, t, &s, true);
 		fprintf(out, ", \"phase_index\": %u, \"outlived_invocations\": %u, \"streams_one_a_call\": %u, "
-			     "\"persistent\": %s, \"verdict\": ",
-			g->invocation, outlived(lk, g) + 1, total ? total->streams : 0,
+			     "\"captured_bytes\": %lld, \"persistent\": %s, \"verdict\": ",
+			g->invocation, outlived(lk, g) + 1, total ? total->streams : 0, (long long)g->captured,
 			total && persistent_by_design(t, total, lk->n_inv) ? "true" : "false");
 		json_string(out, v);
 		held_json(out, lk, &s, group_held(g));

@@ -95,6 +95,27 @@ int vrt_model_init(struct vrt_model *m)
 /* Frees the live set; the totals stay readable. */
 void vrt_model_free(struct vrt_model *m) { vrt_live_free(&m->set); }
 
+static void follow_capture(struct vrt_model *m, const struct vrt_record *r)
+{
+	int i = 0;
+	while (i < m->n_captures && m->captures[i].stream != r->stream)
+		i++;
+	if (r->op == VRT_OP_CAPTURE_BEGIN && i == m->n_captures && i < VRT_MAX_CAPTURES)
+		m->captures[m->n_captures++] = (struct vrt_capture){ m->thread, r->stream };
+	else if (r->op == VRT_OP_CAPTURE_END && i < m->n_captures)
+		m->captures[i] = m->captures[--m->n_captures];
+}
+
+/* Whether the record under way, a birth, is made for a graph a capture on its thread builds. */
+static bool made_for_a_graph(const struct vrt_model *m, const struct vrt_record *r)
+{
+	for (int i = 0; i < m->n_captures; i++)
+		if (m->captures[i].thread == m->thread &&
+		    (r->op != VRT_OP_BLOCK_ALLOC || m->captures[i].stream == r->stream))
+			return true;
+	return false;
+}
+
 /* Flattened, as vrt_live_apply_into: the one call per record. */
 __attribute__((flatten)) void vrt_model_apply(struct vrt_model *m, const struct vrt_record *r, struct vrt_effect *out)
 {
@@ -112,6 +133,9 @@ __attribute__((flatten)) void vrt_model_apply(struct vrt_model *m, const struct 
 	uint64_t raises = m->peak_raises;
 	m->set.ctx = m; /* a model may have been moved (copied whole) since the last record */
 	m->effect = e;
+	if (r->op == VRT_OP_CAPTURE_BEGIN || r->op == VRT_OP_CAPTURE_END)
+		follow_capture(m, r);
+	m->set.capturing = m->n_captures && made_for_a_graph(m, r);
 	vrt_live_apply_into(&m->set, r, &c, &e->item);
 	if (c.outcome == VRT_LIVE_BORN) {
 		e->kind = VRT_EFFECT_BORN;
@@ -294,7 +318,8 @@ const char *vrt_op_name(uint32_t op)
 		[VRT_OP_MARK] = "mark", [VRT_OP_PHASE_ENTER] = "phase_enter", [VRT_OP_PHASE_EXIT] = "phase_exit",
 		[VRT_OP_LOST] = "lost", [VRT_OP_MODE] = "mode", [VRT_OP_SEED] = "seed", [VRT_OP_CONTEXT] = "context",
 		[VRT_OP_BLOCK_SIZE] = "block_size", [VRT_OP_WALK] = "walk", [VRT_OP_OWNER] = "owner",
-		[VRT_OP_OOM_LIMITS] = "oom_limits", [VRT_OP_EXITING] = "exiting", [VRT_OP_STRING] = "string", [VRT_OP_MODULE] = "module",
+		[VRT_OP_OOM_LIMITS] = "oom_limits", [VRT_OP_EXITING] = "exiting",
+		[VRT_OP_CAPTURE_BEGIN] = "capture_begin", [VRT_OP_CAPTURE_END] = "capture_end", [VRT_OP_STRING] = "string", [VRT_OP_MODULE] = "module",
 		[VRT_OP_SYMBOL] = "symbol", [VRT_OP_PYCODE] = "pycode", [VRT_OP_PYFRAME] = "pyframe",
 		[VRT_OP_STACK] = "stack", [VRT_OP_THREAD_INFO] = "thread_info", [VRT_OP_INFO] = "info",
 		[VRT_OP_CP_BEGIN] = "checkpoint", [VRT_OP_CP_LIVE] = "cp_live", [VRT_OP_CP_PHASE] = "cp_phase",

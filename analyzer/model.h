@@ -32,6 +32,8 @@ struct vrt_effect {
  * The live set (format/live.c: the rules the preload applies too) and what the reports read
  * from it as it changes: totals and peaks per device and kind, and the tensor layer's.
  */
+#define VRT_MAX_CAPTURES 16
+
 struct vrt_model {
 	struct vrt_live_set set;
 	/* Counted totals: memory actually held, per device slot (host = VRT_HOST_SLOT) and kind. */
@@ -47,6 +49,12 @@ struct vrt_model {
 	uint64_t last_ts;
 	uint64_t lost;
 	bool any_blocks;
+	/* The streams capturing a CUDA graph now (CAPTURE_BEGIN to its CAPTURE_END) and the thread
+	 * that began each: a birth on such a thread (a tensor block: on that stream) is made for the
+	 * graph (vrt_item.captured). Past VRT_MAX_CAPTURES at once, the later ones are not followed. */
+	struct vrt_capture { uint32_t thread; uint64_t stream; } captures[VRT_MAX_CAPTURES];
+	int n_captures;
+	uint32_t thread;           /* the record under way's thread: set by the pass (0 elsewhere) */
 	struct vrt_effect *effect; /* the record under way's, while the set applies it */
 	const struct vrt_model_observer *observer; /* NULL: none */
 };

@@ -76,6 +76,7 @@ const struct vrt_record *vrt_pass_take(struct vrt_pass *p, struct vrt_effect *e)
 		if (p->o.model->set.used >= PREFETCH_MIN_ITEMS)
 			vrt_live_prefetch(&p->o.model->set, vrt_replay_ahead(&p->rp, PREFETCH_NEAR),
 					  vrt_replay_ahead(&p->rp, 2 * PREFETCH_NEAR));
+		p->o.model->thread = p->rp.thread;
 		vrt_model_apply(p->o.model, r, e);
 	} else if (e) {
 		*e = (struct vrt_effect){ .kind = VRT_EFFECT_NONE };

@@ -574,6 +574,7 @@ int vrt_sites_fold_printed(const struct vrt_trace *t, struct vrt_sites *s)
 			to->last = from->last > to->last ? from->last : to->last;
 			to->outlived = from->outlived > to->outlived ? from->outlived : to->outlived;
 			to->kinds |= from->kinds;
+			to->captured += from->captured;
 		}
 	}
 	vrt_site_keys_free(&keys);

@@ -22,6 +22,7 @@ struct vrt_site {
 	uint32_t outlived;   /* leaks: the most later call entries one call's survivors here (not the last
 				* call's) were still live at; 0: each call's were gone by the entry after next */
 	uint8_t kinds;       /* 1 << VRT_KIND_* of its memory where the list mixes kinds (0: not kept) */
+	int64_t captured;    /* leaks: bytes of its survivors made for a CUDA graph (during a capture) */
 };
 
 struct vrt_sites {

@@ -20,7 +20,8 @@ struct vrt_live_slot {
 	uint64_t born;   /* born_event | (uint16_t)device << 48 */
 	uint32_t stack;
 	uint8_t api, op, space;
-	uint8_t flags;   /* kind (bits 0-1), seeded (bit 2), a seeded mapping not yet linked (bit 3) */
+	uint8_t flags;   /* kind (bits 0-1), seeded (bit 2), a seeded mapping not yet linked (bit 3),
+			  * born during a CUDA graph capture (bit 4) */
 };
 _Static_assert(sizeof(struct vrt_live_slot) == VRT_LIVE_ITEM_BYTES, "a live item is one cache line");
 _Static_assert(sizeof(struct vrt_live_slot) + 48 <= VRT_LIVE_BYTES_PER_ITEM, "the bound covers an item");
@@ -28,6 +29,7 @@ _Static_assert(sizeof(struct vrt_live_slot) + 48 <= VRT_LIVE_BYTES_PER_ITEM, "th
 #define BORN_EVENT_MASK ((1ull << 48) - 1)
 #define FLAG_SEEDED 4
 #define FLAG_UNLINKED 8
+#define FLAG_CAPTURED 16
 
 static int16_t slot_device(const struct vrt_live_slot *l) { return (int16_t)(uint16_t)(l->born >> 48); }
 static uint8_t slot_kind(const struct vrt_live_slot *l) { return l->flags & 3; }
@@ -57,6 +59,7 @@ static void unpack(const struct vrt_live_slot *l, struct vrt_item *it)
 	it->op = l->op;
 	it->kind = slot_kind(l);
 	it->seeded = (l->flags & FLAG_SEEDED) != 0;
+	it->captured = (l->flags & FLAG_CAPTURED) != 0;
 }
 
 /* ---- the index: linear probing over item positions, at most half full. Each slot keeps its
@@ -314,7 +317,7 @@ static void born(struct vrt_live_set *s, const struct vrt_record *r, uint8_t op,
 	l->stack = r->stack;
 	l->api = (uint8_t)r->api;
 	l->op = op == VRT_OP_SEED ? VRT_OP_ALLOC : op; /* a seed is taken as an allocation */
-	l->flags = (uint8_t)((r->kind & 3) | (seeded ? FLAG_SEEDED : 0));
+	l->flags = (uint8_t)((r->kind & 3) | (seeded ? FLAG_SEEDED : 0) | (s->capturing && !seeded ? FLAG_CAPTURED : 0));
 	bool restated = r->op == VRT_OP_CP_LIVE;
 	if (space == VRT_SPACE_HANDLE) /* a checkpoint restates the references in y */
 		handle_set(l, restated ? (uint32_t)r->aux2 : 1, 0);

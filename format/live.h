@@ -60,6 +60,7 @@ struct vrt_item {
 	int16_t device;
 	uint8_t space, op, kind; /* op: the record that made it live (SEED for a seed) */
 	uint8_t seeded;       /* came from a checkpoint or a SEED: born before the recorded history */
+	uint8_t captured;     /* born while its thread captured a CUDA graph (made for the graph) */
 };
 
 /* Why an item ended. */
@@ -111,6 +112,8 @@ struct vrt_live_set {
 	uint64_t events;        /* event records applied (checkpoint records are not events) */
 	uint64_t phase_seq;     /* phase invocations entered so far, all names */
 	bool seeding;           /* inside a checkpoint whose items are to be taken in */
+	bool capturing;         /* the record under way is made for a CUDA graph: set by the caller
+				 * (the analyzer's model) before it applies a birth */
 	/* Told of every item that ends, with why, before it is gone (may be NULL). It must not
 	 * apply records to this set. */
 	void (*on_end)(void *ctx, const struct vrt_item *it, enum vrt_live_end why);

@@ -339,3 +339,9 @@ void vrt_record_release(uint8_t op, uint16_t api, uint64_t ts_before, uint64_t a
 				.stream = aux };
 	vrt_emit(&ev, vrt_cfg.free_stacks);
 }
+
+void vrt_record_capture(uint8_t op, uint16_t api, int device, uint64_t stream, int result)
+{
+	struct vrt_event ev = { .op = op, .api = api, .device = (int16_t)device, .stream = stream, .result = result };
+	vrt_emit(&ev, op == VRT_OP_CAPTURE_BEGIN); /* where the capture began names the graph */
+}

@@ -134,5 +134,8 @@ void vrt_record_alloc(uint16_t api, int result, bool out_of_memory, uint8_t op, 
 /* A release succeeded; ts_before was taken before the real call (see collector.c on order). */
 void vrt_record_release(uint8_t op, uint16_t api, uint64_t ts_before, uint64_t addr, uint64_t size,
 			uint64_t aux);
+/* A stream capture began (CAPTURE_BEGIN, with the stack) or ended (CAPTURE_END): what the thread
+ * allocates between them is made for a CUDA graph. */
+void vrt_record_capture(uint8_t op, uint16_t api, int device, uint64_t stream, int result);
 
 #endif /* VRAMTRACE_PRELOAD_HOOKS_H */

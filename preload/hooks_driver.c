@@ -471,6 +471,89 @@ static CUresult primary_ctx_release(void *real, CUdevice dev)
 static CUresult hook_cuDevicePrimaryCtxRelease_v2(void *real, CUdevice dev) { return primary_ctx_release(real, dev); }
 VRT_DEFINE_HOOK(cuDevicePrimaryCtxRelease_v2, CUresult, (CUdevice dev), (dev), MISSING)
 
+/* ---- stream capture: what a thread allocates while it captures is made for a CUDA graph ---- */
+
+static CUresult begin_capture(uint16_t api, void *real, CUstream s, CUstreamCaptureMode mode)
+{
+	int guard;
+	CUresult (*fn)(CUstream, CUstreamCaptureMode) = real;
+	if (!(guard = vrt_enter()))
+		return fn(s, mode);
+	CUresult r = fn(s, mode);
+	if (r == CUDA_SUCCESS)
+		vrt_record_capture(VRT_OP_CAPTURE_BEGIN, api, vrt_current_device_driver(), (uint64_t)(uintptr_t)s, 0);
+	vrt_leave(guard);
+	return r;
+}
+
+static CUresult hook_cuStreamBeginCapture_v2(void *real, CUstream s, CUstreamCaptureMode mode)
+{
+	return begin_capture(VRT_API_CU_STREAM_BEGIN_CAPTURE, real, s, mode);
+}
+VRT_DEFINE_HOOK(cuStreamBeginCapture_v2, CUresult, (CUstream s, CUstreamCaptureMode mode), (s, mode), MISSING)
+
+static CUresult hook_cuStreamBeginCapture_v2_ptsz(void *real, CUstream s, CUstreamCaptureMode mode)
+{
+	return begin_capture(VRT_API_CU_STREAM_BEGIN_CAPTURE, real, s, mode);
+}
+VRT_DEFINE_HOOK(cuStreamBeginCapture_v2_ptsz, CUresult, (CUstream s, CUstreamCaptureMode mode), (s, mode), MISSING)
+
+static CUresult begin_capture_to_graph(void *real, CUstream s, CUgraph g, const CUgraphNode *deps,
+				       const CUgraphEdgeData *data, size_t n, CUstreamCaptureMode mode)
+{
+	int guard;
+	CUresult (*fn)(CUstream, CUgraph, const CUgraphNode *, const CUgraphEdgeData *, size_t,
+		       CUstreamCaptureMode) = real;
+	if (!(guard = vrt_enter()))
+		return fn(s, g, deps, data, n, mode);
+	CUresult r = fn(s, g, deps, data, n, mode);
+	if (r == CUDA_SUCCESS)
+		vrt_record_capture(VRT_OP_CAPTURE_BEGIN, VRT_API_CU_STREAM_BEGIN_CAPTURE_TO_GRAPH,
+				   vrt_current_device_driver(), (uint64_t)(uintptr_t)s, 0);
+	vrt_leave(guard);
+	return r;
+}
+
+static CUresult hook_cuStreamBeginCaptureToGraph(void *real, CUstream s, CUgraph g, const CUgraphNode *deps,
+						 const CUgraphEdgeData *data, size_t n, CUstreamCaptureMode mode)
+{
+	return begin_capture_to_graph(real, s, g, deps, data, n, mode);
+}
+VRT_DEFINE_HOOK(cuStreamBeginCaptureToGraph, CUresult,
+		(CUstream s, CUgraph g, const CUgraphNode *deps, const CUgraphEdgeData *data, size_t n,
+		 CUstreamCaptureMode mode),
+		(s, g, deps, data, n, mode), MISSING)
+
+static CUresult hook_cuStreamBeginCaptureToGraph_ptsz(void *real, CUstream s, CUgraph g, const CUgraphNode *deps,
+						      const CUgraphEdgeData *data, size_t n, CUstreamCaptureMode mode)
+{
+	return begin_capture_to_graph(real, s, g, deps, data, n, mode);
+}
+VRT_DEFINE_HOOK(cuStreamBeginCaptureToGraph_ptsz, CUresult,
+		(CUstream s, CUgraph g, const CUgraphNode *deps, const CUgraphEdgeData *data, size_t n,
+		 CUstreamCaptureMode mode),
+		(s, g, deps, data, n, mode), MISSING)
+
+/* The capture ends whatever the result (an invalidated one is ended and its graph not made). */
+static CUresult end_capture(void *real, CUstream s, CUgraph *g)
+{
+	int guard;
+	CUresult (*fn)(CUstream, CUgraph *) = real;
+	if (!(guard = vrt_enter()))
+		return fn(s, g);
+	CUresult r = fn(s, g);
+	vrt_record_capture(VRT_OP_CAPTURE_END, VRT_API_CU_STREAM_END_CAPTURE, vrt_current_device_driver(),
+			   (uint64_t)(uintptr_t)s, (int)r);
+	vrt_leave(guard);
+	return r;
+}
+
+static CUresult hook_cuStreamEndCapture(void *real, CUstream s, CUgraph *g) { return end_capture(real, s, g); }
+VRT_DEFINE_HOOK(cuStreamEndCapture, CUresult, (CUstream s, CUgraph *g), (s, g), MISSING)
+
+static CUresult hook_cuStreamEndCapture_ptsz(void *real, CUstream s, CUgraph *g) { return end_capture(real, s, g); }
+VRT_DEFINE_HOOK(cuStreamEndCapture_ptsz, CUresult, (CUstream s, CUgraph *g), (s, g), MISSING)
+
 /* ---- table ------------------------------------------------------------------------------ */
 
 const struct vrt_hook_def vrt_driver_hooks[] = {
@@ -503,5 +586,13 @@ const struct vrt_hook_def vrt_driver_hooks[] = {
 	VRT_HOOK_DEF(cuIpcCloseMemHandle, "cuIpcCloseMemHandle", 4010, 0, CU_IPC_CLOSE),
 	VRT_HOOK_DEF(cuDevicePrimaryCtxReset_v2, "cuDevicePrimaryCtxReset", 11000, 0, CU_PRIMARY_CTX_RESET),
 	VRT_HOOK_DEF(cuDevicePrimaryCtxRelease_v2, "cuDevicePrimaryCtxRelease", 11000, 0, CU_PRIMARY_CTX_RELEASE),
+	VRT_HOOK_DEF(cuStreamBeginCapture_v2, "cuStreamBeginCapture", 10010, 0, CU_STREAM_BEGIN_CAPTURE),
+	VRT_HOOK_DEF(cuStreamBeginCapture_v2_ptsz, "cuStreamBeginCapture", 10010, 1, CU_STREAM_BEGIN_CAPTURE),
+	VRT_HOOK_DEF(cuStreamBeginCaptureToGraph, "cuStreamBeginCaptureToGraph", 12030, 0,
+		     CU_STREAM_BEGIN_CAPTURE_TO_GRAPH),
+	VRT_HOOK_DEF(cuStreamBeginCaptureToGraph_ptsz, "cuStreamBeginCaptureToGraph", 12030, 1,
+		     CU_STREAM_BEGIN_CAPTURE_TO_GRAPH),
+	VRT_HOOK_DEF(cuStreamEndCapture, "cuStreamEndCapture", 10000, 0, CU_STREAM_END_CAPTURE),
+	VRT_HOOK_DEF(cuStreamEndCapture_ptsz, "cuStreamEndCapture", 10000, 1, CU_STREAM_END_CAPTURE),
 };
 const int vrt_n_driver_hooks = sizeof(vrt_driver_hooks) / sizeof(vrt_driver_hooks[0]);

@@ -288,6 +288,101 @@ static cudaError_t hook_cudaDeviceReset(void *real)
 }
 VRT_DEFINE_HOOK0(cudaDeviceReset, cudaError_t, MISSING)
 
+/* ---- stream capture: what a thread allocates while it captures is made for a CUDA graph ---- */
+
+static cudaError_t capture_begun(uint16_t api, cudaError_t r, cudaStream_t s)
+{
+	if (r == cudaSuccess)
+		vrt_record_capture(VRT_OP_CAPTURE_BEGIN, api, vrt_current_device_runtime(), (uint64_t)(uintptr_t)s, 0);
+	return r;
+}
+
+static cudaError_t begin_capture(void *real, cudaStream_t s, enum cudaStreamCaptureMode mode)
+{
+	int guard;
+	cudaError_t (*fn)(cudaStream_t, enum cudaStreamCaptureMode) = real;
+	if (!(guard = vrt_enter_runtime()))
+		return fn(s, mode);
+	cudaError_t r = capture_begun(VRT_API_CUDA_STREAM_BEGIN_CAPTURE, fn(s, mode), s);
+	vrt_leave(guard);
+	return r;
+}
+
+static cudaError_t hook_cudaStreamBeginCapture(void *real, cudaStream_t s, enum cudaStreamCaptureMode mode)
+{
+	return begin_capture(real, s, mode);
+}
+VRT_DEFINE_HOOK(cudaStreamBeginCapture, cudaError_t, (cudaStream_t s, enum cudaStreamCaptureMode mode), (s, mode),
+		MISSING)
+
+static cudaError_t hook_cudaStreamBeginCapture_ptsz(void *real, cudaStream_t s, enum cudaStreamCaptureMode mode)
+{
+	return begin_capture(real, s, mode);
+}
+VRT_DEFINE_HOOK(cudaStreamBeginCapture_ptsz, cudaError_t, (cudaStream_t s, enum cudaStreamCaptureMode mode),
+		(s, mode), MISSING)
+
+static cudaError_t begin_capture_to_graph(void *real, cudaStream_t s, cudaGraph_t g, const cudaGraphNode_t *deps,
+					  const cudaGraphEdgeData *data, size_t n, enum cudaStreamCaptureMode mode)
+{
+	int guard;
+	cudaError_t (*fn)(cudaStream_t, cudaGraph_t, const cudaGraphNode_t *, const cudaGraphEdgeData *, size_t,
+			  enum cudaStreamCaptureMode) = real;
+	if (!(guard = vrt_enter_runtime()))
+		return fn(s, g, deps, data, n, mode);
+	cudaError_t r = capture_begun(VRT_API_CUDA_STREAM_BEGIN_CAPTURE_TO_GRAPH, fn(s, g, deps, data, n, mode), s);
+	vrt_leave(guard);
+	return r;
+}
+
+static cudaError_t hook_cudaStreamBeginCaptureToGraph(void *real, cudaStream_t s, cudaGraph_t g,
+						      const cudaGraphNode_t *deps, const cudaGraphEdgeData *data,
+						      size_t n, enum cudaStreamCaptureMode mode)
+{
+	return begin_capture_to_graph(real, s, g, deps, data, n, mode);
+}
+VRT_DEFINE_HOOK(cudaStreamBeginCaptureToGraph, cudaError_t,
+		(cudaStream_t s, cudaGraph_t g, const cudaGraphNode_t *deps, const cudaGraphEdgeData *data, size_t n,
+		 enum cudaStreamCaptureMode mode),
+		(s, g, deps, data, n, mode), MISSING)
+
+static cudaError_t hook_cudaStreamBeginCaptureToGraph_ptsz(void *real, cudaStream_t s, cudaGraph_t g,
+							   const cudaGraphNode_t *deps, const cudaGraphEdgeData *data,
+							   size_t n, enum cudaStreamCaptureMode mode)
+{
+	return begin_capture_to_graph(real, s, g, deps, data, n, mode);
+}
+VRT_DEFINE_HOOK(cudaStreamBeginCaptureToGraph_ptsz, cudaError_t,
+		(cudaStream_t s, cudaGraph_t g, const cudaGraphNode_t *deps, const cudaGraphEdgeData *data, size_t n,
+		 enum cudaStreamCaptureMode mode),
+		(s, g, deps, data, n, mode), MISSING)
+
+/* The capture ends whatever the result (an invalidated one is ended and its graph not made). */
+static cudaError_t end_capture(void *real, cudaStream_t s, cudaGraph_t *g)
+{
+	int guard;
+	cudaError_t (*fn)(cudaStream_t, cudaGraph_t *) = real;
+	if (!(guard = vrt_enter_runtime()))
+		return fn(s, g);
+	cudaError_t r = fn(s, g);
+	vrt_record_capture(VRT_OP_CAPTURE_END, VRT_API_CUDA_STREAM_END_CAPTURE, vrt_current_device_runtime(),
+			   (uint64_t)(uintptr_t)s, (int)r);
+	vrt_leave(guard);
+	return r;
+}
+
+static cudaError_t hook_cudaStreamEndCapture(void *real, cudaStream_t s, cudaGraph_t *g)
+{
+	return end_capture(real, s, g);
+}
+VRT_DEFINE_HOOK(cudaStreamEndCapture, cudaError_t, (cudaStream_t s, cudaGraph_t *g), (s, g), MISSING)
+
+static cudaError_t hook_cudaStreamEndCapture_ptsz(void *real, cudaStream_t s, cudaGraph_t *g)
+{
+	return end_capture(real, s, g);
+}
+VRT_DEFINE_HOOK(cudaStreamEndCapture_ptsz, cudaError_t, (cudaStream_t s, cudaGraph_t *g), (s, g), MISSING)
+
 const struct vrt_hook_def vrt_runtime_hooks[] = {
 	VRT_HOOK_DEF(cudaMalloc, NULL, 0, 0, CUDA_MALLOC),
 	VRT_HOOK_DEF(cudaMallocPitch, NULL, 0, 0, CUDA_MALLOC_PITCH),
@@ -308,5 +403,11 @@ const struct vrt_hook_def vrt_runtime_hooks[] = {
 	VRT_HOOK_DEF(cudaIpcOpenMemHandle, NULL, 0, 0, CUDA_IPC_OPEN),
 	VRT_HOOK_DEF(cudaIpcCloseMemHandle, NULL, 0, 0, CUDA_IPC_CLOSE),
 	VRT_HOOK_DEF(cudaDeviceReset, NULL, 0, 0, CU_PRIMARY_CTX_RESET),
+	VRT_HOOK_DEF(cudaStreamBeginCapture, NULL, 0, 0, CUDA_STREAM_BEGIN_CAPTURE),
+	VRT_HOOK_DEF(cudaStreamBeginCapture_ptsz, NULL, 0, 1, CUDA_STREAM_BEGIN_CAPTURE),
+	VRT_HOOK_DEF(cudaStreamBeginCaptureToGraph, NULL, 0, 0, CUDA_STREAM_BEGIN_CAPTURE_TO_GRAPH),
+	VRT_HOOK_DEF(cudaStreamBeginCaptureToGraph_ptsz, NULL, 0, 1, CUDA_STREAM_BEGIN_CAPTURE_TO_GRAPH),
+	VRT_HOOK_DEF(cudaStreamEndCapture, NULL, 0, 0, CUDA_STREAM_END_CAPTURE),
+	VRT_HOOK_DEF(cudaStreamEndCapture_ptsz, NULL, 0, 1, CUDA_STREAM_END_CAPTURE),
 };
 const int vrt_n_runtime_hooks = sizeof(vrt_runtime_hooks) / sizeof(vrt_runtime_hooks[0]);

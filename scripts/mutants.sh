@@ -736,6 +736,31 @@ m report-categories-of-one-slot analyzer/categories.c \
   'categorize_item(&by_slot[vrt_device_slot(it->device)], it);' \
   'categorize_item(&by_slot[0], it);' \
   test_runtime.py::test_report_says_by_what_it_is_what_is_live_at_the_end_on_every_device_and_the_host
+# ---- memory made for a CUDA graph (preload/hooks_runtime.c, analyzer/model.c, cmd_leaks.c) ----
+m capture-begin-unrecorded preload/hooks_runtime.c \
+  '\tif (r == cudaSuccess)\n\t\tvrt_record_capture(VRT_OP_CAPTURE_BEGIN' \
+  '\tif (0)\n\t\tvrt_record_capture(VRT_OP_CAPTURE_BEGIN' \
+  test_retention_shapes.py::test_memory_made_for_a_cuda_graph_captured_each_call_says_so
+m capture-other-threads-counted analyzer/model.c \
+  'if (m->captures[i].thread == m->thread &&' \
+  'if (' \
+  test_retention_shapes.py::test_memory_made_for_a_cuda_graph_captured_each_call_says_so
+m capture-never-ends analyzer/model.c \
+  '\telse if (r->op == VRT_OP_CAPTURE_END && i < m->n_captures)' \
+  '\telse if (0)' \
+  test_retention_shapes.py::test_memory_made_for_a_cuda_graph_captured_each_call_says_so
+m capture-thread-unknown-to-the-model analyzer/pass.c \
+  '\t\tp->o.model->thread = p->rp.thread;\n' \
+  '' \
+  test_retention_shapes.py::test_memory_made_for_a_cuda_graph_captured_each_call_says_so
+m capture-flag-not-kept format/live.c \
+  '\tit->captured = (l->flags & FLAG_CAPTURED) != 0;' \
+  '\tit->captured = 0;' \
+  test_retention_shapes.py::test_memory_made_for_a_cuda_graph_captured_each_call_says_so
+m capture-unsaid analyzer/cmd_leaks.c \
+  'if (2 * s->captured >= s->bytes && s->captured)' \
+  'if (0)' \
+  test_retention_shapes.py::test_memory_made_for_a_cuda_graph_captured_each_call_says_so
 m retain-realtime-signal-handler-lost python/vramtrace/_owners.py \
   '                    name = "signal %d" % sig\n' \
   '                    raise\n' \

@@ -20,7 +20,7 @@
 #define VRT_FILE_MAGIC "VRAMTRC\0"
 #define VRT_FILE_MAGIC_LEN 8
 #define VRT_FORMAT_MAJOR 1
-#define VRT_FORMAT_MINOR 3
+#define VRT_FORMAT_MINOR 4
 #define VRT_FILE_HEADER_SIZE 4096u
 #define VRT_STATE_OFFSET 512u
 #define VRT_CHUNK_MAGIC 0x4b484356u /* "VCHK" */
@@ -175,6 +175,8 @@ enum vrt_op {
 	VRT_OP_OWNER = 25,       /* a Python object owns the buffer at addr: what it is, what holds it */
 	VRT_OP_OOM_LIMITS = 26,  /* the limits PyTorch reported with its out-of-memory error */
 	VRT_OP_EXITING = 27,     /* teardown begins: what is freed after it, the ending freed */
+	VRT_OP_CAPTURE_BEGIN = 28, /* a stream began capturing a CUDA graph (this thread's allocations follow) */
+	VRT_OP_CAPTURE_END = 29, /* that stream's capture ended */
 	/* definitions (VRT_CHUNK_TABLES) */
 	VRT_OP_STRING = 32,      /* i: id, B: UTF-8 bytes */
 	VRT_OP_MODULE = 33,      /* i: id, j: path string id, A: load base, s: span, B: build-id */
@@ -221,6 +223,8 @@ enum vrt_op {
 	X(VRT_OP_OWNER, "tdasijx")                              \
 	X(VRT_OP_OOM_LIMITS, "tdsxyijr")                        \
 	X(VRT_OP_EXITING, "ti")                                 \
+	X(VRT_OP_CAPTURE_BEGIN, "tpdqS")                        \
+	X(VRT_OP_CAPTURE_END, "tpdqr")                          \
 	X(VRT_OP_STRING, "iB")                                  \
 	X(VRT_OP_MODULE, "ijAsB")                               \
 	X(VRT_OP_SYMBOL, "Aijx")                                \
@@ -326,6 +330,9 @@ enum vrt_owner_status {
 	X(CUDA_HOST_UNREGISTER, 13, "cudaHostUnregister") \
 	X(CUDA_IPC_OPEN, 14, "cudaIpcOpenMemHandle")  \
 	X(CUDA_IPC_CLOSE, 15, "cudaIpcCloseMemHandle") \
+	X(CUDA_STREAM_BEGIN_CAPTURE, 16, "cudaStreamBeginCapture") \
+	X(CUDA_STREAM_BEGIN_CAPTURE_TO_GRAPH, 17, "cudaStreamBeginCaptureToGraph") \
+	X(CUDA_STREAM_END_CAPTURE, 18, "cudaStreamEndCapture") \
 	X(CU_MEM_ALLOC, 32, "cuMemAlloc_v2")          \
 	X(CU_MEM_ALLOC_PITCH, 33, "cuMemAllocPitch_v2") \
 	X(CU_MEM_FREE, 34, "cuMemFree_v2")            \
@@ -358,6 +365,9 @@ enum vrt_owner_status {
 	X(CU_ARRAY_DESTROY, 61, "cuArrayDestroy")     \
 	X(CU_MEM_RETAIN_HANDLE, 62, "cuMemRetainAllocationHandle") \
 	X(CU_PRIMARY_CTX_RELEASE, 63, "cuDevicePrimaryCtxRelease_v2") \
+	X(CU_STREAM_BEGIN_CAPTURE, 64, "cuStreamBeginCapture_v2") \
+	X(CU_STREAM_BEGIN_CAPTURE_TO_GRAPH, 65, "cuStreamBeginCaptureToGraph") \
+	X(CU_STREAM_END_CAPTURE, 66, "cuStreamEndCapture") \
 	X(TORCH_BLOCK, 96, "torch.CUDACachingAllocator") \
 	X(TORCH_OOM, 97, "torch.OutOfMemory")         \
 	X(USER_API, 98, "vramtrace API")              \

@@ -143,6 +143,7 @@ class Survivor(Site):
     phase_index: int = 0
     outlived_invocations: int = 0
     streams_one_a_call: int = 0  # each call's survivors here on a stream of their own: how many
+    captured_bytes: int = 0  # of bytes: made for a CUDA graph (allocated during a stream capture)
     persistent: bool = False
     verdict: str = ""
     held_by: Tuple[str, ...] = ()

@@ -237,6 +237,7 @@ struct CUctx_st {
 struct CUstream_st {
     uint32_t magic;
     int device;
+    bool capturing; /* between cuStreamBeginCapture and cuStreamEndCapture */
 };
 
 struct CUmemPoolHandle_st {
@@ -839,6 +840,48 @@ static CUresult stream_synchronize(CUstream s)
 
 CUresult cuStreamSynchronize(CUstream hStream) { return stream_synchronize(hStream); }
 CUresult cuStreamSynchronize_ptsz(CUstream hStream) { return stream_synchronize(hStream); }
+
+/* Stream capture: a created stream captures (the built-in ones cannot); no graph is built, the
+ * handle handed back is one per capture that nothing reads. */
+static CUresult begin_capture(CUstream s)
+{
+    if (stream_is_builtin(s))
+        return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+    if (s->magic != STREAM_MAGIC)
+        return CUDA_ERROR_INVALID_HANDLE;
+    if (s->capturing)
+        return CUDA_ERROR_ILLEGAL_STATE;
+    s->capturing = true;
+    return CUDA_SUCCESS;
+}
+
+static CUresult end_capture(CUstream s, CUgraph *phGraph)
+{
+    static char graph;
+
+    if (!phGraph)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (stream_is_builtin(s) || s->magic != STREAM_MAGIC)
+        return CUDA_ERROR_INVALID_HANDLE;
+    if (!s->capturing)
+        return CUDA_ERROR_ILLEGAL_STATE;
+    s->capturing = false;
+    *phGraph = (CUgraph)(void *)&graph;
+    return CUDA_SUCCESS;
+}
+
+CUresult cuStreamBeginCapture_v2(CUstream hStream, CUstreamCaptureMode mode)
+{
+    (void)mode;
+    return begin_capture(hStream);
+}
+CUresult cuStreamBeginCapture_v2_ptsz(CUstream hStream, CUstreamCaptureMode mode)
+{
+    (void)mode;
+    return begin_capture(hStream);
+}
+CUresult cuStreamEndCapture(CUstream hStream, CUgraph *phGraph) { return end_capture(hStream, phGraph); }
+CUresult cuStreamEndCapture_ptsz(CUstream hStream, CUgraph *phGraph) { return end_capture(hStream, phGraph); }
 
 /* ------------------------------------------------------------------------ */
 /* Linear device memory                                                     */
@@ -2100,6 +2143,8 @@ static const struct proc_entry proc_table[] = {
     PROC("cuStreamDestroy", 2000, cuStreamDestroy),
     PROC("cuStreamDestroy", 4000, cuStreamDestroy_v2),
     PROC_PT("cuStreamSynchronize", 2000, cuStreamSynchronize, cuStreamSynchronize_ptsz),
+    PROC_PT("cuStreamBeginCapture", 10010, cuStreamBeginCapture_v2, cuStreamBeginCapture_v2_ptsz),
+    PROC_PT("cuStreamEndCapture", 10000, cuStreamEndCapture, cuStreamEndCapture_ptsz),
     PROC("cuMemGetInfo", 2000, cuMemGetInfo),
     PROC("cuMemGetInfo", 3020, cuMemGetInfo_v2),
     PROC("cuMemAlloc", 2000, cuMemAlloc),

@@ -48,6 +48,8 @@ static struct {
     PFN_cuStreamCreate_v2000 StreamCreate;
     PFN_cuStreamDestroy_v4000 StreamDestroy;
     PFN_cuStreamSynchronize_v2000 StreamSynchronize;
+    PFN_cuStreamBeginCapture_v10010 StreamBeginCapture;
+    PFN_cuStreamEndCapture_v10000 StreamEndCapture;
     PFN_cuMemGetInfo_v3020 MemGetInfo;
     PFN_cuMemAlloc_v3020 MemAlloc;
     PFN_cuMemAllocPitch_v3020 MemAllocPitch;
@@ -88,6 +90,8 @@ static const struct driver_symbol {
     { "cuStreamCreate", (void **)&drv.StreamCreate, false },
     { "cuStreamDestroy", (void **)&drv.StreamDestroy, false },
     { "cuStreamSynchronize", (void **)&drv.StreamSynchronize, true },
+    { "cuStreamBeginCapture", (void **)&drv.StreamBeginCapture, true },
+    { "cuStreamEndCapture", (void **)&drv.StreamEndCapture, true },
     { "cuMemGetInfo", (void **)&drv.MemGetInfo, false },
     { "cuMemAlloc", (void **)&drv.MemAlloc, false },
     { "cuMemAllocPitch", (void **)&drv.MemAllocPitch, false },
@@ -671,6 +675,18 @@ cudaError_t cudaStreamSynchronize(cudaStream_t stream)
 {
     ENTER();
     return finish_cu(drv.StreamSynchronize(stream));
+}
+
+cudaError_t cudaStreamBeginCapture(cudaStream_t stream, enum cudaStreamCaptureMode mode)
+{
+    ENTER();
+    return finish_cu(drv.StreamBeginCapture(stream, (CUstreamCaptureMode)mode));
+}
+
+cudaError_t cudaStreamEndCapture(cudaStream_t stream, cudaGraph_t *pGraph)
+{
+    ENTER();
+    return finish_cu(drv.StreamEndCapture(stream, (CUgraph *)pGraph));
 }
 
 /* Unified addressing: every direction is one cuMemcpy. */

@@ -8,6 +8,7 @@ path reached it, and blame a workspace that grows every call while labelling one
 Run by this interpreter, and the chains again by every CPython the machine has (3.9-3.14).
 """
 import json
+import sys
 
 import pytest
 
@@ -357,3 +358,25 @@ def test_on_pytorch_a_stream_made_each_call_is_said_of_its_cublas_workspace():
     text = analyze("leaks", "-q", "--phase", "train", trace).stdout
     assert "born in calls 1..4, 33.0 MiB a call on 4 streams, grows every call (leaves memory behind in every " \
            "invocation, each call's on a new stream" in text, text
+
+
+@pytest.mark.parametrize("other_thread", [False, True], ids=["same-thread", "other-thread"])
+def test_memory_made_for_a_cuda_graph_captured_each_call_says_so(tmp_path, other_thread):
+    """tests/programs/graph_pool.py captures a graph each call and keeps what it allocated while
+    capturing (PyTorch: the graph's private pool, alive as long as the graph), and 2 MiB a call
+    allocated outside the capture. leaks says the first is made for a CUDA graph, not the second;
+    nor memory another thread allocated while the capture was open (--other-thread)."""
+    argv = [sys.executable, PROGRAM_SOURCES / "graph_pool.py", CUDART, 4] + (["--other-thread"] if other_thread else [])
+    t = traced(tmp_path, argv, run_args=("--phase", "train"))
+    assert (t.returncode, t.stdout) == (0, "graph_pool: 4 calls\n"), t.stderr
+    out = json.loads(analyze("leaks", "--json", "-q", "--phase", "train", t.trace).stdout)
+    graph = [s for s in out["survivors"] if s["bytes"] == 6 * MiB]
+    result = [s for s in out["survivors"] if s["bytes"] == 2 * MiB]
+    assert [(s["phase_index"], s["captured_bytes"]) for s in graph] == [(i, 6 * MiB) for i in range(1, 5)], graph
+    assert [(s["phase_index"], s["captured_bytes"]) for s in result] == [(i, 0) for i in range(1, 5)], result
+    text = analyze("leaks", "-q", "--phase", "train", t.trace).stdout
+    assert text.count("made for a CUDA graph: allocated while its thread captured one") == 1, text
+    graph_site = text[text.index("24.0 MiB      4x"):]
+    assert graph_site.index("made for a CUDA graph") < graph_site.index("8.00 MiB      4x"), text
+    dump = analyze("dump", "-q", t.trace).stdout
+    assert dump.count("capture_begin cudaStreamBeginCapture") == 4 and dump.count("capture_end  cudaStreamEndCapture") == 4

@@ -158,6 +158,8 @@ int main(void)
 	MEMBER(vrt_op, VRT_OP_OWNER);
 	MEMBER(vrt_op, VRT_OP_OOM_LIMITS);
 	MEMBER(vrt_op, VRT_OP_EXITING);
+	MEMBER(vrt_op, VRT_OP_CAPTURE_BEGIN);
+	MEMBER(vrt_op, VRT_OP_CAPTURE_END);
 	MEMBER(vrt_op, VRT_OP_STRING);
 	MEMBER(vrt_op, VRT_OP_MODULE);
 	MEMBER(vrt_op, VRT_OP_SYMBOL);
