@@ -162,14 +162,18 @@ def test_the_chains_on_each_version(tmp_path, minor):
 
 # ---- the same shapes on PyTorch, recorded on a GPU (scripts/gpu/retention_shapes_check.py) ----
 
-def gpu_check():
+def gpu_script(name):
+    """scripts/gpu/NAME.py as a module (its jobs' texts, WANT tables and helpers)."""
     import importlib.util
 
-    path = SOURCE / "scripts" / "gpu" / "retention_shapes_check.py"
-    spec = importlib.util.spec_from_file_location("retention_shapes_check", path)
+    spec = importlib.util.spec_from_file_location(name, SOURCE / "scripts" / "gpu" / (name + ".py"))
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+def gpu_check():
+    return gpu_script("retention_shapes_check")
 
 
 @pytest.mark.parametrize("name", ["retain-shapes", "retain-shapes-nccl"])
@@ -337,11 +341,7 @@ def test_on_pytorch_a_stream_made_each_call_is_said_of_its_cublas_workspace():
     cuBLASLt one) for every stream: 33 MiB more each call. The tensors left at that line are
     workspaces on a new stream each call, and leaks says so; the workspaces of the default stream
     and of graph capture's stream (set up once) stay labelled, streams not blamed."""
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("torch_more_shapes", SOURCE / "scripts" / "gpu" / "torch_more_shapes.py")
-    job = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(job)
+    job = gpu_script("torch_more_shapes")
     trace = GOLDEN / "h200" / "torch-more.vrt"
     truth = json.loads((GOLDEN / "h200" / "TRUTH.json").read_text())["torch-more"]
     out = json.loads(analyze("leaks", "--json", "-q", "--phase", "train", trace).stdout)
@@ -380,3 +380,49 @@ def test_memory_made_for_a_cuda_graph_captured_each_call_says_so(tmp_path, other
     assert graph_site.index("made for a CUDA graph") < graph_site.index("8.00 MiB      4x"), text
     dump = analyze("dump", "-q", t.trace).stdout
     assert dump.count("capture_begin cudaStreamBeginCapture") == 4 and dump.count("capture_end  cudaStreamEndCapture") == 4
+
+
+def test_on_pytorch_a_cuda_graph_captured_each_call_is_said_of_its_pool():
+    """tests/golden/h200/graph-pool.vrt (an H100, scripts/gpu/graph_pool_check.py): each call
+    captures a torch.cuda.graph of a forward pass and keeps the graph, and keeps a 2 MiB tensor
+    made outside the capture. PyTorch began each capture through the shared runtime (a
+    CAPTURE_BEGIN and CAPTURE_END a call); the segments the captures allocated (20 MiB a call)
+    are made for a graph and leaks says so; the tensors made outside are not."""
+    check = gpu_script("graph_pool_check")
+    job = check.JOB % {"calls": check.CALLS}
+    trace = GOLDEN / "h200" / "graph-pool.vrt"
+    truth = json.loads((GOLDEN / "h200" / "TRUTH.json").read_text())["graph-pool"]
+    dump = analyze("dump", "-q", trace).stdout
+    assert dump.count(" capture_begin cudaStreamBeginCapture ") == 4 and dump.count(" capture_end  cudaStreamEndCapture ") == 4
+    tensors = json.loads(analyze("leaks", "--json", "-q", "--phase", "train", trace).stdout)
+    assert [p["live_bytes_at_entry"] for p in tensors["phases"]] == truth["allocated_at_entry"]
+    result = check.kept_at(tensors, job, "result")
+    assert [(s["phase_index"], s["bytes"], s["captured_bytes"]) for s in result] == [(i, 2 * MiB, 0) for i in range(1, 5)]
+    cuda = json.loads(analyze("leaks", "--json", "-q", "--phase", "train", "--layer", "cuda", trace).stdout)
+    graph = check.kept_at(cuda, job, "graph")
+    assert {s["phase_index"] for s in graph} == {1, 2, 3, 4}
+    assert all(s["captured_bytes"] == s["bytes"] for s in graph), graph
+    assert [sum(s["bytes"] for s in graph if s["phase_index"] == k) for k in (2, 3, 4)] == [20 * MiB] * 3
+    assert sum(s["captured_bytes"] for s in cuda["survivors"]) == sum(s["bytes"] for s in graph), cuda["survivors"]
+    text = analyze("leaks", "-q", "--phase", "train", "--layer", "cuda", trace).stdout
+    assert "born in calls 1..4, 20.0 MiB a call, grows every call (leaves memory behind in every invocation)\n" \
+           "                         made for a CUDA graph: allocated while its thread captured one" in text, text
+
+
+def test_on_pytorch_a_small_view_and_a_stream_made_each_call_read_as_on_the_double():
+    """tests/golden/h200/view-stream.vrt (an H100, scripts/gpu/view_stream_check.py): a 16-byte
+    slice kept of a 64 MiB tensor made each call says it keeps the whole storage; a whole tensor
+    kept says nothing more; a matmul on a stream made each call grows a cuBLAS workspace each
+    call, on a new stream each time."""
+    check = gpu_script("view_stream_check")
+    job = check.JOB % {"calls": check.CALLS}
+    trace = GOLDEN / "h200" / "view-stream.vrt"
+    truth = json.loads((GOLDEN / "h200" / "TRUTH.json").read_text())["view-stream"]
+    out = json.loads(analyze("leaks", "--json", "-q", "--phase", "train", trace).stdout)
+    assert [p["live_bytes_at_entry"] for p in out["phases"]] == truth["allocated_at_entry"]
+    for way, chain in check.WANT.items():
+        first = [" -> ".join(c) for s in check.kept_at(out, job, way) if s["phase_index"] == 1 for c in s["held_by"]]
+        assert first == [chain], (way, first)
+    workspace = [s for s in check.kept_at(out, job, "stream") if s.get("category") == "workspace"]
+    assert sorted(s["phase_index"] for s in workspace) == [1, 2, 3, 4]
+    assert {(s["streams_one_a_call"], s["verdict"]) for s in workspace} == {(4, "grows every call")}
