@@ -741,6 +741,10 @@ m capture-begin-unrecorded preload/hooks_runtime.c \
   '\tif (r == cudaSuccess)\n\t\tvrt_record_capture(VRT_OP_CAPTURE_BEGIN' \
   '\tif (0)\n\t\tvrt_record_capture(VRT_OP_CAPTURE_BEGIN' \
   test_retention_shapes.py::test_memory_made_for_a_cuda_graph_captured_each_call_says_so
+m capture-begin-unrecorded-by-the-driver preload/hooks_driver.c \
+  '\tif (r == CUDA_SUCCESS)\n\t\tvrt_record_capture(VRT_OP_CAPTURE_BEGIN, api,' \
+  '\tif (0)\n\t\tvrt_record_capture(VRT_OP_CAPTURE_BEGIN, api,' \
+  test_driver.py::test_stream_capture_through_the_exported_names_and_cuGetProcAddress
 m capture-other-threads-counted analyzer/model.c \
   'if (m->captures[i].thread == m->thread &&' \
   'if (' \

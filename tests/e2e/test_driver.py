@@ -3,7 +3,7 @@ dlopen + dlsym of a driver loaded RTLD_LOCAL (dl_driver.c, XLA-style), and throu
 runtime's cudaGetDriverEntryPointByVersion (entry_point_vmm.c, PyTorch expandable segments)."""
 import pytest
 
-from conftest import MiB, assert_nothing_lost, assert_unchanged_behaviour, frame_functions, program, trace
+from conftest import MiB, analyze, assert_nothing_lost, assert_unchanged_behaviour, frame_functions, program, trace
 
 PAGE = 2 * MiB
 
@@ -233,3 +233,25 @@ def test_rest_imports_are_not_memory_held(rest):
     peak, _ = rest.totals()[(0, "device")]
     assert peak == 10240 + 8192 + 3 * MiB + PAGE
     assert_nothing_lost(rest)
+
+
+def test_stream_capture_through_the_exported_names_and_cuGetProcAddress(tmp_path):
+    """tests/programs/drv_capture.c begins and ends a capture by the driver's exported names,
+    then by what cuGetProcAddress hands a per-thread-default-stream runtime: each is one
+    CAPTURE_BEGIN and one CAPTURE_END, on the stream the program captured on, around the
+    allocation it made inside, with the beginning's stack at the program's site."""
+    t = trace(tmp_path, [program("drv_capture")])
+    assert t.returncode == 0, t.stderr
+    streams = [line.split()[-1] for line in t.stdout.splitlines()]
+    assert len(streams) == 2
+    events = [line.split()[2:] for line in analyze("dump", "-q", t.trace).stdout.splitlines()
+              if " capture_" in line or " alloc " in line]
+    for stream, size in zip(streams, (1 * MiB, 2 * MiB)):
+        begin = ["capture_begin", "cuStreamBeginCapture_v2", "dev=0", "stream=" + stream]
+        at = next(i for i, e in enumerate(events) if e[:4] == begin)
+        assert events[at + 1][0] == "alloc" and "size=%d" % size in events[at + 1], events
+        assert events[at + 2] == ["capture_end", "cuStreamEndCapture", "dev=0", "stream=" + stream], events
+    dump = analyze("dump", "-q", "--stacks", t.trace).stdout.splitlines()
+    begin_lines = [i for i, line in enumerate(dump) if " capture_begin " in line]
+    sites = [next(line for line in dump[i + 1:] if "_site" in line) for i in begin_lines]
+    assert ["exported_site" in sites[0], "proc_address_site" in sites[1]] == [True, True], sites
