@@ -19,6 +19,7 @@ One Parquet file per table in DIR, every row keyed by ``trace`` (the trace's fil
   survivors.parquet the sites `leaks` says survive a call, in its order: phase, position, stack,
                     bytes, count, verdict, outlived_invocations, streams_one_a_call (calls whose
                     survivors here came on a stream no other call's did: a stream made per call),
+                    captured_bytes (of bytes, made for a CUDA graph: allocated during a capture),
                     headline_function, headline_file, headline_line
 
 Byte counts and addresses are exact (uint64/int64), as the analyzer computed them.
@@ -114,7 +115,7 @@ _SCHEMAS = {
                ("survivor_bytes", "int64"), ("growth_bytes", "int64")],
     "survivors": [("trace", "string"), ("rank", "int32"), ("phase", "string"), ("position", "int32"),
                   ("stack", "uint32"), ("bytes", "int64"), ("count", "int64"), ("verdict", "string"),
-                  ("outlived_invocations", "int32"), ("streams_one_a_call", "int32"),
+                  ("outlived_invocations", "int32"), ("streams_one_a_call", "int32"), ("captured_bytes", "int64"),
                   ("headline_function", "string"), ("headline_file", "string"),
                   ("headline_line", "int32")],
 }
@@ -184,7 +185,7 @@ def _read_leaks(exe: str, path: str, row: Dict[str, Any], phase: Optional[str], 
         tables["survivors"].add(trace=name, rank=rank, phase=leaks.phase, position=position, stack=s.stack,
                                 bytes=s.bytes, count=s.count, verdict=s.verdict,
                                 outlived_invocations=s.outlived_invocations,
-                                streams_one_a_call=s.streams_one_a_call,
+                                streams_one_a_call=s.streams_one_a_call, captured_bytes=s.captured_bytes,
                                 headline_function=head.function if head else None,
                                 headline_file=head.file if head else None, headline_line=head.line if head else None)
 

@@ -161,15 +161,18 @@ def test_small_row_groups_give_the_same_tables_and_a_bad_trace_leaves_none(ranks
 
 
 @needs_engines
-def test_the_survivors_table_says_which_sites_grow_by_a_stream_made_each_call(tmp_path):
-    """tests/golden/h200/torch-more.vrt: the cuBLAS workspace kept for a stream made each call
-    (test_retention_shapes.py reads it from leaks); the table carries leaks' streams_one_a_call."""
-    trace = SOURCE / "tests" / "golden" / "h200" / "torch-more.vrt"
+@pytest.mark.parametrize("name, column, values", [("torch-more", "streams_one_a_call", {0, 4}),
+                                                   ("graph-pool", "captured_bytes", {0, 1 * MiB, 32 * MiB})])
+def test_the_survivors_table_carries_what_leaks_says_of_streams_and_graphs(tmp_path, name, column, values):
+    """tests/golden/h200/torch-more.vrt: the cuBLAS workspace kept for a stream made each call;
+    graph-pool.vrt: what CUDA graph captures allocated (test_retention_shapes.py reads both from
+    leaks); the table carries leaks' streams_one_a_call and captured_bytes."""
+    trace = SOURCE / "tests" / "golden" / "h200" / (name + ".vrt")
     p = subprocess.run([str(VRAMTRACE), "export", "--format", "parquet", "-q", "-o",
                         str(tmp_path / "t"), str(trace)], capture_output=True, text=True, timeout=120,
                        env=dict(os.environ, VRAMTRACE_PYTHON=sys.executable))
     assert p.returncode == 0, p.stderr
-    rows = run_query(tmp_path, "SELECT position, stack, streams_one_a_call FROM 't/survivors.parquet' ORDER BY position")
+    rows = run_query(tmp_path, "SELECT position, stack, %s FROM 't/survivors.parquet' ORDER BY position" % column)
     leaks = json.loads(analyze("leaks", "--json", "-q", trace).stdout)
-    assert rows == [(i, s["stack"], s["streams_one_a_call"]) for i, s in enumerate(leaks["survivors"])]
-    assert {r[2] for r in rows} == {0, 4}
+    assert rows == [(i, s["stack"], s[column]) for i, s in enumerate(leaks["survivors"])]
+    assert {r[2] for r in rows} == values
