@@ -95,17 +95,6 @@ int vrt_model_init(struct vrt_model *m)
 /* Frees the live set; the totals stay readable. */
 void vrt_model_free(struct vrt_model *m) { vrt_live_free(&m->set); }
 
-static void follow_capture(struct vrt_model *m, const struct vrt_record *r)
-{
-	int i = 0;
-	while (i < m->n_captures && m->captures[i].stream != r->stream)
-		i++;
-	if (r->op == VRT_OP_CAPTURE_BEGIN && i == m->n_captures && i < VRT_MAX_CAPTURES)
-		m->captures[m->n_captures++] = (struct vrt_capture){ m->thread, r->stream };
-	else if (r->op == VRT_OP_CAPTURE_END && i < m->n_captures)
-		m->captures[i] = m->captures[--m->n_captures];
-}
-
 /* Whether the record under way, a birth, is made for a graph a capture on its thread builds. */
 static bool made_for_a_graph(const struct vrt_model *m, const struct vrt_record *r)
 {
@@ -114,6 +103,21 @@ static bool made_for_a_graph(const struct vrt_model *m, const struct vrt_record 
 		    (r->op != VRT_OP_BLOCK_ALLOC || m->captures[i].stream == r->stream))
 			return true;
 	return false;
+}
+
+/* Only while a capture is open, or for a capture's own records: out of the replay's hot path. */
+__attribute__((noinline, cold)) static void follow_captures(struct vrt_model *m, const struct vrt_record *r)
+{
+	if (r->op == VRT_OP_CAPTURE_BEGIN || r->op == VRT_OP_CAPTURE_END) {
+		int i = 0;
+		while (i < m->n_captures && m->captures[i].stream != r->stream)
+			i++;
+		if (r->op == VRT_OP_CAPTURE_BEGIN && i == m->n_captures && i < VRT_MAX_CAPTURES)
+			m->captures[m->n_captures++] = (struct vrt_capture){ m->thread, r->stream };
+		else if (r->op == VRT_OP_CAPTURE_END && i < m->n_captures)
+			m->captures[i] = m->captures[--m->n_captures];
+	}
+	m->set.capturing = made_for_a_graph(m, r);
 }
 
 /* Flattened, as vrt_live_apply_into: the one call per record. */
@@ -133,9 +137,8 @@ __attribute__((flatten)) void vrt_model_apply(struct vrt_model *m, const struct 
 	uint64_t raises = m->peak_raises;
 	m->set.ctx = m; /* a model may have been moved (copied whole) since the last record */
 	m->effect = e;
-	if (r->op == VRT_OP_CAPTURE_BEGIN || r->op == VRT_OP_CAPTURE_END)
-		follow_capture(m, r);
-	m->set.capturing = m->n_captures && made_for_a_graph(m, r);
+	if (__builtin_expect(m->n_captures || r->op == VRT_OP_CAPTURE_BEGIN || r->op == VRT_OP_CAPTURE_END, 0))
+		follow_captures(m, r); /* set.capturing stays false while none is open */
 	vrt_live_apply_into(&m->set, r, &c, &e->item);
 	if (c.outcome == VRT_LIVE_BORN) {
 		e->kind = VRT_EFFECT_BORN;

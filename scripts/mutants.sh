@@ -750,8 +750,8 @@ m capture-other-threads-counted analyzer/model.c \
   'if (' \
   test_retention_shapes.py::test_memory_made_for_a_cuda_graph_captured_each_call_says_so
 m capture-never-ends analyzer/model.c \
-  '\telse if (r->op == VRT_OP_CAPTURE_END && i < m->n_captures)' \
-  '\telse if (0)' \
+  '\t\telse if (r->op == VRT_OP_CAPTURE_END && i < m->n_captures)' \
+  '\t\telse if (0)' \
   test_retention_shapes.py::test_memory_made_for_a_cuda_graph_captured_each_call_says_so
 m capture-thread-unknown-to-the-model analyzer/pass.c \
   '\t\tp->o.model->thread = p->rp.thread;\n' \
