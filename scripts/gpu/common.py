@@ -90,6 +90,15 @@ def run_phase_job(vramtrace, job_text, prefix, phase="train"):
     return r, trace, entries
 
 
+def keep_trace(trace, name):
+    """With --keep DIR on the command line, copies the trace to DIR/NAME (a fixture for the tests)."""
+    import shutil
+    import sys
+
+    if "--keep" in sys.argv:
+        shutil.copy(trace, os.path.join(sys.argv[sys.argv.index("--keep") + 1], name))
+
+
 def leaks_of(vramtrace, trace, *args, as_json=False):
     """`vramtrace leaks -q ARGS TRACE`: its text, or its JSON parsed."""
     out = subprocess.run([vramtrace, "leaks", "-q", *(["--json"] if as_json else []), *args, trace],

@@ -17,7 +17,7 @@ import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import kept_at, leaks_of, run_phase_job  # noqa: E402
+from common import keep_trace, kept_at, leaks_of, run_phase_job  # noqa: E402
 
 CALLS = 4
 JOB = r'''
@@ -66,10 +66,7 @@ def main():
     ok = r.returncode == 0 and begins >= CALLS and ends >= CALLS and traced_entries == entries[:-1]
     ok &= bool(graph) and made == sum(s["bytes"] for s in graph) and made > 0
     ok &= all(s["captured_bytes"] == 0 for s in result)
-    if "--keep" in sys.argv:
-        import shutil
-
-        shutil.copy(trace, os.path.join(sys.argv[sys.argv.index("--keep") + 1], "graph-pool.vrt"))
+    keep_trace(trace, "graph-pool.vrt")
     print("PASS" if ok else "FAIL")
     return 0 if ok else 1
 

@@ -14,11 +14,10 @@ PASS/FAIL.
 """
 import json
 import os
-import shutil
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import leaks_of, run_phase_job  # noqa: E402
+from common import keep_trace, leaks_of, run_phase_job  # noqa: E402
 
 JOB = r'''import sys, torch
 torch.manual_seed(0)
@@ -79,8 +78,7 @@ def main():
         print(f"  {'ok ' if good else 'BAD'} {what}")
         ok &= good
     print("kept alive by:", json.dumps(out["kept_alive_by"], indent=None)[:2000])
-    if "--keep" in sys.argv:
-        shutil.copy(trace, os.path.join(sys.argv[sys.argv.index("--keep") + 1], "graph-retained.vrt"))
+    keep_trace(trace, "graph-retained.vrt")
     print("PASS" if ok else "FAIL")
     return 0 if ok else 1
 

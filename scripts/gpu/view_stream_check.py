@@ -21,7 +21,7 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import kept_at, leaks_of, run_phase_job  # noqa: E402
+from common import keep_trace, kept_at, leaks_of, run_phase_job  # noqa: E402
 
 CALLS = 4
 JOB = r'''
@@ -73,10 +73,7 @@ def main():
     ok &= good
     print(f"  stream   {'ok ' if good else 'BAD'} workspace groups in calls {calls}, streams_one_a_call {sorted(streams)}, "
           f"{sum(s['bytes'] for s in workspace)} bytes")
-    if "--keep" in sys.argv:
-        import shutil
-
-        shutil.copy(trace, os.path.join(sys.argv[sys.argv.index("--keep") + 1], "view-stream.vrt"))
+    keep_trace(trace, "view-stream.vrt")
     print("PASS" if ok else "FAIL")
     return 0 if ok else 1
 
